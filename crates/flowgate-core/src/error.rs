@@ -1,0 +1,79 @@
+//! Errors of the core: invalid quotas, limits and rules. Every variant says which value is wrong.
+
+use crate::clock::Micros;
+
+/// A quota or duration that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// The window is zero.
+    #[error("the window must be longer than zero")]
+    ZeroWindow,
+    /// The window is longer than [`crate::quota::MAX_WINDOW`].
+    #[error("the window ({window} us) is longer than the maximum of ten years")]
+    WindowTooLong {
+        /// The window asked for, in microseconds.
+        window: Micros,
+    },
+    /// The limit is larger than [`crate::quota::MAX_LIMIT`].
+    #[error("the limit {limit} is larger than the maximum of 2^40")]
+    LimitTooLarge {
+        /// The limit asked for.
+        limit: u64,
+    },
+    /// Text that is not `<limit>/<window>`.
+    #[error("`{text}` is not a quota: write <limit>/<window>, e.g. `20/s`, `1000/1m`, `5/30s`")]
+    BadQuota {
+        /// The text given.
+        text: String,
+    },
+    /// Text that is not a duration.
+    #[error("`{text}` is not a duration: write a whole number and a unit (us, ms, s, m, h, d, w)")]
+    BadDuration {
+        /// The text given.
+        text: String,
+    },
+}
+
+/// A limit (algorithm + quota + parameters) that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitError {
+    /// An invalid quota.
+    #[error(transparent)]
+    Quota(#[from] QuotaError),
+    /// `burst` below 1.
+    #[error("burst must be at least 1")]
+    ZeroBurst,
+    /// `burst` above [`crate::quota::MAX_LIMIT`].
+    #[error("burst {burst} is larger than the maximum of 2^40")]
+    BurstTooLarge {
+        /// The burst asked for.
+        burst: u64,
+    },
+    /// `buckets` outside 1..=1000, or more buckets than microseconds in the window.
+    #[error(
+        "buckets must be between 1 and 1000 and no more than the window's microseconds, not {buckets}"
+    )]
+    BadBuckets {
+        /// The bucket count asked for.
+        buckets: u32,
+    },
+    /// `delay` mode on an algorithm that cannot queue.
+    #[error("mode `delay` needs token_bucket or leaky_bucket, not {algorithm}")]
+    DelayNotSupported {
+        /// The algorithm's name.
+        algorithm: &'static str,
+    },
+    /// `max_wait` longer than the longest window.
+    #[error("max_wait is longer than the maximum of ten years")]
+    MaxWaitTooLong,
+    /// A window too short for the limit: the spacing between units would be below one microsecond.
+    #[error("{limit} per {window} us is more than one unit per microsecond")]
+    RateTooHigh {
+        /// The limit.
+        limit: u64,
+        /// The window in microseconds.
+        window: Micros,
+    },
+}

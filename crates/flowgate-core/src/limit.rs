@@ -1,0 +1,377 @@
+//! A limit: an algorithm, a quota and its parameters (burst, buckets, mode, `max_wait`).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::clock::Micros;
+use crate::error::LimitError;
+use crate::quota::{MAX_LIMIT, MAX_WINDOW, Quota};
+
+/// The algorithm a limit runs. See each module in [`crate::algorithm`] for its exact guarantee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Count per epoch-aligned window. At most `limit` per aligned window; up to 2 x `limit`
+    /// in a window that straddles a boundary.
+    FixedWindow,
+    /// Timestamp and cost of each admitted request. Exactly at most `limit` in every window.
+    SlidingLog,
+    /// A ring of epoch-aligned counters. Never more than `limit` in any window (conservative).
+    SlidingWindow,
+    /// GCRA with `burst` (default: `limit`): at most `burst` at once, then the steady rate.
+    TokenBucket,
+    /// GCRA with `burst` 1 by default: output spaced at `window / limit`; in `delay` mode callers
+    /// are told how long to wait for their slot.
+    LeakyBucket,
+    /// At most `limit` units in flight; each lease expires after `window` if never released.
+    Concurrency,
+}
+
+impl Algorithm {
+    /// Every algorithm, for tests and docs.
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingLog,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Concurrency,
+    ];
+
+    /// The configuration name (`fixed_window`, `sliding_log`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::Concurrency => "concurrency",
+        }
+    }
+
+    /// Whether `delay` mode is available.
+    pub fn supports_delay(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::LeakyBucket)
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown algorithm name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown algorithm `{0}`: expected fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket or concurrency"
+)]
+pub struct UnknownAlgorithm(pub String);
+
+impl FromStr for Algorithm {
+    type Err = UnknownAlgorithm;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| UnknownAlgorithm(s.to_owned()))
+    }
+}
+
+/// What happens to a request over the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Reject at once.
+    #[default]
+    Reject,
+    /// Reserve the next free slot and tell the caller how long to wait; reject (reserving
+    /// nothing) when the wait would exceed `max_wait`.
+    Delay,
+}
+
+/// The default number of sliding-window buckets.
+pub const DEFAULT_BUCKETS: u32 = 10;
+
+/// An algorithm with its quota and parameters, validated, with derived values precomputed.
+///
+/// # Examples
+/// "20/s with burst 5": at most 5 requests at once from a full bucket, and one more every 50 ms.
+/// ```
+/// use flowgate_core::{Algorithm, Limit, Quota};
+/// let limit = Limit::builder(Algorithm::TokenBucket, Quota::per_second(20).unwrap())
+///     .burst(5)
+///     .build()
+///     .unwrap();
+/// assert_eq!(limit.burst(), 5);
+/// assert_eq!(limit.emission_interval(), 50_000);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Limit {
+    algorithm: Algorithm,
+    quota: Quota,
+    burst: u64,
+    buckets: u32,
+    mode: Mode,
+    max_wait: Micros,
+    // Derived.
+    emission: Micros,
+    bucket_width: Micros,
+}
+
+/// Builds a [`Limit`]; see [`Limit::builder`].
+#[derive(Clone, Debug)]
+pub struct LimitBuilder {
+    algorithm: Algorithm,
+    quota: Quota,
+    burst: Option<u64>,
+    buckets: u32,
+    mode: Mode,
+    max_wait: Duration,
+}
+
+impl LimitBuilder {
+    /// Sets the burst of a token or leaky bucket (ignored by other algorithms).
+    pub fn burst(mut self, burst: u64) -> Self {
+        self.burst = Some(burst);
+        self
+    }
+
+    /// Sets the number of sliding-window buckets (default 10).
+    pub fn buckets(mut self, buckets: u32) -> Self {
+        self.buckets = buckets;
+        self
+    }
+
+    /// Sets the mode.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets `max_wait`, the longest a `delay`-mode caller may be asked to wait.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Validates and builds the limit.
+    ///
+    /// # Errors
+    /// [`LimitError`] naming the invalid parameter.
+    pub fn build(self) -> Result<Limit, LimitError> {
+        let a = self.algorithm;
+        let q = self.quota;
+        let burst = match a {
+            Algorithm::TokenBucket => self.burst.unwrap_or(q.limit().max(1)),
+            Algorithm::LeakyBucket => self.burst.unwrap_or(1),
+            _ => q.limit(),
+        };
+        if matches!(a, Algorithm::TokenBucket | Algorithm::LeakyBucket) {
+            if burst == 0 {
+                return Err(LimitError::ZeroBurst);
+            }
+            if burst > MAX_LIMIT {
+                return Err(LimitError::BurstTooLarge { burst });
+            }
+            if q.limit() > q.window_micros() {
+                return Err(LimitError::RateTooHigh {
+                    limit: q.limit(),
+                    window: q.window_micros(),
+                });
+            }
+        }
+        if self.mode == Mode::Delay && !a.supports_delay() {
+            return Err(LimitError::DelayNotSupported {
+                algorithm: a.name(),
+            });
+        }
+        let max_wait = crate::clock::micros(self.max_wait);
+        if max_wait > MAX_WINDOW {
+            return Err(LimitError::MaxWaitTooLong);
+        }
+        let w = q.window_micros();
+        if a == Algorithm::SlidingWindow
+            && (self.buckets == 0 || self.buckets > 1000 || u64::from(self.buckets) > w)
+        {
+            return Err(LimitError::BadBuckets {
+                buckets: self.buckets,
+            });
+        }
+        let emission = if q.limit() == 0 {
+            w
+        } else {
+            w.div_ceil(q.limit())
+        };
+        Ok(Limit {
+            algorithm: a,
+            quota: q,
+            burst,
+            buckets: self.buckets,
+            mode: if a.supports_delay() {
+                self.mode
+            } else {
+                Mode::Reject
+            },
+            max_wait: if self.mode == Mode::Delay {
+                max_wait
+            } else {
+                0
+            },
+            emission,
+            bucket_width: w.div_ceil(u64::from(self.buckets.max(1))),
+        })
+    }
+}
+
+impl Limit {
+    /// Starts building a limit of `algorithm` with `quota`.
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> LimitBuilder {
+        LimitBuilder {
+            algorithm,
+            quota,
+            burst: None,
+            buckets: DEFAULT_BUCKETS,
+            mode: Mode::Reject,
+            max_wait: Duration::ZERO,
+        }
+    }
+
+    /// A limit with default parameters.
+    ///
+    /// # Errors
+    /// As [`LimitBuilder::build`].
+    pub fn new(algorithm: Algorithm, quota: Quota) -> Result<Self, LimitError> {
+        Self::builder(algorithm, quota).build()
+    }
+
+    /// The algorithm.
+    #[inline]
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The quota.
+    #[inline]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The quota's limit.
+    #[inline]
+    pub fn limit(&self) -> u64 {
+        self.quota.limit()
+    }
+
+    /// The window in microseconds (for `concurrency`, the lease TTL).
+    #[inline]
+    pub fn window(&self) -> Micros {
+        self.quota.window_micros()
+    }
+
+    /// The burst: for token and leaky buckets the bucket's size in units; otherwise the limit.
+    #[inline]
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// The number of sliding-window buckets.
+    #[inline]
+    pub fn buckets(&self) -> u32 {
+        self.buckets
+    }
+
+    /// The mode.
+    #[inline]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// `max_wait` in microseconds (0 in `reject` mode).
+    #[inline]
+    pub fn max_wait(&self) -> Micros {
+        self.max_wait
+    }
+
+    /// GCRA's emission interval `T = ceil(window / limit)` in microseconds: the spacing of units
+    /// at the steady rate (rounded up, so the rate is never exceeded).
+    #[inline]
+    pub fn emission_interval(&self) -> Micros {
+        self.emission
+    }
+
+    /// The sliding window's bucket width `ceil(window / buckets)` in microseconds.
+    #[inline]
+    pub fn bucket_width(&self) -> Micros {
+        self.bucket_width
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quota {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn validates_parameters() {
+        let tb = |b| {
+            Limit::builder(Algorithm::TokenBucket, q("20/s"))
+                .burst(b)
+                .build()
+        };
+        assert_eq!(tb(0), Err(LimitError::ZeroBurst));
+        assert!(matches!(tb(1 << 41), Err(LimitError::BurstTooLarge { .. })));
+        assert_eq!(tb(5).unwrap().burst(), 5);
+        assert_eq!(
+            Limit::builder(Algorithm::FixedWindow, q("20/s"))
+                .mode(Mode::Delay)
+                .build(),
+            Err(LimitError::DelayNotSupported {
+                algorithm: "fixed_window"
+            })
+        );
+        assert!(matches!(
+            Limit::builder(Algorithm::SlidingWindow, q("20/s"))
+                .buckets(0)
+                .build(),
+            Err(LimitError::BadBuckets { buckets: 0 })
+        ));
+        assert!(matches!(
+            Limit::new(Algorithm::TokenBucket, q("2000000/s")),
+            Err(LimitError::RateTooHigh { .. })
+        ));
+    }
+
+    #[test]
+    fn defaults() {
+        assert_eq!(
+            Limit::new(Algorithm::TokenBucket, q("20/s"))
+                .unwrap()
+                .burst(),
+            20
+        );
+        assert_eq!(
+            Limit::new(Algorithm::LeakyBucket, q("20/s"))
+                .unwrap()
+                .burst(),
+            1
+        );
+        let sw = Limit::new(Algorithm::SlidingWindow, q("20/s")).unwrap();
+        assert_eq!((sw.buckets(), sw.bucket_width()), (10, 100_000));
+        // T rounds up: 3 per second is one unit every 333_334 us, never faster than asked.
+        assert_eq!(
+            Limit::new(Algorithm::TokenBucket, q("3/s"))
+                .unwrap()
+                .emission_interval(),
+            333_334
+        );
+        assert_eq!(
+            "sliding_log".parse::<Algorithm>(),
+            Ok(Algorithm::SlidingLog)
+        );
+        assert!("gcra".parse::<Algorithm>().is_err());
+    }
+}

@@ -1,0 +1,333 @@
+//! A validated set of rules and the matcher that finds, for each descriptor of a request, the
+//! rule that applies, with envoyproxy/ratelimit's semantics:
+//!
+//! - entries are matched in order, one level of the rule tree per entry;
+//! - at each level an exact `key=value` rule entry beats a `key=prefix*` entry, which beats a
+//!   key-only entry; there is no backtracking to a less specific entry;
+//! - a descriptor matches a rule only when it has exactly as many entries as the rule's pattern;
+//! - a descriptor with no matching rule, or whose rule has no limit, is unlimited;
+//! - when a matched rule names others in `replaces`, those are dropped from the request.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::descriptor::{Descriptor, Request};
+use crate::rule::{Rule, ValueMatch};
+
+/// An invalid rule set.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuleSetError {
+    /// Two rules with the same pattern in one domain.
+    #[error(
+        "rules `{first}` and `{second}` in domain `{domain}` have the same descriptor pattern `{pattern}`"
+    )]
+    DuplicatePattern {
+        /// The domain.
+        domain: String,
+        /// The first rule's name.
+        first: String,
+        /// The second rule's name.
+        second: String,
+        /// The pattern.
+        pattern: String,
+    },
+    /// Two rules with the same name in one domain.
+    #[error("two rules in domain `{domain}` are named `{name}`")]
+    DuplicateName {
+        /// The domain.
+        domain: String,
+        /// The name.
+        name: String,
+    },
+    /// A rule with an empty pattern.
+    #[error("rule `{name}` in domain `{domain}` matches no descriptor entry")]
+    EmptyPattern {
+        /// The domain.
+        domain: String,
+        /// The name.
+        name: String,
+    },
+    /// An empty domain or key.
+    #[error("rule `{name}`: the domain and every descriptor key must be non-empty")]
+    EmptyName {
+        /// The rule's name.
+        name: String,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    /// Children by entry key.
+    keys: HashMap<String, KeyChildren>,
+    rule: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct KeyChildren {
+    exact: HashMap<String, Node>,
+    prefix: Vec<(String, Node)>,
+    any: Option<Box<Node>>,
+}
+
+/// A rule that applies to one descriptor of a request.
+#[derive(Clone, Debug)]
+pub struct Matched<'a> {
+    /// The rule.
+    pub rule: &'a Arc<Rule>,
+    /// Index of the descriptor in the request.
+    pub descriptor: usize,
+    /// The state key: `<domain>:<rule>:<k1>=<v1>,<k2>=<v2>`, escaped so that it holds no `{`, `}`
+    /// or separator from a value.
+    pub key: String,
+    /// Units this descriptor takes.
+    pub cost: u64,
+}
+
+/// A validated, immutable set of rules, cheap to share and swap whole.
+#[derive(Debug, Default)]
+pub struct RuleSet {
+    rules: Vec<Arc<Rule>>,
+    domains: HashMap<String, Node>,
+}
+
+impl RuleSet {
+    /// Validates `rules` and builds the matcher.
+    ///
+    /// # Errors
+    /// [`RuleSetError`] naming the rules in conflict.
+    pub fn new(rules: Vec<Rule>) -> Result<Self, RuleSetError> {
+        let mut set = RuleSet::default();
+        let mut names: HashMap<(&str, &str), ()> = HashMap::new();
+        for r in &rules {
+            if r.domain.is_empty() || r.pattern.iter().any(|m| m.key.is_empty()) {
+                return Err(RuleSetError::EmptyName {
+                    name: r.name.clone(),
+                });
+            }
+            if r.pattern.is_empty() {
+                return Err(RuleSetError::EmptyPattern {
+                    domain: r.domain.clone(),
+                    name: r.name.clone(),
+                });
+            }
+            if names.insert((&r.domain, &r.name), ()).is_some() {
+                return Err(RuleSetError::DuplicateName {
+                    domain: r.domain.clone(),
+                    name: r.name.clone(),
+                });
+            }
+        }
+        for (i, r) in rules.iter().enumerate() {
+            let mut node = set.domains.entry(r.domain.clone()).or_default();
+            for m in &r.pattern {
+                let kc = node.keys.entry(m.key.clone()).or_default();
+                node = match &m.value {
+                    ValueMatch::Exact(v) => kc.exact.entry(v.clone()).or_default(),
+                    ValueMatch::Any => kc.any.get_or_insert_with(Box::default),
+                    ValueMatch::Prefix(p) => {
+                        let at = match kc.prefix.iter().position(|(q, _)| q == p) {
+                            Some(at) => at,
+                            None => {
+                                kc.prefix.push((p.clone(), Node::default()));
+                                // Longest prefix first: the most specific wins.
+                                kc.prefix.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+                                kc.prefix.iter().position(|(q, _)| q == p).unwrap_or(0)
+                            }
+                        };
+                        &mut kc.prefix[at].1
+                    }
+                };
+            }
+            if let Some(prev) = node.rule {
+                return Err(RuleSetError::DuplicatePattern {
+                    domain: r.domain.clone(),
+                    first: rules[prev].name.clone(),
+                    second: r.name.clone(),
+                    pattern: r.pattern_text(),
+                });
+            }
+            node.rule = Some(i);
+        }
+        set.rules = rules.into_iter().map(Arc::new).collect();
+        Ok(set)
+    }
+
+    /// The rules, in the order given.
+    pub fn rules(&self) -> &[Arc<Rule>] {
+        &self.rules
+    }
+
+    /// Whether a domain has any rule.
+    pub fn has_domain(&self, domain: &str) -> bool {
+        self.domains.contains_key(domain)
+    }
+
+    /// The rule that applies to one descriptor, if any.
+    pub fn find(&self, domain: &str, descriptor: &Descriptor) -> Option<&Arc<Rule>> {
+        let mut node = self.domains.get(domain)?;
+        let last = descriptor.entries.len().checked_sub(1)?;
+        for (i, e) in descriptor.entries.iter().enumerate() {
+            let kc = node.keys.get(e.key.as_str())?;
+            let next = kc
+                .exact
+                .get(e.value.as_str())
+                .or_else(|| {
+                    kc.prefix
+                        .iter()
+                        .find(|(p, _)| e.value.starts_with(p.as_str()))
+                        .map(|(_, n)| n)
+                })
+                .or(kc.any.as_deref())?;
+            if i == last {
+                return next.rule.map(|r| &self.rules[r]);
+            }
+            node = next;
+        }
+        None
+    }
+
+    /// The rules that apply to a request, one per matching descriptor, with their state keys;
+    /// replaced rules are dropped. Descriptors without a rule (unlimited) are absent.
+    pub fn resolve<'a>(&'a self, request: &Request) -> Vec<Matched<'a>> {
+        let mut out: Vec<Matched<'a>> = Vec::with_capacity(request.descriptors.len());
+        for (i, d) in request.descriptors.iter().enumerate() {
+            if let Some(rule) = self.find(&request.domain, d) {
+                out.push(Matched {
+                    rule,
+                    descriptor: i,
+                    key: state_key(&request.domain, &rule.name, d),
+                    cost: d.cost.unwrap_or(request.cost),
+                });
+            }
+        }
+        if out.iter().any(|m| !m.rule.replaces.is_empty()) {
+            let replaced: Vec<&str> = out
+                .iter()
+                .flat_map(|m| m.rule.replaces.iter().map(String::as_str))
+                .collect();
+            out.retain(|m| !replaced.contains(&m.rule.name.as_str()));
+        }
+        out
+    }
+}
+
+/// Appends `text` with `%`, `{`, `}`, `:`, `,`, `=` and control characters percent-escaped.
+fn escape_into(out: &mut String, text: &str) {
+    for c in text.chars() {
+        if matches!(c, '%' | '{' | '}' | ':' | ',' | '=') || c.is_control() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "%{b:02X}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+/// The state key of a rule for a descriptor: `<domain>:<rule>:<k1>=<v1>,<k2>=<v2>`, escaped.
+pub fn state_key(domain: &str, rule: &str, descriptor: &Descriptor) -> String {
+    let mut k = String::with_capacity(
+        domain.len()
+            + rule.len()
+            + 2
+            + descriptor
+                .entries
+                .iter()
+                .map(|e| e.key.len() + e.value.len() + 2)
+                .sum::<usize>(),
+    );
+    escape_into(&mut k, domain);
+    k.push(':');
+    escape_into(&mut k, rule);
+    k.push(':');
+    for (i, e) in descriptor.entries.iter().enumerate() {
+        if i > 0 {
+            k.push(',');
+        }
+        escape_into(&mut k, &e.key);
+        k.push('=');
+        escape_into(&mut k, &e.value);
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Matcher;
+    use crate::{Algorithm, Limit, Quota};
+
+    fn rule(name: &str, pattern: &str, q: Option<&str>) -> Rule {
+        Rule::new(
+            "d",
+            name,
+            pattern.split(',').map(Matcher::parse).collect(),
+            q.map(|q| Limit::new(Algorithm::FixedWindow, q.parse::<Quota>().unwrap()).unwrap()),
+        )
+    }
+
+    fn find<'a>(set: &'a RuleSet, d: &str) -> Option<&'a str> {
+        set.find("d", &d.parse().unwrap()).map(|r| r.name.as_str())
+    }
+
+    #[test]
+    fn envoy_matching() {
+        let set = RuleSet::new(vec![
+            rule("any-user", "user", Some("10/s")),
+            rule("vip", "user=vip", Some("100/s")),
+            rule("test-users", "user=test*", Some("1/s")),
+            rule("pay-channel", "biz=PAY,channel", Some("20/s")),
+            rule("pay-wpg", "biz=PAY,channel=WPG", Some("5/s")),
+            rule("biz-any", "biz", None),
+        ])
+        .unwrap();
+        assert_eq!(find(&set, "user=vip"), Some("vip"));
+        assert_eq!(find(&set, "user=testy"), Some("test-users"));
+        assert_eq!(find(&set, "user=bob"), Some("any-user"));
+        assert_eq!(find(&set, "biz=PAY, channel=WPG"), Some("pay-wpg"));
+        assert_eq!(find(&set, "biz=PAY, channel=ALI"), Some("pay-channel"));
+        // Depth must match: a longer or shorter descriptor does not match.
+        assert_eq!(find(&set, "biz=PAY"), None);
+        assert_eq!(find(&set, "user=bob, x=1"), None);
+        // Value-specific node is taken without backtracking to the key-only node.
+        assert_eq!(find(&set, "biz=REFUND, channel=WPG"), None);
+        assert_eq!(find(&set, "biz=REFUND"), Some("biz-any"));
+        assert_eq!(find(&set, "unknown=1"), None);
+        assert!(set.find("other", &"user=bob".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn replaces_drops_the_replaced_rule() {
+        let mut special = rule("special", "user=vip", Some("100/s"));
+        special.replaces = vec!["global".into()];
+        let set = RuleSet::new(vec![rule("global", "global", Some("10/s")), special]).unwrap();
+        let req = Request::new(
+            "d",
+            vec!["global=all".parse().unwrap(), "user=vip".parse().unwrap()],
+        );
+        let m = set.resolve(&req);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].rule.name, "special");
+        assert_eq!(m[0].descriptor, 1);
+    }
+
+    #[test]
+    fn conflicts_are_named() {
+        let e = RuleSet::new(vec![rule("a", "user", None), rule("b", "user", None)]).unwrap_err();
+        assert!(e.to_string().contains("`a` and `b`"), "{e}");
+        let e = RuleSet::new(vec![rule("a", "user", None), rule("a", "x", None)]).unwrap_err();
+        assert!(matches!(e, RuleSetError::DuplicateName { .. }));
+    }
+
+    #[test]
+    fn state_keys_escape_separators_and_hash_tags() {
+        let d: Descriptor = Descriptor::new([("user", "a}b{c,d=e:f%")]);
+        assert_eq!(
+            state_key("dom", "r", &d),
+            "dom:r:user=a%7Db%7Bc%2Cd%3De%3Af%25"
+        );
+    }
+}

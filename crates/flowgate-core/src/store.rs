@@ -1,0 +1,88 @@
+//! The store interface: where limit state lives and how a batch of limits is decided atomically.
+
+use std::future::Future;
+
+use smallvec::SmallVec;
+
+use crate::decision::Decision;
+use crate::limit::Limit;
+
+/// One limit to decide within a request.
+#[derive(Clone, Copy, Debug)]
+pub struct Item<'a> {
+    /// The state key (see [`crate::ruleset::state_key`]).
+    pub key: &'a str,
+    /// The limit.
+    pub limit: &'a Limit,
+    /// Units to take (0 only looks).
+    pub cost: u64,
+    /// Whether a rejection blocks the request; `false` for shadow rules, which are evaluated and
+    /// charged when they admit, but never block.
+    pub enforce: bool,
+}
+
+/// One decision per item, in the order of the items.
+pub type Decisions = SmallVec<[Decision; 4]>;
+
+/// Whether a batch of decisions admits the request: every enforced item admitted it.
+pub fn admitted(items: &[Item<'_>], decisions: &[Decision]) -> bool {
+    items
+        .iter()
+        .zip(decisions)
+        .all(|(i, d)| d.allowed || !i.enforce)
+}
+
+/// Why a store could not decide.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store did not answer within its deadline.
+    #[error("the store did not answer within its deadline")]
+    Timeout,
+    /// The store cannot be reached (connection refused or lost, server loading, cluster down).
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// The memory store holds its maximum number of keys and none is idle.
+    #[error("the store holds its maximum number of keys")]
+    KeyCapacity,
+    /// The store answered something unexpected (a script error, a malformed reply).
+    #[error("the store failed: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// Whether the error is a missed deadline.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, StoreError::Timeout)
+    }
+}
+
+/// Where limit state lives.
+///
+/// A store decides a batch of items **all-or-nothing**: it returns one [`Decision`] per item, and
+/// it records the batch only if every enforced item admits it ([`admitted`]); otherwise it
+/// changes nothing at all. Shadow items that admit are recorded with the batch; shadow items that
+/// reject are not. Implementations: [`crate::MemoryStore`] here, the Redis store in
+/// `flowgate-redis`. The conformance suite in `flowgate-testkit` holds every store to the same
+/// decisions.
+pub trait Store: Send + Sync + 'static {
+    /// Decides `items` atomically; see the trait's documentation.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot decide; nothing is recorded then.
+    fn decide(
+        &self,
+        items: &[Item<'_>],
+    ) -> impl Future<Output = Result<Decisions, StoreError>> + Send;
+
+    /// Releases a `concurrency` lease; answers whether it was held.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be reached.
+    fn release(
+        &self,
+        key: &str,
+        limit: &Limit,
+        lease: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
