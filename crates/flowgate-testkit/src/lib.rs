@@ -1,0 +1,6 @@
+//! Test support for Flowgate (not published): real `redis-server` processes and a Redis Cluster
+//! on free loopback ports, owned by guards that kill them on drop; the store conformance suite;
+//! proptest strategies.
+
+pub mod conformance;
+pub mod redis;

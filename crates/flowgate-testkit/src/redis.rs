@@ -1,0 +1,1 @@
+//! Real `redis-server` processes for tests (written with the Redis store).
