@@ -300,6 +300,26 @@ impl Limit {
         self.emission
     }
 
+    /// This limit shared evenly among `nodes` (the `local` failure policy): the limit and burst
+    /// divided by `nodes`, rounded down but at least 1 (a limit of 0 stays 0), so that the nodes
+    /// together admit no more than the whole limit unless it is below `nodes`.
+    pub fn divided(&self, nodes: u32) -> Limit {
+        let n = u64::from(nodes.max(1));
+        let share = |x: u64| if x == 0 { 0 } else { (x / n).max(1) };
+        let quota = Quota::from_micros(share(self.limit()), self.window()).unwrap_or(self.quota);
+        let mut b = Limit::builder(self.algorithm, quota)
+            .buckets(self.buckets)
+            .mode(self.mode)
+            .max_wait(Duration::from_micros(self.max_wait));
+        if matches!(
+            self.algorithm,
+            Algorithm::TokenBucket | Algorithm::LeakyBucket
+        ) {
+            b = b.burst(share(self.burst).max(1));
+        }
+        b.build().unwrap_or_else(|_| self.clone())
+    }
+
     /// The sliding window's bucket width `ceil(window / buckets)` in microseconds.
     #[inline]
     pub fn bucket_width(&self) -> Micros {
@@ -343,6 +363,30 @@ mod tests {
             Limit::new(Algorithm::TokenBucket, q("2000000/s")),
             Err(LimitError::RateTooHigh { .. })
         ));
+    }
+
+    #[test]
+    fn divided_among_nodes() {
+        let l = Limit::builder(Algorithm::TokenBucket, q("20/s"))
+            .burst(6)
+            .build()
+            .unwrap();
+        let d = l.divided(3);
+        assert_eq!((d.limit(), d.burst(), d.window()), (6, 2, 1_000_000));
+        assert_eq!(
+            Limit::new(Algorithm::FixedWindow, q("1/s"))
+                .unwrap()
+                .divided(4)
+                .limit(),
+            1
+        );
+        assert_eq!(
+            Limit::new(Algorithm::FixedWindow, q("0/s"))
+                .unwrap()
+                .divided(4)
+                .limit(),
+            0
+        );
     }
 
     #[test]

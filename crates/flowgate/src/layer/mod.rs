@@ -1,0 +1,35 @@
+//! A `tower` layer that limits an HTTP service (axum, hyper, tonic) by a key extracted from each
+//! request.
+//!
+//! The layer holds the limiter in an [`Arc`](std::sync::Arc), so every clone of the service — and
+//! axum clones it per request — shares one limit (tower's own `RateLimit` keeps its state per
+//! service instance and silently stops limiting when cloned). A rejected request is answered by a
+//! [`Reject`] policy: [`HttpReject`] (429 with a JSON body and `RateLimit-*` / `Retry-After`
+//! headers) or [`GrpcReject`] (gRPC `RESOURCE_EXHAUSTED`). An admitted request waits its slot in
+//! `delay` mode, and its `concurrency` leases are held until the inner service has answered.
+//!
+//! # Examples
+//! ```
+//! use std::sync::Arc;
+//! use axum::{Router, routing::get};
+//! use flowgate::{Descriptor, Limiter, MemoryStore, Request, RuleSet, RateLimitLayer};
+//!
+//! let limiter = Arc::new(Limiter::new(RuleSet::default(), MemoryStore::new()));
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(limiter, |req: &http::Request<axum::body::Body>| {
+//!         let client = req.headers().get("x-client")?.to_str().ok()?;
+//!         Some(Request::new("api", vec![Descriptor::new([("client", client)])]))
+//!     }));
+//! ```
+
+mod future;
+#[allow(clippy::module_inception)]
+mod layer;
+mod reject;
+mod service;
+
+pub use future::ResponseFuture;
+pub use layer::RateLimitLayer;
+pub use reject::{GrpcReject, HttpReject, Reject};
+pub use service::RateLimitService;

@@ -1,0 +1,253 @@
+//! The limiter: rules + store, and the failure policies.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use flowgate_core::store::admitted;
+use flowgate_core::{
+    Decision, Descriptor, FailurePolicy, Item, MemoryStore, Request, RuleSet, Store, StoreError,
+};
+
+use crate::permit::{LeaseRef, Permit};
+use crate::verdict::{Status, Verdict};
+
+/// Decides requests against a set of rules, in a store.
+///
+/// Cheap to share: wrap it in an [`Arc`] (the tower layer and [`Limiter::acquire`] do). Rules are
+/// swapped atomically with [`Limiter::set_rules`]; a request in flight finishes under the rules
+/// it started with.
+///
+/// When the store fails (Redis slow or gone), each rule's [`FailurePolicy`] decides: `open`
+/// admits, `closed` rejects, `local` decides in this process's memory with the limit divided
+/// among the nodes. The verdict's statuses carry the store error so callers can count it.
+pub struct Limiter<S: Store = MemoryStore> {
+    rules: ArcSwap<RuleSet>,
+    store: S,
+    fallback: MemoryStore,
+}
+
+impl<S: Store> Limiter<S> {
+    /// A limiter over `rules` in `store`.
+    pub fn new(rules: RuleSet, store: S) -> Self {
+        Self {
+            rules: ArcSwap::from_pointee(rules),
+            store,
+            fallback: MemoryStore::new(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The memory store that rules with the `local` failure policy fall back to.
+    pub fn fallback_store(&self) -> &MemoryStore {
+        &self.fallback
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> Arc<RuleSet> {
+        self.rules.load_full()
+    }
+
+    /// Replaces the rules, atomically. Counters of rules whose state key is unchanged carry on.
+    pub fn set_rules(&self, rules: RuleSet) {
+        self.rules.store(Arc::new(rules));
+        self.store.rules_changed();
+    }
+
+    /// Decides a request and records it if admitted.
+    ///
+    /// In `delay` mode the verdict's `wait` is how long the caller must wait before proceeding
+    /// (use [`Limiter::acquire`] to have it waited). `concurrency` rules grant leases that must be
+    /// released with [`Limiter::release`] (or use [`Limiter::acquire`], whose permit releases
+    /// them on drop).
+    pub async fn check(&self, request: &Request) -> Verdict {
+        let rules = self.rules.load();
+        let matched = rules.resolve(request);
+        let mut statuses: Vec<Status> = request
+            .descriptors
+            .iter()
+            .map(|_| Status::unlimited(None))
+            .collect();
+        let mut items: Vec<Item<'_>> = Vec::with_capacity(matched.len());
+        let mut slots: Vec<usize> = Vec::with_capacity(matched.len());
+        for m in &matched {
+            statuses[m.descriptor].rule = Some(Arc::clone(m.rule));
+            if let Some(limit) = &m.rule.limit {
+                items.push(Item {
+                    key: &m.key,
+                    limit,
+                    cost: m.cost,
+                    enforce: !m.rule.shadow,
+                });
+                slots.push(m.descriptor);
+            }
+        }
+        if items.is_empty() {
+            return Verdict {
+                allowed: true,
+                statuses,
+                wait: std::time::Duration::ZERO,
+            };
+        }
+        let decisions = match self.store.decide(&items).await {
+            Ok(d) => d.into_vec(),
+            Err(e) => self.on_failure(&items, &matched_policies(&matched, &items), e.clone()),
+        };
+        let allowed = admitted(&items, &decisions);
+        let mut wait = std::time::Duration::ZERO;
+        for ((item, d), &slot) in items.iter().zip(decisions).zip(&slots) {
+            if allowed {
+                wait = wait.max(d.wait);
+            }
+            let s = &mut statuses[slot];
+            s.key = item.key.to_owned();
+            s.decision = d;
+        }
+        Verdict {
+            allowed,
+            statuses,
+            wait,
+        }
+    }
+
+    /// Decides the items of a failed store call by each rule's failure policy.
+    fn on_failure(
+        &self,
+        items: &[Item<'_>],
+        policies: &[FailurePolicy],
+        error: StoreError,
+    ) -> Vec<Decision> {
+        tracing::warn!(%error, "store failed; failure policies decide");
+        let by_policy = |d: &FailurePolicy, item: &Item<'_>| {
+            let mut dec = Decision::UNLIMITED;
+            dec.limit = item.limit.limit();
+            dec.remaining = item.limit.limit();
+            if *d == FailurePolicy::Closed && item.cost > 0 {
+                dec.allowed = false;
+                dec.remaining = 0;
+            }
+            dec
+        };
+        let mut out: Vec<Decision> = items
+            .iter()
+            .zip(policies)
+            .map(|(i, p)| by_policy(p, i))
+            .collect();
+        let closed_blocks = items.iter().zip(&out).any(|(i, d)| i.enforce && !d.allowed);
+        let local: Vec<usize> = (0..items.len())
+            .filter(|&i| matches!(policies[i], FailurePolicy::Local { .. }))
+            .collect();
+        if !closed_blocks && !local.is_empty() {
+            let shares: Vec<_> = local
+                .iter()
+                .map(|&i| match policies[i] {
+                    FailurePolicy::Local { nodes } => items[i].limit.divided(nodes),
+                    _ => items[i].limit.clone(),
+                })
+                .collect();
+            let local_items: Vec<Item<'_>> = local
+                .iter()
+                .zip(&shares)
+                .map(|(&i, l)| Item {
+                    limit: l,
+                    ..items[i]
+                })
+                .collect();
+            match self.fallback.decide_now(&local_items) {
+                Ok(ds) => {
+                    for (&i, d) in local.iter().zip(ds) {
+                        out[i] = d;
+                    }
+                }
+                Err(_) => {
+                    // The fallback is full: the local rules fail closed.
+                    for &i in &local {
+                        out[i] = by_policy(&FailurePolicy::Closed, &items[i]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Decides a request and, when admitted, waits for its slot (`delay` mode) before returning
+    /// a [`Permit`] that releases its `concurrency` leases when dropped.
+    ///
+    /// # Errors
+    /// The rejecting [`Verdict`] when the request is not admitted.
+    ///
+    /// # Cancel safety
+    /// Dropping the future while it waits gives up the wait but not the reserved slot (the slot
+    /// is already counted, as a sent request would be); leases are released.
+    pub async fn acquire(self: &Arc<Self>, request: &Request) -> Result<Permit<S>, Verdict> {
+        let verdict = self.check(request).await;
+        if !verdict.allowed {
+            return Err(verdict);
+        }
+        let leases: Vec<LeaseRef> = verdict
+            .statuses
+            .iter()
+            .filter_map(|s| {
+                let lease = s.decision.lease?;
+                let limit = s.rule.as_ref()?.limit.clone()?;
+                Some(LeaseRef {
+                    key: s.key.clone(),
+                    limit,
+                    lease,
+                })
+            })
+            .collect();
+        let permit = Permit::new(Arc::clone(self), verdict, leases);
+        if !permit.verdict().wait.is_zero() {
+            tokio::time::sleep(permit.verdict().wait).await;
+        }
+        Ok(permit)
+    }
+
+    /// Releases a `concurrency` lease granted to `descriptor` in `domain`; answers whether it was
+    /// held (false when unknown, expired, or already released).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be reached.
+    pub async fn release(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        lease: u64,
+    ) -> Result<bool, StoreError> {
+        let rules = self.rules.load();
+        let Some(rule) = rules.find(domain, descriptor) else {
+            return Ok(false);
+        };
+        let Some(limit) = &rule.limit else {
+            return Ok(false);
+        };
+        let key = flowgate_core::ruleset::state_key(domain, &rule.name, descriptor);
+        self.release_key(&key, limit, lease).await
+    }
+
+    pub(crate) async fn release_key(
+        &self,
+        key: &str,
+        limit: &flowgate_core::Limit,
+        lease: u64,
+    ) -> Result<bool, StoreError> {
+        self.store.release(key, limit, lease).await
+    }
+}
+
+fn matched_policies(
+    matched: &[flowgate_core::Matched<'_>],
+    items: &[Item<'_>],
+) -> Vec<FailurePolicy> {
+    // `items` were built from the matched rules that have a limit, in order.
+    matched
+        .iter()
+        .filter(|m| m.rule.limit.is_some())
+        .map(|m| m.rule.failure)
+        .take(items.len())
+        .collect()
+}

@@ -1,0 +1,101 @@
+//! The answer to a whole request: one status per descriptor, and the overall outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate_core::{Decision, Rule, StoreError};
+
+/// What one descriptor of a request got.
+#[derive(Clone, Debug)]
+pub struct Status {
+    /// The rule that applied; `None` when no rule matched (the descriptor is unlimited).
+    pub rule: Option<Arc<Rule>>,
+    /// The rule's decision; [`Decision::UNLIMITED`] when there is no rule or no limit.
+    pub decision: Decision,
+    /// The state key the rule counted under (empty when no limit applied).
+    pub key: String,
+    /// Set when the store could not decide and the rule's failure policy did.
+    pub error: Option<StoreError>,
+}
+
+impl Status {
+    pub(crate) fn unlimited(rule: Option<Arc<Rule>>) -> Self {
+        Self {
+            rule,
+            decision: Decision::UNLIMITED,
+            key: String::new(),
+            error: None,
+        }
+    }
+
+    /// Whether this status blocks the request: a rejection by an enforced (non-shadow) rule.
+    pub fn blocks(&self) -> bool {
+        !self.decision.allowed && !self.rule.as_ref().is_some_and(|r| r.shadow)
+    }
+
+    /// Whether a limit applied (a rule with a limit matched).
+    pub fn is_limited(&self) -> bool {
+        self.rule.as_ref().is_some_and(|r| r.limit.is_some())
+    }
+}
+
+/// The answer to a request.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    /// Whether the request is admitted: no enforced rule rejected it.
+    pub allowed: bool,
+    /// One status per descriptor of the request, in order.
+    pub statuses: Vec<Status>,
+    /// In `delay` mode: how long to wait before proceeding (the longest of the rules' waits).
+    pub wait: Duration,
+}
+
+impl Verdict {
+    /// When rejected: the earliest time the same request could pass, i.e. the latest `retry_after`
+    /// among the rules that rejected it. `None` when admitted, or when some rule can never admit
+    /// it (or failed closed).
+    pub fn retry_after(&self) -> Option<Duration> {
+        if self.allowed {
+            return None;
+        }
+        let mut latest = Duration::ZERO;
+        for s in self.statuses.iter().filter(|s| s.blocks()) {
+            latest = latest.max(s.decision.retry_after?);
+        }
+        Some(latest)
+    }
+
+    /// The status that binds the request: the first blocking one when rejected, otherwise the
+    /// limited one with the fewest units remaining. `None` when no limit applied.
+    pub fn binding(&self) -> Option<&Status> {
+        if let Some(s) = self.statuses.iter().find(|s| s.blocks()) {
+            return Some(s);
+        }
+        self.statuses
+            .iter()
+            .filter(|s| s.is_limited())
+            .min_by_key(|s| s.decision.remaining)
+    }
+
+    /// The standard rate-limit headers for this verdict: `RateLimit-Limit`,
+    /// `RateLimit-Remaining`, `RateLimit-Reset` (seconds, rounded up) from the binding status,
+    /// and `Retry-After` (seconds, rounded up) when rejected with a known retry time.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut h = Vec::with_capacity(4);
+        if let Some(s) = self.binding() {
+            let d = &s.decision;
+            h.push(("ratelimit-limit", d.limit.to_string()));
+            h.push(("ratelimit-remaining", d.remaining.to_string()));
+            h.push(("ratelimit-reset", ceil_secs(d.reset_after).to_string()));
+        }
+        if let Some(r) = self.retry_after() {
+            h.push(("retry-after", ceil_secs(r).to_string()));
+        }
+        h
+    }
+}
+
+/// Whole seconds, rounded up.
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_micros().div_ceil(1_000_000) as u64
+}
