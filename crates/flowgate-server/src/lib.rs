@@ -1,0 +1,1 @@
+//! The Flowgate server (in progress).

@@ -1,0 +1,2 @@
+//! The `flowgate` binary.
+fn main() {}
