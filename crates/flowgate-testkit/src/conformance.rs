@@ -1,1 +1,211 @@
-//! The store conformance suite.
+//! The store conformance suite: one table of scenarios (`scenarios.toml`, kept as data), run
+//! against any [`Store`]; every store must produce exactly the decisions the table expects.
+//!
+//! The store under test must read its time from the [`ManualClock`] given to [`run`] (the memory
+//! store does through `MemoryStore::with_clock`; the Redis store through its test-only clock
+//! override).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flowgate_core::{
+    Algorithm, Decision, Item, Limit, ManualClock, Mode, Quota, Store, quota::parse_duration,
+};
+use serde::Deserialize;
+
+/// The scenario table.
+pub const SCENARIOS: &str = include_str!("../scenarios.toml");
+
+const DEFAULT_START: u64 = 1_700_000_000_000_000;
+
+#[derive(Deserialize)]
+struct Table {
+    scenario: Vec<Scenario>,
+}
+
+#[derive(Deserialize)]
+struct Scenario {
+    name: String,
+    start: Option<u64>,
+    limits: BTreeMap<String, LimitSpec>,
+    steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+struct LimitSpec {
+    algorithm: String,
+    quota: String,
+    burst: Option<u64>,
+    buckets: Option<u32>,
+    mode: Option<String>,
+    max_wait: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Step {
+    at: u64,
+    items: Option<String>,
+    release: Option<String>,
+    lease_of: Option<usize>,
+    repeat: Option<u32>,
+    allowed: Option<Vec<bool>>,
+    remaining: Option<Vec<u64>>,
+    retry: Option<Vec<i64>>,
+    wait: Option<Vec<u64>>,
+    reset: Option<Vec<u64>>,
+    lease: Option<Vec<bool>>,
+}
+
+/// The scenarios' names, for listing.
+///
+/// # Panics
+/// When the table does not parse (a defect of the test kit, caught by its own tests).
+pub fn names() -> Vec<String> {
+    table().scenario.into_iter().map(|s| s.name).collect()
+}
+
+fn table() -> Table {
+    toml::from_str(SCENARIOS).unwrap_or_else(|e| panic!("scenarios.toml: {e}"))
+}
+
+/// Builds a scenario's limit.
+///
+/// # Panics
+/// When the table holds an invalid limit.
+fn build(spec: &LimitSpec) -> Limit {
+    let algorithm: Algorithm = spec.algorithm.parse().unwrap_or_else(|e| panic!("{e}"));
+    let quota: Quota = spec.quota.parse().unwrap_or_else(|e| panic!("{e}"));
+    let mut b = Limit::builder(algorithm, quota);
+    if let Some(x) = spec.burst {
+        b = b.burst(x);
+    }
+    if let Some(x) = spec.buckets {
+        b = b.buckets(x);
+    }
+    if spec.mode.as_deref() == Some("delay") {
+        b = b.mode(Mode::Delay);
+    }
+    if let Some(w) = &spec.max_wait {
+        b = b.max_wait(parse_duration(w).unwrap_or_else(|e| panic!("{e}")));
+    }
+    b.build().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros() as u64
+}
+
+/// Runs every scenario against `store`, which reads its time from `clock`. Keys are prefixed by
+/// `key_prefix` so that runs sharing a Redis do not meet.
+///
+/// # Panics
+/// On the first decision that differs from the table, naming the scenario, step and field.
+pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
+    for (si, sc) in table().scenario.iter().enumerate() {
+        let limits: BTreeMap<&str, Limit> = sc
+            .limits
+            .iter()
+            .map(|(k, v)| (k.as_str(), build(v)))
+            .collect();
+        let start = sc.start.unwrap_or(DEFAULT_START);
+        let mut leases: Vec<Option<u64>> = Vec::new();
+        for (i, step) in sc.steps.iter().enumerate() {
+            clock.set(start + step.at);
+            let at = format!("scenario {si} `{}`, step {i}", sc.name);
+            if let Some(target) = &step.release {
+                let (name, key) = target.split_once(':').unwrap_or((target, ""));
+                let lease = step
+                    .lease_of
+                    .and_then(|s| leases.get(s).copied().flatten())
+                    .unwrap_or_else(|| panic!("{at}: no lease to release"));
+                let key = format!("{key_prefix}:{si}:{key}");
+                let held = store
+                    .release(&key, &limits[name], lease)
+                    .await
+                    .unwrap_or_else(|e| panic!("{at}: release failed: {e}"));
+                assert!(held, "{at}: the lease was not held");
+                leases.push(None);
+                continue;
+            }
+            let text = step.items.as_deref().unwrap_or("");
+            let specs: Vec<(&str, String, u64, bool)> = text
+                .split(',')
+                .map(|p| {
+                    let parts: Vec<&str> = p.trim().split(':').collect();
+                    let cost = parts[2]
+                        .parse()
+                        .unwrap_or_else(|_| panic!("{at}: bad cost"));
+                    let shadow = parts.get(3) == Some(&"shadow");
+                    (
+                        parts[0],
+                        format!("{key_prefix}:{si}:{}", parts[1]),
+                        cost,
+                        shadow,
+                    )
+                })
+                .collect();
+            let items: Vec<Item<'_>> = specs
+                .iter()
+                .map(|(l, key, cost, shadow)| Item {
+                    key,
+                    limit: limits
+                        .get(l)
+                        .unwrap_or_else(|| panic!("{at}: unknown limit {l}")),
+                    cost: *cost,
+                    enforce: !shadow,
+                })
+                .collect();
+            let mut first_lease = None;
+            for r in 0..step.repeat.unwrap_or(1) {
+                let got = store
+                    .decide(&items)
+                    .await
+                    .unwrap_or_else(|e| panic!("{at}: store error: {e}"));
+                let at = format!("{at} (repeat {r})");
+                assert_eq!(got.len(), items.len(), "{at}: one decision per item");
+                check(&at, step, &got);
+                first_lease = first_lease.or(got[0].lease);
+            }
+            leases.push(first_lease);
+        }
+    }
+}
+
+fn check(at: &str, step: &Step, got: &[Decision]) {
+    for (j, d) in got.iter().enumerate() {
+        let ctx = || format!("{at}, item {j}: got {d:?}");
+        if let Some(v) = &step.allowed {
+            assert_eq!(d.allowed, v[j], "allowed — {}", ctx());
+        }
+        if let Some(v) = &step.remaining {
+            assert_eq!(d.remaining, v[j], "remaining — {}", ctx());
+        }
+        if let Some(v) = &step.retry {
+            let want = u64::try_from(v[j]).ok().map(Duration::from_micros);
+            assert_eq!(d.retry_after, want, "retry_after — {}", ctx());
+        }
+        if let Some(v) = &step.wait {
+            assert_eq!(micros(d.wait), v[j], "wait — {}", ctx());
+        }
+        if let Some(v) = &step.reset {
+            assert_eq!(micros(d.reset_after), v[j], "reset_after — {}", ctx());
+        }
+        if let Some(v) = &step.lease {
+            assert_eq!(d.lease.is_some(), v[j], "lease — {}", ctx());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_table_parses_and_every_limit_builds() {
+        let t = super::table();
+        assert!(t.scenario.len() >= 15);
+        for s in &t.scenario {
+            for l in s.limits.values() {
+                super::build(l);
+            }
+        }
+    }
+}
