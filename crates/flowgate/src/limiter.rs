@@ -92,9 +92,12 @@ impl<S: Store> Limiter<S> {
                 wait: std::time::Duration::ZERO,
             };
         }
-        let decisions = match self.store.decide(&items).await {
-            Ok(d) => d.into_vec(),
-            Err(e) => self.on_failure(&items, &matched_policies(&matched, &items), e.clone()),
+        let (decisions, error) = match self.store.decide(&items).await {
+            Ok(d) => (d.into_vec(), None),
+            Err(e) => (
+                self.on_failure(&items, &matched_policies(&matched, &items), &e),
+                Some(e),
+            ),
         };
         let allowed = admitted(&items, &decisions);
         let mut wait = std::time::Duration::ZERO;
@@ -105,6 +108,7 @@ impl<S: Store> Limiter<S> {
             let s = &mut statuses[slot];
             s.key = item.key.to_owned();
             s.decision = d;
+            s.error.clone_from(&error);
         }
         Verdict {
             allowed,
@@ -118,7 +122,7 @@ impl<S: Store> Limiter<S> {
         &self,
         items: &[Item<'_>],
         policies: &[FailurePolicy],
-        error: StoreError,
+        error: &StoreError,
     ) -> Vec<Decision> {
         tracing::warn!(%error, "store failed; failure policies decide");
         let by_policy = |d: &FailurePolicy, item: &Item<'_>| {

@@ -1,0 +1,215 @@
+//! The limiter end to end on the memory store: rule matching, all-or-nothing, shadow, unlimited,
+//! delay-mode waits, leases, rule swaps, and failure policies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate::{
+    Algorithm, Descriptor, FailurePolicy, Item, Limit, Limiter, ManualClock, Matcher, MemoryStore,
+    Mode, Quota, Request, Rule, RuleSet, Store, StoreError, store::Decisions,
+};
+
+fn q(s: &str) -> Quota {
+    s.parse().unwrap()
+}
+
+fn rule(name: &str, pattern: &str, limit: Option<Limit>) -> Rule {
+    Rule::new(
+        "pay",
+        name,
+        pattern.split(',').map(Matcher::parse).collect(),
+        limit,
+    )
+}
+
+fn req(descs: &[&str]) -> Request {
+    Request::new("pay", descs.iter().map(|d| d.parse().unwrap()).collect())
+}
+
+fn limiter(rules: Vec<Rule>) -> (Arc<Limiter<MemoryStore<ManualClock>>>, ManualClock) {
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let store = MemoryStore::with_clock(clock.clone());
+    (
+        Arc::new(Limiter::new(RuleSet::new(rules).unwrap(), store)),
+        clock,
+    )
+}
+
+#[tokio::test]
+async fn global_channel_and_user_rules_all_or_nothing() {
+    let fw = |s| Some(Limit::new(Algorithm::FixedWindow, q(s)).unwrap());
+    let (l, _) = limiter(vec![
+        rule("global", "scope=all", fw("100/s")),
+        rule("wpg", "biz=PAY,channel=WPG", fw("20/s")),
+        rule("user", "user", fw("2/s")),
+    ]);
+    let r = req(&["scope=all", "biz=PAY, channel=WPG", "user=7"]);
+    for _ in 0..2 {
+        let v = l.check(&r).await;
+        assert!(v.allowed);
+        assert_eq!(v.statuses.len(), 3);
+    }
+    let v = l.check(&r).await;
+    assert!(!v.allowed);
+    assert_eq!(v.binding().unwrap().rule.as_ref().unwrap().name, "user");
+    assert_eq!(v.retry_after(), Some(Duration::from_secs(1)));
+    // The rejected request charged neither the global nor the channel rule.
+    let peek = l
+        .check(&req(&["scope=all", "biz=PAY, channel=WPG"]).with_cost(0))
+        .await;
+    assert_eq!(peek.statuses[0].decision.remaining, 98);
+    assert_eq!(peek.statuses[1].decision.remaining, 18);
+    // Another user is unaffected.
+    assert!(l.check(&req(&["user=8"])).await.allowed);
+}
+
+#[tokio::test]
+async fn unmatched_and_unlimited_descriptors_pass() {
+    let (l, _) = limiter(vec![
+        rule("free", "tier=free", None),
+        rule(
+            "blocked",
+            "tier=banned",
+            Some(Limit::new(Algorithm::FixedWindow, q("0/s")).unwrap()),
+        ),
+    ]);
+    let v = l.check(&req(&["tier=free", "nothing=here"])).await;
+    assert!(v.allowed);
+    assert!(v.statuses[1].rule.is_none());
+    assert!(v.headers().is_empty(), "no limit applied, no headers");
+    let v = l.check(&req(&["tier=banned"])).await;
+    assert!(!v.allowed);
+    assert_eq!(v.retry_after(), None, "a limit of 0 never admits");
+    let other = Request::new("other-domain", vec!["tier=banned".parse().unwrap()]);
+    assert!(l.check(&other).await.allowed);
+}
+
+#[tokio::test]
+async fn shadow_rules_report_but_never_block() {
+    let mut r = rule(
+        "shadow",
+        "user",
+        Some(Limit::new(Algorithm::FixedWindow, q("1/s")).unwrap()),
+    );
+    r.shadow = true;
+    let (l, _) = limiter(vec![r]);
+    for _ in 0..3 {
+        assert!(l.check(&req(&["user=1"])).await.allowed);
+    }
+    let v = l.check(&req(&["user=1"])).await;
+    assert!(!v.statuses[0].decision.allowed && v.allowed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_waits_its_slot_in_delay_mode() {
+    let shaped = Limit::builder(Algorithm::LeakyBucket, q("1/s"))
+        .mode(Mode::Delay)
+        .max_wait(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let (l, _) = limiter(vec![rule("refund", "biz=REFUND", Some(shaped))]);
+    let r = req(&["biz=REFUND"]);
+    let start = tokio::time::Instant::now();
+    let p1 = l.acquire(&r).await.unwrap();
+    assert_eq!(p1.verdict().wait, Duration::ZERO);
+    let p2 = l.acquire(&r).await.unwrap();
+    assert_eq!(p2.verdict().wait, Duration::from_secs(1));
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "acquire slept the wait"
+    );
+    // The manual clock did not move: the third caller's slot is 2 s ahead, the fourth's 3 s.
+    assert_eq!(
+        l.acquire(&r).await.unwrap().verdict().wait,
+        Duration::from_secs(2)
+    );
+    let rejected = l.acquire(&r).await.err().unwrap();
+    assert_eq!(rejected.retry_after(), Some(Duration::from_secs(1)));
+}
+
+#[tokio::test]
+async fn permits_release_concurrency_leases_on_drop() {
+    let c = Limit::new(Algorithm::Concurrency, q("1/30s")).unwrap();
+    let (l, _) = limiter(vec![rule("inflight", "api", Some(c))]);
+    let r = req(&["api=upload"]);
+    let p = l.acquire(&r).await.unwrap();
+    assert!(l.acquire(&r).await.is_err());
+    p.release().await;
+    let p = l.acquire(&r).await.unwrap();
+    drop(p);
+    // The drop spawned the release on the runtime; let it run.
+    tokio::task::yield_now().await;
+    assert!(l.acquire(&r).await.is_ok());
+}
+
+#[tokio::test]
+async fn release_by_descriptor() {
+    let c = Limit::new(Algorithm::Concurrency, q("1/30s")).unwrap();
+    let (l, _) = limiter(vec![rule("inflight", "api", Some(c))]);
+    let r = req(&["api=x"]);
+    let v = l.check(&r).await;
+    let lease = v.statuses[0].decision.lease.unwrap();
+    assert!(!l.check(&r).await.allowed);
+    let d: Descriptor = "api=x".parse().unwrap();
+    assert!(l.release("pay", &d, lease).await.unwrap());
+    assert!(!l.release("pay", &d, lease).await.unwrap());
+    assert!(l.check(&r).await.allowed);
+}
+
+#[tokio::test]
+async fn set_rules_swaps_atomically_and_keeps_counters() {
+    let fw = |s| Some(Limit::new(Algorithm::FixedWindow, q(s)).unwrap());
+    let (l, _) = limiter(vec![rule("user", "user", fw("2/s"))]);
+    let r = req(&["user=1"]);
+    assert!(l.check(&r).await.allowed);
+    l.set_rules(RuleSet::new(vec![rule("user", "user", fw("1/s"))]).unwrap());
+    assert!(
+        !l.check(&r).await.allowed,
+        "the count carried over under the new limit"
+    );
+    l.set_rules(RuleSet::new(vec![rule("user", "user", None)]).unwrap());
+    assert!(l.check(&r).await.allowed);
+}
+
+/// A store whose every call fails, to exercise the failure policies (the Redis store's outage
+/// tests exercise the same path against a real, killed redis-server).
+struct Down;
+
+impl Store for Down {
+    async fn decide(&self, _: &[Item<'_>]) -> Result<Decisions, StoreError> {
+        Err(StoreError::Timeout)
+    }
+    async fn release(&self, _: &str, _: &Limit, _: u64) -> Result<bool, StoreError> {
+        Err(StoreError::Timeout)
+    }
+}
+
+#[tokio::test]
+async fn failure_policies_decide_when_the_store_is_down() {
+    let lim = || Some(Limit::new(Algorithm::FixedWindow, q("4/s")).unwrap());
+    let mut open = rule("open", "o", lim());
+    open.failure = FailurePolicy::Open;
+    let mut closed = rule("closed", "c", lim());
+    closed.failure = FailurePolicy::Closed;
+    let mut local = rule("local", "l", lim());
+    local.failure = FailurePolicy::Local { nodes: 2 };
+    let l = Limiter::new(RuleSet::new(vec![open, closed, local]).unwrap(), Down);
+    let v = l.check(&req(&["o=1"])).await;
+    assert!(v.allowed && v.statuses[0].error == Some(StoreError::Timeout));
+    assert!(!l.check(&req(&["c=1"])).await.allowed);
+    assert!(!l.check(&req(&["o=1", "c=1"])).await.allowed);
+    // Local: 4/s over 2 nodes = 2/s on this node.
+    let admitted = futures_count(&l, &req(&["l=1"]), 5).await;
+    assert_eq!(admitted, 2);
+}
+
+async fn futures_count<S: Store>(l: &Limiter<S>, r: &Request, n: usize) -> usize {
+    let mut ok = 0;
+    for _ in 0..n {
+        if l.check(r).await.allowed {
+            ok += 1;
+        }
+    }
+    ok
+}
