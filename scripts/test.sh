@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
+# (tests start their own servers on free loopback ports), then formatting, lints, and every test
+# (unit, property, conformance against memory, Redis and Redis Cluster, integration, doc tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "== installing redis-server (Debian package)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+redis-server --version
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
