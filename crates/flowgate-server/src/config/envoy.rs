@@ -1,0 +1,345 @@
+//! envoyproxy/ratelimit's YAML format, loaded unchanged.
+//!
+//! ```yaml
+//! domain: mongo_cps
+//! descriptors:
+//!   - key: database
+//!     value: users
+//!     rate_limit:
+//!       unit: second          # second, minute, hour, day, week, month (30 days), year (365 days)
+//!       requests_per_unit: 500
+//!   - key: database           # key only: any value, one counter per value
+//!     rate_limit: { unit: second, requests_per_unit: 50, name: per-db }
+//!     descriptors:            # nested entries must match in depth
+//!       - key: collection
+//!         rate_limit: { unlimited: true }
+//!         shadow_mode: true
+//!         detailed_metric: true
+//! ```
+//!
+//! Each descriptor with a `rate_limit` becomes a rule: a fixed window of one unit (aligned to the
+//! Unix epoch, like envoyproxy/ratelimit), `requests_per_unit: 0` blocks everything, `unlimited`
+//! has no limit. A rule without `name` is named after its path, `database_users.collection`
+//! (ratelimit's own key, without the domain); the name is part of the counter's key.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use flowgate_core::{Algorithm, Limit, Matcher, Quota, Rule, ValueMatch};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::{ConfigError, LocatedRule};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Root {
+    domain: Spanned<String>,
+    #[serde(default)]
+    descriptors: Option<Vec<Spanned<YamlDescriptor>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YamlDescriptor {
+    key: Spanned<String>,
+    #[serde(default)]
+    value: Option<Spanned<String>>,
+    #[serde(default)]
+    rate_limit: Option<Spanned<YamlRateLimit>>,
+    #[serde(default)]
+    descriptors: Option<Vec<Spanned<YamlDescriptor>>>,
+    #[serde(default)]
+    shadow_mode: bool,
+    #[serde(default)]
+    detailed_metric: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YamlRateLimit {
+    #[serde(default)]
+    requests_per_unit: Option<u32>,
+    #[serde(default)]
+    unit: Option<Spanned<String>>,
+    #[serde(default)]
+    unlimited: bool,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    replaces: Option<Vec<Spanned<Replace>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Replace {
+    name: String,
+}
+
+/// The envoyproxy/ratelimit units and their lengths in seconds (month = 30 days, year = 365
+/// days, as there).
+const UNITS: [(Unit, &str, u64); 7] = [
+    (Unit::Second, "second", 1),
+    (Unit::Minute, "minute", 60),
+    (Unit::Hour, "hour", 3_600),
+    (Unit::Day, "day", 86_400),
+    (Unit::Week, "week", 604_800),
+    (Unit::Month, "month", 2_592_000),
+    (Unit::Year, "year", 31_536_000),
+];
+
+/// The length of an Envoy rate-limit unit in seconds; `None` for `UNKNOWN`.
+pub fn envoy_unit_seconds(unit: Unit) -> Option<u64> {
+    UNITS.iter().find(|(u, _, _)| *u == unit).map(|(_, _, s)| *s)
+}
+
+/// How a limit of `limit` per `window` is reported in Envoy's `RateLimit { requests_per_unit,
+/// unit }`.
+///
+/// A window of exactly one unit is reported as is. Any other window (say `5/30s`, which Envoy's
+/// units cannot express) is reported in the unit nearest to it on a logarithmic scale, with the
+/// count scaled to that unit and rounded down, but at least 1 unless the limit is 0: `5/30s` is
+/// `10 per MINUTE`, `20/500ms` is `40 per SECOND`, `1000/90s` is `666 per MINUTE`. The count
+/// saturates at `u32::MAX`.
+pub fn envoy_unit(limit: u64, window: Duration) -> (Unit, u32) {
+    let w = window.as_secs_f64().max(1e-9);
+    let mut best = UNITS[0];
+    let mut best_dist = f64::INFINITY;
+    for u in UNITS {
+        let dist = (w.ln() - (u.2 as f64).ln()).abs();
+        if dist < best_dist {
+            best = u;
+            best_dist = dist;
+        }
+    }
+    let unit_us = u128::from(best.2) * 1_000_000;
+    let window_us = window.as_micros().max(1);
+    let scaled = u128::from(limit) * unit_us / window_us;
+    let scaled = if limit > 0 { scaled.max(1) } else { 0 };
+    (best.0, u32::try_from(scaled).unwrap_or(u32::MAX))
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    domain: String,
+    out: Vec<LocatedRule>,
+}
+
+impl Ctx<'_> {
+    fn err(&self, line: u64, field: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.file, Some(line), field, message)
+    }
+}
+
+/// Parses an envoyproxy/ratelimit YAML file: its domain (and that line) and its rules.
+pub(crate) fn parse(
+    file: &str,
+    text: &str,
+) -> Result<((String, u64), Vec<LocatedRule>), ConfigError> {
+    let root: Root = serde_saphyr::from_str(text).map_err(|e| {
+        let loc = e.location();
+        let line = loc.map(|l| l.line());
+        let field = loc
+            .and_then(|l| l.span().byte_offset())
+            .map(|off| super::key_on_line(text, off as usize))
+            .unwrap_or_default();
+        let message = first_line(&e.to_string());
+        ConfigError::new(file, line, field, message)
+    })?;
+    let domain_line = root.domain.referenced.line();
+    if root.domain.value.is_empty() {
+        return Err(ConfigError::new(
+            file,
+            Some(domain_line),
+            "domain",
+            "config file cannot have empty domain",
+        ));
+    }
+    let mut ctx = Ctx {
+        file,
+        domain: root.domain.value.clone(),
+        out: Vec::new(),
+    };
+    load(
+        &mut ctx,
+        "descriptors",
+        "",
+        &[],
+        root.descriptors.unwrap_or_default(),
+    )?;
+    Ok(((root.domain.value, domain_line), ctx.out))
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_owned()
+}
+
+fn load(
+    ctx: &mut Ctx<'_>,
+    field: &str,
+    parent_name: &str,
+    parent: &[Matcher],
+    descriptors: Vec<Spanned<YamlDescriptor>>,
+) -> Result<(), ConfigError> {
+    let mut seen: HashSet<String> = HashSet::new();
+    for (i, d) in descriptors.into_iter().enumerate() {
+        let line = d.referenced.line();
+        let d = d.value;
+        let here = format!("{field}[{i}]");
+        let key = d.key.value;
+        if key.is_empty() {
+            return Err(ctx.err(
+                d.key.referenced.line(),
+                &format!("{here}.key"),
+                "descriptor has empty key",
+            ));
+        }
+        let value = d.value.map(|v| v.value).unwrap_or_default();
+        let part = if value.is_empty() {
+            key.clone()
+        } else {
+            format!("{key}_{value}")
+        };
+        let name_path = if parent_name.is_empty() {
+            part.clone()
+        } else {
+            format!("{parent_name}.{part}")
+        };
+        if !seen.insert(part.clone()) {
+            return Err(ctx.err(
+                line,
+                &format!("{here}.key"),
+                format!("duplicate descriptor composite key '{}.{name_path}'", ctx.domain),
+            ));
+        }
+        let matcher = Matcher {
+            key: key.clone(),
+            value: match value.strip_suffix('*') {
+                _ if value.is_empty() => ValueMatch::Any,
+                Some("") => ValueMatch::Any,
+                Some(p) => ValueMatch::Prefix(p.to_owned()),
+                None => ValueMatch::Exact(value.clone()),
+            },
+        };
+        let mut pattern = parent.to_vec();
+        pattern.push(matcher);
+        if let Some(rl) = d.rate_limit {
+            let rl_line = rl.referenced.line();
+            let rl = rl.value;
+            let rl_field = format!("{here}.rate_limit");
+            let unit = match &rl.unit {
+                None => None,
+                Some(u) => {
+                    let found = UNITS
+                        .iter()
+                        .find(|(_, n, _)| n.eq_ignore_ascii_case(u.value.trim()));
+                    match (found, rl.unlimited) {
+                        (Some(_), true) => {
+                            return Err(ctx.err(
+                                u.referenced.line(),
+                                &format!("{rl_field}.unit"),
+                                "should not specify rate limit unit when unlimited",
+                            ));
+                        }
+                        (None, false) => {
+                            return Err(ctx.err(
+                                u.referenced.line(),
+                                &format!("{rl_field}.unit"),
+                                format!(
+                                    "invalid rate limit unit '{}': expected second, minute, hour, day, week, month or year",
+                                    u.value
+                                ),
+                            ));
+                        }
+                        (found, _) => found.copied(),
+                    }
+                }
+            };
+            let limit = if rl.unlimited {
+                None
+            } else {
+                let Some((_, _, secs)) = unit else {
+                    return Err(ctx.err(
+                        rl_line,
+                        &format!("{rl_field}.unit"),
+                        "missing rate limit unit: expected second, minute, hour, day, week, month or year",
+                    ));
+                };
+                let quota = Quota::new(
+                    u64::from(rl.requests_per_unit.unwrap_or(0)),
+                    Duration::from_secs(secs),
+                )
+                .and_then(|q| {
+                    Limit::new(Algorithm::FixedWindow, q).map_err(|e| match e {
+                        flowgate_core::LimitError::Quota(q) => q,
+                        _ => flowgate_core::QuotaError::ZeroWindow,
+                    })
+                })
+                .map_err(|e| ctx.err(rl_line, &rl_field, e.to_string()))?;
+                Some(quota)
+            };
+            let name = rl.name.clone().unwrap_or_else(|| name_path.clone());
+            let mut replaces = Vec::new();
+            for (j, r) in rl.replaces.unwrap_or_default().into_iter().enumerate() {
+                let rf = format!("{rl_field}.replaces[{j}].name");
+                if r.value.name.is_empty() {
+                    return Err(ctx.err(
+                        r.referenced.line(),
+                        &rf,
+                        "should not have an empty replaces entry",
+                    ));
+                }
+                if Some(&r.value.name) == rl.name.as_ref() {
+                    return Err(ctx.err(
+                        r.referenced.line(),
+                        &rf,
+                        "replaces should not contain name of same descriptor",
+                    ));
+                }
+                replaces.push(r.value.name);
+            }
+            let mut rule = Rule::new(ctx.domain.clone(), name, pattern.clone(), limit);
+            rule.shadow = d.shadow_mode;
+            rule.detailed_metric = d.detailed_metric;
+            rule.replaces = replaces;
+            ctx.out.push(LocatedRule {
+                rule,
+                file: ctx.file.to_owned(),
+                line: Some(line),
+                field: here.clone(),
+            });
+        }
+        if let Some(children) = d.descriptors {
+            load(
+                ctx,
+                &format!("{here}.descriptors"),
+                &name_path,
+                &pattern,
+                children,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_for_envoy() {
+        let s = Duration::from_secs;
+        assert_eq!(envoy_unit(20, s(1)), (Unit::Second, 20));
+        assert_eq!(envoy_unit(5, s(60)), (Unit::Minute, 5));
+        assert_eq!(envoy_unit(5, s(30)), (Unit::Minute, 10));
+        assert_eq!(envoy_unit(20, Duration::from_millis(500)), (Unit::Second, 40));
+        assert_eq!(envoy_unit(1000, s(90)), (Unit::Minute, 666));
+        assert_eq!(envoy_unit(1, s(3600)), (Unit::Hour, 1));
+        assert_eq!(envoy_unit(1, s(2_592_000)), (Unit::Month, 1));
+        assert_eq!(envoy_unit(0, s(30)), (Unit::Minute, 0));
+        // Never rounds a non-zero limit down to zero.
+        assert_eq!(envoy_unit(1, s(172_800)), (Unit::Day, 1));
+        assert_eq!(envoy_unit(1, s(10)), (Unit::Minute, 6));
+    }
+}

@@ -1,0 +1,232 @@
+//! Rules from files: Flowgate's TOML format and envoyproxy/ratelimit's YAML format, one file or
+//! a directory of them.
+//!
+//! A directory is read non-recursively; files ending in `.toml` are Flowgate TOML, files ending
+//! in `.yaml` or `.yml` are envoyproxy/ratelimit YAML (one domain per file, as there); hidden
+//! files (starting with `.`, such as Kubernetes' `..data`) are skipped. Every error names the
+//! file, the line and the field.
+
+mod envoy;
+mod error;
+mod toml;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use flowgate_core::{Rule, RuleSet, RuleSetError};
+
+pub use self::envoy::{envoy_unit, envoy_unit_seconds};
+pub use self::error::ConfigError;
+
+/// The largest configuration file read (16 MiB).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// A configuration format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Flowgate's TOML.
+    Toml,
+    /// envoyproxy/ratelimit's YAML.
+    EnvoyYaml,
+}
+
+impl Format {
+    /// The format of a file by its extension.
+    pub fn of_path(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()? {
+            "toml" => Some(Format::Toml),
+            "yaml" | "yml" => Some(Format::EnvoyYaml),
+            _ => None,
+        }
+    }
+}
+
+/// A rule and where it was defined.
+#[derive(Clone, Debug)]
+pub struct LocatedRule {
+    /// The rule.
+    pub rule: Rule,
+    /// The file it came from.
+    pub file: String,
+    /// The line of its definition.
+    pub line: Option<u64>,
+    /// The field path of its definition (`rule[1]`, `descriptors[0].descriptors[2]`).
+    pub field: String,
+}
+
+/// Rules loaded from one or more files.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// The rules, in file order.
+    pub rules: Vec<LocatedRule>,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+}
+
+impl Config {
+    /// Validates the rules as a whole (unique names and patterns per domain) and builds the
+    /// matcher.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, line and rule in conflict.
+    pub fn rule_set(&self) -> Result<RuleSet, ConfigError> {
+        let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
+        RuleSet::new(rules).map_err(|e| self.locate(&e))
+    }
+
+    fn locate(&self, e: &RuleSetError) -> ConfigError {
+        let find = |domain: &str, name: &str, nth: usize| {
+            self.rules
+                .iter()
+                .filter(|r| r.rule.domain == domain && r.rule.name == name)
+                .nth(nth)
+        };
+        let at = match e {
+            RuleSetError::DuplicatePattern { domain, second, .. } => find(domain, second, 0),
+            RuleSetError::DuplicateName { domain, name } => find(domain, name, 1),
+            RuleSetError::EmptyPattern { domain, name } => find(domain, name, 0),
+            RuleSetError::EmptyName { name } => self.rules.iter().find(|r| &r.rule.name == name),
+            _ => None,
+        };
+        match at {
+            Some(r) => ConfigError::new(&r.file, r.line, &r.field, e.to_string()),
+            None => ConfigError::new(
+                self.files
+                    .first()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                None,
+                "",
+                e.to_string(),
+            ),
+        }
+    }
+}
+
+/// Parses one file's text.
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn parse(file: &str, format: Format, text: &str) -> Result<Vec<LocatedRule>, ConfigError> {
+    match format {
+        Format::Toml => toml::parse(file, text),
+        Format::EnvoyYaml => envoy::parse(file, text).map(|(_, rules)| rules),
+    }
+}
+
+/// Loads a file, or every configuration file of a directory, and validates the rules.
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn load(path: &Path) -> Result<(Config, RuleSet), ConfigError> {
+    let config = read(path)?;
+    let set = config.rule_set()?;
+    Ok((config, set))
+}
+
+/// The configuration files at `path`: itself, or the configuration files of the directory, sorted.
+///
+/// # Errors
+/// [`ConfigError`] when the path cannot be read or a file has an unknown extension.
+pub fn files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read: {e}")))?;
+    if meta.is_file() {
+        if Format::of_path(path).is_none() {
+            return Err(ConfigError::new(
+                &shown,
+                None,
+                "",
+                "unknown configuration format: the file name must end in .toml (Flowgate) or .yaml/.yml (envoyproxy/ratelimit)",
+            ));
+        }
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut out = Vec::new();
+    let dir = std::fs::read_dir(path)
+        .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read directory: {e}")))?;
+    for entry in dir {
+        let entry = entry
+            .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read directory: {e}")))?;
+        let p = entry.path();
+        let hidden = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_none_or(|n| n.starts_with('.'));
+        // Follow symbolic links (Kubernetes ConfigMaps are links into `..data`).
+        if hidden || Format::of_path(&p).is_none() || !std::fs::metadata(&p).is_ok_and(|m| m.is_file())
+        {
+            continue;
+        }
+        out.push(p);
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads the configuration at `path` (file or directory) without validating it as a whole.
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn read(path: &Path) -> Result<Config, ConfigError> {
+    let files = files(path)?;
+    let mut config = Config::default();
+    let mut domains: HashMap<String, String> = HashMap::new();
+    for f in &files {
+        let shown = f.display().to_string();
+        let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+        if len > MAX_FILE_BYTES {
+            return Err(ConfigError::new(
+                &shown,
+                None,
+                "",
+                format!("the file is {len} bytes, more than the maximum of {MAX_FILE_BYTES}"),
+            ));
+        }
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read: {e}")))?;
+        match Format::of_path(f) {
+            Some(Format::EnvoyYaml) => {
+                let ((domain, line), rules) = envoy::parse(&shown, &text)?;
+                if let Some(prev) = domains.insert(domain.clone(), shown.clone()) {
+                    return Err(ConfigError::new(
+                        &shown,
+                        Some(line),
+                        "domain",
+                        format!("duplicate domain `{domain}`: already configured in {prev}"),
+                    ));
+                }
+                config.rules.extend(rules);
+            }
+            _ => config.rules.extend(toml::parse(&shown, &text)?),
+        }
+    }
+    config.files = files;
+    Ok(config)
+}
+
+/// The key of the `key = value` or `key: value` line containing `offset`, for errors whose
+/// parser gives a position but not a field.
+pub(crate) fn key_on_line(text: &str, offset: usize) -> String {
+    let start = text
+        .get(..offset.min(text.len()))
+        .and_then(|t| t.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("");
+    let key = line
+        .split(['=', ':'])
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_start_matches("- ")
+        .trim_matches(|c| c == '"' || c == '\'');
+    if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        key.to_owned()
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+use std::path::Path;
+
+use flowgate_core::{Algorithm, Descriptor, FailurePolicy, Mode, Request};
+
+use super::*;
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn find<'a>(set: &'a RuleSet, domain: &str, d: &str) -> Option<&'a str> {
+    let d: Descriptor = d.parse().unwrap();
+    set.find(domain, &d).map(|r| r.name.as_str())
+}
+
+#[test]
+fn loads_the_toml_example() {
+    let (config, set) = load(&examples().join("flowgate.toml")).unwrap();
+    assert_eq!(config.rules.len(), 8);
+    let wpg = set
+        .rules()
+        .iter()
+        .find(|r| r.name == "wpg-pay")
+        .unwrap()
+        .clone();
+    let l = wpg.limit.as_ref().unwrap();
+    assert_eq!(l.algorithm(), Algorithm::LeakyBucket);
+    assert_eq!(l.mode(), Mode::Delay);
+    assert_eq!(l.max_wait(), 500_000);
+    let refund = set.rules().iter().find(|r| r.name == "refund-channel").unwrap();
+    assert_eq!(refund.failure, FailurePolicy::Closed);
+    let per_client = set.rules().iter().find(|r| r.name == "per-client").unwrap();
+    assert_eq!(per_client.limit.as_ref().unwrap().window(), 30_000_000);
+    assert_eq!(find(&set, "payments", "biz=PAY, channel=WPG"), Some("wpg-pay"));
+    assert_eq!(find(&set, "payments", "biz=PAY, channel=ALI"), Some("pay-channel"));
+    assert_eq!(find(&set, "sms", "user=vip-1"), Some("vip"));
+    assert!(set.rules().iter().find(|r| r.name == "vip").unwrap().limit.is_none());
+}
+
+#[test]
+fn loads_the_envoy_examples_directory() {
+    let (config, set) = load(&examples().join("envoy")).unwrap();
+    assert_eq!(config.files.len(), 2);
+    assert_eq!(find(&set, "mongo_cps", "database=users"), Some("database_users"));
+    assert_eq!(find(&set, "mongo_cps", "database=other"), None);
+    // Value-specific beats key-only; nested entries must match in depth.
+    assert_eq!(
+        find(&set, "rl", "source_cluster=proxy, destination_cluster=bar"),
+        Some("source_cluster_proxy.destination_cluster_bar")
+    );
+    assert_eq!(
+        find(&set, "rl", "source_cluster=proxy, destination_cluster=foo"),
+        Some("source_cluster_proxy.destination_cluster")
+    );
+    assert_eq!(find(&set, "rl", "source_cluster=proxy"), None);
+    assert_eq!(find(&set, "rl", "remote_address=10.0.0.2"), Some("per-address"));
+    let blocked = set.find("rl", &"remote_address=10.0.0.1".parse().unwrap()).unwrap();
+    assert_eq!(blocked.limit.as_ref().unwrap().limit(), 0);
+    let day = set.find("rl", &"category=account".parse().unwrap()).unwrap();
+    assert_eq!(day.limit.as_ref().unwrap().window(), 86_400_000_000);
+    assert_eq!(day.limit.as_ref().unwrap().algorithm(), Algorithm::FixedWindow);
+    let ua = set.find("rl", &"user_agent=curl/8".parse().unwrap()).unwrap();
+    assert!(ua.shadow && ua.detailed_metric);
+    assert!(set.find("rl", &"health_check=x".parse().unwrap()).unwrap().limit.is_none());
+    // `replaces`: the partner's rule drops the per-address rule.
+    let req = Request::new(
+        "rl",
+        vec![
+            "remote_address=1.2.3.4".parse().unwrap(),
+            "partner=acme".parse().unwrap(),
+        ],
+    );
+    let m = set.resolve(&req);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].rule.name, "partner_acme");
+}
+
+#[test]
+fn toml_errors_name_file_line_and_field() {
+    let e = parse(
+        "f.toml",
+        Format::Toml,
+        "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"x/s\"\n",
+    )
+    .unwrap_err();
+    assert_eq!((e.file.as_str(), e.line, e.field.as_str()), ("f.toml", Some(5), "rule[0].limit"));
+    assert!(e.message.contains("not a quota"), "{e}");
+
+    let e = parse(
+        "f.toml",
+        Format::Toml,
+        "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"5/s\"\n\n[[rule]]\nname = \"b\"\nmatch = \"user\"\nlimit = \"5/s\"\nburts = 3\n",
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (Some(11), "rule[1].burts"), "{e}");
+    assert!(e.message.contains("unknown field"), "{e}");
+
+    let e = parse(
+        "f.toml",
+        Format::Toml,
+        "[[rule]]\ndomain = \"d\"\nname = \"a\"\nmatch = \"user\"\nlimit = \"5/s\"\nalgorithm = \"fixed_window\"\nmode = \"delay\"\nmax_wait = \"1s\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "rule[0].mode", "{e}");
+    assert!(e.to_string().starts_with("f.toml:"), "{e}");
+
+    let e = parse("f.toml", Format::Toml, "[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = 3\n")
+        .unwrap_err();
+    assert_eq!(e.field, "rule[0].domain", "{e}");
+
+    let e = parse("f.toml", Format::Toml, "[[rule]\n").unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+}
+
+#[test]
+fn duplicate_rules_are_located() {
+    let rules = parse(
+        "f.toml",
+        Format::Toml,
+        "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"5/s\"\n\n[[rule]]\nname = \"b\"\nmatch = \"user\"\nlimit = \"5/s\"\n",
+    )
+    .unwrap();
+    let config = Config {
+        rules,
+        files: vec![],
+    };
+    let e = config.rule_set().unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (Some(7), "rule[1]"), "{e}");
+}
+
+#[test]
+fn envoy_errors_name_file_line_and_field() {
+    let e = parse(
+        "r.yaml",
+        Format::EnvoyYaml,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 3\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(5), "descriptors[0].rate_limit.unit"),
+        "{e}"
+    );
+    let e = parse(
+        "r.yaml",
+        Format::EnvoyYaml,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limitt:\n      unit: second\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(e.message.contains("rate_limitt"), "{e}");
+    let e = parse(
+        "r.yaml",
+        Format::EnvoyYaml,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: many\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, Some(6), "{e}");
+    assert_eq!(e.field, "requests_per_unit", "{e}");
+    let e = parse(
+        "r.yaml",
+        Format::EnvoyYaml,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n      unit: second\n",
+    )
+    .unwrap_err();
+    assert!(e.message.contains("unlimited"), "{e}");
+    let e = parse("r.yaml", Format::EnvoyYaml, "domain: \"\"\n").unwrap_err();
+    assert_eq!(e.field, "domain");
+    let e = parse(
+        "r.yaml",
+        Format::EnvoyYaml,
+        "domain: d\ndescriptors:\n  - key: a\n  - key: a\n",
+    )
+    .unwrap_err();
+    assert!(e.message.contains("duplicate"), "{e}");
+}
+
+#[test]
+fn envoy_numeric_values_and_null_lists_load() {
+    let rules = parse(
+        "r.yaml",
+        Format::EnvoyYaml,
+        "domain: d\ndescriptors:\n  - key: code\n    value: 200\n    rate_limit: {unit: SECOND, requests_per_unit: 3}\n    descriptors:\n",
+    )
+    .unwrap();
+    assert_eq!(rules[0].rule.name, "code_200");
+    assert_eq!(rules[0].rule.limit.as_ref().unwrap().limit(), 3);
+}
