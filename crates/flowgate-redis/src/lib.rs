@@ -1,1 +1,46 @@
-//! The Redis store (in progress).
+//! Flowgate's Redis store: the [`flowgate_core::Store`] interface on a single Redis server or a
+//! Redis Cluster, deciding with the same arithmetic as the memory store.
+//!
+//! - **One Lua script per algorithm** (`scripts/*.lua`, each with a `KEYS[i]: … ARGV[j]: …`
+//!   contract), concatenated at compile time with a driver into one script sent by EVALSHA and
+//!   reloaded on NOSCRIPT. The clock is `redis.call('TIME')` in microseconds: app servers'
+//!   clocks never decide. Every key written gets an expiry at the instant its state is empty
+//!   again; rejected requests write nothing.
+//! - **Several limits of one request in one round trip**, atomically, on a single server; on a
+//!   cluster, per slot in parallel with refunds when another slot rejects ([`cluster`]).
+//! - **Delay mode across app servers**: the reservation lives in Redis, so callers everywhere
+//!   are spaced at the rule's rate in reservation order.
+//! - **A deadline** on every call ([`RedisOptions::deadline`], default 25 ms): a call fails with
+//!   `StoreError::Timeout` or `StoreError::Unavailable` and never hangs; the connection
+//!   reconnects by itself; [`RedisStore::is_degraded`] and a `tracing` warning say when Redis is
+//!   failing. The failure policy (open, closed, local) is the limiter's.
+//! - **A blocked-keys cache** ([`blocked`]) answers requests for keys known to reject without a
+//!   round trip; **coalescing** ([`batch`]) shares one script call among the decisions in flight.
+//!
+//! # Examples
+//! ```no_run
+//! # async fn demo() -> Result<(), flowgate_core::StoreError> {
+//! use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
+//! use flowgate_redis::RedisStore;
+//! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! let limit = Limit::new(Algorithm::SlidingLog, Quota::per_second(20).unwrap()).unwrap();
+//! let d = store.decide(&[Item { key: "channel=WPG", limit: &limit, cost: 1, enforce: true }]).await?;
+//! assert!(d[0].allowed);
+//! # Ok(()) }
+//! ```
+
+pub mod batch;
+pub mod blocked;
+mod call;
+pub mod cluster;
+mod conn;
+mod error;
+pub mod keys;
+mod options;
+pub mod scripts;
+mod stats;
+mod store;
+
+pub use options::{DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH, RedisOptions};
+pub use stats::RedisStats;
+pub use store::RedisStore;

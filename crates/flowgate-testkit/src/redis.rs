@@ -1,1 +1,283 @@
-//! Real `redis-server` processes for tests (written with the Redis store).
+//! Real `redis-server` processes for tests: a single server or a Redis Cluster of masters, on free
+//! loopback ports, each in its own temporary directory, with persistence off.
+//!
+//! Every process is owned by a guard whose `Drop` kills it (only the processes it started).
+//! Start-up waits for readiness with bounded retries and fails with a readable error, never
+//! waits forever. Needs `redis-server` and `redis-cli` (7.x) on the `PATH` or in `/usr/bin`.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+/// How many times readiness is probed, and how long apart.
+const READY_TRIES: u32 = 200;
+const READY_PAUSE: Duration = Duration::from_millis(25);
+
+fn binary(name: &str) -> PathBuf {
+    let usr = Path::new("/usr/bin").join(name);
+    if usr.exists() {
+        usr
+    } else {
+        PathBuf::from(name)
+    }
+}
+
+/// A port on 127.0.0.1 that is free now (and, for cluster nodes, whose bus port +10000 is too).
+fn free_port(with_bus: bool) -> io::Result<u16> {
+    for _ in 0..100 {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if !with_bus {
+            return Ok(port);
+        }
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::other("no free port pair found"))
+}
+
+/// Sends one inline command and returns the raw reply (up to 64 KiB), with short timeouts.
+pub fn raw_command(port: u16, command: &str) -> io::Result<String> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))?;
+    s.set_read_timeout(Some(Duration::from_millis(500)))?;
+    s.set_write_timeout(Some(Duration::from_millis(500)))?;
+    s.write_all(command.as_bytes())?;
+    s.write_all(b"\r\n")?;
+    let mut buf = vec![0u8; 65_536];
+    let mut len = 0;
+    // Read until the reply looks complete: a simple line, or a bulk string of announced length.
+    loop {
+        let n = s.read(&mut buf[len..])?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+        let text = String::from_utf8_lossy(&buf[..len]);
+        if let Some(rest) = text.strip_prefix('$') {
+            if let Some((n, body)) = rest.split_once("\r\n") {
+                let want: usize = n.parse().unwrap_or(0);
+                if body.len() >= want {
+                    break;
+                }
+            }
+        } else if text.ends_with("\r\n") {
+            break;
+        }
+        if len == buf.len() {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) -> io::Result<()> {
+    for _ in 0..READY_TRIES {
+        if ok() {
+            return Ok(());
+        }
+        std::thread::sleep(READY_PAUSE);
+    }
+    Err(io::Error::other(format!(
+        "{what} not ready after {:?}",
+        READY_PAUSE * READY_TRIES
+    )))
+}
+
+/// One `redis-server` process on 127.0.0.1, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: TempDir,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port.
+    ///
+    /// # Panics
+    /// When `redis-server` cannot be started (not installed, no free port): a test cannot run
+    /// without it.
+    pub fn start() -> Self {
+        Self::try_start(false).unwrap_or_else(|e| panic!("cannot start redis-server: {e}"))
+    }
+
+    /// Starts a server; with `cluster`, as a cluster-enabled node.
+    ///
+    /// # Errors
+    /// When the process cannot be spawned or does not answer `PING` in time.
+    pub fn try_start(cluster: bool) -> io::Result<Self> {
+        let mut last = io::Error::other("not tried");
+        for _ in 0..5 {
+            let port = free_port(cluster)?;
+            let extra = if cluster {
+                vec![
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-config-file".into(),
+                    "nodes.conf".into(),
+                    "--cluster-node-timeout".into(),
+                    "2000".into(),
+                ]
+            } else {
+                Vec::new()
+            };
+            let mut s = Self {
+                port,
+                dir: tempfile::Builder::new()
+                    .prefix("flowgate-redis-")
+                    .tempdir()?,
+                extra,
+                child: None,
+            };
+            match s.spawn() {
+                Ok(()) => return Ok(s),
+                Err(e) => last = e, // the port was taken meanwhile: try another
+            }
+        }
+        Err(last)
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let mut cmd = Command::new(binary("redis-server"));
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--daemonize", "no", "--logfile", "redis.log"])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn()?;
+        let port = self.port;
+        let ready = wait_until("redis-server", || {
+            raw_command(port, "PING").is_ok_and(|r| r.starts_with("+PONG"))
+        });
+        if let Err(e) = ready {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        // Died at once (e.g. the port was taken by someone else answering PING)?
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(io::Error::other(format!("redis-server exited: {status}")));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would. Data is lost (persistence is off).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Whether the server process is running.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Starts the server again on the same port (stopping it first if needed).
+    ///
+    /// # Panics
+    /// When it cannot start again within the readiness bound.
+    pub fn restart(&mut self) {
+        self.stop();
+        let mut last = None;
+        // The port may linger briefly after the kill: retry a few times.
+        for _ in 0..20 {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(READY_PAUSE);
+        }
+        panic!(
+            "cannot restart redis-server on port {}: {last:?}",
+            self.port
+        );
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A Redis Cluster of masters (no replicas) on 127.0.0.1, all killed on drop.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` cluster nodes, joins them with `redis-cli --cluster create`, and waits
+    /// until every node reports `cluster_state:ok`.
+    ///
+    /// # Panics
+    /// When the cluster cannot be formed within the readiness bound.
+    pub fn start(masters: usize) -> Self {
+        Self::try_start(masters).unwrap_or_else(|e| panic!("cannot start a redis cluster: {e}"))
+    }
+
+    /// As [`RedisCluster::start`].
+    ///
+    /// # Errors
+    /// When a node cannot start or the cluster does not become ready in time.
+    pub fn try_start(masters: usize) -> io::Result<Self> {
+        let nodes = (0..masters)
+            .map(|_| RedisServer::try_start(true))
+            .collect::<io::Result<Vec<_>>>()?;
+        let out = Command::new(binary("redis-cli"))
+            .arg("--cluster")
+            .arg("create")
+            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )));
+        }
+        for n in &nodes {
+            let port = n.port();
+            wait_until("redis cluster", || {
+                raw_command(port, "CLUSTER INFO").is_ok_and(|r| r.contains("cluster_state:ok"))
+            })?;
+        }
+        Ok(Self { nodes })
+    }
+
+    /// The nodes' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+}

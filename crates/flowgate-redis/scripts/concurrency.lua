@@ -1,0 +1,108 @@
+-- concurrency: at most `limit` units in flight, held as leases that expire after `window`.
+-- Mirrors flowgate-core src/algorithm/concurrency.rs.
+-- KEYS[i]: flowgate:{<key>}:c  -- sorted set: score = the lease's expiry (microseconds since
+--          the epoch), member '<lease id>:<cost>'. Lease ids are random u64s chosen by the
+--          client (decimal strings, never 0).
+-- Item parameters used: p.window, p.limit, p.cost, p.lease.
+
+local function conc_load(key)
+  local raw = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  local leases = {}
+  for i = 1, #raw, 2 do
+    local c = tonumber(string.match(raw[i], ':(%d+)$')) or 0
+    leases[#leases + 1] = { exp = tonumber(raw[i + 1]), c = c, m = raw[i] }
+  end
+  return { leases = leases, trim = false, ops = {} }
+end
+
+local function conc_check(p, s, now, cost)
+  local held = 0
+  local newest = 0
+  for i = 1, #s.leases do
+    local x = s.leases[i]
+    if x.exp > now then
+      held = held + x.c
+    end
+    if x.exp > newest then
+      newest = x.exp
+    end
+  end
+  local d = decision()
+  d.allowed = held + cost <= p.limit
+  local used = held
+  if d.allowed then
+    used = held + cost
+  end
+  d.remaining = sat(p.limit - used)
+  if d.allowed and cost > 0 then
+    newest = math.max(newest, now + p.window)
+  end
+  d.reset = sat(newest - now)
+  if not d.allowed and cost <= p.limit then
+    -- Leases are in order of expiry (the sorted set's order).
+    local freed = 0
+    for i = 1, #s.leases do
+      local x = s.leases[i]
+      if x.exp > now then
+        freed = freed + x.c
+        if held - freed + cost <= p.limit then
+          d.retry = x.exp - now
+          break
+        end
+      end
+    end
+  end
+  return d
+end
+
+local function conc_apply(p, s, now, cost)
+  s.trim = true
+  local live = {}
+  local idle_at = now + p.window
+  for i = 1, #s.leases do
+    local x = s.leases[i]
+    if x.exp > now then
+      live[#live + 1] = x
+      if x.exp > idle_at then
+        idle_at = x.exp
+      end
+    end
+  end
+  local e = { exp = now + p.window, c = cost, m = p.lease .. ':' .. fmt(cost) }
+  -- Keep the order of expiry.
+  local at = #live + 1
+  while at > 1 and live[at - 1].exp > e.exp do
+    at = at - 1
+  end
+  table.insert(live, at, e)
+  s.leases = live
+  s.ops[#s.ops + 1] = { e.exp, e.m }
+  s.idle_at = idle_at
+end
+
+local function conc_store(key, s, now, slack)
+  if s.trim then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  end
+  for i = 1, #s.ops do
+    redis.call('ZADD', key, fmt(s.ops[i][1]), s.ops[i][2])
+  end
+  redis.call('PEXPIRE', key, ttl_ms(s.idle_at, now, slack))
+end
+
+-- Removes lease `id`; answers 1 when it was held.
+local function conc_release(key, id)
+  local prefix = id .. ':'
+  local members = redis.call('ZRANGE', key, 0, -1)
+  for i = 1, #members do
+    if string.sub(members[i], 1, #prefix) == prefix then
+      redis.call('ZREM', key, members[i])
+      return 1
+    end
+  end
+  return 0
+end
+
+local function conc_refund(key, p, at, cost)
+  conc_release(key, p.lease)
+end

@@ -1,0 +1,61 @@
+-- fixed_window: one counter per epoch-aligned window.
+-- Mirrors flowgate-core src/algorithm/fixed_window.rs.
+-- KEYS[i]: flowgate:{<key>}:f  -- string '<end>:<count>': the end of the window counted
+--          (microseconds since the epoch, a multiple of the window) and the units admitted in it.
+-- Item parameters used: p.window, p.limit, p.cost.
+
+local function fw_load(key)
+  local v = redis.call('GET', key)
+  if v then
+    local e, c = string.match(v, '^(%d+):(%d+)$')
+    if e then
+      return { e = tonumber(e), c = tonumber(c) }
+    end
+  end
+  return { e = 0, c = 0 }
+end
+
+-- The end of the current window and its count; a clock that stepped back keeps counting in
+-- the newer window.
+local function fw_current(p, s, now)
+  local e = (idiv(now, p.window) + 1) * p.window
+  if s.e >= e then
+    return s.e, s.c
+  end
+  return e, 0
+end
+
+local function fw_check(p, s, now, cost)
+  local e, count = fw_current(p, s, now)
+  local d = decision()
+  d.allowed = count + cost <= p.limit
+  local used = count
+  if d.allowed then
+    used = count + cost
+  end
+  d.remaining = sat(p.limit - used)
+  if used > 0 then
+    d.reset = e - now
+  end
+  if not d.allowed and cost <= p.limit then
+    d.retry = e - now
+  end
+  return d
+end
+
+local function fw_apply(p, s, now, cost)
+  local e, count = fw_current(p, s, now)
+  s.e = e
+  s.c = count + cost
+end
+
+local function fw_store(key, s, now, slack)
+  redis.call('SET', key, fmt(s.e) .. ':' .. fmt(s.c), 'PX', ttl_ms(s.e, now, slack))
+end
+
+local function fw_refund(key, p, at, cost)
+  local s = fw_load(key)
+  if s.c > 0 and s.e == (idiv(at, p.window) + 1) * p.window then
+    redis.call('SET', key, fmt(s.e) .. ':' .. fmt(sat(s.c - cost)), 'KEEPTTL')
+  end
+end

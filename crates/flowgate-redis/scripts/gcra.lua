@@ -1,0 +1,48 @@
+-- token_bucket / leaky_bucket: GCRA over one theoretical arrival time (TAT).
+-- Mirrors flowgate-core src/algorithm/gcra.rs.
+-- KEYS[i]: flowgate:{<key>}:g  -- string: the TAT, microseconds since the epoch.
+-- Item parameters used: p.t (emission interval T), p.burst, p.max_wait (0 in reject mode),
+-- p.limit, p.cost.
+
+local function gcra_load(key)
+  return { tat = tonumber(redis.call('GET', key)) or 0 }
+end
+
+local function gcra_check(p, s, now, cost)
+  local t = p.t
+  local tau = p.burst * t
+  local base = math.max(s.tat, now)
+  local d = decision()
+  d.remaining = idiv(sat(now + tau - base), t)
+  d.reset = base - now
+  if cost > p.burst + idiv(p.max_wait, t) then
+    return d
+  end
+  local new_tat = base + cost * t
+  local wait = sat(new_tat - now - tau)
+  if wait <= p.max_wait then
+    d.allowed = true
+    d.wait = wait
+    d.remaining = idiv(sat(now + tau - new_tat), t)
+    d.reset = new_tat - now
+  else
+    d.retry = new_tat - tau - p.max_wait - now
+  end
+  return d
+end
+
+local function gcra_apply(p, s, now, cost)
+  s.tat = math.max(s.tat, now) + cost * p.t
+end
+
+local function gcra_store(key, s, now, slack)
+  redis.call('SET', key, fmt(s.tat), 'PX', ttl_ms(s.tat, now, slack))
+end
+
+-- Gives back `cost` units taken at `at` (cluster compensation): the TAT moves back by cost * T.
+local function gcra_refund(key, p, at, cost)
+  local tat = tonumber(redis.call('GET', key))
+  if tat then
+    redis.call('SET', key, fmt(sat(tat - cost * p.t)), 'KEEPTTL')
+  end
+end

@@ -1,0 +1,107 @@
+-- sliding_log: the timestamp and cost of each admitted request in the last window.
+-- Mirrors flowgate-core src/algorithm/sliding_log.rs.
+-- KEYS[i]: flowgate:{<key>}:l  -- sorted set: score = admission time (microseconds since the
+--          epoch), member '<time>:<cost>'. Requests admitted in the same microsecond are merged
+--          into one member carrying their summed cost (as the Rust log merges them), so members
+--          are unique by construction and same-instant requests all count.
+-- Item parameters used: p.window, p.limit, p.cost.
+
+local function log_load(key, p, now)
+  local horizon = -1
+  if now >= p.window then
+    horizon = now - p.window -- entries at or before it have left the window
+  end
+  local raw = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(horizon), '+inf', 'WITHSCORES')
+  local entries = {}
+  for i = 1, #raw, 2 do
+    local c = tonumber(string.match(raw[i], ':(%d+)$')) or 0
+    entries[#entries + 1] = { ts = tonumber(raw[i + 1]), c = c, m = raw[i] }
+  end
+  return { entries = entries, horizon = horizon, trim = false, ops = {} }
+end
+
+local function log_check(p, s, now, cost)
+  local sum = 0
+  for i = 1, #s.entries do
+    sum = sum + s.entries[i].c
+  end
+  local d = decision()
+  d.allowed = sum + cost <= p.limit
+  local used = sum
+  if d.allowed then
+    used = sum + cost
+  end
+  d.remaining = sat(p.limit - used)
+  local last = s.entries[#s.entries]
+  local newest = nil
+  if d.allowed and cost > 0 then
+    newest = now
+    if last and last.ts > now then
+      newest = last.ts
+    end
+  elseif last then
+    newest = last.ts
+  end
+  if newest then
+    d.reset = sat(newest + p.window - now)
+  end
+  if not d.allowed and cost <= p.limit then
+    local freed = 0
+    for i = 1, #s.entries do
+      freed = freed + s.entries[i].c
+      if sum - freed + cost <= p.limit then
+        d.retry = s.entries[i].ts + p.window - now
+        break
+      end
+    end
+  end
+  return d
+end
+
+local function log_apply(p, s, now, cost)
+  s.trim = s.horizon >= 0
+  local n = #s.entries
+  local last = s.entries[n]
+  local e
+  if last and last.ts >= now then
+    -- Same instant (or a clock that stepped back): merge, keeping the log ordered.
+    s.ops[#s.ops + 1] = { 'ZREM', last.m }
+    local c = last.c + cost
+    e = { ts = last.ts, c = c, m = fmt(last.ts) .. ':' .. fmt(c) }
+    s.entries[n] = e
+  else
+    e = { ts = now, c = cost, m = fmt(now) .. ':' .. fmt(cost) }
+    s.entries[n + 1] = e
+  end
+  s.ops[#s.ops + 1] = { 'ZADD', e.ts, e.m }
+  s.idle_at = e.ts + p.window
+end
+
+local function log_store(key, s, now, slack)
+  if s.trim then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(s.horizon))
+  end
+  for i = 1, #s.ops do
+    local op = s.ops[i]
+    if op[1] == 'ZREM' then
+      redis.call('ZREM', key, op[2])
+    else
+      redis.call('ZADD', key, fmt(op[2]), op[3])
+    end
+  end
+  redis.call('PEXPIRE', key, ttl_ms(s.idle_at, now, slack))
+end
+
+-- Takes `cost` off the entry that recorded a request admitted at `at` (the first entry at or
+-- after it: the request was logged at max(at, newest)).
+local function log_refund(key, p, at, cost)
+  local raw = redis.call('ZRANGEBYSCORE', key, fmt(at), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #raw == 2 then
+    local ts = tonumber(raw[2])
+    local c = tonumber(string.match(raw[1], ':(%d+)$')) or 0
+    redis.call('ZREM', key, raw[1])
+    if c > cost then
+      redis.call('ZADD', key, fmt(ts), fmt(ts) .. ':' .. fmt(c - cost))
+    end
+  end
+end

@@ -1,0 +1,90 @@
+//! Coalescing: the decisions in flight at the same moment share one script call.
+//!
+//! A batching task is fed by a channel. When a request arrives and no script call is in flight,
+//! it is sent at once (no added latency at 1 in flight); while calls are in flight, requests
+//! accumulate and the next call carries all of them (up to `max_batch`). The driver script
+//! decides each request of the call in order, independently and all-or-nothing, exactly as if
+//! they had arrived one after another — so coalescing changes the per-call overhead (one
+//! EVALSHA, one `TIME`, one parse of the script's arguments), never the decisions. A request
+//! whose caller has given up (deadline passed) is dropped before it is sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate_core::{Micros, StoreError};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::call::{self, Encoded, TimeSource};
+use crate::conn::Conn;
+use crate::scripts::Raw;
+use crate::stats::Counters;
+
+/// Script calls in flight at once: one being executed while the next accumulates.
+const IN_FLIGHT: usize = 2;
+
+pub(crate) type Reply = Result<(Micros, Vec<Raw>), StoreError>;
+
+pub(crate) struct Job {
+    pub(crate) request: Encoded,
+    pub(crate) reply: oneshot::Sender<Reply>,
+}
+
+/// Starts the batching task; it ends when the returned sender is dropped.
+pub(crate) fn spawn(
+    conn: Conn,
+    time: TimeSource,
+    counters: Arc<Counters>,
+    max_batch: usize,
+    deadline: Duration,
+) -> mpsc::UnboundedSender<Job> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+    tokio::spawn(async move {
+        let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+        loop {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let Some(first) = rx.recv().await else {
+                break;
+            };
+            let mut jobs = vec![first];
+            while jobs.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(j) => jobs.push(j),
+                    Err(_) => break,
+                }
+            }
+            jobs.retain(|j| !j.reply.is_closed());
+            if jobs.is_empty() {
+                continue;
+            }
+            let conn = conn.clone();
+            let time = time.clone();
+            let counters = counters.clone();
+            tokio::spawn(async move {
+                Counters::add(&counters.script_calls, 1);
+                let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
+                let r = tokio::time::timeout(deadline, call::decide(&conn, &time, &requests))
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout));
+                drop(permit);
+                match r {
+                    Ok((now, raws)) => {
+                        let mut rest = &raws[..];
+                        for j in jobs {
+                            let (mine, tail) = rest.split_at(j.request.items().min(rest.len()));
+                            rest = tail;
+                            let _ = j.reply.send(Ok((now, mine.to_vec())));
+                        }
+                    }
+                    Err(e) => {
+                        for j in jobs {
+                            let _ = j.reply.send(Err(e.clone()));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    tx
+}

@@ -1,0 +1,160 @@
+//! Redis Cluster: a request whose limits live in several slots.
+//!
+//! One limit's keys share a slot (the hash tag, see [`crate::keys`]). A request whose items hash
+//! to one slot is one atomic script call, as on a single server. Otherwise its items are grouped
+//! by slot and the groups are decided **in parallel**, each atomically and all-or-nothing within
+//! itself. When the request as a whole is rejected (some enforced item rejected in some slot), every
+//! group that admitted and recorded its items gets them back with the refund script: GCRA moves
+//! its TAT back by `cost * T`, a fixed or sliding window decrements the bucket counted, a sliding
+//! log takes the cost off its entry, a concurrency lease is released.
+//!
+//! **The window this leaves.** Between a group's apply and its refund (one round trip), other
+//! callers see those units taken and may be rejected when they would have passed: the error is
+//! always towards rejecting, never towards over-admission. A refund that fails (Redis down
+//! between the two calls) leaves the units taken until the keys expire (at most one window);
+//! it is counted in `RedisStats::refund_failures`. GCRA refunds in delay mode shift the
+//! reservation frontier back by the refunded slots; callers who reserved after the refunded one
+//! keep their (now slightly pessimistic) wait. A refund also makes a blocked-keys cache entry
+//! elsewhere possibly stale in the conservative direction (see [`crate::blocked`]).
+
+use std::sync::Arc;
+
+use flowgate_core::{Decisions, Item, Micros, StoreError, store::admitted};
+
+use crate::call::{self, Encoded};
+use crate::keys::slot;
+use crate::scripts::{ITEM_ARGS, REFUND, Raw};
+use crate::stats::Counters;
+use crate::store::{Inner, attach};
+
+/// Decides `items` (encoded as `encoded`) on a cluster.
+pub(crate) async fn decide(
+    inner: &Inner,
+    items: &[Item<'_>],
+    encoded: Encoded,
+) -> Result<Decisions, StoreError> {
+    let slots: Vec<u16> = encoded.keys.iter().map(|k| slot(k.as_bytes())).collect();
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (i, &s) in slots.iter().enumerate() {
+        match groups.iter_mut().find(|g| g.0 == s) {
+            Some(g) => g.1.push(i),
+            None => groups.push((s, vec![i])),
+        }
+    }
+    if groups.len() == 1 {
+        Counters::add(&inner.counters.script_calls, 1);
+        let (_, raws) = call::decide(&inner.conn, &inner.time, &[&encoded]).await?;
+        return Ok(attach(items, &raws));
+    }
+    let parts: Vec<Encoded> = groups
+        .iter()
+        .map(|(_, idx)| {
+            let mut e = Encoded::default();
+            for &i in idx {
+                e.keys.push(encoded.keys[i].clone());
+                e.args
+                    .extend_from_slice(&encoded.args[i * ITEM_ARGS..(i + 1) * ITEM_ARGS]);
+            }
+            e
+        })
+        .collect();
+    Counters::add(&inner.counters.script_calls, parts.len() as u64);
+    let results = futures::future::join_all(
+        parts
+            .iter()
+            .map(|p| async move { call::decide(&inner.conn, &inner.time, &[p]).await }),
+    )
+    .await;
+
+    let mut raws: Vec<Option<Raw>> = vec![None; items.len()];
+    let mut error = None;
+    let mut applied: Vec<(usize, Micros)> = Vec::new(); // groups that recorded their items
+    for (g, r) in results.into_iter().enumerate() {
+        match r {
+            Ok((now, rs)) => {
+                let idx = &groups[g].1;
+                let group_admitted = idx
+                    .iter()
+                    .zip(&rs)
+                    .all(|(&i, r)| r.allowed || !items[i].enforce);
+                if group_admitted {
+                    applied.push((g, now));
+                }
+                for (&i, r) in idx.iter().zip(rs) {
+                    raws[i] = Some(r);
+                }
+            }
+            Err(e) => error = Some(e),
+        }
+    }
+    let decided: Option<Vec<Raw>> = raws.into_iter().collect();
+    let decisions = decided.map(|r| attach(items, &r));
+    let admit = match &decisions {
+        Some(d) if error.is_none() => admitted(items, d),
+        _ => false,
+    };
+    if !admit && !applied.is_empty() {
+        refund(inner, &groups, &parts, &applied, &decisions, items).await;
+    }
+    match (error, decisions) {
+        (Some(e), _) => Err(e),
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(StoreError::Internal("a slot group was not decided".into())),
+    }
+}
+
+/// Gives back what the `applied` groups recorded. Runs on its own task, so that the caller's
+/// deadline cannot cut it short; the caller waits for it within its deadline.
+async fn refund(
+    inner: &Inner,
+    groups: &[(u16, Vec<usize>)],
+    parts: &[Encoded],
+    applied: &[(usize, Micros)],
+    decisions: &Option<Decisions>,
+    items: &[Item<'_>],
+) {
+    let mut calls = Vec::new();
+    for &(g, now) in applied {
+        let mut keys = Vec::new();
+        let mut args = Vec::new();
+        for (j, &i) in groups[g].1.iter().enumerate() {
+            let recorded = decisions.as_ref().is_some_and(|d| d[i].allowed) && items[i].cost > 0;
+            if recorded {
+                keys.push(parts[g].keys[j].clone());
+                args.extend_from_slice(&parts[g].args[j * ITEM_ARGS..(j + 1) * ITEM_ARGS]);
+            }
+        }
+        if !keys.is_empty() {
+            calls.push((now, keys, args));
+        }
+    }
+    if calls.is_empty() {
+        return;
+    }
+    let conn = inner.conn.clone();
+    let counters: Arc<Counters> = inner.counters.clone();
+    let deadline = inner.deadline;
+    let task = tokio::spawn(async move {
+        let all = calls.iter().map(|(now, keys, args)| {
+            let conn = &conn;
+            async move {
+                let mut inv = REFUND.prepare_invoke();
+                inv.arg(*now).arg(keys.len()).arg(&args[..]);
+                for k in keys {
+                    inv.key(k.as_str());
+                }
+                tokio::time::timeout(deadline, conn.invoke(&inv))
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout))
+            }
+        });
+        for r in futures::future::join_all(all).await {
+            Counters::add(&counters.refunds, 1);
+            if let Err(e) = r {
+                Counters::add(&counters.refund_failures, 1);
+                tracing::warn!(target: "flowgate_redis", error = %e, "cross-slot refund failed");
+            }
+        }
+    });
+    let _ = task.await;
+}

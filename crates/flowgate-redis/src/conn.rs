@@ -1,0 +1,93 @@
+//! The connection: one multiplexed, self-reconnecting connection to a single server, or a
+//! cluster connection (MOVED/ASK handled by the client crate).
+
+use std::time::Duration;
+
+use flowgate_core::StoreError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, ScriptInvocation, Value};
+
+use crate::error::store_error;
+
+/// A cheap-to-clone handle: concurrent callers' commands are pipelined on one connection.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+fn unavailable(e: &redis::RedisError) -> StoreError {
+    match store_error(e) {
+        StoreError::Internal(m) => StoreError::Unavailable(m),
+        other => other,
+    }
+}
+
+async fn within<T>(
+    limit: Duration,
+    f: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r.map_err(|e| unavailable(&e)),
+        Err(_) => Err(StoreError::Timeout),
+    }
+}
+
+impl Conn {
+    /// Connects to a single server. The connection reconnects by itself after failures.
+    pub(crate) async fn single(url: &str, connect_timeout: Duration) -> Result<Self, StoreError> {
+        let client = Client::open(url).map_err(|e| unavailable(&e))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200));
+        let manager = within(
+            connect_timeout * 4,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await?;
+        Ok(Conn::Single(manager))
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes.
+    pub(crate) async fn cluster(
+        urls: &[String],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+            .connection_timeout(connect_timeout)
+            .response_timeout(response_timeout)
+            .retries(2)
+            .build()
+            .map_err(|e| unavailable(&e))?;
+        let conn = within(connect_timeout * 4, client.get_async_connection()).await?;
+        Ok(Conn::Cluster(conn))
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster(_))
+    }
+
+    /// Runs a script (EVALSHA, reloading it on NOSCRIPT).
+    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
+        let r = match self {
+            Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
+            Conn::Cluster(c) => inv.invoke_async(&mut c.clone()).await,
+        };
+        r.map_err(|e| store_error(&e))
+    }
+
+    /// Runs a plain command (benchmarks and tests).
+    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, StoreError> {
+        let r = match self {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        };
+        r.map_err(|e| store_error(&e))
+    }
+}

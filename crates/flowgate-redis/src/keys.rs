@@ -1,0 +1,83 @@
+//! Key layout: `flowgate:{<state key>}:<suffix>`, and Redis Cluster hash slots.
+//!
+//! The state key (built by `flowgate_core::ruleset::state_key`, percent-escaped so it holds no
+//! `{` or `}`) is the hash tag, so every Redis key of one limit lives in one slot. The suffix
+//! names the algorithm's state type, so a rule that changes its algorithm never reads a key of
+//! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`, `w`,
+//! `l`, `c`.
+
+use flowgate_core::Algorithm;
+
+/// The suffix of an algorithm's Redis key.
+pub(crate) fn suffix(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => "g",
+        Algorithm::FixedWindow => "f",
+        Algorithm::SlidingWindow => "w",
+        Algorithm::SlidingLog => "l",
+        Algorithm::Concurrency => "c",
+    }
+}
+
+/// The Redis key holding the state of `key` under `algorithm`.
+pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
+    let mut k = String::with_capacity(key.len() + 14);
+    k.push_str("flowgate:{");
+    k.push_str(key);
+    k.push_str("}:");
+    k.push_str(suffix(algorithm));
+    k
+}
+
+/// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, modulo 16384).
+pub fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16(tagged) % 16384
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_eq!(slot(b"{}x"), crc16(b"{}x") % 16384);
+    }
+
+    #[test]
+    fn one_limit_one_slot() {
+        let a = redis_key("r=1|user=7", Algorithm::SlidingLog);
+        assert_eq!(a, "flowgate:{r=1|user=7}:l");
+        assert_eq!(slot(a.as_bytes()), slot(b"r=1|user=7"));
+    }
+}

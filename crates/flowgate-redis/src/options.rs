@@ -1,0 +1,112 @@
+//! Options of a [`crate::RedisStore`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate_core::Clock;
+
+/// The default deadline of one decision: well under the 100 ms a caller can afford to wait.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(25);
+/// The default bound on the blocked-keys cache.
+pub const DEFAULT_BLOCKED_CAPACITY: usize = 10_000;
+/// The default largest number of requests coalesced into one script call.
+pub const DEFAULT_MAX_BATCH: usize = 64;
+
+/// How a [`crate::RedisStore`] talks to Redis.
+///
+/// # Examples
+/// ```
+/// use flowgate_redis::RedisOptions;
+/// use std::time::Duration;
+/// let opts = RedisOptions::default()
+///     .deadline(Duration::from_millis(10))
+///     .blocked_capacity(0); // no blocked-keys cache
+/// assert_eq!(opts.deadline, Duration::from_millis(10));
+/// ```
+#[derive(Clone)]
+pub struct RedisOptions {
+    /// How long a decision (or release) may take before it fails with
+    /// `StoreError::Timeout`; the limiter's failure policy then decides. Default 25 ms.
+    pub deadline: Duration,
+    /// How long one connection attempt may take (initial connect and reconnects). Default 500 ms.
+    pub connect_timeout: Duration,
+    /// The bound on the blocked-keys cache (see [`crate::blocked`]); 0 turns it off.
+    /// Default 10,000.
+    pub blocked_capacity: usize,
+    /// Whether decisions in flight at the same moment are coalesced into one script call
+    /// (single server only; see [`crate::batch`]). Default on.
+    pub coalesce: bool,
+    /// The largest number of requests in one coalesced script call. Default 64.
+    pub max_batch: usize,
+    /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
+    pub(crate) clock_override: Option<Arc<dyn Clock>>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            deadline: DEFAULT_DEADLINE,
+            connect_timeout: Duration::from_millis(500),
+            blocked_capacity: DEFAULT_BLOCKED_CAPACITY,
+            coalesce: true,
+            max_batch: DEFAULT_MAX_BATCH,
+            clock_override: None,
+        }
+    }
+}
+
+impl fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisOptions")
+            .field("deadline", &self.deadline)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("blocked_capacity", &self.blocked_capacity)
+            .field("coalesce", &self.coalesce)
+            .field("max_batch", &self.max_batch)
+            .field("clock_override", &self.clock_override.is_some())
+            .finish()
+    }
+}
+
+impl RedisOptions {
+    /// Sets the deadline of one decision.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Sets the timeout of one connection attempt.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the bound on the blocked-keys cache; 0 turns it off.
+    pub fn blocked_capacity(mut self, capacity: usize) -> Self {
+        self.blocked_capacity = capacity;
+        self
+    }
+
+    /// Turns coalescing of concurrent decisions on or off.
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+
+    /// Sets the largest number of requests in one coalesced script call (at least 1).
+    pub fn max_batch(mut self, max: usize) -> Self {
+        self.max_batch = max.max(1);
+        self
+    }
+
+    /// **Test only.** Makes the scripts read `clock.now()` (passed as an argument) instead of
+    /// Redis's `TIME`, so a conformance suite on a [`flowgate_core::ManualClock`] is
+    /// deterministic. Keys then get 10 extra minutes of expiry, so state does not vanish while
+    /// the test's clock runs slower than Redis's. Production code must never set it: the
+    /// app servers' clocks would then decide, and they drift.
+    pub fn clock_override(mut self, clock: impl Clock) -> Self {
+        self.clock_override = Some(Arc::new(clock));
+        self
+    }
+}

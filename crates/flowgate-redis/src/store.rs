@@ -1,0 +1,282 @@
+//! [`RedisStore`]: the [`Store`] on a single Redis server or a Redis Cluster.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use flowgate_core::{
+    Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::batch::{self, Job};
+use crate::blocked::{Blocked, Record};
+use crate::call::{self, Encoded, TimeSource};
+use crate::cluster;
+use crate::conn::Conn;
+use crate::keys::redis_key;
+use crate::options::RedisOptions;
+use crate::scripts::{RELEASE, Raw, push_item};
+use crate::stats::{Counters, RedisStats};
+
+/// The Redis store. See the [crate documentation](crate).
+///
+/// Cloning is cheap: clones share the connection, the blocked-keys cache and the counters.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) conn: Conn,
+    pub(crate) deadline: Duration,
+    pub(crate) time: TimeSource,
+    pub(crate) counters: Arc<Counters>,
+    blocked: Blocked,
+    local_clock: Arc<dyn Clock>,
+    batcher: Option<mpsc::UnboundedSender<Job>>,
+    leases: LeaseIds,
+}
+
+/// Concurrency lease ids: a bijective mix of a random seed plus a counter, so ids are unique
+/// within a store and unpredictable across stores (two app servers collide with probability
+/// about 2^-64 per pair of leases). Never 0.
+struct LeaseIds {
+    seed: u64,
+    next: AtomicU64,
+}
+
+impl LeaseIds {
+    fn new() -> Self {
+        let mut b = [0u8; 8];
+        let _ = getrandom::fill(&mut b);
+        Self {
+            seed: u64::from_le_bytes(b),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    fn next(&self) -> u64 {
+        loop {
+            let mut z = self
+                .seed
+                .wrapping_add(self.next.fetch_add(1, Ordering::Relaxed))
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            if z != 0 {
+                return z;
+            }
+        }
+    }
+}
+
+impl RedisStore {
+    /// Connects to a single Redis server (`redis://127.0.0.1:6379/`) with default options.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Timeout`] when the server cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// Connects to a single Redis server.
+    ///
+    /// # Errors
+    /// As [`RedisStore::connect`].
+    pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let conn = Conn::single(url, options.connect_timeout).await?;
+        Ok(Self::build(conn, options))
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes, with default options.
+    ///
+    /// # Errors
+    /// As [`RedisStore::connect`].
+    pub async fn connect_cluster<S: AsRef<str>>(urls: &[S]) -> Result<Self, StoreError> {
+        Self::connect_cluster_with(urls, RedisOptions::default()).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes.
+    ///
+    /// # Errors
+    /// As [`RedisStore::connect`].
+    pub async fn connect_cluster_with<S: AsRef<str>>(
+        urls: &[S],
+        options: RedisOptions,
+    ) -> Result<Self, StoreError> {
+        let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
+        let conn = Conn::cluster(&urls, options.connect_timeout, options.deadline).await?;
+        Ok(Self::build(conn, options))
+    }
+
+    fn build(conn: Conn, options: RedisOptions) -> Self {
+        let counters = Arc::new(Counters::default());
+        let time = TimeSource(options.clock_override.clone());
+        let local_clock: Arc<dyn Clock> = match &options.clock_override {
+            Some(c) => c.clone(),
+            None => Arc::new(SystemClock::new()),
+        };
+        let batcher = (options.coalesce && !conn.is_cluster()).then(|| {
+            batch::spawn(
+                conn.clone(),
+                time.clone(),
+                counters.clone(),
+                options.max_batch,
+                options.deadline,
+            )
+        });
+        Self {
+            inner: Arc::new(Inner {
+                conn,
+                deadline: options.deadline,
+                time,
+                counters,
+                blocked: Blocked::new(options.blocked_capacity),
+                local_clock,
+                batcher,
+                leases: LeaseIds::new(),
+            }),
+        }
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.conn.is_cluster()
+    }
+
+    /// The deadline of one call.
+    pub fn deadline(&self) -> Duration {
+        self.inner.deadline
+    }
+
+    /// Whether the store is failing now (its last call failed). A warning is logged (target
+    /// `flowgate_redis`) when it becomes degraded, and an info line when it recovers.
+    pub fn is_degraded(&self) -> bool {
+        self.stats().degraded
+    }
+
+    /// The store's counters.
+    pub fn stats(&self) -> RedisStats {
+        self.inner
+            .counters
+            .snapshot(self.inner.blocked.len() as u64)
+    }
+
+    /// Empties the blocked-keys cache (call it when the rules change).
+    pub fn clear_blocked(&self) {
+        self.inner.blocked.clear();
+    }
+
+    /// Sends a plain command on the store's connection (benchmarks, tests, diagnostics), within
+    /// the deadline.
+    ///
+    /// # Errors
+    /// As a decision.
+    pub async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value, StoreError> {
+        tokio::time::timeout(self.inner.deadline, self.inner.conn.query(cmd))
+            .await
+            .unwrap_or(Err(StoreError::Timeout))
+    }
+
+    /// Encodes `items` (keys in the order of the items).
+    fn encode(&self, items: &[Item<'_>]) -> Encoded {
+        let mut e = Encoded {
+            keys: Vec::with_capacity(items.len()),
+            args: Vec::with_capacity(items.len() * crate::scripts::ITEM_ARGS),
+        };
+        for item in items {
+            let lease = if item.limit.algorithm() == Algorithm::Concurrency && item.cost > 0 {
+                self.inner.leases.next()
+            } else {
+                0
+            };
+            e.keys.push(redis_key(item.key, item.limit.algorithm()));
+            push_item(&mut e.args, item.limit, item.cost, item.enforce, lease);
+        }
+        e
+    }
+
+    async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
+        let encoded = self.encode(items);
+        if self.inner.conn.is_cluster() {
+            return cluster::decide(&self.inner, items, encoded).await;
+        }
+        let (_, raws) = match &self.inner.batcher {
+            Some(tx) => {
+                let (reply, rx) = oneshot::channel();
+                tx.send(Job {
+                    request: encoded,
+                    reply,
+                })
+                .map_err(|_| StoreError::Unavailable("the batching task has stopped".into()))?;
+                rx.await.map_err(|_| {
+                    StoreError::Unavailable("the batching task has stopped".into())
+                })??
+            }
+            None => {
+                Counters::add(&self.inner.counters.script_calls, 1);
+                call::decide(&self.inner.conn, &self.inner.time, &[&encoded]).await?
+            }
+        };
+        Ok(attach(items, &raws))
+    }
+}
+
+/// Attaches the limits to the script's decisions.
+pub(crate) fn attach(items: &[Item<'_>], raws: &[Raw]) -> Decisions {
+    items
+        .iter()
+        .zip(raws)
+        .map(|(i, r)| r.decision(i.limit))
+        .collect()
+}
+
+impl Store for RedisStore {
+    async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
+        let inner = &self.inner;
+        Counters::add(&inner.counters.decisions, 1);
+        if items.is_empty() {
+            return Ok(Decisions::new());
+        }
+        let now: Micros = if inner.blocked.enabled() {
+            inner.local_clock.now()
+        } else {
+            0
+        };
+        if let Some(d) = inner.blocked.short_circuit(items, now) {
+            Counters::add(&inner.counters.blocked_hits, 1);
+            return Ok(d);
+        }
+        let r = tokio::time::timeout(inner.deadline, self.decide_remote(items))
+            .await
+            .unwrap_or(Err(StoreError::Timeout));
+        inner.counters.outcome(&r);
+        if let Ok(ds) = &r
+            && let Record::Full = inner.blocked.record(items, ds, now)
+        {
+            Counters::add(&inner.counters.blocked_full, 1);
+        }
+        r
+    }
+
+    async fn release(&self, key: &str, limit: &Limit, lease: u64) -> Result<bool, StoreError> {
+        if limit.algorithm() != Algorithm::Concurrency {
+            return Ok(false);
+        }
+        let inner = &self.inner;
+        let mut inv = RELEASE.prepare_invoke();
+        inv.key(redis_key(key, Algorithm::Concurrency)).arg(lease);
+        let r = tokio::time::timeout(inner.deadline, inner.conn.invoke(&inv))
+            .await
+            .unwrap_or(Err(StoreError::Timeout));
+        inner.counters.outcome(&r);
+        match r? {
+            redis::Value::Int(n) => Ok(n == 1),
+            other => Err(StoreError::Internal(format!(
+                "unexpected reply from the release script: {other:?}"
+            ))),
+        }
+    }
+}
