@@ -16,7 +16,7 @@ pub enum QuotaError {
         window: Micros,
     },
     /// The limit is larger than [`crate::quota::MAX_LIMIT`].
-    #[error("the limit {limit} is larger than the maximum of 2^40")]
+    #[error("the limit {limit} is larger than the maximum of 2^32 - 1")]
     LimitTooLarge {
         /// The limit asked for.
         limit: u64,
@@ -46,7 +46,7 @@ pub enum LimitError {
     #[error("burst must be at least 1")]
     ZeroBurst,
     /// `burst` above [`crate::quota::MAX_LIMIT`].
-    #[error("burst {burst} is larger than the maximum of 2^40")]
+    #[error("burst {burst} is larger than the maximum of 2^32 - 1")]
     BurstTooLarge {
         /// The burst asked for.
         burst: u64,

@@ -6,7 +6,7 @@
 //!   ascending order, decides them all, and records them only if all admit: all-or-nothing and
 //!   exact under any concurrency.
 //! - **Keys are 128-bit digests.** A key is stored as its SipHash-1-3-128 digest under a random
-//!   per-store secret, so an entry is 40 bytes whatever the key's length and a lookup never
+//!   per-store secret, so an entry is 32 bytes (16 of digest, 16 of state) whatever the key's length and a lookup never
 //!   allocates. Two distinct keys share a digest with probability about 2^-128 per pair, and an
 //!   attacker who does not know the secret cannot aim for a collision.
 //! - **Idle keys are dropped.** A key whose state is back to empty (its bucket full, its window
@@ -40,7 +40,7 @@ const MIN_SWEEP: usize = 256;
 /// The default cap on keys.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
-/// A key's digest. Two `u64`s rather than a `u128`, so an entry is 8-aligned and 40 bytes.
+/// A key's digest. Two `u64`s rather than a `u128`, so an entry is 8-aligned and 32 bytes.
 type Digest = [u64; 2];
 
 /// The digest is already uniform: the map uses its first word as the hash.

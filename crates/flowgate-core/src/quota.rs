@@ -11,8 +11,9 @@ use crate::error::QuotaError;
 /// 2^53, so the Redis scripts (Lua doubles) compute exactly what the Rust code computes.
 pub const MAX_WINDOW: Micros = 10 * 366 * 86_400 * 1_000_000;
 
-/// The largest limit (and burst) Flowgate accepts: 2^40 units per window.
-pub const MAX_LIMIT: u64 = 1 << 40;
+/// The largest limit (and burst) Flowgate accepts: 2^32 - 1 units per window (so a fixed
+/// window's count fits in 32 bits and a key's state in 16 bytes).
+pub const MAX_LIMIT: u64 = u32::MAX as u64;
 
 /// `limit` units per `window`.
 ///

@@ -32,8 +32,9 @@ pub(crate) fn us(micros: Micros) -> Duration {
     Duration::from_micros(micros)
 }
 
-/// The state of one key under any algorithm. The small states are inline; the ones that grow
-/// are boxed, so a key costs 24 bytes of state in the memory store.
+/// The state of one key under any algorithm, 16 bytes: the small states are inline (a fixed
+/// window's count is stored as `u32`, which every limit fits, see [`crate::quota::MAX_LIMIT`]),
+/// the ones that grow are boxed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum State {
     /// Never used, or dropped.
@@ -41,8 +42,13 @@ pub enum State {
     Empty,
     /// `token_bucket` / `leaky_bucket`.
     Gcra(GcraState),
-    /// `fixed_window`.
-    FixedWindow(FixedWindowState),
+    /// `fixed_window`, flattened so that the state stays 16 bytes.
+    FixedWindow {
+        /// As [`FixedWindowState::end`].
+        end: Micros,
+        /// As [`FixedWindowState::count`].
+        count: u32,
+    },
     /// `sliding_window`.
     SlidingWindow(Box<SlidingWindowState>),
     /// `sliding_log`.
@@ -92,8 +98,11 @@ pub fn check(limit: &Limit, state: &State, now: Micros, cost: u64) -> Decision {
             gcra::check(limit, &s, now, cost)
         }
         Algorithm::FixedWindow => {
-            let s = match state {
-                State::FixedWindow(s) => *s,
+            let s = match *state {
+                State::FixedWindow { end, count } => FixedWindowState {
+                    end,
+                    count: u64::from(count),
+                },
                 _ => FixedWindowState::default(),
             };
             fixed_window::check(limit, &s, now, cost)
@@ -138,12 +147,19 @@ pub fn apply(limit: &Limit, state: &mut State, now: Micros, cost: u64, lease: u6
             }
         }
         Algorithm::FixedWindow => {
-            if !matches!(state, State::FixedWindow(_)) {
-                *state = State::FixedWindow(FixedWindowState::default());
-            }
-            if let State::FixedWindow(s) = state {
-                fixed_window::apply(limit, s, now, cost);
-            }
+            let mut s = match *state {
+                State::FixedWindow { end, count } => FixedWindowState {
+                    end,
+                    count: u64::from(count),
+                },
+                _ => FixedWindowState::default(),
+            };
+            fixed_window::apply(limit, &mut s, now, cost);
+            // count <= limit <= MAX_LIMIT = u32::MAX, checked before apply.
+            *state = State::FixedWindow {
+                end: s.end,
+                count: u32::try_from(s.count).unwrap_or(u32::MAX),
+            };
         }
         Algorithm::SlidingWindow => {
             if !matches!(state, State::SlidingWindow(_)) {
@@ -214,7 +230,13 @@ pub fn is_idle(state: &State, now: Micros) -> bool {
     match state {
         State::Empty => true,
         State::Gcra(s) => gcra::is_idle(s, now),
-        State::FixedWindow(s) => fixed_window::is_idle(s, now),
+        State::FixedWindow { end, count } => fixed_window::is_idle(
+            &FixedWindowState {
+                end: *end,
+                count: u64::from(*count),
+            },
+            now,
+        ),
         State::SlidingWindow(s) => sliding_window::is_idle(s, now),
         State::SlidingLog(s) => sliding_log::is_idle(s, now),
         State::Concurrency(s) => concurrency::is_idle(s, now),
@@ -249,6 +271,11 @@ mod tests {
             assert_eq!(d.remaining, 1, "{a}");
             assert_eq!(s, before, "{a}");
         }
+    }
+
+    #[test]
+    fn state_is_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<State>(), 16);
     }
 
     #[test]
