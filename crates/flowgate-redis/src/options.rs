@@ -41,6 +41,8 @@ pub struct RedisOptions {
     pub max_batch: usize,
     /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
     pub(crate) clock_override: Option<Arc<dyn Clock>>,
+    /// The app server's clock, used only for the blocked-keys cache's relative deadlines.
+    pub(crate) local_clock: Option<Arc<dyn Clock>>,
 }
 
 impl Default for RedisOptions {
@@ -52,6 +54,7 @@ impl Default for RedisOptions {
             coalesce: true,
             max_batch: DEFAULT_MAX_BATCH,
             clock_override: None,
+            local_clock: None,
         }
     }
 }
@@ -65,6 +68,7 @@ impl fmt::Debug for RedisOptions {
             .field("coalesce", &self.coalesce)
             .field("max_batch", &self.max_batch)
             .field("clock_override", &self.clock_override.is_some())
+            .field("local_clock", &self.local_clock.is_some())
             .finish()
     }
 }
@@ -97,6 +101,14 @@ impl RedisOptions {
     /// Sets the largest number of requests in one coalesced script call (at least 1).
     pub fn max_batch(mut self, max: usize) -> Self {
         self.max_batch = max.max(1);
+        self
+    }
+
+    /// Sets the app server's clock, read only to turn the `retry_after` of a cached rejection
+    /// into a local deadline (differences of its readings, so its offset from Redis's clock does
+    /// not matter). Default: [`flowgate_core::SystemClock`], or the clock override if set.
+    pub fn local_clock(mut self, clock: impl Clock) -> Self {
+        self.local_clock = Some(Arc::new(clock));
         self
     }
 

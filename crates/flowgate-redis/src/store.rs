@@ -114,9 +114,9 @@ impl RedisStore {
     fn build(conn: Conn, options: RedisOptions) -> Self {
         let counters = Arc::new(Counters::default());
         let time = TimeSource(options.clock_override.clone());
-        let local_clock: Arc<dyn Clock> = match &options.clock_override {
-            Some(c) => c.clone(),
-            None => Arc::new(SystemClock::new()),
+        let local_clock: Arc<dyn Clock> = match (&options.local_clock, &options.clock_override) {
+            (Some(c), _) | (None, Some(c)) => c.clone(),
+            (None, None) => Arc::new(SystemClock::new()),
         };
         let batcher = (options.coalesce && !conn.is_cluster()).then(|| {
             batch::spawn(

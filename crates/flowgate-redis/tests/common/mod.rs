@@ -18,12 +18,14 @@ pub fn test_options(clock: &ManualClock) -> RedisOptions {
         .clock_override(clock.clone())
 }
 
+/// A store on a single server.
 pub async fn single(server: &RedisServer, options: RedisOptions) -> RedisStore {
     RedisStore::connect_with(&server.url(), options)
         .await
         .unwrap_or_else(|e| panic!("connect: {e}"))
 }
 
+/// A store on a cluster.
 pub async fn cluster(cluster: &RedisCluster, options: RedisOptions) -> RedisStore {
     RedisStore::connect_cluster_with(&cluster.urls(), options)
         .await
