@@ -1,2 +1,22 @@
 //! The `flowgate` binary.
-fn main() {}
+
+use clap::Parser as _;
+
+fn main() -> std::process::ExitCode {
+    let cli = flowgate_server::cli::Cli::parse();
+    flowgate_server::cli::init_logging();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flowgate: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(flowgate_server::cli::run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flowgate: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -91,7 +91,10 @@ const UNITS: [(Unit, &str, u64); 7] = [
 
 /// The length of an Envoy rate-limit unit in seconds; `None` for `UNKNOWN`.
 pub fn envoy_unit_seconds(unit: Unit) -> Option<u64> {
-    UNITS.iter().find(|(u, _, _)| *u == unit).map(|(_, _, s)| *s)
+    UNITS
+        .iter()
+        .find(|(u, _, _)| *u == unit)
+        .map(|(_, _, s)| *s)
 }
 
 /// How a limit of `limit` per `window` is reported in Envoy's `RateLimit { requests_per_unit,
@@ -210,7 +213,10 @@ fn load(
             return Err(ctx.err(
                 line,
                 &format!("{here}.key"),
-                format!("duplicate descriptor composite key '{}.{name_path}'", ctx.domain),
+                format!(
+                    "duplicate descriptor composite key '{}.{name_path}'",
+                    ctx.domain
+                ),
             ));
         }
         let matcher = Matcher {
@@ -333,7 +339,10 @@ mod tests {
         assert_eq!(envoy_unit(20, s(1)), (Unit::Second, 20));
         assert_eq!(envoy_unit(5, s(60)), (Unit::Minute, 5));
         assert_eq!(envoy_unit(5, s(30)), (Unit::Minute, 10));
-        assert_eq!(envoy_unit(20, Duration::from_millis(500)), (Unit::Second, 40));
+        assert_eq!(
+            envoy_unit(20, Duration::from_millis(500)),
+            (Unit::Second, 40)
+        );
         assert_eq!(envoy_unit(1000, s(90)), (Unit::Minute, 666));
         assert_eq!(envoy_unit(1, s(3600)), (Unit::Hour, 1));
         assert_eq!(envoy_unit(1, s(2_592_000)), (Unit::Month, 1));

@@ -147,15 +147,18 @@ pub fn files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     let dir = std::fs::read_dir(path)
         .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read directory: {e}")))?;
     for entry in dir {
-        let entry = entry
-            .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read directory: {e}")))?;
+        let entry = entry.map_err(|e| {
+            ConfigError::new(&shown, None, "", format!("cannot read directory: {e}"))
+        })?;
         let p = entry.path();
         let hidden = p
             .file_name()
             .and_then(|n| n.to_str())
             .is_none_or(|n| n.starts_with('.'));
         // Follow symbolic links (Kubernetes ConfigMaps are links into `..data`).
-        if hidden || Format::of_path(&p).is_none() || !std::fs::metadata(&p).is_ok_and(|m| m.is_file())
+        if hidden
+            || Format::of_path(&p).is_none()
+            || !std::fs::metadata(&p).is_ok_and(|m| m.is_file())
         {
             continue;
         }
@@ -221,7 +224,10 @@ pub(crate) fn key_on_line(text: &str, offset: usize) -> String {
         .trim()
         .trim_start_matches("- ")
         .trim_matches(|c| c == '"' || c == '\'');
-    if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    if key
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         key.to_owned()
     } else {
         String::new()

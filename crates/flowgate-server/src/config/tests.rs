@@ -27,21 +27,41 @@ fn loads_the_toml_example() {
     assert_eq!(l.algorithm(), Algorithm::LeakyBucket);
     assert_eq!(l.mode(), Mode::Delay);
     assert_eq!(l.max_wait(), 500_000);
-    let refund = set.rules().iter().find(|r| r.name == "refund-channel").unwrap();
+    let refund = set
+        .rules()
+        .iter()
+        .find(|r| r.name == "refund-channel")
+        .unwrap();
     assert_eq!(refund.failure, FailurePolicy::Closed);
     let per_client = set.rules().iter().find(|r| r.name == "per-client").unwrap();
     assert_eq!(per_client.limit.as_ref().unwrap().window(), 30_000_000);
-    assert_eq!(find(&set, "payments", "biz=PAY, channel=WPG"), Some("wpg-pay"));
-    assert_eq!(find(&set, "payments", "biz=PAY, channel=ALI"), Some("pay-channel"));
+    assert_eq!(
+        find(&set, "payments", "biz=PAY, channel=WPG"),
+        Some("wpg-pay")
+    );
+    assert_eq!(
+        find(&set, "payments", "biz=PAY, channel=ALI"),
+        Some("pay-channel")
+    );
     assert_eq!(find(&set, "sms", "user=vip-1"), Some("vip"));
-    assert!(set.rules().iter().find(|r| r.name == "vip").unwrap().limit.is_none());
+    assert!(
+        set.rules()
+            .iter()
+            .find(|r| r.name == "vip")
+            .unwrap()
+            .limit
+            .is_none()
+    );
 }
 
 #[test]
 fn loads_the_envoy_examples_directory() {
     let (config, set) = load(&examples().join("envoy")).unwrap();
     assert_eq!(config.files.len(), 2);
-    assert_eq!(find(&set, "mongo_cps", "database=users"), Some("database_users"));
+    assert_eq!(
+        find(&set, "mongo_cps", "database=users"),
+        Some("database_users")
+    );
     assert_eq!(find(&set, "mongo_cps", "database=other"), None);
     // Value-specific beats key-only; nested entries must match in depth.
     assert_eq!(
@@ -53,15 +73,32 @@ fn loads_the_envoy_examples_directory() {
         Some("source_cluster_proxy.destination_cluster")
     );
     assert_eq!(find(&set, "rl", "source_cluster=proxy"), None);
-    assert_eq!(find(&set, "rl", "remote_address=10.0.0.2"), Some("per-address"));
-    let blocked = set.find("rl", &"remote_address=10.0.0.1".parse().unwrap()).unwrap();
+    assert_eq!(
+        find(&set, "rl", "remote_address=10.0.0.2"),
+        Some("per-address")
+    );
+    let blocked = set
+        .find("rl", &"remote_address=10.0.0.1".parse().unwrap())
+        .unwrap();
     assert_eq!(blocked.limit.as_ref().unwrap().limit(), 0);
-    let day = set.find("rl", &"category=account".parse().unwrap()).unwrap();
+    let day = set
+        .find("rl", &"category=account".parse().unwrap())
+        .unwrap();
     assert_eq!(day.limit.as_ref().unwrap().window(), 86_400_000_000);
-    assert_eq!(day.limit.as_ref().unwrap().algorithm(), Algorithm::FixedWindow);
-    let ua = set.find("rl", &"user_agent=curl/8".parse().unwrap()).unwrap();
+    assert_eq!(
+        day.limit.as_ref().unwrap().algorithm(),
+        Algorithm::FixedWindow
+    );
+    let ua = set
+        .find("rl", &"user_agent=curl/8".parse().unwrap())
+        .unwrap();
     assert!(ua.shadow && ua.detailed_metric);
-    assert!(set.find("rl", &"health_check=x".parse().unwrap()).unwrap().limit.is_none());
+    assert!(
+        set.find("rl", &"health_check=x".parse().unwrap())
+            .unwrap()
+            .limit
+            .is_none()
+    );
     // `replaces`: the partner's rule drops the per-address rule.
     let req = Request::new(
         "rl",
@@ -83,7 +120,10 @@ fn toml_errors_name_file_line_and_field() {
         "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"x/s\"\n",
     )
     .unwrap_err();
-    assert_eq!((e.file.as_str(), e.line, e.field.as_str()), ("f.toml", Some(5), "rule[0].limit"));
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_str()),
+        ("f.toml", Some(5), "rule[0].limit")
+    );
     assert!(e.message.contains("not a quota"), "{e}");
 
     let e = parse(
@@ -92,7 +132,11 @@ fn toml_errors_name_file_line_and_field() {
         "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"5/s\"\n\n[[rule]]\nname = \"b\"\nmatch = \"user\"\nlimit = \"5/s\"\nburts = 3\n",
     )
     .unwrap_err();
-    assert_eq!((e.line, e.field.as_str()), (Some(11), "rule[1].burts"), "{e}");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(11), "rule[1].burts"),
+        "{e}"
+    );
     assert!(e.message.contains("unknown field"), "{e}");
 
     let e = parse(
@@ -104,8 +148,12 @@ fn toml_errors_name_file_line_and_field() {
     assert_eq!(e.field, "rule[0].mode", "{e}");
     assert!(e.to_string().starts_with("f.toml:"), "{e}");
 
-    let e = parse("f.toml", Format::Toml, "[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = 3\n")
-        .unwrap_err();
+    let e = parse(
+        "f.toml",
+        Format::Toml,
+        "[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = 3\n",
+    )
+    .unwrap_err();
     assert_eq!(e.field, "rule[0].domain", "{e}");
 
     let e = parse("f.toml", Format::Toml, "[[rule]\n").unwrap_err();

@@ -1,0 +1,83 @@
+//! The store the server runs on, chosen at start: the embedded memory store, or Redis.
+
+use flowgate_core::store::Decisions;
+use flowgate_core::{Clock, Item, Limit, ManualClock, MemoryStore, Store, StoreError, SystemClock};
+
+/// The clock of the embedded store: the real one, or a manual one for tests.
+#[derive(Clone, Debug)]
+pub enum ServerClock {
+    /// The real clock.
+    System(SystemClock),
+    /// A clock that moves only when told to (tests).
+    Manual(ManualClock),
+}
+
+impl Clock for ServerClock {
+    #[inline]
+    fn now(&self) -> flowgate_core::Micros {
+        match self {
+            ServerClock::System(c) => c.now(),
+            ServerClock::Manual(c) => c.now(),
+        }
+    }
+}
+
+/// The store behind the server's limiter.
+pub enum Backend {
+    /// The embedded memory store (no set-up; limits are per process).
+    Memory(MemoryStore<ServerClock>),
+}
+
+impl Backend {
+    /// A memory store on `clock`.
+    pub fn memory(clock: ServerClock) -> Self {
+        Backend::Memory(MemoryStore::with_clock(clock))
+    }
+
+    /// The store's name for logs and metrics: `memory` or `redis`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Memory(_) => "memory",
+        }
+    }
+
+    /// Whether the store can answer now.
+    ///
+    /// # Errors
+    /// The store's error when it cannot.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        match self {
+            Backend::Memory(_) => Ok(()),
+        }
+    }
+
+    /// Drops idle state (memory store); a no-op for stores that expire state themselves.
+    pub fn sweep(&self) {
+        match self {
+            Backend::Memory(m) => m.sweep(),
+        }
+    }
+}
+
+impl Store for Backend {
+    async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
+        match self {
+            Backend::Memory(m) => m.decide_now(items),
+        }
+    }
+
+    async fn release(&self, key: &str, limit: &Limit, lease: u64) -> Result<bool, StoreError> {
+        match self {
+            Backend::Memory(m) => {
+                let _ = limit;
+                Ok(m.release_now(key, lease))
+            }
+        }
+    }
+
+    fn rules_changed(&self) {
+        match self {
+            Backend::Memory(m) => m.rules_changed(),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The command line: `flowgate serve`, `flowgate bench`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+
+use crate::server::{DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig};
+
+/// Flowgate: distributed rate limiting and shaping.
+#[derive(Debug, Parser)]
+#[command(name = "flowgate", version, about, long_about = None)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve Envoy's rate-limit API (gRPC) and the HTTP/JSON API.
+    Serve(ServeArgs),
+    /// Load a running server over gRPC or HTTP and report throughput and latency.
+    Bench(crate::bench::BenchArgs),
+    /// Serve a rate-limit service that answers OK to everything (the protocol floor for benchmarks).
+    #[command(hide = true)]
+    Floor(crate::bench::FloorArgs),
+}
+
+/// `flowgate serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Rules: a Flowgate .toml file, an envoyproxy/ratelimit .yaml file, or a directory of them.
+    #[arg(long, env = "FLOWGATE_CONFIG")]
+    pub config: PathBuf,
+    /// Address of the HTTP/JSON API.
+    #[arg(long, env = "FLOWGATE_HTTP_ADDR", default_value = DEFAULT_HTTP_ADDR)]
+    pub http_addr: SocketAddr,
+    /// Address of Envoy's rate-limit gRPC API.
+    #[arg(long, env = "FLOWGATE_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
+    pub grpc_addr: SocketAddr,
+    /// Redis URL (`redis://host:port/`, or `redis+cluster://host:port,host:port` for a cluster);
+    /// without it, the embedded store.
+    #[arg(long, env = "FLOWGATE_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// Token for the admin API (`PUT /v1/rules`); without it the admin API is disabled.
+    #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Do not watch the configuration for changes.
+    #[arg(long, env = "FLOWGATE_NO_WATCH")]
+    pub no_watch: bool,
+}
+
+/// Sets up logging from `FLOWGATE_LOG` (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLOWGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs `flowgate serve` until SIGINT or SIGTERM.
+///
+/// # Errors
+/// When the server cannot start (invalid configuration, address in use, store unreachable)
+/// or fails.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut cfg = ServerConfig::new(args.config);
+    cfg.http_addr = args.http_addr;
+    cfg.grpc_addr = args.grpc_addr;
+    cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
+    cfg.admin_token = args.admin_token;
+    cfg.watch = !args.no_watch;
+    let server = Server::bind(cfg).await?;
+    terminated().await;
+    tracing::info!("shutting down: finishing requests in flight");
+    server.shutdown().await.context("shutdown")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs a command.
+///
+/// # Errors
+/// The command's error.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(a) => serve(a).await,
+        Command::Bench(a) => crate::bench::run(a).await,
+        Command::Floor(a) => crate::bench::floor(a).await,
+    }
+}

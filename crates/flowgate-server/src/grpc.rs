@@ -1,0 +1,181 @@
+//! Envoy's rate-limit service, v3: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`.
+//!
+//! - `hits_addend` 0 means 1; a descriptor's own `hits_addend` (when set, including 0, which only
+//!   looks) overrides it.
+//! - All-or-nothing: a request over the limit of one descriptor consumes nothing from the others.
+//! - Per-descriptor statuses: `code`, `current_limit` (`requests_per_unit`, `unit`),
+//!   `limit_remaining`, `duration_until_reset`. A descriptor with no rule, and every descriptor of
+//!   a domain with no rules, is `OK` with no `current_limit`; an `unlimited` rule is `OK` with
+//!   `limit_remaining` = `u32::MAX`; a shadow rule over its limit is `OK` (and counted in the
+//!   metrics). A window that Envoy's units cannot express is reported as
+//!   [`crate::config::envoy_unit`] says (`5/30s` is `10 per MINUTE`); `limit_remaining` stays in
+//!   the rule's own units.
+//! - An empty domain, an empty descriptor list, or a request over the bounds of
+//!   [`crate::limits`] is `INVALID_ARGUMENT`. A descriptor's `limit` override and
+//!   `is_negative_hits` are not supported: an override is ignored (the configured rule applies),
+//!   `is_negative_hits` is `INVALID_ARGUMENT`.
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::Duration as PbDuration;
+use flowgate::{Descriptor, Entry, Request, Status, Verdict};
+use tonic::{Response, Status as GrpcStatus};
+
+use crate::config::envoy_unit;
+use crate::limits::{self, MAX_BODY_BYTES};
+use crate::state::{Api, AppState};
+
+/// The gRPC service.
+#[derive(Clone)]
+pub struct RlsService {
+    state: Arc<AppState>,
+}
+
+impl RlsService {
+    /// The service over `state`.
+    pub fn new(state: Arc<AppState>) -> Self {
+        Self { state }
+    }
+
+    /// The tonic server for this service, with the message size bound.
+    pub fn into_server(self) -> RateLimitServiceServer<Self> {
+        RateLimitServiceServer::new(self)
+            .max_decoding_message_size(MAX_BODY_BYTES)
+            .max_encoding_message_size(4 * MAX_BODY_BYTES)
+    }
+}
+
+/// Converts Envoy's request to Flowgate's.
+///
+/// # Errors
+/// A message for `INVALID_ARGUMENT`.
+pub fn to_request(req: RateLimitRequest) -> Result<Request, String> {
+    if req.domain.is_empty() {
+        return Err("rate limit domain must not be empty".into());
+    }
+    if req.descriptors.is_empty() {
+        return Err("rate limit descriptor list must not be empty".into());
+    }
+    if req.descriptors.len() > limits::MAX_DESCRIPTORS {
+        return Err(limits::InputError::TooManyDescriptors {
+            count: req.descriptors.len(),
+        }
+        .to_string());
+    }
+    let cost = if req.hits_addend == 0 {
+        1
+    } else {
+        u64::from(req.hits_addend)
+    };
+    let descriptors = req
+        .descriptors
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| to_descriptor(i, d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let request = Request {
+        domain: req.domain,
+        descriptors,
+        cost,
+    };
+    limits::validate(&request).map_err(|e| e.to_string())?;
+    Ok(request)
+}
+
+fn to_descriptor(i: usize, d: RateLimitDescriptor) -> Result<Descriptor, String> {
+    if d.is_negative_hits {
+        return Err(format!(
+            "descriptor {i}: is_negative_hits is not supported by Flowgate"
+        ));
+    }
+    Ok(Descriptor {
+        entries: d
+            .entries
+            .into_iter()
+            .map(|e| Entry {
+                key: e.key,
+                value: e.value,
+            })
+            .collect(),
+        cost: d.hits_addend.map(|h| h.value),
+    })
+}
+
+fn pb_duration(d: std::time::Duration) -> PbDuration {
+    PbDuration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+fn to_status(s: &Status) -> DescriptorStatus {
+    let Some(rule) = &s.rule else {
+        return DescriptorStatus {
+            code: Code::Ok as i32,
+            ..Default::default()
+        };
+    };
+    let Some(limit) = &rule.limit else {
+        return DescriptorStatus {
+            code: Code::Ok as i32,
+            limit_remaining: u32::MAX,
+            ..Default::default()
+        };
+    };
+    let (unit, per_unit) = envoy_unit(limit.limit(), limit.quota().window());
+    let d = &s.decision;
+    DescriptorStatus {
+        code: if s.blocks() {
+            Code::OverLimit as i32
+        } else {
+            Code::Ok as i32
+        },
+        current_limit: Some(RateLimit {
+            name: rule.name.clone(),
+            requests_per_unit: per_unit,
+            unit: unit as i32,
+        }),
+        limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(pb_duration(d.reset_after)),
+        quota: None,
+    }
+}
+
+/// Converts a verdict to Envoy's response.
+pub fn to_response(v: &Verdict) -> RateLimitResponse {
+    RateLimitResponse {
+        overall_code: if v.allowed {
+            Code::Ok as i32
+        } else {
+            Code::OverLimit as i32
+        },
+        statuses: v.statuses.iter().map(to_status).collect(),
+        ..Default::default()
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RlsService {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, GrpcStatus> {
+        let req = match to_request(request.into_inner()) {
+            Ok(r) => r,
+            Err(msg) => {
+                self.state.invalid(Api::Grpc);
+                return Err(GrpcStatus::invalid_argument(msg));
+            }
+        };
+        let verdict = self.state.decide(Api::Grpc, &req).await;
+        Ok(Response::new(to_response(&verdict)))
+    }
+}

@@ -1,0 +1,514 @@
+//! The HTTP handlers and their JSON.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use flowgate::{Descriptor, Entry, FailurePolicy, Mode, Request, Rule, Verdict};
+use flowgate_core::quota::format_micros;
+use serde_json::{Map, Value, json};
+
+use super::ApiError;
+use crate::config::{self, Config, Format};
+use crate::limits;
+use crate::state::{Api, AppState};
+
+type Shared = State<Arc<AppState>>;
+
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        let status = e.status();
+        let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "bad_request"
+        };
+        ApiError::new(
+            status,
+            kind,
+            format!(
+                "{} (the largest body is {} bytes)",
+                e.body_text(),
+                limits::MAX_BODY_BYTES
+            ),
+        )
+    })
+}
+
+fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
+    match v {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad_request("the body must be a JSON object")),
+    }
+}
+
+fn get_u64(m: &Map<String, Value>, field: &str, at: &str) -> Result<Option<u64>, ApiError> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!("`{at}{field}` must be a non-negative integer"))
+        }),
+    }
+}
+
+fn get_str<'a>(m: &'a Map<String, Value>, field: &str, at: &str) -> Result<&'a str, ApiError> {
+    match m.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        None => Err(ApiError::bad_request(format!("missing `{at}{field}`"))),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "`{at}{field}` must be a string"
+        ))),
+    }
+}
+
+fn no_unknown(m: &Map<String, Value>, known: &[&str], at: &str) -> Result<(), ApiError> {
+    match m.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::bad_request(format!(
+            "unknown field `{at}{k}`: expected one of {}",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn parse_descriptor(v: &Value, at: &str) -> Result<Descriptor, ApiError> {
+    match v {
+        Value::String(s) => s
+            .parse::<Descriptor>()
+            .map_err(|e| ApiError::bad_request(format!("`{at}`: {e}"))),
+        Value::Object(m) => {
+            no_unknown(m, &["entries", "hits_addend"], &format!("{at}."))?;
+            let entries = match m.get("entries") {
+                Some(Value::Array(a)) => a,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "`{at}.entries` must be an array of {{\"key\": ..., \"value\": ...}}"
+                    )));
+                }
+            };
+            if entries.len() > limits::MAX_ENTRIES {
+                return Err(ApiError::bad_request(format!(
+                    "`{at}.entries` has {} entries: at most {} are allowed",
+                    entries.len(),
+                    limits::MAX_ENTRIES
+                )));
+            }
+            let mut out = Vec::with_capacity(entries.len());
+            for (j, e) in entries.iter().enumerate() {
+                let eat = format!("{at}.entries[{j}].");
+                let entry = match e {
+                    Value::Object(em) => {
+                        no_unknown(em, &["key", "value"], &eat)?;
+                        Entry {
+                            key: get_str(em, "key", &eat)?.to_owned(),
+                            value: match em.get("value") {
+                                None | Some(Value::Null) => String::new(),
+                                Some(Value::String(s)) => s.clone(),
+                                Some(_) => {
+                                    return Err(ApiError::bad_request(format!(
+                                        "`{eat}value` must be a string"
+                                    )));
+                                }
+                            },
+                        }
+                    }
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "`{at}.entries[{j}]` must be an object {{\"key\": ..., \"value\": ...}}"
+                        )));
+                    }
+                };
+                out.push(entry);
+            }
+            Ok(Descriptor {
+                entries: out,
+                cost: get_u64(m, "hits_addend", &format!("{at}."))?,
+            })
+        }
+        _ => Err(ApiError::bad_request(format!(
+            "`{at}` must be \"key=value, ...\" text or {{\"entries\": [...]}}"
+        ))),
+    }
+}
+
+/// A check or acquire body: the request, and whether to hold the answer until the slot.
+fn parse_check(bytes: &[u8], allow_hold: bool) -> Result<(Request, bool), ApiError> {
+    let m = json_object(bytes)?;
+    let known: &[&str] = if allow_hold {
+        &["domain", "descriptors", "hits_addend", "cost", "hold"]
+    } else {
+        &["domain", "descriptors", "hits_addend", "cost"]
+    };
+    no_unknown(&m, known, "")?;
+    let domain = get_str(&m, "domain", "")?.to_owned();
+    let list = match m.get("descriptors") {
+        Some(Value::Array(a)) => a,
+        None => return Err(ApiError::bad_request("missing `descriptors`")),
+        Some(_) => return Err(ApiError::bad_request("`descriptors` must be an array")),
+    };
+    if list.len() > limits::MAX_DESCRIPTORS {
+        return Err(ApiError::bad_request(
+            limits::InputError::TooManyDescriptors { count: list.len() }.to_string(),
+        ));
+    }
+    let descriptors = list
+        .iter()
+        .enumerate()
+        .map(|(i, d)| parse_descriptor(d, &format!("descriptors[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cost = match (get_u64(&m, "cost", "")?, get_u64(&m, "hits_addend", "")?) {
+        (Some(c), _) => c,
+        (None, Some(h)) if h > 0 => h,
+        _ => 1,
+    };
+    let hold = match m.get("hold") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::bad_request("`hold` must be true or false")),
+    };
+    let req = Request {
+        domain,
+        descriptors,
+        cost,
+    };
+    limits::validate(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((req, hold))
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
+fn verdict_json(v: &Verdict) -> Value {
+    let statuses: Vec<Value> = v
+        .statuses
+        .iter()
+        .map(|s| {
+            let d = &s.decision;
+            let limited = s.is_limited();
+            let rule = s.rule.as_ref();
+            json!({
+                "code": if s.blocks() { "OVER_LIMIT" } else { "OK" },
+                "rule": rule.map(|r| r.name.as_str()),
+                "shadow": rule.is_some_and(|r| r.shadow),
+                "over_limit": !d.allowed,
+                "limit": limited.then_some(d.limit),
+                "quota": rule.and_then(|r| r.limit.as_ref()).map(|l| l.quota().to_string()),
+                "remaining": limited.then_some(d.remaining),
+                "reset_after_ms": limited.then(|| ms(d.reset_after)),
+                "retry_after_ms": d.retry_after.map(ms),
+                "wait_ms": ms(d.wait),
+                "lease": d.lease,
+                "error": s.error.as_ref().map(|e| e.to_string()),
+            })
+        })
+        .collect();
+    let leases: Vec<Value> = v
+        .statuses
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            s.decision
+                .lease
+                .map(|l| json!({"descriptor": i, "lease": l}))
+        })
+        .collect();
+    json!({
+        "allowed": v.allowed,
+        "code": if v.allowed { "OK" } else { "OVER_LIMIT" },
+        "wait_ms": ms(v.wait),
+        "retry_after_ms": v.retry_after().map(ms),
+        "leases": leases,
+        "statuses": statuses,
+    })
+}
+
+fn verdict_response(v: &Verdict) -> Response {
+    let status = if v.allowed {
+        StatusCode::OK
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    let mut headers = HeaderMap::new();
+    for (name, value) in v.headers() {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    (status, headers, Json(verdict_json(v))).into_response()
+}
+
+async fn decide(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    allow_hold: bool,
+) -> Result<Response, ApiError> {
+    let parsed = body_bytes(body).and_then(|b| parse_check(&b, allow_hold));
+    let (req, hold) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            state.invalid(Api::Http);
+            return Err(e);
+        }
+    };
+    let verdict = state.decide(Api::Http, &req).await;
+    if hold && verdict.allowed && !verdict.wait.is_zero() {
+        tokio::time::sleep(verdict.wait).await;
+    }
+    Ok(verdict_response(&verdict))
+}
+
+/// `POST /v1/check`.
+pub(super) async fn check(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    decide(&state, body, false).await
+}
+
+/// `POST /v1/acquire`.
+pub(super) async fn acquire(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    decide(&state, body, true).await
+}
+
+/// `POST /v1/release`.
+pub(super) async fn release(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body_bytes(body)?;
+    let m = json_object(&bytes)?;
+    no_unknown(&m, &["domain", "descriptor", "lease"], "")?;
+    let domain = get_str(&m, "domain", "")?;
+    let descriptor = parse_descriptor(
+        m.get("descriptor")
+            .ok_or_else(|| ApiError::bad_request("missing `descriptor`"))?,
+        "descriptor",
+    )?;
+    let lease =
+        get_u64(&m, "lease", "")?.ok_or_else(|| ApiError::bad_request("missing `lease`"))?;
+    let probe = Request::new(domain, vec![descriptor]);
+    limits::validate(&probe).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let released = state
+        .limiter
+        .release(&probe.domain, &probe.descriptors[0], lease)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            )
+        })?;
+    Ok(Json(json!({ "released": released })).into_response())
+}
+
+/// A rule in the TOML schema, as JSON (so `GET /v1/rules` can be sent back to `PUT`).
+pub(crate) fn rule_json(r: &Rule) -> Value {
+    let mut m = Map::new();
+    m.insert("domain".into(), json!(r.domain));
+    m.insert("name".into(), json!(r.name));
+    let pattern: Vec<String> = r.pattern.iter().map(ToString::to_string).collect();
+    m.insert("match".into(), json!(pattern));
+    match &r.limit {
+        None => {
+            m.insert("limit".into(), json!("unlimited"));
+        }
+        Some(l) => {
+            m.insert("limit".into(), json!(l.quota().to_string()));
+            m.insert("algorithm".into(), json!(l.algorithm().name()));
+            use flowgate::Algorithm as A;
+            if matches!(l.algorithm(), A::TokenBucket | A::LeakyBucket) {
+                m.insert("burst".into(), json!(l.burst()));
+            }
+            if l.algorithm() == A::SlidingWindow {
+                m.insert("buckets".into(), json!(l.buckets()));
+            }
+            if l.mode() == Mode::Delay {
+                m.insert("mode".into(), json!("delay"));
+                m.insert("max_wait".into(), json!(format_micros(l.max_wait())));
+            }
+        }
+    }
+    match r.failure {
+        FailurePolicy::Open => {}
+        FailurePolicy::Closed => {
+            m.insert("failure".into(), json!("closed"));
+        }
+        FailurePolicy::Local { nodes } => {
+            m.insert("failure".into(), json!("local"));
+            m.insert("nodes".into(), json!(nodes));
+        }
+    }
+    if r.shadow {
+        m.insert("shadow".into(), json!(true));
+    }
+    if !r.replaces.is_empty() {
+        m.insert("replaces".into(), json!(r.replaces));
+    }
+    if r.detailed_metric {
+        m.insert("detailed_metric".into(), json!(true));
+    }
+    Value::Object(m)
+}
+
+/// `GET /v1/rules`.
+pub(super) async fn get_rules(State(state): Shared) -> Response {
+    let info = state.rules_info();
+    let rules = state.limiter.rules();
+    let list: Vec<Value> = rules.rules().iter().map(|r| rule_json(r)).collect();
+    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
+    Json(json!({
+        "version": info.version,
+        "source": info.source,
+        "files": files,
+        "rule": list,
+    }))
+    .into_response()
+}
+
+fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = &state.admin_token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "admin_disabled",
+            "the admin API is disabled: start the server with --admin-token (FLOWGATE_ADMIN_TOKEN)",
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compare in time independent of where the strings differ.
+    let same = given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong admin token: send `Authorization: Bearer <token>`",
+        ))
+    }
+}
+
+/// `PUT /v1/rules`: replaces every rule, atomically.
+pub(super) async fn put_rules(
+    State(state): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    authorized(&state, &headers)?;
+    let bytes = body_bytes(body)?;
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
+    let parsed = match ctype.as_str() {
+        "application/toml" | "text/toml" => config::parse("<api>", Format::Toml, text),
+        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
+            config::parse("<api>", Format::EnvoyYaml, text)
+        }
+        "application/json" => {
+            let mut m = json_object(&bytes)?;
+            for k in ["version", "source", "files"] {
+                m.remove(k);
+            }
+            let as_toml = toml::Value::try_from(Value::Object(m))
+                .and_then(|v| toml::to_string(&v))
+                .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
+            config::parse("<api>", Format::Toml, &as_toml)
+        }
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!(
+                    "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
+                ),
+            ));
+        }
+    };
+    let _guard = state.change.lock().await;
+    let set = parsed.and_then(|rules| {
+        Config {
+            rules,
+            files: Vec::new(),
+        }
+        .rule_set()
+    });
+    match set {
+        Ok(set) => {
+            let count = set.rules().len();
+            let version = state.apply_rules(set, "api", Vec::new());
+            tracing::info!(
+                version,
+                rules = count,
+                "rules replaced through the admin API"
+            );
+            Ok(Json(json!({"version": version, "rules": count})).into_response())
+        }
+        Err(e) => {
+            state.metrics.reload("api", false);
+            tracing::warn!(error = %e, "rules refused by the admin API");
+            Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_rules",
+                e.to_string(),
+            ))
+        }
+    }
+}
+
+/// `GET /healthz`.
+pub(super) async fn healthz() -> Response {
+    Json(json!({"status": "ok"})).into_response()
+}
+
+/// `GET /readyz`.
+pub(super) async fn readyz(State(state): Shared) -> Response {
+    let store = state.limiter.store();
+    match store.ready().await {
+        Ok(()) => Json(json!({"status": "ready", "store": store.name()})).into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("the {} store cannot answer: {e}", store.name()),
+        )
+        .into_response(),
+    }
+}
+
+/// `GET /metrics`.
+pub(super) async fn metrics(State(state): Shared) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}

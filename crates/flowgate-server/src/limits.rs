@@ -1,0 +1,118 @@
+//! Bounds on requests, so that no input can exhaust the server. Over a bound, the request is
+//! refused with a message naming it (HTTP 400/413, gRPC `INVALID_ARGUMENT`/`RESOURCE_EXHAUSTED`),
+//! and the server goes on answering.
+
+use flowgate_core::Request;
+
+/// The largest HTTP request body, and the largest gRPC message (64 KiB).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The most descriptors in one request.
+pub const MAX_DESCRIPTORS: usize = 64;
+/// The most entries in one descriptor.
+pub const MAX_ENTRIES: usize = 32;
+/// The longest domain, key or value, in bytes.
+pub const MAX_TEXT_BYTES: usize = 1024;
+/// The largest cost (`hits_addend`): 2^40, the largest limit.
+pub const MAX_COST: u64 = flowgate_core::quota::MAX_LIMIT;
+
+/// Why a request was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// No domain.
+    #[error("the domain must not be empty")]
+    EmptyDomain,
+    /// No descriptor.
+    #[error("the request must carry at least one descriptor")]
+    NoDescriptors,
+    /// Too many descriptors.
+    #[error("{count} descriptors: at most {MAX_DESCRIPTORS} are allowed in one request")]
+    TooManyDescriptors {
+        /// How many were sent.
+        count: usize,
+    },
+    /// Too many entries in a descriptor.
+    #[error("descriptor {index} has {count} entries: at most {MAX_ENTRIES} are allowed")]
+    TooManyEntries {
+        /// The descriptor's index.
+        index: usize,
+        /// How many entries it has.
+        count: usize,
+    },
+    /// A descriptor entry with an empty key.
+    #[error("descriptor {index} has an entry with an empty key")]
+    EmptyKey {
+        /// The descriptor's index.
+        index: usize,
+    },
+    /// A domain, key or value too long.
+    #[error("{what} is {len} bytes long: at most {MAX_TEXT_BYTES} are allowed")]
+    TooLong {
+        /// Which text.
+        what: String,
+        /// Its length.
+        len: usize,
+    },
+    /// A cost above [`MAX_COST`].
+    #[error("cost {cost} is above the maximum of {MAX_COST}")]
+    CostTooLarge {
+        /// The cost.
+        cost: u64,
+    },
+}
+
+/// Checks a request against the bounds.
+///
+/// # Errors
+/// The first bound the request exceeds.
+pub fn validate(req: &Request) -> Result<(), InputError> {
+    if req.domain.is_empty() {
+        return Err(InputError::EmptyDomain);
+    }
+    if req.domain.len() > MAX_TEXT_BYTES {
+        return Err(InputError::TooLong {
+            what: "the domain".into(),
+            len: req.domain.len(),
+        });
+    }
+    if req.descriptors.is_empty() {
+        return Err(InputError::NoDescriptors);
+    }
+    if req.descriptors.len() > MAX_DESCRIPTORS {
+        return Err(InputError::TooManyDescriptors {
+            count: req.descriptors.len(),
+        });
+    }
+    if req.cost > MAX_COST {
+        return Err(InputError::CostTooLarge { cost: req.cost });
+    }
+    for (i, d) in req.descriptors.iter().enumerate() {
+        if d.entries.len() > MAX_ENTRIES {
+            return Err(InputError::TooManyEntries {
+                index: i,
+                count: d.entries.len(),
+            });
+        }
+        if let Some(c) = d.cost.filter(|&c| c > MAX_COST) {
+            return Err(InputError::CostTooLarge { cost: c });
+        }
+        for e in &d.entries {
+            if e.key.is_empty() {
+                return Err(InputError::EmptyKey { index: i });
+            }
+            if e.key.len() > MAX_TEXT_BYTES {
+                return Err(InputError::TooLong {
+                    what: format!("a key of descriptor {i}"),
+                    len: e.key.len(),
+                });
+            }
+            if e.value.len() > MAX_TEXT_BYTES {
+                return Err(InputError::TooLong {
+                    what: format!("the value of `{}` in descriptor {i}", e.key),
+                    len: e.value.len(),
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! Prometheus metrics.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `flowgate_decisions_total` | `domain`, `rule`, `outcome`, `descriptor` | one per request descriptor; `outcome` is `ok`, `over_limit`, `shadow_over_limit`, `unlimited` or `no_rule`; `descriptor` is empty unless the rule has `detailed_metric`; `domain` is `_unknown` for domains with no rules |
+//! | `flowgate_shadow_hits_total` | `domain`, `rule` | shadow rules that would have rejected |
+//! | `flowgate_requests_total` | `api`, `code` | requests by API (`grpc`, `http`) and overall result (`ok`, `over_limit`, `invalid`) |
+//! | `flowgate_decision_duration_seconds` | `api` | time to decide a request (histogram) |
+//! | `flowgate_store_errors_total` | `kind` | store failures (`timeout`, `unavailable`, `capacity`, `internal`), decided by the rules' failure policies |
+//! | `flowgate_store_degraded` | | 1 while the last decision met a store error |
+//! | `flowgate_config_reloads_total` | `source`, `result` | rule reloads from `file` or `api`, `success` or `failure` |
+//! | `flowgate_rules` | | rules in force |
+//! | `flowgate_rejection_logs_suppressed_total` | | rejection log lines dropped by the log rate limit |
+//!
+//! Cardinality is bounded by the rules, not by descriptor values (except with `detailed_metric`,
+//! where the descriptor label is the descriptor's text, truncated to 128 bytes).
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of `flowgate_decisions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// The domain (`_unknown` when it has no rules).
+    pub domain: String,
+    /// The rule's name (empty when none matched).
+    pub rule: String,
+    /// `ok`, `over_limit`, `shadow_over_limit`, `unlimited` or `no_rule`.
+    pub outcome: &'static str,
+    /// The descriptor, only for rules with `detailed_metric`.
+    pub descriptor: String,
+}
+
+/// Labels of `flowgate_shadow_hits_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    /// The domain.
+    pub domain: String,
+    /// The rule.
+    pub rule: String,
+}
+
+/// Labels of `flowgate_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `grpc` or `http`.
+    pub api: &'static str,
+    /// `ok`, `over_limit` or `invalid`.
+    pub code: &'static str,
+}
+
+/// Labels of `flowgate_decision_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    /// `grpc` or `http`.
+    pub api: &'static str,
+}
+
+/// Labels of `flowgate_store_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The kind of error.
+    pub kind: &'static str,
+}
+
+/// Labels of `flowgate_config_reloads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `file` or `api`.
+    pub source: &'static str,
+    /// `success` or `failure`.
+    pub result: &'static str,
+}
+
+type HistogramFamily = Family<ApiLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 10 us .. ~0.33 s.
+    Histogram::new(exponential_buckets(0.000_01, 2.0, 16))
+}
+
+/// The server's metrics and their registry.
+pub struct Metrics {
+    registry: Registry,
+    /// Decisions per descriptor.
+    pub decisions: Family<DecisionLabels, Counter>,
+    /// Shadow rules that would have rejected.
+    pub shadow_hits: Family<RuleLabels, Counter>,
+    /// Requests by API and result.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Decision latency.
+    pub latency: HistogramFamily,
+    /// Store errors by kind.
+    pub store_errors: Family<KindLabels, Counter>,
+    /// 1 while degraded.
+    pub store_degraded: Gauge,
+    /// Reloads.
+    pub reloads: Family<ReloadLabels, Counter>,
+    /// Rules in force.
+    pub rules: Gauge,
+    /// Rejection log lines dropped.
+    pub logs_suppressed: Counter<u64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        let shadow_hits = Family::<RuleLabels, Counter>::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let store_errors = Family::<KindLabels, Counter>::default();
+        let store_degraded = Gauge::default();
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        let rules = Gauge::default();
+        let logs_suppressed = Counter::default();
+        registry.register(
+            "flowgate_decisions",
+            "Decisions per request descriptor, by domain, rule and outcome",
+            decisions.clone(),
+        );
+        registry.register(
+            "flowgate_shadow_hits",
+            "Shadow-mode rules that would have rejected",
+            shadow_hits.clone(),
+        );
+        registry.register(
+            "flowgate_requests",
+            "Requests by API and overall result",
+            requests.clone(),
+        );
+        registry.register(
+            "flowgate_decision_duration_seconds",
+            "Time to decide a request",
+            latency.clone(),
+        );
+        registry.register(
+            "flowgate_store_errors",
+            "Store failures, decided by the rules' failure policies",
+            store_errors.clone(),
+        );
+        registry.register(
+            "flowgate_store_degraded",
+            "1 while the last decision met a store error",
+            store_degraded.clone(),
+        );
+        registry.register(
+            "flowgate_config_reloads",
+            "Rule reloads by source and result",
+            reloads.clone(),
+        );
+        registry.register("flowgate_rules", "Rules in force", rules.clone());
+        registry.register(
+            "flowgate_rejection_logs_suppressed",
+            "Rejection log lines dropped by the log rate limit",
+            logs_suppressed.clone(),
+        );
+        Self {
+            registry,
+            decisions,
+            shadow_hits,
+            requests,
+            latency,
+            store_errors,
+            store_degraded,
+            reloads,
+            rules,
+            logs_suppressed,
+        }
+    }
+
+    /// Counts a reload.
+    pub fn reload(&self, source: &'static str, ok: bool) {
+        self.reloads
+            .get_or_create(&ReloadLabels {
+                source,
+                result: if ok { "success" } else { "failure" },
+            })
+            .inc();
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}

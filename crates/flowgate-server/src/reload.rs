@@ -1,0 +1,137 @@
+//! Hot reload: the configuration file or directory is watched (and polled, for file systems
+//! where notifications are lost, such as Kubernetes ConfigMap volumes); a change is applied
+//! after a short debounce if the new rules are valid, and refused otherwise: the refusal is
+//! logged with file, line and field, counted in `flowgate_config_reloads_total{result="failure"}`,
+//! and the last good rules stay in force.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch};
+
+use crate::config;
+use crate::state::AppState;
+
+/// How long to wait for more file events before reloading.
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// A digest of the configuration's files and their contents (or of the error reading them).
+pub(crate) fn fingerprint(path: &Path) -> u64 {
+    let mut h = DefaultHasher::new();
+    match config::files(path) {
+        Ok(files) => {
+            for f in files {
+                f.hash(&mut h);
+                match std::fs::read(&f) {
+                    Ok(bytes) => bytes.hash(&mut h),
+                    Err(e) => e.to_string().hash(&mut h),
+                }
+            }
+        }
+        Err(e) => e.to_string().hash(&mut h),
+    }
+    h.finish()
+}
+
+/// Reloads the configuration at `path` now: applies it if valid, else keeps the rules in force.
+///
+/// # Errors
+/// The configuration error, already logged and counted.
+pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::ConfigError> {
+    let _guard = state.change.lock().await;
+    let p = path.to_owned();
+    let loaded = tokio::task::spawn_blocking(move || config::load(&p))
+        .await
+        .unwrap_or_else(|e| {
+            Err(config::ConfigError::new(
+                path.display().to_string(),
+                None,
+                "",
+                format!("reload failed: {e}"),
+            ))
+        });
+    match loaded {
+        Ok((cfg, set)) => {
+            let count = set.rules().len();
+            let version = state.apply_rules(set, "file", cfg.files);
+            tracing::info!(version, rules = count, path = %path.display(), "rules reloaded");
+            Ok(version)
+        }
+        Err(e) => {
+            state.metrics.reload("file", false);
+            tracing::error!(
+                file = %e.file,
+                line = e.line,
+                field = %e.field,
+                error = %e,
+                "invalid configuration refused; the last good rules stay in force"
+            );
+            Err(e)
+        }
+    }
+}
+
+/// Watches `path` until `shutdown` turns true; reloads on change.
+pub(crate) fn spawn(
+    state: Arc<AppState>,
+    path: PathBuf,
+    poll: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok() {
+            let _ = tx.send(());
+        }
+    })
+    .and_then(|mut w| {
+        let dir = if path.is_dir() {
+            path.clone()
+        } else {
+            // Watch the directory: editors and ConfigMaps replace files rather than write them.
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+        };
+        w.watch(&dir, RecursiveMode::NonRecursive).map(|()| w)
+    });
+    let watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the configuration; polling it instead");
+            None
+        }
+    };
+    tokio::spawn(async move {
+        let _watcher = watcher;
+        let mut last = fingerprint(&path);
+        let mut tick = tokio::time::interval(poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                Some(()) = rx.recv() => {
+                    tokio::time::sleep(DEBOUNCE).await;
+                    while rx.try_recv().is_ok() {}
+                }
+                _ = tick.tick() => {}
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+            let p = path.clone();
+            let now = tokio::task::spawn_blocking(move || fingerprint(&p))
+                .await
+                .unwrap_or(last);
+            if now == last {
+                continue;
+            }
+            last = now;
+            let _ = reload_now(&state, &path).await;
+        }
+    })
+}

@@ -1,0 +1,288 @@
+//! The server: both front ends over one limiter, started in-process and stopped gracefully.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate::Limiter;
+use flowgate_core::{ManualClock, SystemClock};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::backend::{Backend, ServerClock};
+use crate::config::{self, ConfigError};
+use crate::grpc::RlsService;
+use crate::state::AppState;
+
+/// The default HTTP address (loopback).
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
+/// The default gRPC address (loopback).
+pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:8081";
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The configuration file or directory.
+    pub config: PathBuf,
+    /// The HTTP/JSON API's address.
+    pub http_addr: SocketAddr,
+    /// The Envoy gRPC API's address.
+    pub grpc_addr: SocketAddr,
+    /// A Redis URL (`redis://...`, or `redis+cluster://host:port,host:port` for a cluster);
+    /// `None` runs on the embedded memory store.
+    pub redis_url: Option<String>,
+    /// The admin token for `PUT /v1/rules`; `None` disables the admin API.
+    pub admin_token: Option<String>,
+    /// Watch the configuration and reload it on change.
+    pub watch: bool,
+    /// How often the configuration is polled, in case a file event is lost.
+    pub poll_interval: Duration,
+    /// A manual clock for the embedded store (tests); `None` uses the real clock.
+    pub clock: Option<ManualClock>,
+    /// How long a graceful shutdown waits for requests in flight.
+    pub shutdown_grace: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults: loopback addresses, the embedded store, watching the configuration.
+    pub fn new(config: impl Into<PathBuf>) -> Self {
+        Self {
+            config: config.into(),
+            http_addr: DEFAULT_HTTP_ADDR
+                .parse()
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            grpc_addr: DEFAULT_GRPC_ADDR
+                .parse()
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8081))),
+            redis_url: None,
+            admin_token: None,
+            watch: true,
+            poll_interval: Duration::from_secs(2),
+            clock: None,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+
+    /// Both APIs on `127.0.0.1:0` (ephemeral ports), for tests.
+    pub fn ephemeral(mut self) -> Self {
+        self.http_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        self.grpc_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        self
+    }
+}
+
+/// Why the server could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// An address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The store cannot be set up.
+    #[error("store: {0}")]
+    Store(String),
+    /// A front end failed while serving.
+    #[error("{api} server failed: {detail}")]
+    Serve {
+        /// `http` or `grpc`.
+        api: &'static str,
+        /// What happened.
+        detail: String,
+    },
+}
+
+/// A running server.
+pub struct Server {
+    http_addr: SocketAddr,
+    grpc_addr: SocketAddr,
+    state: Arc<AppState>,
+    shutdown: watch::Sender<bool>,
+    http: JoinHandle<Result<(), ServerError>>,
+    grpc: JoinHandle<Result<(), ServerError>>,
+    background: Vec<JoinHandle<()>>,
+    grace: Duration,
+}
+
+async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
+    let clock = match &cfg.clock {
+        Some(c) => ServerClock::Manual(c.clone()),
+        None => ServerClock::System(SystemClock::new()),
+    };
+    match &cfg.redis_url {
+        None => Ok(Backend::memory(clock)),
+        Some(url) => Err(ServerError::Store(format!(
+            "cannot use {url}: this build has no Redis store yet"
+        ))),
+    }
+}
+
+async fn signal(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow_and_update() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn listen(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })
+}
+
+impl Server {
+    /// Loads the configuration, sets up the store, binds both addresses and starts serving.
+    ///
+    /// # Errors
+    /// [`ServerError`] when the configuration is invalid (naming file, line and field), an
+    /// address cannot be bound, or the store cannot be set up.
+    pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+        let path = cfg.config.clone();
+        let (loaded, set) = tokio::task::spawn_blocking(move || config::load(&path))
+            .await
+            .map_err(|e| ServerError::Store(e.to_string()))??;
+        let backend = backend(&cfg).await?;
+        let store_name = backend.name();
+        let limiter = Limiter::new(set, backend);
+        let state = Arc::new(AppState::new(
+            limiter,
+            loaded.files,
+            Some(cfg.config.clone()),
+            cfg.admin_token.clone(),
+        ));
+        let http_listener = listen(cfg.http_addr).await?;
+        let grpc_listener = listen(cfg.grpc_addr).await?;
+        let http_addr = http_listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind {
+                addr: cfg.http_addr,
+                source,
+            })?;
+        let grpc_addr = grpc_listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind {
+                addr: cfg.grpc_addr,
+                source,
+            })?;
+        let (tx, rx) = watch::channel(false);
+
+        let app = crate::http::router(Arc::clone(&state));
+        let http = tokio::spawn({
+            let sig = signal(rx.clone());
+            async move {
+                axum::serve(http_listener, app)
+                    .with_graceful_shutdown(sig)
+                    .await
+                    .map_err(|e| ServerError::Serve {
+                        api: "http",
+                        detail: e.to_string(),
+                    })
+            }
+        });
+        let svc = RlsService::new(Arc::clone(&state)).into_server();
+        let grpc = tokio::spawn({
+            let sig = signal(rx.clone());
+            async move {
+                let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener)
+                    .with_nodelay(Some(true));
+                tonic::transport::Server::builder()
+                    .add_service(svc)
+                    .serve_with_incoming_shutdown(incoming, sig)
+                    .await
+                    .map_err(|e| ServerError::Serve {
+                        api: "grpc",
+                        detail: e.to_string(),
+                    })
+            }
+        });
+        let mut background = Vec::new();
+        if cfg.watch {
+            background.push(crate::reload::spawn(
+                Arc::clone(&state),
+                cfg.config.clone(),
+                cfg.poll_interval,
+                rx.clone(),
+            ));
+        }
+        background.push(tokio::spawn({
+            let state = Arc::clone(&state);
+            let sig = signal(rx.clone());
+            async move {
+                let sweep = async {
+                    let mut tick = tokio::time::interval(Duration::from_secs(10));
+                    loop {
+                        tick.tick().await;
+                        state.limiter.store().sweep();
+                    }
+                };
+                tokio::select! {
+                    () = sig => {}
+                    () = sweep => {}
+                }
+            }
+        }));
+        tracing::info!(%http_addr, %grpc_addr, store = store_name, config = %cfg.config.display(), "flowgate serving");
+        Ok(Server {
+            http_addr,
+            grpc_addr,
+            state,
+            shutdown: tx,
+            http,
+            grpc,
+            background,
+            grace: cfg.shutdown_grace,
+        })
+    }
+
+    /// The HTTP API's address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The gRPC API's address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The shared state (limiter, metrics).
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Stops accepting, lets requests in flight finish (up to the grace period), and stops.
+    ///
+    /// # Errors
+    /// [`ServerError::Serve`] when a front end failed, or did not finish within the grace period.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        let _ = self.shutdown.send(true);
+        let grace = self.grace;
+        let join = |api: &'static str, h: JoinHandle<Result<(), ServerError>>| async move {
+            match tokio::time::timeout(grace, h).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => Err(ServerError::Serve {
+                    api,
+                    detail: e.to_string(),
+                }),
+                Err(_) => Err(ServerError::Serve {
+                    api,
+                    detail: format!("requests still in flight after {grace:?}"),
+                }),
+            }
+        };
+        let (h, g) = tokio::join!(join("http", self.http), join("grpc", self.grpc));
+        for b in self.background {
+            b.abort();
+        }
+        h.and(g)
+    }
+}
