@@ -186,6 +186,17 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
+    /// Decides one item now: the single-limit fast path of [`MemoryStore::decide_now`], without
+    /// the batch's vector.
+    ///
+    /// # Errors
+    /// [`StoreError::KeyCapacity`] when a new key is needed and the store is full.
+    #[inline]
+    pub fn decide_one_now(&self, item: &Item<'_>) -> Result<crate::Decision, StoreError> {
+        self.decide_one(item, self.clock.now())
+    }
+
+    #[inline]
     fn decide_one(&self, item: &Item<'_>, now: u64) -> Result<crate::Decision, StoreError> {
         let digest = self.digest(item.key);
         let mut shard = self.shards[Self::shard_of(&digest)].0.lock();
