@@ -1,1 +1,299 @@
-fn main() {}
+//! Redis store benchmarks against one local `redis-server` started for the run (see
+//! BENCHMARKS.md, "Redis store (issue 3)"). Every figure of one run shares the server, the client
+//! and the connection set-up (one multiplexed `ConnectionManager` per store).
+//!
+//! `cargo bench -p flowgate-redis --bench redis` (optionally `-- <seconds per figure>`).
+
+#![allow(missing_docs)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
+use flowgate_redis::{RedisOptions, RedisStore};
+use flowgate_testkit::redis::RedisServer;
+use tokio::time::Instant;
+
+const KEYS: u64 = 10_000;
+
+/// Runs `op` from `inflight` tasks for `secs`; answers operations per second.
+async fn rate<F, Fut>(inflight: usize, secs: f64, op: F) -> f64
+where
+    F: Fn(u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..inflight {
+        let (op, stop, done) = (op.clone(), stop.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = t as u64 * 7919;
+            while !stop.load(Ordering::Relaxed) {
+                op(i).await;
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    // Warm up, then measure.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let start_n = done.load(Ordering::Relaxed);
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let n = done.load(Ordering::Relaxed) - start_n;
+    let el = start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    n as f64 / el
+}
+
+fn limit(a: Algorithm, q: &str) -> Limit {
+    Limit::new(a, q.parse::<Quota>().expect("quota")).expect("limit")
+}
+
+async fn store(url: &str, coalesce: bool) -> Arc<RedisStore> {
+    Arc::new(
+        RedisStore::connect_with(
+            url,
+            RedisOptions::default()
+                .deadline(Duration::from_secs(5))
+                .blocked_capacity(0)
+                .coalesce(coalesce),
+        )
+        .await
+        .expect("connect"),
+    )
+}
+
+async fn incr_rate(s: &Arc<RedisStore>, inflight: usize, secs: f64) -> f64 {
+    let s = s.clone();
+    rate(inflight, secs, move |i| {
+        let s = s.clone();
+        async move {
+            let mut c = redis::cmd("INCR");
+            c.arg(format!("bench:incr:{}", i % KEYS));
+            s.query(&c).await.expect("incr");
+        }
+    })
+    .await
+}
+
+async fn decide_rate(
+    s: &Arc<RedisStore>,
+    limits: Arc<Vec<Limit>>,
+    tag: &'static str,
+    inflight: usize,
+    secs: f64,
+) -> f64 {
+    let s = s.clone();
+    rate(inflight, secs, move |i| {
+        let s = s.clone();
+        let limits = limits.clone();
+        async move {
+            let keys: Vec<String> = (0..limits.len())
+                .map(|r| format!("bench:{tag}:{r}:{}", i % KEYS))
+                .collect();
+            let items: Vec<Item<'_>> = limits
+                .iter()
+                .zip(&keys)
+                .map(|(l, k)| Item {
+                    key: k,
+                    limit: l,
+                    cost: 1,
+                    enforce: true,
+                })
+                .collect();
+            s.decide(&items).await.expect("decide");
+        }
+    })
+    .await
+}
+
+/// The blog-post sliding log: ZREMRANGEBYSCORE, ZCARD, ZADD as three round trips (racy).
+async fn naive_log(s: &RedisStore, key: &str, limit: u64, window_us: u64, member: u64) -> bool {
+    let now = {
+        let t: (u64, u64) =
+            redis::from_redis_value(s.query(&redis::cmd("TIME")).await.expect("time"))
+                .expect("time");
+        t.0 * 1_000_000 + t.1
+    };
+    let mut rem = redis::cmd("ZREMRANGEBYSCORE");
+    rem.arg(key).arg(0).arg(now.saturating_sub(window_us));
+    s.query(&rem).await.expect("zrem");
+    let card: u64 =
+        redis::from_redis_value(s.query(redis::cmd("ZCARD").arg(key)).await.expect("zcard"))
+            .expect("zcard");
+    if card < limit {
+        let mut add = redis::cmd("ZADD");
+        add.arg(key).arg(now).arg(format!("{now}:{member}"));
+        s.query(&add).await.expect("zadd");
+        true
+    } else {
+        false
+    }
+}
+
+fn memory_usage(v: redis::Value) -> i64 {
+    redis::from_redis_value(v).unwrap_or(-1)
+}
+
+fn main() {
+    let secs: f64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2.0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let server = RedisServer::start();
+    let url = server.url();
+    rt.block_on(async move {
+        let direct = store(&url, false).await;
+        let coalesced = store(&url, true).await;
+        let algs: [(&str, Algorithm); 6] = [
+            ("fixed_window", Algorithm::FixedWindow),
+            ("sliding_window", Algorithm::SlidingWindow),
+            ("sliding_log", Algorithm::SlidingLog),
+            ("token_bucket", Algorithm::TokenBucket),
+            ("leaky_bucket", Algorithm::LeakyBucket),
+            ("concurrency", Algorithm::Concurrency),
+        ];
+
+        println!("## throughput, {KEYS} keys at random-ish, 100/s per key (all allowed), ops/s");
+        println!("| what | 1 in flight | 64 in flight | 64 in flight, coalesced | ratio to INCR @1 | @64 | @64 coalesced |");
+        println!("|---|---|---|---|---|---|---|");
+        let incr1 = incr_rate(&direct, 1, secs).await;
+        let incr64 = incr_rate(&direct, 64, secs).await;
+        println!("| raw INCR | {incr1:.0} | {incr64:.0} | | 1.00 | 1.00 | |");
+        for (name, a) in algs {
+            // Concurrency: leases of 1 ms so keys do not fill up (never released here).
+            let q = if a == Algorithm::Concurrency { "100/1ms" } else { "100/s" };
+            let l = Arc::new(vec![limit(a, q)]);
+            let r1 = decide_rate(&direct, l.clone(), name, 1, secs).await;
+            let r64 = decide_rate(&direct, l.clone(), name, 64, secs).await;
+            let c64 = decide_rate(&coalesced, l.clone(), name, 64, secs).await;
+            println!(
+                "| {name} | {r1:.0} | {r64:.0} | {c64:.0} | {:.2} | {:.2} | {:.2} |",
+                r1 / incr1,
+                r64 / incr64,
+                c64 / incr64
+            );
+        }
+        let c1 = decide_rate(&coalesced, Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]), "tb_c1", 1, secs).await;
+        println!("| token_bucket, coalescing on, 1 in flight | {c1:.0} | | | {:.2} | | |", c1 / incr1);
+
+        println!();
+        println!("## 3 rules vs 1 rule per request (token bucket, sliding window, sliding log), decisions/s");
+        println!("| in flight | 1 rule | 3 rules | cost ratio (1-rule rate / 3-rule rate) |");
+        println!("|---|---|---|---|");
+        let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
+        let three = Arc::new(vec![
+            limit(Algorithm::TokenBucket, "100/s"),
+            limit(Algorithm::SlidingWindow, "1000/s"),
+            limit(Algorithm::SlidingLog, "100/s"),
+        ]);
+        for (label, s, n) in [("1", &direct, 1), ("64", &direct, 64), ("64 coalesced", &coalesced, 64)] {
+            let r1 = decide_rate(s, one.clone(), "r1", n, secs).await;
+            let r3 = decide_rate(s, three.clone(), "r3", n, secs).await;
+            println!("| {label} | {r1:.0} | {r3:.0} | {:.2} |", r1 / r3);
+        }
+
+        println!();
+        println!("## naive 3-round-trip sliding log vs ours");
+        let naive_rate = {
+            let s = direct.clone();
+            rate(64, secs, move |i| {
+                let s = s.clone();
+                async move {
+                    naive_log(&s, &format!("bench:naive:{}", i % KEYS), 100, 1_000_000, i).await;
+                }
+            })
+            .await
+        };
+        let ours_rate = decide_rate(&direct, Arc::new(vec![limit(Algorithm::SlidingLog, "100/s")]), "ours", 64, secs).await;
+        // Over-admission: one key, limit 100 per hour, 64 tasks x 10 attempts, two app servers.
+        let mut naive_admitted = 0u64;
+        let mut ours_admitted = 0u64;
+        {
+            let l = Arc::new(limit(Algorithm::SlidingLog, "100/1h"));
+            let mut tasks = Vec::new();
+            for t in 0..64u64 {
+                let s = if t % 2 == 0 { direct.clone() } else { coalesced.clone() };
+                let l = l.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut n = 0u64;
+                    let mut o = 0u64;
+                    for r in 0..10u64 {
+                        if naive_log(&s, "bench:naive:hot", 100, 3_600_000_000, t * 100 + r).await {
+                            n += 1;
+                        }
+                        let d = s
+                            .decide(&[Item { key: "bench:ours:hot", limit: &l, cost: 1, enforce: true }])
+                            .await
+                            .expect("decide");
+                        if d[0].allowed {
+                            o += 1;
+                        }
+                    }
+                    (n, o)
+                }));
+            }
+            for t in tasks {
+                let (n, o) = t.await.expect("task");
+                naive_admitted += n;
+                ours_admitted += o;
+            }
+        }
+        println!("| | naive (3 calls) | ours (1 script) |");
+        println!("|---|---|---|");
+        println!("| throughput, 64 in flight, {KEYS} keys | {naive_rate:.0} | {ours_rate:.0} |");
+        println!("| admitted of 640 attempts on one key, limit 100 | {naive_admitted} | {ours_admitted} |");
+
+        println!();
+        println!("## bytes of Redis memory per key (MEMORY USAGE ... SAMPLES 0)");
+        println!("| algorithm | bytes |");
+        println!("|---|---|");
+        for (name, a) in algs {
+            let l = limit(a, "100/s");
+            let key = format!("mem:{name}");
+            direct
+                .decide(&[Item { key: &key, limit: &l, cost: 1, enforce: true }])
+                .await
+                .expect("decide");
+            let rk = flowgate_redis::keys::redis_key(&key, a);
+            let v = direct.query(redis::cmd("MEMORY").arg("USAGE").arg(&rk).arg("SAMPLES").arg(0)).await.expect("memory");
+            println!("| {name} | {} |", memory_usage(v));
+        }
+        for n in [100u64, 1000] {
+            let l = limit(Algorithm::SlidingLog, &format!("{n}/1h"));
+            let key = format!("mem:log_full:{n}");
+            for _ in 0..n {
+                let d = direct
+                    .decide(&[Item { key: &key, limit: &l, cost: 1, enforce: true }])
+                    .await
+                    .expect("decide");
+                assert!(d[0].allowed);
+            }
+            let rk = flowgate_redis::keys::redis_key(&key, Algorithm::SlidingLog);
+            let v = direct.query(redis::cmd("MEMORY").arg("USAGE").arg(&rk).arg("SAMPLES").arg(0)).await.expect("memory");
+            let b = memory_usage(v);
+            println!("| sliding_log at its limit of {n} | {b} ({:.1} per entry) |", b as f64 / n as f64);
+        }
+        let info = direct.query(redis::cmd("INFO").arg("commandstats")).await.expect("info");
+        let info: String = redis::from_redis_value(info).unwrap_or_default();
+        println!();
+        println!("## Redis commandstats (usec_per_call)");
+        for line in info.lines().filter(|l| l.contains("evalsha") || l.contains("cmdstat_incr") || l.contains("zcard")) {
+            println!("    {line}");
+        }
+        println!("stats: direct {:?}", direct.stats());
+        println!("stats: coalesced {:?}", coalesced.stats());
+    });
+}

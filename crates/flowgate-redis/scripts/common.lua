@@ -3,6 +3,10 @@
 -- (quota.rs MAX_WINDOW, MAX_LIMIT) keeps every quantity below that. Time is integer
 -- microseconds since the Unix epoch.
 
+-- The algorithms by code (1 token/leaky bucket, 2 fixed window, 3 sliding window, 4 sliding
+-- log, 5 concurrency); each algorithm's file registers itself.
+local ALG = {}
+
 -- floor(a / b) for integers a >= 0, b > 0, corrected for the rounding of the division.
 local function idiv(a, b)
   local q = math.floor(a / b)

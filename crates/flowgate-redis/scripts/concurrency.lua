@@ -106,3 +106,5 @@ end
 local function conc_refund(key, p, at, cost)
   conc_release(key, p.lease)
 end
+
+ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = conc_store, refund = conc_refund }

@@ -59,3 +59,5 @@ local function fw_refund(key, p, at, cost)
     redis.call('SET', key, fmt(s.e) .. ':' .. fmt(sat(s.c - cost)), 'KEEPTTL')
   end
 end
+
+ALG[2] = { load = fw_load, check = fw_check, apply = fw_apply, store = fw_store, refund = fw_refund }

@@ -46,3 +46,5 @@ local function gcra_refund(key, p, at, cost)
     redis.call('SET', key, fmt(sat(tat - cost * p.t)), 'KEEPTTL')
   end
 end
+
+ALG[1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcra_store, refund = gcra_refund }

@@ -1,12 +1,4 @@
--- The algorithms by code, and the item parameters every script receives.
-local ALG = {
-  [1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcra_store, refund = gcra_refund },
-  [2] = { load = fw_load, check = fw_check, apply = fw_apply, store = fw_store, refund = fw_refund },
-  [3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store, refund = sw_refund },
-  [4] = { load = log_load, check = log_check, apply = log_apply, store = log_store, refund = log_refund },
-  [5] = { load = conc_load, check = conc_check, apply = conc_apply, store = conc_store, refund = conc_refund },
-}
-
+-- The item parameters every script receives.
 -- Reads the 11 parameters of one item from ARGV[a .. a + 10].
 -- ARGV[a]: algorithm (1 token/leaky bucket, 2 fixed window, 3 sliding window, 4 sliding log,
 --          5 concurrency); a+1: limit; a+2: window (us); a+3: burst; a+4: emission interval T

@@ -105,3 +105,5 @@ local function log_refund(key, p, at, cost)
     end
   end
 end
+
+ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_store, refund = log_refund }

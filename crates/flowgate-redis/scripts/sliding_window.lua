@@ -143,3 +143,5 @@ local function sw_refund(key, p, at, cost)
     redis.call('SET', key, sw_encode(s), 'KEEPTTL')
   end
 end
+
+ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store, refund = sw_refund }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use flowgate_core::{Clock, Micros, StoreError};
 
 use crate::conn::Conn;
-use crate::scripts::{DECIDE, Raw, parse_decide};
+use crate::scripts::{ITEM_ARGS, Raw, decide_script, parse_decide};
 
 /// One request (a batch of items), encoded for the decide script.
 #[derive(Debug, Default)]
@@ -53,7 +53,10 @@ pub(crate) async fn decide(
     time: &TimeSource,
     requests: &[&Encoded],
 ) -> Result<(Micros, Vec<Raw>), StoreError> {
-    let mut inv = DECIDE.prepare_invoke();
+    let codes = requests
+        .iter()
+        .flat_map(|r| r.args.iter().step_by(ITEM_ARGS).copied());
+    let mut inv = decide_script(codes).prepare_invoke();
     inv.arg(time.now_arg())
         .arg(time.slack())
         .arg(requests.len());

@@ -31,6 +31,24 @@ pub const DECIDE_LUA: &str = lua!(
     "driver.lua",
 );
 
+/// The decide script of one algorithm (common + that algorithm + the driver): requests whose
+/// items all run one algorithm use it, which spares Redis defining the other algorithms'
+/// functions on every call (about 2.5 us of its time).
+macro_rules! decide_one {
+    ($file:literal) => {
+        lua!("common.lua", $file, "items.lua", "driver.lua")
+    };
+}
+
+/// The sources of the per-algorithm decide scripts, by algorithm code - 1.
+pub const DECIDE_BY_ALGORITHM_LUA: [&str; 5] = [
+    decide_one!("gcra.lua"),
+    decide_one!("fixed_window.lua"),
+    decide_one!("sliding_window.lua"),
+    decide_one!("sliding_log.lua"),
+    decide_one!("concurrency.lua"),
+];
+
 /// The source of the refund script (Redis Cluster compensation).
 pub const REFUND_LUA: &str = lua!(
     "common.lua",
@@ -47,6 +65,8 @@ pub const REFUND_LUA: &str = lua!(
 pub const RELEASE_LUA: &str = lua!("common.lua", "concurrency.lua", "release.lua");
 
 pub(crate) static DECIDE: LazyLock<Script> = LazyLock::new(|| Script::new(DECIDE_LUA));
+pub(crate) static DECIDE_BY_ALGORITHM: LazyLock<[Script; 5]> =
+    LazyLock::new(|| DECIDE_BY_ALGORITHM_LUA.map(Script::new));
 pub(crate) static REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(REFUND_LUA));
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
@@ -55,7 +75,7 @@ pub(crate) const ITEM_ARGS: usize = 11;
 /// Values per item in the decide script's reply.
 const REPLY_FIELDS: usize = 6;
 
-fn code(a: Algorithm) -> u64 {
+pub(crate) fn code(a: Algorithm) -> u64 {
     match a {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => 1,
         Algorithm::FixedWindow => 2,
@@ -80,6 +100,17 @@ pub(crate) fn push_item(args: &mut Vec<u64>, limit: &Limit, cost: u64, enforce: 
         u64::from(enforce),
         lease,
     ]);
+}
+
+/// The decide script for requests whose items' algorithm codes are `codes`.
+pub(crate) fn decide_script(mut codes: impl Iterator<Item = u64>) -> &'static Script {
+    let Some(first) = codes.next() else {
+        return &DECIDE;
+    };
+    match usize::try_from(first) {
+        Ok(c @ 1..=5) if codes.all(|x| x == first) => &DECIDE_BY_ALGORITHM[c - 1],
+        _ => &DECIDE,
+    }
 }
 
 /// One decision as the script returns it, before the limit is attached.
