@@ -1,0 +1,178 @@
+//! Helpers for the integration tests: a server in-process on 127.0.0.1:0 with a manual clock,
+//! an HTTP client, and an Envoy gRPC client.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use flowgate_core::ManualClock;
+use flowgate_server::{Server, ServerConfig};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use tonic::transport::Channel;
+
+/// A time aligned to the second, minute and hour (2027-01-15T08:00:00Z).
+pub const T0: u64 = 1_800_000_000_000_000;
+
+pub struct TestServer {
+    pub server: Server,
+    pub clock: ManualClock,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Writes `files` (name, text) into a fresh directory and serves it.
+    pub async fn start(files: &[(&str, &str)]) -> TestServer {
+        Self::start_with(files, |c| c).await
+    }
+
+    pub async fn start_with(
+        files: &[(&str, &str)],
+        tweak: impl FnOnce(ServerConfig) -> ServerConfig,
+    ) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let clock = ManualClock::new(T0);
+        let mut cfg = ServerConfig::new(dir.path()).ephemeral();
+        cfg.clock = Some(clock.clone());
+        cfg.poll_interval = Duration::from_millis(200);
+        let cfg = tweak(cfg);
+        let server = Server::bind(cfg).await.unwrap();
+        TestServer { server, clock, dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn http(&self) -> SocketAddr {
+        self.server.http_addr()
+    }
+
+    pub async fn grpc(&self) -> RateLimitServiceClient<Channel> {
+        RateLimitServiceClient::connect(format!("http://{}", self.server.grpc_addr()))
+            .await
+            .unwrap()
+    }
+}
+
+pub fn descriptor(pairs: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: pairs
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).to_owned(),
+                value: (*v).to_owned(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub async fn should(
+    client: &mut RateLimitServiceClient<Channel>,
+    domain: &str,
+    descriptors: Vec<RateLimitDescriptor>,
+    hits_addend: u32,
+) -> RateLimitResponse {
+    client
+        .should_rate_limit(RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors,
+            hits_addend,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: String,
+}
+
+impl HttpResponse {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> HttpResponse {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_owned()))).unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    HttpResponse {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+pub async fn post_json(addr: SocketAddr, path: &str, body: serde_json::Value) -> HttpResponse {
+    http(
+        addr,
+        "POST",
+        path,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    )
+    .await
+}
+
+/// Polls `cond` every 50 ms until it holds or `deadline` passes.
+pub async fn wait_until<F, Fut>(deadline: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn write(path: &Path, text: &str) {
+    // Write then rename, as editors and ConfigMaps do.
+    let tmp = path.with_extension("tmp-write");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
