@@ -57,13 +57,18 @@ fn limit(a: Algorithm, q: &str) -> Limit {
 }
 
 async fn store(url: &str, coalesce: bool) -> Arc<RedisStore> {
+    store_with(url, coalesce, 1).await
+}
+
+async fn store_with(url: &str, coalesce: bool, in_flight: usize) -> Arc<RedisStore> {
     Arc::new(
         RedisStore::connect_with(
             url,
             RedisOptions::default()
                 .deadline(Duration::from_secs(5))
                 .blocked_capacity(0)
-                .coalesce(coalesce),
+                .coalesce(coalesce)
+                .batches_in_flight(in_flight),
         )
         .await
         .expect("connect"),
@@ -188,6 +193,13 @@ fn main() {
         }
         let c1 = decide_rate(&coalesced, Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]), "tb_c1", 1, secs).await;
         println!("| token_bucket, coalescing on, 1 in flight | {c1:.0} | | | {:.2} | | |", c1 / incr1);
+        let two = store_with(&url, true, 2).await;
+        let c2 = decide_rate(&two, Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]), "tb_c2", 64, secs).await;
+        println!("| token_bucket, coalescing with 2 calls in flight | | | {c2:.0} | | | {:.2} |", c2 / incr64);
+        let st = two.stats();
+        println!("(2 in flight: {:.1} requests per script call)", st.decisions as f64 / st.script_calls.max(1) as f64);
+        let st = coalesced.stats();
+        println!("(1 in flight: {:.1} requests per script call so far)", st.decisions as f64 / st.script_calls.max(1) as f64);
 
         println!();
         println!("## 3 rules vs 1 rule per request (token bucket, sliding window, sliding log), decisions/s");
@@ -199,10 +211,16 @@ fn main() {
             limit(Algorithm::SlidingWindow, "1000/s"),
             limit(Algorithm::SlidingLog, "100/s"),
         ]);
+        let three_tb = Arc::new(vec![
+            limit(Algorithm::TokenBucket, "100/s"),
+            limit(Algorithm::TokenBucket, "1000/s"),
+            limit(Algorithm::TokenBucket, "10000/s"),
+        ]);
         for (label, s, n) in [("1", &direct, 1), ("64", &direct, 64), ("64 coalesced", &coalesced, 64)] {
             let r1 = decide_rate(s, one.clone(), "r1", n, secs).await;
             let r3 = decide_rate(s, three.clone(), "r3", n, secs).await;
-            println!("| {label} | {r1:.0} | {r3:.0} | {:.2} |", r1 / r3);
+            let t3 = decide_rate(s, three_tb.clone(), "t3", n, secs).await;
+            println!("| {label} | {r1:.0} | mixed {r3:.0}, 3 x token_bucket {t3:.0} | mixed {:.2}, token_bucket {:.2} |", r1 / r3, r1 / t3);
         }
 
         println!();

@@ -1,8 +1,9 @@
 //! Coalescing: the decisions in flight at the same moment share one script call.
 //!
-//! A batching task is fed by a channel. When a request arrives and no script call is in flight,
-//! it is sent at once (no added latency at 1 in flight); while calls are in flight, requests
-//! accumulate and the next call carries all of them (up to `max_batch`). The driver script
+//! Script calls in flight are bounded by a semaphore (`batches_in_flight`, default 1). A caller
+//! that finds a free slot sends its request itself, at once (no added latency at 1 in flight);
+//! otherwise it hands the request to a batching task through a channel, and while calls are in
+//! flight requests accumulate there: the next call carries all of them (up to `max_batch`). The driver script
 //! decides each request of the call in order, independently and all-or-nothing, exactly as if
 //! they had arrived one after another — so coalescing changes the per-call overhead (one
 //! EVALSHA, one `TIME`, one parse of the script's arguments), never the decisions. A request
@@ -19,9 +20,6 @@ use crate::conn::Conn;
 use crate::scripts::Raw;
 use crate::stats::Counters;
 
-/// Script calls in flight at once: one being executed while the next accumulates.
-const IN_FLIGHT: usize = 2;
-
 pub(crate) type Reply = Result<(Micros, Vec<Raw>), StoreError>;
 
 pub(crate) struct Job {
@@ -31,6 +29,7 @@ pub(crate) struct Job {
 
 /// Starts the batching task; it ends when the returned sender is dropped.
 pub(crate) fn spawn(
+    slots: Arc<Semaphore>,
     conn: Conn,
     time: TimeSource,
     counters: Arc<Counters>,
@@ -39,12 +38,13 @@ pub(crate) fn spawn(
 ) -> mpsc::UnboundedSender<Job> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
     tokio::spawn(async move {
-        let slots = Arc::new(Semaphore::new(IN_FLIGHT));
         loop {
-            let Ok(permit) = slots.clone().acquire_owned().await else {
+            // Wait for work first, then for a free call slot: an idle batcher holds no slot, so
+            // a caller that finds one free sends its request itself (no hop, no added latency).
+            let Some(first) = rx.recv().await else {
                 break;
             };
-            let Some(first) = rx.recv().await else {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
                 break;
             };
             let mut jobs = vec![first];

@@ -39,6 +39,10 @@ pub struct RedisOptions {
     pub coalesce: bool,
     /// The largest number of requests in one coalesced script call. Default 64.
     pub max_batch: usize,
+    /// Coalesced script calls in flight at once (at least 1). Default 1: while one call is in
+    /// flight the next batch accumulates, which makes the largest batches when Redis is the
+    /// bottleneck.
+    pub batches_in_flight: usize,
     /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
     pub(crate) clock_override: Option<Arc<dyn Clock>>,
     /// The app server's clock, used only for the blocked-keys cache's relative deadlines.
@@ -53,6 +57,7 @@ impl Default for RedisOptions {
             blocked_capacity: DEFAULT_BLOCKED_CAPACITY,
             coalesce: true,
             max_batch: DEFAULT_MAX_BATCH,
+            batches_in_flight: 1,
             clock_override: None,
             local_clock: None,
         }
@@ -67,6 +72,7 @@ impl fmt::Debug for RedisOptions {
             .field("blocked_capacity", &self.blocked_capacity)
             .field("coalesce", &self.coalesce)
             .field("max_batch", &self.max_batch)
+            .field("batches_in_flight", &self.batches_in_flight)
             .field("clock_override", &self.clock_override.is_some())
             .field("local_clock", &self.local_clock.is_some())
             .finish()
@@ -95,6 +101,12 @@ impl RedisOptions {
     /// Turns coalescing of concurrent decisions on or off.
     pub fn coalesce(mut self, on: bool) -> Self {
         self.coalesce = on;
+        self
+    }
+
+    /// Sets how many coalesced script calls may be in flight at once (at least 1).
+    pub fn batches_in_flight(mut self, n: usize) -> Self {
+        self.batches_in_flight = n.max(1);
         self
     }
 

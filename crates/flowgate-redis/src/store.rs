@@ -7,7 +7,7 @@ use std::time::Duration;
 use flowgate_core::{
     Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::batch::{self, Job};
 use crate::blocked::{Blocked, Record};
@@ -34,7 +34,7 @@ pub(crate) struct Inner {
     pub(crate) counters: Arc<Counters>,
     blocked: Blocked,
     local_clock: Arc<dyn Clock>,
-    batcher: Option<mpsc::UnboundedSender<Job>>,
+    batcher: Option<(Arc<Semaphore>, mpsc::UnboundedSender<Job>)>,
     leases: LeaseIds,
 }
 
@@ -119,13 +119,16 @@ impl RedisStore {
             (None, None) => Arc::new(SystemClock::new()),
         };
         let batcher = (options.coalesce && !conn.is_cluster()).then(|| {
-            batch::spawn(
+            let slots = Arc::new(Semaphore::new(options.batches_in_flight.max(1)));
+            let tx = batch::spawn(
+                slots.clone(),
                 conn.clone(),
                 time.clone(),
                 counters.clone(),
                 options.max_batch,
                 options.deadline,
-            )
+            );
+            (slots, tx)
         });
         Self {
             inner: Arc::new(Inner {
@@ -204,7 +207,13 @@ impl RedisStore {
             return cluster::decide(&self.inner, items, encoded).await;
         }
         let (_, raws) = match &self.inner.batcher {
-            Some(tx) => {
+            Some((slots, _)) if let Ok(permit) = slots.try_acquire() => {
+                Counters::add(&self.inner.counters.script_calls, 1);
+                let r = call::decide(&self.inner.conn, &self.inner.time, &[&encoded]).await;
+                drop(permit);
+                r?
+            }
+            Some((_, tx)) => {
                 let (reply, rx) = oneshot::channel();
                 tx.send(Job {
                     request: encoded,
