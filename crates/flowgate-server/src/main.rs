@@ -5,7 +5,10 @@ use clap::Parser as _;
 fn main() -> std::process::ExitCode {
     let cli = flowgate_server::cli::Cli::parse();
     flowgate_server::cli::init_logging();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("flowgate: cannot start the runtime: {e}");

@@ -75,16 +75,18 @@ pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::Co
     }
 }
 
-/// Watches `path` until `shutdown` turns true; reloads on change.
+/// Watches `path`, whose loaded rules have fingerprint `loaded`, until `shutdown` turns true; reloads on change.
 pub(crate) fn spawn(
     state: Arc<AppState>,
     path: PathBuf,
     poll: Duration,
+    loaded: u64,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
+        // Reading the files (as the reload does) raises access events: ignore them.
+        if res.is_ok_and(|e| !e.kind.is_access()) {
             let _ = tx.send(());
         }
     })
@@ -108,7 +110,7 @@ pub(crate) fn spawn(
     };
     tokio::spawn(async move {
         let _watcher = watcher;
-        let mut last = fingerprint(&path);
+        let mut last = loaded;
         let mut tick = tokio::time::interval(poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -121,12 +123,14 @@ pub(crate) fn spawn(
                 _ = tick.tick() => {}
             }
             if *shutdown.borrow() {
+                tracing::debug!("configuration watcher stopping");
                 break;
             }
             let p = path.clone();
             let now = tokio::task::spawn_blocking(move || fingerprint(&p))
                 .await
                 .unwrap_or(last);
+            tracing::debug!(now, last, "configuration fingerprint");
             if now == last {
                 continue;
             }

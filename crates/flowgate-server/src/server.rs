@@ -148,9 +148,13 @@ impl Server {
     /// address cannot be bound, or the store cannot be set up.
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
         let path = cfg.config.clone();
-        let (loaded, set) = tokio::task::spawn_blocking(move || config::load(&path))
-            .await
-            .map_err(|e| ServerError::Store(e.to_string()))??;
+        // Taken before loading: an edit in between is reloaded once more, never missed.
+        let (fingerprint, loaded) = tokio::task::spawn_blocking(move || {
+            (crate::reload::fingerprint(&path), config::load(&path))
+        })
+        .await
+        .map_err(|e| ServerError::Store(e.to_string()))?;
+        let (loaded, set) = loaded?;
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
         let limiter = Limiter::new(set, backend);
@@ -211,6 +215,7 @@ impl Server {
                 Arc::clone(&state),
                 cfg.config.clone(),
                 cfg.poll_interval,
+                fingerprint,
                 rx.clone(),
             ));
         }

@@ -5,9 +5,9 @@ mod common;
 use std::time::Duration;
 
 use common::{TestServer, descriptor, should};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::google::protobuf::UInt64Value;
 
 const ENVOY: &str = r#"
@@ -99,14 +99,24 @@ async fn all_or_nothing_across_descriptors() {
     let r = should(
         &mut c,
         "test",
-        vec![descriptor(&[("user", "carol")]), descriptor(&[("blocked", "x")])],
+        vec![
+            descriptor(&[("user", "carol")]),
+            descriptor(&[("blocked", "x")]),
+        ],
         0,
     )
     .await;
     assert_eq!(r.overall_code, OVER);
     assert_eq!(r.statuses[0].code, OK);
     assert_eq!(r.statuses[1].code, OVER);
-    assert_eq!(r.statuses[1].current_limit.as_ref().unwrap().requests_per_unit, 0);
+    assert_eq!(
+        r.statuses[1]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        0
+    );
     // Nothing was taken from carol's limit.
     let r = should(&mut c, "test", vec![descriptor(&[("user", "carol")])], 3).await;
     assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 0));
@@ -139,10 +149,15 @@ async fn shadow_unlimited_unknown_and_nested() {
     let t = server().await;
     let mut c = t.grpc().await;
     let sh = || vec![descriptor(&[("shadow", "x")])];
-    assert_eq!(should(&mut c, "test", sh(), 0).await.statuses[0].limit_remaining, 0);
+    assert_eq!(
+        should(&mut c, "test", sh(), 0).await.statuses[0].limit_remaining,
+        0
+    );
     let r = should(&mut c, "test", sh(), 0).await;
     assert_eq!((r.overall_code, r.statuses[0].code), (OK, OK));
-    let metrics = common::http(t.http(), "GET", "/metrics", &[], "").await.body;
+    let metrics = common::http(t.http(), "GET", "/metrics", &[], "")
+        .await
+        .body;
     assert!(
         metrics.contains("flowgate_shadow_hits_total{domain=\"test\",rule=\"shadow\"} 1"),
         "{metrics}"
@@ -157,30 +172,64 @@ async fn shadow_unlimited_unknown_and_nested() {
     let r = should(&mut c, "test", vec![descriptor(&[("nope", "x")])], 0).await;
     assert_eq!((r.overall_code, r.statuses[0].code), (OK, OK));
     assert!(r.statuses[0].current_limit.is_none());
-    let r = should(&mut c, "no-such-domain", vec![descriptor(&[("user", "x")])], 0).await;
+    let r = should(
+        &mut c,
+        "no-such-domain",
+        vec![descriptor(&[("user", "x")])],
+        0,
+    )
+    .await;
     assert_eq!(r.overall_code, OK);
 
     // Nested: value-specific beats key-only; depth must match.
     let bar = || vec![descriptor(&[("source", "proxy"), ("dest", "bar")])];
     let r = should(&mut c, "test", bar(), 0).await;
-    assert_eq!(r.statuses[0].current_limit.as_ref().unwrap().requests_per_unit, 1);
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        1
+    );
     assert_eq!(should(&mut c, "test", bar(), 0).await.overall_code, OVER);
     let foo = vec![descriptor(&[("source", "proxy"), ("dest", "foo")])];
     let r = should(&mut c, "test", foo, 0).await;
-    assert_eq!(r.statuses[0].current_limit.as_ref().unwrap().requests_per_unit, 2);
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        2
+    );
     let short = vec![descriptor(&[("source", "proxy")])];
-    assert!(should(&mut c, "test", short, 0).await.statuses[0].current_limit.is_none());
+    assert!(
+        should(&mut c, "test", short, 0).await.statuses[0]
+            .current_limit
+            .is_none()
+    );
 
     // `replaces`: the vip rule drops the global one from the request.
     let r = should(
         &mut c,
         "test",
-        vec![descriptor(&[("global", "all")]), descriptor(&[("vip", "gold")])],
+        vec![
+            descriptor(&[("global", "all")]),
+            descriptor(&[("vip", "gold")]),
+        ],
         0,
     )
     .await;
     assert!(r.statuses[0].current_limit.is_none());
-    assert_eq!(r.statuses[1].current_limit.as_ref().unwrap().requests_per_unit, 1000);
+    assert_eq!(
+        r.statuses[1]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        1000
+    );
     t.server.shutdown().await.unwrap();
 }
 
@@ -213,7 +262,9 @@ async fn invalid_requests_are_invalid_argument_and_the_server_goes_on() {
     assert!(e.message().contains("domain"), "{}", e.message());
     let e = c.should_rate_limit(bad("test", vec![])).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    let many = (0..65).map(|i| descriptor(&[("user", &i.to_string())])).collect();
+    let many = (0..65)
+        .map(|i| descriptor(&[("user", &i.to_string())]))
+        .collect();
     let e = c.should_rate_limit(bad("test", many)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
     assert!(e.message().contains("65 descriptors"), "{}", e.message());
@@ -225,7 +276,9 @@ async fn invalid_requests_are_invalid_argument_and_the_server_goes_on() {
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
     // A message over 64 KiB is refused by the transport.
     let big = "v".repeat(1000);
-    let lots = (0..60).map(|_| descriptor(&[("user", &big), ("k", &big)])).collect();
+    let lots = (0..60)
+        .map(|_| descriptor(&[("user", &big), ("k", &big)]))
+        .collect();
     let e = c.should_rate_limit(bad("test", lots)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::OutOfRange, "{e}");
     // Still answering.

@@ -49,9 +49,11 @@ impl RateLimitService for ConstantOk {
 /// When the address cannot be bound.
 pub async fn floor(args: FloorArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.grpc_addr).await?;
-    eprintln!("constant-OK rate-limit service on {}", listener.local_addr()?);
-    let incoming =
-        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    eprintln!(
+        "constant-OK rate-limit service on {}",
+        listener.local_addr()?
+    );
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(ConstantOk))
         .serve_with_incoming_shutdown(incoming, async {

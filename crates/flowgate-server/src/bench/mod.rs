@@ -91,7 +91,10 @@ enum Outcome {
 
 enum Conn {
     Grpc(RateLimitServiceClient<Channel>),
-    Http(hyper::client::conn::http1::SendRequest<Full<Bytes>>, SocketAddr),
+    Http(
+        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        SocketAddr,
+    ),
 }
 
 async fn http_conn(

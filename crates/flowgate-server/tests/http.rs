@@ -1,0 +1,456 @@
+//! The HTTP/JSON API: every endpoint, headers, 429, JSON errors, the admin token, hot reload,
+//! and junk on both ports.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, http, post_json, wait_until};
+use serde_json::json;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+const RULES: &str = r#"
+domain = "api"
+
+[[rule]]
+name = "per-client"
+match = "client"
+limit = "2/10s"
+algorithm = "sliding_log"
+
+[[rule]]
+name = "shaped"
+match = "channel=WPG"
+limit = "10/s"
+algorithm = "leaky_bucket"
+mode = "delay"
+max_wait = "150ms"
+
+[[rule]]
+name = "in-flight"
+match = "export"
+limit = "1/1m"
+algorithm = "concurrency"
+"#;
+
+async fn server() -> TestServer {
+    TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
+        c.admin_token = Some("s3cret".into());
+        c
+    })
+    .await
+}
+
+fn check(client: &str) -> serde_json::Value {
+    json!({"domain": "api", "descriptors": [format!("client={client}")]})
+}
+
+#[tokio::test]
+async fn check_headers_and_429() {
+    let t = server().await;
+    let r = post_json(t.http(), "/v1/check", check("a")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("ratelimit-limit"), Some("2"));
+    assert_eq!(r.header("ratelimit-remaining"), Some("1"));
+    assert_eq!(r.header("ratelimit-reset"), Some("10"));
+    let j = r.json();
+    assert_eq!(j["allowed"], true);
+    assert_eq!(j["statuses"][0]["rule"], "per-client");
+    assert_eq!(j["statuses"][0]["remaining"], 1);
+    assert_eq!(j["statuses"][0]["quota"], "2/10s");
+    post_json(t.http(), "/v1/check", check("a")).await;
+    t.clock.advance(Duration::from_secs(4));
+    let r = post_json(t.http(), "/v1/check", check("a")).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("ratelimit-remaining"), Some("0"));
+    assert_eq!(r.header("retry-after"), Some("6"));
+    let j = r.json();
+    assert_eq!(
+        (j["allowed"].clone(), j["code"].clone()),
+        (json!(false), json!("OVER_LIMIT"))
+    );
+    assert_eq!(j["retry_after_ms"], 6000.0);
+    // Envoy's JSON form, with hits_addend; cost 0 only looks.
+    let body = json!({"domain": "api", "descriptors": [{"entries": [{"key": "client", "value": "b"}], "hits_addend": 2}]});
+    let r = post_json(t.http(), "/v1/check", body).await;
+    assert_eq!(
+        (r.status, r.json()["statuses"][0]["remaining"].clone()),
+        (200, json!(0))
+    );
+    let r = post_json(
+        t.http(),
+        "/v1/check",
+        json!({"domain": "api", "descriptors": ["client=c"], "cost": 0}),
+    )
+    .await;
+    assert_eq!(r.json()["statuses"][0]["remaining"], 2);
+    // Unknown domain and descriptor: admitted, no headers.
+    let r = post_json(
+        t.http(),
+        "/v1/check",
+        json!({"domain": "zzz", "descriptors": ["x=1"]}),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.header("ratelimit-limit").is_none());
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn acquire_waits_and_release_leases() {
+    let t = server().await;
+    let wpg = || json!({"domain": "api", "descriptors": ["channel=WPG"]});
+    let mut waits = Vec::new();
+    for _ in 0..2 {
+        let r = post_json(t.http(), "/v1/acquire", wpg()).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        waits.push(r.json()["wait_ms"].as_f64().unwrap());
+    }
+    assert_eq!(waits, [0.0, 100.0]);
+    // The third would wait 200 ms > max_wait 150 ms: the queue bound.
+    let r = post_json(t.http(), "/v1/acquire", wpg()).await;
+    assert_eq!(r.status, 429, "{}", r.body);
+
+    // Concurrency: one lease; a second is refused until the first is released.
+    let ex = || json!({"domain": "api", "descriptors": ["export=1"]});
+    let r = post_json(t.http(), "/v1/acquire", ex()).await;
+    assert_eq!(r.status, 200);
+    let lease = r.json()["leases"][0]["lease"].as_u64().unwrap();
+    assert_eq!(post_json(t.http(), "/v1/acquire", ex()).await.status, 429);
+    let rel = json!({"domain": "api", "descriptor": "export=1", "lease": lease});
+    let r = post_json(t.http(), "/v1/release", rel.clone()).await;
+    assert_eq!((r.status, r.json()["released"].clone()), (200, json!(true)));
+    assert_eq!(
+        post_json(t.http(), "/v1/release", rel).await.json()["released"],
+        false
+    );
+    assert_eq!(post_json(t.http(), "/v1/acquire", ex()).await.status, 200);
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn errors_are_json_and_say_what_is_wrong() {
+    let t = server().await;
+    let cases: Vec<(&str, &str, &str, u16, &str)> = vec![
+        ("POST", "/v1/check", "{not json", 400, "not valid JSON"),
+        ("POST", "/v1/check", "[]", 400, "JSON object"),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"descriptors": ["a=1"]}"#,
+            400,
+            "missing `domain`",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "", "descriptors": ["a=1"]}"#,
+            400,
+            "domain must not be empty",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": []}"#,
+            400,
+            "at least one descriptor",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": ["nonsense"]}"#,
+            400,
+            "not a descriptor",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": ["a=1"], "bogus": 1}"#,
+            400,
+            "unknown field `bogus`",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": ["a=1"], "cost": -1}"#,
+            400,
+            "`cost`",
+        ),
+        ("GET", "/v1/nothing", "", 404, "no such route"),
+        ("DELETE", "/v1/check", "", 405, "method"),
+        (
+            "POST",
+            "/v1/release",
+            r#"{"domain": "api", "descriptor": "export=1"}"#,
+            400,
+            "missing `lease`",
+        ),
+    ];
+    for (method, path, body, status, needle) in cases {
+        let r = http(
+            t.http(),
+            method,
+            path,
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+        assert_eq!(r.status, status, "{method} {path} {body}: {}", r.body);
+        let j = r.json();
+        assert!(j["error"].is_string(), "{}", r.body);
+        assert!(
+            j["detail"].as_str().unwrap().contains(needle),
+            "{needle}: {}",
+            r.body
+        );
+    }
+    let many: Vec<String> = (0..65).map(|i| format!("a={i}")).collect();
+    let r = post_json(
+        t.http(),
+        "/v1/check",
+        json!({"domain": "api", "descriptors": many}),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.json()["detail"].as_str().unwrap().contains("at most 64"));
+    let huge = "x".repeat(100_000);
+    let r = post_json(
+        t.http(),
+        "/v1/check",
+        json!({"domain": "api", "descriptors": [format!("a={huge}")]}),
+    )
+    .await;
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert_eq!(r.json()["error"], "payload_too_large");
+    let long = "x".repeat(2000);
+    let r = post_json(
+        t.http(),
+        "/v1/check",
+        json!({"domain": "api", "descriptors": [format!("a={long}")]}),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn junk_bytes_on_both_ports_do_not_stop_the_server() {
+    let t = server().await;
+    for addr in [t.http(), t.server.grpc_addr()] {
+        for junk in [
+            &b"\x00\xff\x16\x03\x01garbage\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x04\x08\x00\x00\x00\x00\x00junkjunkjunk",
+        ] {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let _ = s.write_all(junk).await;
+            let mut buf = vec![0u8; 4096];
+            let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await;
+        }
+    }
+    assert_eq!(
+        post_json(t.http(), "/v1/check", check("j")).await.status,
+        200
+    );
+    let mut c = t.grpc().await;
+    let r = common::should(
+        &mut c,
+        "api",
+        vec![common::descriptor(&[("client", "j")])],
+        0,
+    )
+    .await;
+    assert_eq!(r.overall_code, 1);
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn health_ready_metrics_and_rules() {
+    let t = server().await;
+    let r = http(t.http(), "GET", "/healthz", &[], "").await;
+    assert_eq!((r.status, r.json()["status"].clone()), (200, json!("ok")));
+    let r = http(t.http(), "GET", "/readyz", &[], "").await;
+    assert_eq!(
+        (r.status, r.json()["store"].clone()),
+        (200, json!("memory"))
+    );
+    post_json(t.http(), "/v1/check", check("m")).await;
+    let m = http(t.http(), "GET", "/metrics", &[], "").await.body;
+    assert!(
+        m.contains(r#"flowgate_decisions_total{domain="api",rule="per-client",outcome="ok",descriptor=""} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains("flowgate_decision_duration_seconds_bucket"),
+        "{m}"
+    );
+    assert!(m.contains("flowgate_rules 3"), "{m}");
+    let r = http(t.http(), "GET", "/v1/rules", &[], "").await;
+    let j = r.json();
+    assert_eq!(j["version"], 1);
+    assert_eq!(j["source"], "file");
+    assert_eq!(j["rule"].as_array().unwrap().len(), 3);
+    assert_eq!(j["rule"][0]["limit"], "2/10s");
+    assert_eq!(j["rule"][1]["max_wait"], "150ms");
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn admin_put_rules_token_refused_and_accepted() {
+    let t = server().await;
+    let new_rules =
+        "domain = \"api\"\n[[rule]]\nname = \"tight\"\nmatch = \"client\"\nlimit = \"1/m\"\n";
+    let toml = [("content-type", "application/toml")];
+    let r = http(t.http(), "PUT", "/v1/rules", &toml, new_rules).await;
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (401, json!("unauthorized"))
+    );
+    let wrong = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer nope"),
+    ];
+    assert_eq!(
+        http(t.http(), "PUT", "/v1/rules", &wrong, new_rules)
+            .await
+            .status,
+        401
+    );
+    let auth = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    // Invalid rules are refused, naming line and field; the old ones stay.
+    let r = http(
+        t.http(),
+        "PUT",
+        "/v1/rules",
+        &auth,
+        "[[rule]]\ndomain = \"api\"\nname = \"x\"\nmatch = \"client\"\nlimit = \"many\"\n",
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("<api>:5: field `rule[0].limit`"),
+        "{detail}"
+    );
+    assert_eq!(
+        http(t.http(), "GET", "/v1/rules", &[], "").await.json()["rule"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let r = http(t.http(), "PUT", "/v1/rules", &auth, new_rules).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["rules"], 1);
+    let j = http(t.http(), "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(
+        (j["source"].clone(), j["version"].clone()),
+        (json!("api"), json!(2))
+    );
+    assert_eq!(
+        post_json(t.http(), "/v1/check", check("n")).await.status,
+        200
+    );
+    assert_eq!(
+        post_json(t.http(), "/v1/check", check("n")).await.status,
+        429
+    );
+    // YAML and JSON bodies; GET's output can be sent back.
+    let yaml = [
+        ("content-type", "application/yaml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let r = http(t.http(), "PUT", "/v1/rules", &yaml, "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: second, requests_per_unit: 7}\n").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let got = http(t.http(), "GET", "/v1/rules", &[], "").await.body;
+    let jsn = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http(
+        t.http(),
+        "PUT",
+        "/v1/rules",
+        &[
+            ("content-type", "text/plain"),
+            ("authorization", "Bearer s3cret"),
+        ],
+        "x",
+    )
+    .await;
+    assert_eq!(r.status, 415);
+    let m = http(t.http(), "GET", "/metrics", &[], "").await.body;
+    assert!(
+        m.contains(r#"flowgate_config_reloads_total{source="api",result="failure"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"flowgate_config_reloads_total{source="api",result="success"} 3"#),
+        "{m}"
+    );
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn admin_api_disabled_without_token() {
+    let t = TestServer::start(&[("rules.toml", RULES)]).await;
+    let r = http(
+        t.http(),
+        "PUT",
+        "/v1/rules",
+        &[("authorization", "Bearer x")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (403, json!("admin_disabled"))
+    );
+    t.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn hot_reload_applies_valid_edits_and_refuses_invalid_ones() {
+    let t = server().await;
+    let path = t.path("rules.toml");
+    let rules_count = |addr| async move {
+        http(addr, "GET", "/v1/rules", &[], "").await.json()["rule"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    // A valid edit: one rule with a new limit.
+    common::write(
+        &path,
+        "domain = \"api\"\n[[rule]]\nname = \"per-client\"\nmatch = \"client\"\nlimit = \"1/m\"\n",
+    );
+    let addr = t.http();
+    assert!(
+        wait_until(Duration::from_secs(10), || async move {
+            rules_count(addr).await == 1
+        })
+        .await
+    );
+    assert_eq!(post_json(addr, "/v1/check", check("r")).await.status, 200);
+    assert_eq!(post_json(addr, "/v1/check", check("r")).await.status, 429);
+    // An invalid edit: refused, counted, the last good rules stay.
+    common::write(
+        &path,
+        "domain = \"api\"\n[[rule]]\nname = \"per-client\"\nmatch = \"client\"\nlimit = \"1/fortnight\"\n",
+    );
+    let failed = || async move {
+        http(addr, "GET", "/metrics", &[], "")
+            .await
+            .body
+            .contains(r#"flowgate_config_reloads_total{source="file",result="failure"} 1"#)
+    };
+    assert!(wait_until(Duration::from_secs(10), failed).await);
+    assert_eq!(rules_count(addr).await, 1);
+    assert_eq!(post_json(addr, "/v1/check", check("r")).await.status, 429);
+    assert_eq!(post_json(addr, "/v1/check", check("s")).await.status, 200);
+    t.server.shutdown().await.unwrap();
+}
