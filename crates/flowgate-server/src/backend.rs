@@ -26,6 +26,8 @@ impl Clock for ServerClock {
 pub enum Backend {
     /// The embedded memory store (no set-up; limits are per process).
     Memory(MemoryStore<ServerClock>),
+    /// Redis, a single server or a cluster (limits shared by every server on it).
+    Redis(flowgate_redis::RedisStore),
 }
 
 impl Backend {
@@ -34,10 +36,32 @@ impl Backend {
         Backend::Memory(MemoryStore::with_clock(clock))
     }
 
+    /// Connects to Redis: `redis://host:port/db` (or `rediss://`) for one server,
+    /// `redis+cluster://host:port,host:port` for a cluster.
+    ///
+    /// # Errors
+    /// When Redis cannot be reached.
+    pub async fn redis(url: &str) -> Result<Self, StoreError> {
+        let store = match url.strip_prefix("redis+cluster://") {
+            Some(nodes) => {
+                let urls: Vec<String> = nodes
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(|n| format!("redis://{}", n.trim_end_matches('/')))
+                    .collect();
+                flowgate_redis::RedisStore::connect_cluster(&urls).await?
+            }
+            None => flowgate_redis::RedisStore::connect(url).await?,
+        };
+        Ok(Backend::Redis(store))
+    }
+
     /// The store's name for logs and metrics: `memory` or `redis`.
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Memory(_) => "memory",
+            Backend::Redis(_) => "redis",
         }
     }
 
@@ -48,6 +72,7 @@ impl Backend {
     pub async fn ready(&self) -> Result<(), StoreError> {
         match self {
             Backend::Memory(_) => Ok(()),
+            Backend::Redis(r) => r.query(&redis::cmd("PING")).await.map(|_| ()),
         }
     }
 
@@ -55,6 +80,7 @@ impl Backend {
     pub fn sweep(&self) {
         match self {
             Backend::Memory(m) => m.sweep(),
+            Backend::Redis(_) => {}
         }
     }
 }
@@ -63,6 +89,7 @@ impl Store for Backend {
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         match self {
             Backend::Memory(m) => m.decide_now(items),
+            Backend::Redis(r) => r.decide(items).await,
         }
     }
 
@@ -72,12 +99,14 @@ impl Store for Backend {
                 let _ = limit;
                 Ok(m.release_now(key, lease))
             }
+            Backend::Redis(r) => r.release(key, limit, lease).await,
         }
     }
 
     fn rules_changed(&self) {
         match self {
             Backend::Memory(m) => m.rules_changed(),
+            Backend::Redis(r) => r.rules_changed(),
         }
     }
 }

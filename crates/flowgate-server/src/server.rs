@@ -120,9 +120,9 @@ async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     };
     match &cfg.redis_url {
         None => Ok(Backend::memory(clock)),
-        Some(url) => Err(ServerError::Store(format!(
-            "cannot use {url}: this build has no Redis store yet"
-        ))),
+        Some(url) => Backend::redis(url)
+            .await
+            .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}"))),
     }
 }
 
