@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::future::{Future, ready};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -41,7 +41,16 @@ const MIN_SWEEP: usize = 256;
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// A key's digest. Two `u64`s rather than a `u128`, so an entry is 8-aligned and 32 bytes.
-type Digest = [u64; 2];
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Digest([u64; 2]);
+
+impl Hash for Digest {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Already uniform: the first word is the map's hash (the second picks the shard).
+        state.write_u64(self.0[0]);
+    }
+}
 
 /// The digest is already uniform: the map uses its first word as the hash.
 #[derive(Default)]
@@ -52,15 +61,15 @@ impl Hasher for DigestHasher {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        // Only reached through `write_u64` below, but stay correct for any input.
+        // Never reached (`Digest` hashes through `write_u64`), but stay correct for any input.
         for b in bytes {
             self.0 = self.0.rotate_left(8) ^ u64::from(*b);
         }
     }
+    #[inline]
     fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
+        self.0 = n;
     }
-    fn write_usize(&mut self, _: usize) {}
 }
 
 type Map = HashMap<Digest, State, BuildHasherDefault<DigestHasher>>;
@@ -157,12 +166,12 @@ impl<C: Clock> MemoryStore<C> {
         let mut h = SipHasher13::new_with_keys(self.secret.0, self.secret.1);
         h.write(key.as_bytes());
         let d = h.finish128();
-        [d.h1, d.h2]
+        Digest([d.h1, d.h2])
     }
 
     #[inline]
     fn shard_of(d: &Digest) -> usize {
-        (d[1] as usize) & (SHARDS - 1)
+        (d.0[1] as usize) & (SHARDS - 1)
     }
 
     /// Decides `items` now, synchronously: the memory store never waits.

@@ -38,5 +38,8 @@ pub use limiter::Limiter;
 pub use permit::Permit;
 pub use verdict::{Status, Verdict};
 
+#[cfg(feature = "redis")]
+pub use flowgate_redis::{RedisOptions, RedisStats, RedisStore};
+
 /// The core crate, for what is not re-exported here.
 pub use flowgate_core as core;
