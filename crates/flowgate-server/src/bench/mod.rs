@@ -31,6 +31,9 @@ pub enum BenchApi {
     Grpc,
     /// `POST /v1/check` over HTTP/1.1.
     Http,
+    /// No server: a [`flowgate::Limiter`] in this process on the store of `--redis-url` (or the
+    /// memory store) with the rules of `--config` (the library-level reference).
+    Library,
 }
 
 /// `flowgate bench`.
@@ -66,6 +69,12 @@ pub struct BenchArgs {
     /// A label for the JSON summary (e.g. `memory`, `redis`, `floor`).
     #[arg(long, default_value = "")]
     pub label: String,
+    /// For `--api library`: the rules.
+    #[arg(long, default_value = "examples/bench.toml")]
+    pub config: std::path::PathBuf,
+    /// For `--api library`: the Redis URL (else the memory store).
+    #[arg(long)]
+    pub redis_url: Option<String>,
     /// Print only the JSON summary.
     #[arg(long)]
     pub quiet: bool,
@@ -90,6 +99,7 @@ enum Outcome {
 }
 
 enum Conn {
+    Library(Arc<flowgate::Limiter<crate::Backend>>),
     Grpc(RateLimitServiceClient<Channel>),
     Http(
         hyper::client::conn::http1::SendRequest<Full<Bytes>>,
@@ -113,6 +123,18 @@ async fn http_conn(
 impl Conn {
     async fn call(&mut self, domain: &str, key: &str, value: String) -> Outcome {
         match self {
+            Conn::Library(limiter) => {
+                let req =
+                    flowgate::Request::new(domain, vec![flowgate::Descriptor::new([(key, value)])]);
+                let v = limiter.check(&req).await;
+                if v.statuses.iter().any(|s| s.error.is_some()) {
+                    Outcome::Error
+                } else if v.allowed {
+                    Outcome::Ok
+                } else {
+                    Outcome::Over
+                }
+            }
             Conn::Grpc(client) => {
                 let req = RateLimitRequest {
                     domain: domain.to_owned(),
@@ -254,14 +276,34 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             "http",
             args.addr.unwrap_or(crate::DEFAULT_HTTP_ADDR.parse()?),
         ),
+        BenchApi::Library => ("library", crate::DEFAULT_GRPC_ADDR.parse()?),
+    };
+    let library = match args.api {
+        BenchApi::Library => {
+            let (_, set) = crate::config::load(&args.config)?;
+            let backend = match &args.redis_url {
+                Some(url) => crate::Backend::redis(url).await?,
+                None => crate::Backend::memory(crate::ServerClock::System(
+                    flowgate_core::SystemClock::new(),
+                )),
+            };
+            Some(Arc::new(flowgate::Limiter::new(set, backend)))
+        }
+        _ => None,
     };
     let connections = match args.api {
         BenchApi::Grpc => args.connections.clamp(1, concurrency),
         BenchApi::Http => concurrency,
+        BenchApi::Library => 1,
     };
     let mut conns = Vec::with_capacity(connections);
     for _ in 0..connections {
         conns.push(Some(match args.api {
+            BenchApi::Library => Conn::Library(Arc::clone(
+                library
+                    .as_ref()
+                    .ok_or_else(|| anyhow::anyhow!("no limiter"))?,
+            )),
             BenchApi::Grpc => {
                 let ch = Channel::from_shared(format!("http://{addr}"))?
                     .tcp_nodelay(true)
@@ -288,6 +330,10 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             Some(Conn::Grpc(c)) => {
                 conns[w % connections] = Some(Conn::Grpc(c.clone()));
                 Conn::Grpc(c)
+            }
+            Some(Conn::Library(l)) => {
+                conns[w % connections] = Some(Conn::Library(Arc::clone(&l)));
+                Conn::Library(l)
             }
             // Each HTTP/1.1 worker owns its connection.
             Some(http) => http,
