@@ -142,7 +142,7 @@ pub fn format_micros(us: Micros) -> String {
         ("s", 1_000_000),
         ("ms", 1_000),
     ] {
-        if us >= per && us % per == 0 {
+        if us >= per && us.is_multiple_of(per) {
             return format!("{}{unit}", us / per);
         }
     }

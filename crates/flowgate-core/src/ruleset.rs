@@ -132,7 +132,7 @@ impl RuleSet {
                             None => {
                                 kc.prefix.push((p.clone(), Node::default()));
                                 // Longest prefix first: the most specific wins.
-                                kc.prefix.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+                                kc.prefix.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
                                 kc.prefix.iter().position(|(q, _)| q == p).unwrap_or(0)
                             }
                         };

@@ -166,7 +166,7 @@ mod tests {
             }
             t += 37_000;
         }
-        assert!(admitted <= 50 && admitted >= 40, "{admitted}");
+        assert!((40..=50).contains(&admitted), "{admitted}");
         assert!(is_idle(&s, t + 2_000_000));
     }
 }
