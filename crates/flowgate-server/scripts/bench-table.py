@@ -1,0 +1,22 @@
+#!/usr/bin/env python3
+"""Turns bench-server.sh's JSON lines into the BENCHMARKS.md tables (stdin -> stdout)."""
+import json, sys
+
+rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+by = {(r["label"], r["keys"], r["concurrency"]): r for r in rows}
+print("| keys | in flight | floor req/s | memory req/s | memory / floor | redis req/s | library redis req/s | redis / library | p99 floor / memory / redis (us) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for keys in (1, 10000):
+    for c in (1, 16, 64):
+        f, m, r, l = (by.get((x, keys, c)) for x in ("floor", "memory", "redis", "lib-redis"))
+        if not (f and m and r and l):
+            continue
+        print(f"| {keys:,} | {c} | {f['throughput']:,.0f} | {m['throughput']:,.0f} | {m['throughput']/f['throughput']:.2f} "
+              f"| {r['throughput']:,.0f} | {l['throughput']:,.0f} | {r['throughput']/l['throughput']:.2f} "
+              f"| {f['p99_us']} / {m['p99_us']} / {r['p99_us']} |")
+print()
+print("| run | requests | ok | over limit | errors | p50 / p90 / p99 / max (us) |")
+print("|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['label']} {r['keys']:,} keys @{r['concurrency']} | {r['requests']:,} | {r['ok']:,} | {r['over_limit']:,} | {r['errors']:,} "
+          f"| {r['p50_us']} / {r['p90_us']} / {r['p99_us']} / {r['max_us']} |")
