@@ -33,7 +33,7 @@ end
 
 -- A rejection with nothing to report yet.
 local function decision()
-  return { allowed = false, remaining = 0, reset = 0, retry = -1, wait = 0, lease = '0' }
+  return { allowed = false, remaining = 0, reset = 0, retry = -1, wait = 0 }
 end
 
 -- The key's expiry in ms: when its state is empty again, rounded up, plus `slack` (test-only,

@@ -13,8 +13,9 @@
 -- ARGV[3]: the number of requests R.
 -- Then for each request: its number of items n, followed by n items of ITEM_ARGS parameters
 -- each (see read_item).
--- Returns: { now, then for every item in order: allowed (1/0), remaining, reset_after (us),
---          retry_after (us, -1 for none), wait (us), lease id ('0' for none) }.
+-- Returns integers: { now, then for every item in order: allowed (1/0), remaining,
+--          reset_after (us), retry_after (us, -1 for none), wait (us) }. A concurrency item that
+--          is allowed with a cost above 0 holds the lease id it was sent (the client knows it).
 
 local now
 if ARGV[1] ~= '' then
@@ -68,9 +69,6 @@ for _ = 1, requests do
       if d.allowed and p.cost > 0 then
         alg.apply(p, s, now, p.cost)
         s.dirty = p.alg
-        if p.alg == 5 then
-          d.lease = p.lease
-        end
       end
     end
     if not d.allowed and p.enforce then
@@ -94,7 +92,6 @@ for _ = 1, requests do
     out[#out + 1] = d.reset
     out[#out + 1] = d.retry
     out[#out + 1] = d.wait
-    out[#out + 1] = d.lease
   end
 end
 

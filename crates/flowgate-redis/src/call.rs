@@ -3,22 +3,21 @@
 use std::sync::Arc;
 
 use flowgate_core::{Clock, Micros, StoreError};
+use smallvec::SmallVec;
 
 use crate::conn::Conn;
-use crate::scripts::{ITEM_ARGS, Raw, decide_script, parse_decide};
+use crate::scripts::{EncItem, FAST_BY_CODE, GENERAL, ITEM_ARGS, Params, Raw, parse_decide};
 
-/// One request (a batch of items), encoded for the decide script.
+/// One request (a batch of items), encoded for the decide scripts.
 #[derive(Debug, Default)]
 pub(crate) struct Encoded {
-    /// One Redis key per item.
-    pub(crate) keys: Vec<String>,
-    /// `ITEM_ARGS` parameters per item.
-    pub(crate) args: Vec<u64>,
+    /// The items, in order.
+    pub(crate) items: Vec<EncItem>,
 }
 
 impl Encoded {
     pub(crate) fn items(&self) -> usize {
-        self.keys.len()
+        self.items.len()
     }
 }
 
@@ -30,20 +29,28 @@ pub(crate) struct TimeSource(pub(crate) Option<Arc<dyn Clock>>);
 const OVERRIDE_SLACK_MS: u64 = 600_000;
 
 impl TimeSource {
-    fn now_arg(&self) -> String {
-        self.0
-            .as_ref()
-            .map(|c| c.now().to_string())
-            .unwrap_or_default()
+    fn push(&self, cmd: &mut redis::Cmd) {
+        match &self.0 {
+            Some(c) => cmd.arg(c.now()).arg(OVERRIDE_SLACK_MS),
+            None => cmd.arg("").arg(0),
+        };
     }
+}
 
-    fn slack(&self) -> u64 {
-        if self.0.is_some() {
-            OVERRIDE_SLACK_MS
-        } else {
-            0
+/// The fast script's algorithm code when every request is one item of one algorithm.
+fn fast_code(requests: &[&Encoded]) -> Option<u64> {
+    let mut code = None;
+    for r in requests {
+        let [item] = &r.items[..] else {
+            return None;
+        };
+        match code {
+            None => code = Some(item.params.code),
+            Some(c) if c == item.params.code => {}
+            Some(_) => return None,
         }
     }
+    code
 }
 
 /// Decides `requests` in one script call; answers the `now` the script used and the decisions of
@@ -53,21 +60,53 @@ pub(crate) async fn decide(
     time: &TimeSource,
     requests: &[&Encoded],
 ) -> Result<(Micros, Vec<Raw>), StoreError> {
-    let codes = requests
-        .iter()
-        .flat_map(|r| r.args.iter().step_by(ITEM_ARGS).copied());
-    let mut inv = decide_script(codes).prepare_invoke();
-    inv.arg(time.now_arg())
-        .arg(time.slack())
-        .arg(requests.len());
-    let mut items = 0;
-    for r in requests {
-        inv.arg(r.items()).arg(&r.args[..]);
-        for k in &r.keys {
-            inv.key(k.as_str());
+    let items = || requests.iter().flat_map(|r| r.items.iter());
+    let n = items().count();
+    let (script, cmd) = if let Some(code) = fast_code(requests) {
+        let script = &FAST_BY_CODE[code as usize - 1];
+        let mut blocks: SmallVec<[Params; 4]> = SmallVec::new();
+        let index: SmallVec<[usize; 64]> = items()
+            .map(|i| match blocks.iter().position(|b| *b == i.params) {
+                Some(b) => b,
+                None => {
+                    blocks.push(i.params);
+                    blocks.len() - 1
+                }
+            })
+            .collect();
+        let mut cmd = script.cmd(n, 2 * n + 3 + 4 * blocks.len() + n);
+        for i in items() {
+            cmd.arg(i.key.as_bytes());
         }
-        items += r.items();
-    }
-    let reply = conn.invoke(&inv).await?;
-    parse_decide(reply, items)
+        time.push(&mut cmd);
+        cmd.arg(blocks.len());
+        for b in &blocks {
+            b.push_fast(&mut cmd);
+        }
+        for (i, b) in items().zip(&index) {
+            cmd.arg(*b).arg(i.cost);
+            if code == 5 {
+                cmd.arg(i.lease);
+            }
+        }
+        (script, cmd)
+    } else {
+        let mask = items().fold(0usize, |m, i| m | (1 << (i.params.code - 1)));
+        let script = &GENERAL[mask];
+        let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);
+        for i in items() {
+            cmd.arg(i.key.as_bytes());
+        }
+        time.push(&mut cmd);
+        cmd.arg(requests.len());
+        for r in requests {
+            cmd.arg(r.items());
+            for i in &r.items {
+                i.push_general(&mut cmd);
+            }
+        }
+        (script, cmd)
+    };
+    let reply = conn.eval(script, &cmd).await?;
+    parse_decide(reply, n, items())
 }

@@ -23,7 +23,7 @@ use flowgate_core::{Decisions, Item, Micros, StoreError, store::admitted};
 
 use crate::call::{self, Encoded};
 use crate::keys::slot;
-use crate::scripts::{ITEM_ARGS, REFUND, Raw};
+use crate::scripts::{REFUND_SCRIPT, Raw};
 use crate::stats::Counters;
 use crate::store::{Inner, attach};
 
@@ -33,7 +33,11 @@ pub(crate) async fn decide(
     items: &[Item<'_>],
     encoded: Encoded,
 ) -> Result<Decisions, StoreError> {
-    let slots: Vec<u16> = encoded.keys.iter().map(|k| slot(k.as_bytes())).collect();
+    let slots: Vec<u16> = encoded
+        .items
+        .iter()
+        .map(|i| slot(i.key.as_bytes()))
+        .collect();
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
     for (i, &s) in slots.iter().enumerate() {
         match groups.iter_mut().find(|g| g.0 == s) {
@@ -51,9 +55,7 @@ pub(crate) async fn decide(
         .map(|(_, idx)| {
             let mut e = Encoded::default();
             for &i in idx {
-                e.keys.push(encoded.keys[i].clone());
-                e.args
-                    .extend_from_slice(&encoded.args[i * ITEM_ARGS..(i + 1) * ITEM_ARGS]);
+                e.items.push(encoded.items[i].clone());
             }
             e
         })
@@ -115,17 +117,15 @@ async fn refund(
 ) {
     let mut calls = Vec::new();
     for &(g, now) in applied {
-        let mut keys = Vec::new();
-        let mut args = Vec::new();
+        let mut given = Vec::new();
         for (j, &i) in groups[g].1.iter().enumerate() {
             let recorded = decisions.as_ref().is_some_and(|d| d[i].allowed) && items[i].cost > 0;
             if recorded {
-                keys.push(parts[g].keys[j].clone());
-                args.extend_from_slice(&parts[g].args[j * ITEM_ARGS..(j + 1) * ITEM_ARGS]);
+                given.push(parts[g].items[j].clone());
             }
         }
-        if !keys.is_empty() {
-            calls.push((now, keys, args));
+        if !given.is_empty() {
+            calls.push((now, given));
         }
     }
     if calls.is_empty() {
@@ -135,15 +135,19 @@ async fn refund(
     let counters: Arc<Counters> = inner.counters.clone();
     let deadline = inner.deadline;
     let task = tokio::spawn(async move {
-        let all = calls.iter().map(|(now, keys, args)| {
+        let all = calls.iter().map(|(now, given)| {
             let conn = &conn;
             async move {
-                let mut inv = REFUND.prepare_invoke();
-                inv.arg(*now).arg(keys.len()).arg(&args[..]);
-                for k in keys {
-                    inv.key(k.as_str());
+                let script = &*REFUND_SCRIPT;
+                let mut cmd = script.cmd(given.len(), given.len() * 12 + 2);
+                for i in given {
+                    cmd.arg(i.key.as_bytes());
                 }
-                tokio::time::timeout(deadline, conn.invoke(&inv))
+                cmd.arg(*now).arg(given.len());
+                for i in given {
+                    i.push_general(&mut cmd);
+                }
+                tokio::time::timeout(deadline, conn.eval(script, &cmd))
                     .await
                     .unwrap_or(Err(StoreError::Timeout))
             }

@@ -7,9 +7,10 @@ use flowgate_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, ScriptInvocation, Value};
+use redis::{Client, Cmd, ErrorKind, ServerErrorKind, Value};
 
 use crate::error::store_error;
+use crate::scripts::Lua;
 
 /// A cheap-to-clone handle: concurrent callers' commands are pipelined on one connection.
 #[derive(Clone)]
@@ -73,21 +74,29 @@ impl Conn {
         matches!(self, Conn::Cluster(_))
     }
 
-    /// Runs a script (EVALSHA, reloading it on NOSCRIPT).
-    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        let r = match self {
-            Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
-            Conn::Cluster(c) => inv.invoke_async(&mut c.clone()).await,
-        };
-        r.map_err(|e| store_error(&e))
+    /// Runs a script: `cmd` is its EVALSHA (see [`Lua::cmd`]); on NOSCRIPT the script is loaded
+    /// (on every node of a cluster) and the call sent again.
+    pub(crate) async fn eval(&self, script: &Lua, cmd: &Cmd) -> Result<Value, StoreError> {
+        match self.raw(cmd).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(script.code.as_bytes());
+                self.raw(&load).await.map_err(|e| store_error(&e))?;
+                self.raw(cmd).await.map_err(|e| store_error(&e))
+            }
+            r => r.map_err(|e| store_error(&e)),
+        }
+    }
+
+    async fn raw(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        }
     }
 
     /// Runs a plain command (benchmarks and tests).
-    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, StoreError> {
-        let r = match self {
-            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
-            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
-        };
-        r.map_err(|e| store_error(&e))
+    pub(crate) async fn query(&self, cmd: &Cmd) -> Result<Value, StoreError> {
+        self.raw(cmd).await.map_err(|e| store_error(&e))
     }
 }

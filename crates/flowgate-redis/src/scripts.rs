@@ -1,79 +1,150 @@
-//! The Lua scripts, assembled at compile time from `scripts/*.lua`, and the encoding of their
+//! The Lua scripts, assembled at startup from `scripts/*.lua`, and the encoding of their
 //! arguments and replies.
 //!
-//! One file per algorithm defines its `load`/`check`/`apply`/`store`/`refund` functions with a
-//! `KEYS[i]: … ARGV[j]: …` contract comment; `driver.lua` loops over the requests and items of one
-//! call. Each script is sent with EVALSHA and reloaded on NOSCRIPT by [`redis::Script`].
+//! One file per algorithm, with a `KEYS[i]: … ARGV[j]: …` contract comment, holds two things:
+//!
+//! - its `load`/`check`/`apply`/`store`/`refund` functions, which `driver.lua` runs for requests
+//!   of several items (all-or-nothing across them) and `refund.lua` for cluster compensation. A
+//!   decide script defines only the functions of the algorithms its call uses: Redis creates
+//!   every closure again on each call, so defining unused ones costs.
+//! - after a `-- @@fast` line, a straight-line section (no function definitions at all) that
+//!   `fast.lua` runs for calls whose requests are one item each, all of that algorithm: the
+//!   common case, and what a coalesced call of single-rule requests carries. Each distinct limit
+//!   sends its parameters once per call, and only the ones the algorithm reads.
+//!
+//! Replies are Lua numbers, which Redis turns into integers (no string formatting). Scripts are
+//! sent with EVALSHA, and loaded on NOSCRIPT.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use flowgate_core::{Algorithm, Decision, Limit, Micros};
-use redis::{Script, Value};
+use flowgate_core::{Algorithm, Decision, Limit, Micros, StoreError};
+use redis::{Cmd, Value};
 
-use flowgate_core::StoreError;
+const COMMON: &str = include_str!("../scripts/common.lua");
+const ITEMS: &str = include_str!("../scripts/items.lua");
+const DRIVER: &str = include_str!("../scripts/driver.lua");
+const FAST: &str = include_str!("../scripts/fast.lua");
+const REFUND: &str = include_str!("../scripts/refund.lua");
+const RELEASE: &str = include_str!("../scripts/release.lua");
 
-macro_rules! lua {
-    ($($file:literal),* $(,)?) => {
-        concat!($(include_str!(concat!("../scripts/", $file)), "\n"),*)
-    };
-}
-
-/// The source of the decide script (every algorithm and the driver).
-pub const DECIDE_LUA: &str = lua!(
-    "common.lua",
-    "gcra.lua",
-    "fixed_window.lua",
-    "sliding_window.lua",
-    "sliding_log.lua",
-    "concurrency.lua",
-    "items.lua",
-    "driver.lua",
-);
-
-/// The decide script of one algorithm (common + that algorithm + the driver): requests whose
-/// items all run one algorithm use it, which spares Redis defining the other algorithms'
-/// functions on every call (about 2.5 us of its time).
-macro_rules! decide_one {
-    ($file:literal) => {
-        lua!("common.lua", $file, "items.lua", "driver.lua")
-    };
-}
-
-/// The sources of the per-algorithm decide scripts, by algorithm code - 1.
-pub const DECIDE_BY_ALGORITHM_LUA: [&str; 5] = [
-    decide_one!("gcra.lua"),
-    decide_one!("fixed_window.lua"),
-    decide_one!("sliding_window.lua"),
-    decide_one!("sliding_log.lua"),
-    decide_one!("concurrency.lua"),
+/// The algorithm files, by algorithm code - 1 (see [`code`]).
+const ALGORITHMS: [&str; 5] = [
+    include_str!("../scripts/gcra.lua"),
+    include_str!("../scripts/fixed_window.lua"),
+    include_str!("../scripts/sliding_window.lua"),
+    include_str!("../scripts/sliding_log.lua"),
+    include_str!("../scripts/concurrency.lua"),
 ];
 
+const FAST_MARK: &str = "\n-- @@fast\n";
+
+/// The function part of an algorithm file (before its `-- @@fast` line).
+fn library(src: &str) -> &str {
+    src.split_once(FAST_MARK).map_or(src, |(lib, _)| lib)
+}
+
+/// The straight-line part of an algorithm file (after its `-- @@fast` line).
+fn fast_section(src: &str) -> &str {
+    src.split_once(FAST_MARK).map_or("", |(_, fast)| fast)
+}
+
+/// The source of the general decide script with the functions of the algorithms in `mask`
+/// (bit `code - 1` per algorithm).
+fn general_source(mask: usize) -> String {
+    let mut s = String::from(COMMON);
+    for (i, src) in ALGORITHMS.iter().enumerate() {
+        if mask & (1 << i) != 0 {
+            s.push('\n');
+            s.push_str(library(src));
+        }
+    }
+    s.push('\n');
+    s.push_str(ITEMS);
+    s.push('\n');
+    s.push_str(DRIVER);
+    s
+}
+
+/// The source of the fast decide script of `algorithm`: single-item requests only.
+pub fn fast_lua(algorithm: Algorithm) -> String {
+    let src = ALGORITHMS[code(algorithm) as usize - 1];
+    format!("{FAST}\n{}", fast_section(src))
+}
+
+/// The source of the general decide script for requests using `algorithms` (any number of
+/// items, mixed algorithms).
+pub fn decide_lua(algorithms: &[Algorithm]) -> String {
+    general_source(
+        algorithms
+            .iter()
+            .fold(0, |m, &a| m | (1 << (code(a) as usize - 1))),
+    )
+}
+
 /// The source of the refund script (Redis Cluster compensation).
-pub const REFUND_LUA: &str = lua!(
-    "common.lua",
-    "gcra.lua",
-    "fixed_window.lua",
-    "sliding_window.lua",
-    "sliding_log.lua",
-    "concurrency.lua",
-    "items.lua",
-    "refund.lua",
-);
+pub fn refund_lua() -> String {
+    let mut s = String::from(COMMON);
+    for src in ALGORITHMS {
+        s.push('\n');
+        s.push_str(library(src));
+    }
+    s.push('\n');
+    s.push_str(ITEMS);
+    s.push('\n');
+    s.push_str(REFUND);
+    s
+}
 
 /// The source of the lease release script.
-pub const RELEASE_LUA: &str = lua!("common.lua", "concurrency.lua", "release.lua");
+pub fn release_lua() -> String {
+    format!(
+        "{COMMON}\n{}\n{RELEASE}",
+        library(ALGORITHMS[code(Algorithm::Concurrency) as usize - 1])
+    )
+}
 
-pub(crate) static DECIDE: LazyLock<Script> = LazyLock::new(|| Script::new(DECIDE_LUA));
-pub(crate) static DECIDE_BY_ALGORITHM: LazyLock<[Script; 5]> =
-    LazyLock::new(|| DECIDE_BY_ALGORITHM_LUA.map(Script::new));
-pub(crate) static REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(REFUND_LUA));
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+/// A script: its source and SHA1.
+pub(crate) struct Lua {
+    pub(crate) code: String,
+    pub(crate) hash: String,
+}
 
-/// Parameters per item (`ITEM_ARGS` in `items.lua`).
+impl Lua {
+    fn new(code: String) -> Self {
+        let hash = redis::Script::new(&code).get_hash().to_owned();
+        Self { code, hash }
+    }
+
+    /// An EVALSHA command of this script with `keys` keys (push them, then the arguments).
+    pub(crate) fn cmd(&self, keys: usize, capacity: usize) -> Cmd {
+        let mut c = Cmd::with_capacity(3 + capacity, 64 + capacity * 12);
+        c.arg("EVALSHA").arg(self.hash.as_bytes()).arg(keys);
+        c
+    }
+}
+
+/// General decide scripts by algorithm mask (index = mask, 0 unused).
+pub(crate) static GENERAL: LazyLock<Vec<Lua>> =
+    LazyLock::new(|| (0..32).map(|m| Lua::new(general_source(m))).collect());
+/// Fast decide scripts by algorithm code - 1.
+pub(crate) static FAST_BY_CODE: LazyLock<[Lua; 5]> = LazyLock::new(|| {
+    [
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::Concurrency,
+    ]
+    .map(|a| Lua::new(fast_lua(a)))
+});
+pub(crate) static REFUND_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(refund_lua()));
+pub(crate) static RELEASE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(release_lua()));
+
+/// Parameters per item of the general script (`ITEM_ARGS` in `items.lua`).
 pub(crate) const ITEM_ARGS: usize = 11;
-/// Values per item in the decide script's reply.
-const REPLY_FIELDS: usize = 6;
+/// Values per item in the decide scripts' reply.
+const REPLY_FIELDS: usize = 5;
 
 pub(crate) fn code(a: Algorithm) -> u64 {
     match a {
@@ -85,31 +156,77 @@ pub(crate) fn code(a: Algorithm) -> u64 {
     }
 }
 
-/// Appends one item's parameters (see `read_item` in `items.lua`).
-pub(crate) fn push_item(args: &mut Vec<u64>, limit: &Limit, cost: u64, enforce: bool, lease: u64) {
-    args.extend_from_slice(&[
-        code(limit.algorithm()),
-        limit.limit(),
-        limit.window(),
-        limit.burst(),
-        limit.emission_interval(),
-        limit.bucket_width(),
-        u64::from(limit.buckets()),
-        limit.max_wait(),
-        cost,
-        u64::from(enforce),
-        lease,
-    ]);
+/// A limit's parameters as the scripts read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub(crate) code: u64,
+    pub(crate) limit: u64,
+    pub(crate) window: u64,
+    pub(crate) burst: u64,
+    pub(crate) t: u64,
+    pub(crate) width: u64,
+    pub(crate) buckets: u64,
+    pub(crate) max_wait: u64,
 }
 
-/// The decide script for requests whose items' algorithm codes are `codes`.
-pub(crate) fn decide_script(mut codes: impl Iterator<Item = u64>) -> &'static Script {
-    let Some(first) = codes.next() else {
-        return &DECIDE;
-    };
-    match usize::try_from(first) {
-        Ok(c @ 1..=5) if codes.all(|x| x == first) => &DECIDE_BY_ALGORITHM[c - 1],
-        _ => &DECIDE,
+impl Params {
+    pub(crate) fn of(l: &Limit) -> Self {
+        Self {
+            code: code(l.algorithm()),
+            limit: l.limit(),
+            window: l.window(),
+            burst: l.burst(),
+            t: l.emission_interval(),
+            width: l.bucket_width(),
+            buckets: u64::from(l.buckets()),
+            max_wait: l.max_wait(),
+        }
+    }
+
+    /// Appends the parameters the fast section of this algorithm reads (its block).
+    pub(crate) fn push_fast(&self, c: &mut Cmd) {
+        match self.code {
+            1 => c
+                .arg(self.limit)
+                .arg(self.t)
+                .arg(self.burst)
+                .arg(self.max_wait),
+            3 => c
+                .arg(self.limit)
+                .arg(self.window)
+                .arg(self.width)
+                .arg(self.buckets),
+            _ => c.arg(self.limit).arg(self.window),
+        };
+    }
+}
+
+/// One item of a request, encoded.
+#[derive(Clone, Debug)]
+pub(crate) struct EncItem {
+    pub(crate) key: String,
+    pub(crate) params: Params,
+    pub(crate) cost: u64,
+    pub(crate) enforce: bool,
+    /// The concurrency lease to grant (0 if none).
+    pub(crate) lease: u64,
+}
+
+impl EncItem {
+    /// Appends the item's parameters for the general script (see `read_item` in `items.lua`).
+    pub(crate) fn push_general(&self, c: &mut Cmd) {
+        let p = &self.params;
+        c.arg(p.code)
+            .arg(p.limit)
+            .arg(p.window)
+            .arg(p.burst)
+            .arg(p.t)
+            .arg(p.width)
+            .arg(p.buckets)
+            .arg(p.max_wait)
+            .arg(self.cost)
+            .arg(u64::from(self.enforce))
+            .arg(self.lease);
     }
 }
 
@@ -155,35 +272,33 @@ fn int(v: &Value) -> Result<i64, StoreError> {
 }
 
 fn uint(v: &Value) -> Result<u64, StoreError> {
-    match v {
-        Value::BulkString(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad("not an unsigned integer")),
-        other => u64::try_from(int(other)?).map_err(|_| bad("negative")),
-    }
+    u64::try_from(int(v)?).map_err(|_| bad("negative"))
 }
 
-/// Parses the decide script's reply: the `now` it used and `items` decisions.
-pub(crate) fn parse_decide(v: Value, items: usize) -> Result<(Micros, Vec<Raw>), StoreError> {
+/// Parses a decide script's reply: the `now` it used and the decisions of `items` (whose
+/// concurrency leases are known here: a granted lease is the id that was sent).
+pub(crate) fn parse_decide<'a>(
+    v: Value,
+    n: usize,
+    items: impl Iterator<Item = &'a EncItem>,
+) -> Result<(Micros, Vec<Raw>), StoreError> {
     let Value::Array(vals) = v else {
         return Err(bad("not an array"));
     };
-    if vals.len() != 1 + items * REPLY_FIELDS {
+    if vals.len() != 1 + n * REPLY_FIELDS {
         return Err(bad("wrong length"));
     }
     let now = uint(&vals[0])?;
-    let mut out = Vec::with_capacity(items);
-    for f in vals[1..].chunks_exact(REPLY_FIELDS) {
-        let retry = int(&f[3])?;
-        let lease = uint(&f[5])?;
+    let mut out = Vec::with_capacity(n);
+    for (f, item) in vals[1..].chunks_exact(REPLY_FIELDS).zip(items) {
+        let allowed = int(&f[0])? == 1;
         out.push(Raw {
-            allowed: int(&f[0])? == 1,
+            allowed,
             remaining: uint(&f[1])?,
             reset_after: uint(&f[2])?,
-            retry_after: u64::try_from(retry).ok(),
+            retry_after: u64::try_from(int(&f[3])?).ok(),
             wait: uint(&f[4])?,
-            lease: (lease != 0).then_some(lease),
+            lease: (allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
         });
     }
     Ok((now, out))

@@ -16,7 +16,7 @@ use crate::cluster;
 use crate::conn::Conn;
 use crate::keys::redis_key;
 use crate::options::RedisOptions;
-use crate::scripts::{RELEASE, Raw, push_item};
+use crate::scripts::{EncItem, Params, RELEASE_SCRIPT, Raw};
 use crate::stats::{Counters, RedisStats};
 
 /// The Redis store. See the [crate documentation](crate).
@@ -185,20 +185,25 @@ impl RedisStore {
 
     /// Encodes `items` (keys in the order of the items).
     fn encode(&self, items: &[Item<'_>]) -> Encoded {
-        let mut e = Encoded {
-            keys: Vec::with_capacity(items.len()),
-            args: Vec::with_capacity(items.len() * crate::scripts::ITEM_ARGS),
-        };
-        for item in items {
-            let lease = if item.limit.algorithm() == Algorithm::Concurrency && item.cost > 0 {
-                self.inner.leases.next()
-            } else {
-                0
-            };
-            e.keys.push(redis_key(item.key, item.limit.algorithm()));
-            push_item(&mut e.args, item.limit, item.cost, item.enforce, lease);
+        Encoded {
+            items: items
+                .iter()
+                .map(|item| {
+                    let a = item.limit.algorithm();
+                    EncItem {
+                        key: redis_key(item.key, a),
+                        params: Params::of(item.limit),
+                        cost: item.cost,
+                        enforce: item.enforce,
+                        lease: if a == Algorithm::Concurrency && item.cost > 0 {
+                            self.inner.leases.next()
+                        } else {
+                            0
+                        },
+                    }
+                })
+                .collect(),
         }
-        e
     }
 
     async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
@@ -275,9 +280,10 @@ impl Store for RedisStore {
             return Ok(false);
         }
         let inner = &self.inner;
-        let mut inv = RELEASE.prepare_invoke();
-        inv.key(redis_key(key, Algorithm::Concurrency)).arg(lease);
-        let r = tokio::time::timeout(inner.deadline, inner.conn.invoke(&inv))
+        let script = &*RELEASE_SCRIPT;
+        let mut cmd = script.cmd(1, 2);
+        cmd.arg(redis_key(key, Algorithm::Concurrency)).arg(lease);
+        let r = tokio::time::timeout(inner.deadline, inner.conn.eval(script, &cmd))
             .await
             .unwrap_or(Err(StoreError::Timeout));
         inner.counters.outcome(&r);
