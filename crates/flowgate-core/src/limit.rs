@@ -117,6 +117,39 @@ pub struct Limit {
     // Derived.
     emission: Micros,
     bucket_width: Micros,
+    emission_div: Divisor,
+    max_cost: u64,
+}
+
+/// A divisor with its reciprocal precomputed, so that the hot path divides by multiplying.
+/// Compared and hashed by its value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Divisor(strength_reduce::StrengthReducedU64);
+
+impl Divisor {
+    fn new(d: u64) -> Self {
+        Self(strength_reduce::StrengthReducedU64::new(d.max(1)))
+    }
+
+    /// `n / self`.
+    #[inline]
+    pub(crate) fn div(self, n: u64) -> u64 {
+        n / self.0
+    }
+}
+
+impl PartialEq for Divisor {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for Divisor {}
+
+impl std::hash::Hash for Divisor {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.get().hash(state);
+    }
 }
 
 /// Builds a [`Limit`]; see [`Limit::builder`].
@@ -220,6 +253,13 @@ impl LimitBuilder {
             },
             emission,
             bucket_width: w.div_ceil(u64::from(self.buckets.max(1))),
+            emission_div: Divisor::new(emission),
+            max_cost: burst
+                + if self.mode == Mode::Delay && a.supports_delay() {
+                    max_wait / emission
+                } else {
+                    0
+                },
         })
     }
 }
@@ -318,6 +358,19 @@ impl Limit {
             b = b.burst(share(self.burst).max(1));
         }
         b.build().unwrap_or_else(|_| self.clone())
+    }
+
+    /// For token and leaky buckets, the largest cost that can ever be admitted: `burst`, plus in
+    /// `delay` mode the units that fit in `max_wait`.
+    #[inline]
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
+    }
+
+    /// `n / emission_interval`, by multiplication.
+    #[inline]
+    pub(crate) fn per_emission(&self, n: u64) -> u64 {
+        self.emission_div.div(n)
     }
 
     /// The sliding window's bucket width `ceil(window / buckets)` in microseconds.

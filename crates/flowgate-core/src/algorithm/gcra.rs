@@ -30,7 +30,7 @@ pub struct GcraState {
 /// in `max_wait`.
 #[inline]
 pub fn max_cost(l: &Limit) -> u64 {
-    l.burst() + l.max_wait() / l.emission_interval()
+    l.max_cost()
 }
 
 /// Decides a request of `cost` units at `now` without changing the state.
@@ -42,7 +42,7 @@ pub fn check(l: &Limit, s: &GcraState, now: Micros, cost: u64) -> Decision {
     let mut d = Decision {
         allowed: false,
         limit: l.limit(),
-        remaining: (now + tau).saturating_sub(base) / t,
+        remaining: l.per_emission((now + tau).saturating_sub(base)),
         reset_after: us(base - now),
         retry_after: None,
         wait: us(0),
@@ -56,7 +56,7 @@ pub fn check(l: &Limit, s: &GcraState, now: Micros, cost: u64) -> Decision {
     if wait <= l.max_wait() {
         d.allowed = true;
         d.wait = us(wait);
-        d.remaining = (now + tau).saturating_sub(new_tat) / t;
+        d.remaining = l.per_emission((now + tau).saturating_sub(new_tat));
         d.reset_after = us(new_tat - now);
     } else {
         // new_tat - tau - max_wait > now here, and since cost*T <= tau + max_wait, base == tat.
