@@ -1,5 +1,6 @@
-//! The `flowgate` binary: help, version, bad configuration, clean shutdown on SIGTERM, and two
-//! server processes sharing limits exactly through one Redis.
+//! The `flowgate` binary: help, version, bad configuration, clean shutdown on SIGTERM (also with
+//! requests in flight), two server processes sharing limits exactly through one Redis, and a
+//! server on a 3-master Redis Cluster.
 
 mod common;
 
@@ -65,6 +66,7 @@ fn bad_config_exits_non_zero_naming_file_line_and_field() {
 struct Proc {
     child: Child,
     http: SocketAddr,
+    grpc: SocketAddr,
 }
 
 impl Drop for Proc {
@@ -98,13 +100,18 @@ fn spawn(config: &std::path::Path, extra: &[&str]) -> Proc {
     let line = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("server start");
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http_addr="))
-        .unwrap()
-        .parse()
-        .unwrap();
-    Proc { child, http: addr }
+    let addr = |name: &str| -> SocketAddr {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    Proc {
+        http: addr("http_addr="),
+        grpc: addr("grpc_addr="),
+        child,
+    }
 }
 
 #[tokio::test]
@@ -172,4 +179,241 @@ async fn two_processes_on_one_redis_share_limits_exactly() {
         }
     }
     assert_eq!((admitted, rejected), (25, 15));
+}
+
+/// The `flowgate_requests_total` count for `api`/`code` in the server's `/metrics`.
+async fn requests_total(http: SocketAddr, api: &str, code: &str) -> u64 {
+    let r = common::http(http, "GET", "/metrics", &[], "").await;
+    let prefix = format!("flowgate_requests_total{{api=\"{api}\",code=\"{code}\"}} ");
+    r.body
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether a TCP connection to `addr` is refused (nobody listening).
+async fn refused(addr: SocketAddr) -> bool {
+    match tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr)).await {
+        Ok(Err(e)) => e.kind() == std::io::ErrorKind::ConnectionRefused,
+        _ => false,
+    }
+}
+
+/// SIGTERM with two `/v1/acquire` requests held for their delay-mode slots (~1 s and ~2 s):
+/// both listeners close at once (new connections refused on both ports) while the held requests
+/// are still waiting, both then complete with 200 after their full wait, and the process exits 0.
+#[tokio::test]
+async fn sigterm_finishes_requests_in_flight_refuses_new_ones_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("held.toml");
+    std::fs::write(
+        &cfg,
+        "[[rule]]\ndomain = \"d\"\nname = \"held\"\nmatch = \"queue\"\nlimit = \"1/s\"\n\
+         algorithm = \"leaky_bucket\"\nmode = \"delay\"\nmax_wait = \"10s\"\n",
+    )
+    .unwrap();
+    let mut p = spawn(&cfg, &[]);
+    let acquire = json!({"domain": "d", "descriptors": ["queue=a"], "hold": true});
+    // The first takes the slot now; the next two are spaced 1 s and 2 s later.
+    let r = common::post_json(p.http, "/v1/acquire", acquire.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(requests_total(p.http, "http", "ok").await, 1);
+    let mut held = Vec::new();
+    for n in 2..=3u64 {
+        let (addr, body) = (p.http, acquire.clone());
+        let started = tokio::time::Instant::now();
+        held.push(tokio::spawn(async move {
+            let r = common::post_json(addr, "/v1/acquire", body).await;
+            (r.status, r.json(), started.elapsed())
+        }));
+        // Decided (and counted) before the server starts holding it.
+        let http = p.http;
+        assert!(
+            common::wait_until(Duration::from_secs(10), || async move {
+                requests_total(http, "http", "ok").await == n
+            })
+            .await,
+            "held request {n} not decided"
+        );
+    }
+    assert!(held.iter().all(|h| !h.is_finished()));
+    let ok = Command::new("kill")
+        .args(["-TERM", &p.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    // Both listeners close promptly; the process is still draining the held requests.
+    let (http, grpc) = (p.http, p.grpc);
+    assert!(
+        common::wait_until(Duration::from_secs(5), || async move {
+            refused(http).await && refused(grpc).await
+        })
+        .await,
+        "new connections still accepted after SIGTERM"
+    );
+    assert!(
+        p.child.try_wait().unwrap().is_none(),
+        "exited before the held requests were answered"
+    );
+    assert!(held.iter().any(|h| !h.is_finished()));
+    let mut waits = Vec::new();
+    for h in held {
+        let (status, body, elapsed) = tokio::time::timeout(Duration::from_secs(15), h)
+            .await
+            .expect("held request answered in time")
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["allowed"], json!(true), "{body}");
+        let wait = body["statuses"][0]["wait_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no wait_ms: {body}"));
+        assert!(wait >= 500.0, "{body}");
+        // Held for its whole wait, not cut short by the shutdown.
+        assert!(
+            elapsed >= Duration::from_secs_f64(wait / 1000.0),
+            "{elapsed:?} < {wait} ms"
+        );
+        waits.push(wait);
+    }
+    assert!(waits[1] > waits[0] + 500.0, "{waits:?}");
+    let end = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = p.child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < end, "no exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Which of the cluster's nodes holds `key` (the others answer MOVED).
+fn owner(cluster: &flowgate_testkit::redis::RedisCluster, key: &str) -> Option<usize> {
+    cluster.nodes().iter().position(|n| {
+        flowgate_testkit::redis::raw_command(n.port(), &format!("EXISTS {key}"))
+            .is_ok_and(|r| r.starts_with(":1"))
+    })
+}
+
+/// `flowgate serve --redis-url redis+cluster://h:p,h:p,h:p` on a 3-master cluster: exact counts
+/// and all-or-nothing over Envoy's gRPC API, with a request's descriptors on different masters.
+#[tokio::test]
+async fn redis_cluster_through_the_binary_exact_and_all_or_nothing() {
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use flowgate_core::{Algorithm, Descriptor};
+
+    let cluster = flowgate_testkit::redis::RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        "domain = \"c\"\n\
+         [[rule]]\nname = \"a\"\nmatch = \"a\"\nlimit = \"5/1h\"\nalgorithm = \"fixed_window\"\n\
+         [[rule]]\nname = \"b\"\nmatch = \"b\"\nlimit = \"3/1h\"\nalgorithm = \"fixed_window\"\n\
+         [[rule]]\nname = \"c\"\nmatch = \"c\"\nlimit = \"10/1h\"\nalgorithm = \"sliding_log\"\n\
+         [[rule]]\nname = \"d\"\nmatch = \"d\"\nlimit = \"100/1h\"\nalgorithm = \"fixed_window\"\n",
+    )
+    .unwrap();
+    // Values whose state keys hash to slots in different thirds of the slot space (the three
+    // masters' ranges after `redis-cli --cluster create`); checked against the nodes below.
+    let key_of = |rule: &str, value: &str| {
+        let d = Descriptor::new([(rule, value)]);
+        let algorithm = if rule == "c" {
+            Algorithm::SlidingLog
+        } else {
+            Algorithm::FixedWindow
+        };
+        flowgate_redis::keys::redis_key(
+            &flowgate_core::ruleset::state_key("c", rule, &d),
+            algorithm,
+        )
+    };
+    let third = |k: &str| usize::from(flowgate_redis::keys::slot(k.as_bytes())) * 3 / 16384;
+    let pick = |rule: &str, want: usize| {
+        (0..10_000)
+            .map(|i| format!("v{i}"))
+            .find(|v| third(&key_of(rule, v)) == want)
+            .unwrap()
+    };
+    let (va, vb, vc, vd) = (pick("a", 0), pick("b", 1), pick("c", 2), pick("d", 0));
+    let nodes = cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let url = format!("redis+cluster://{nodes}");
+    let p = spawn(&cfg, &["--redis-url", &url]);
+    let r = common::http(p.http, "GET", "/readyz", &[], "").await;
+    assert_eq!((r.status, r.json()["store"].clone()), (200, json!("redis")));
+    let mut client = envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient::connect(format!("http://{}", p.grpc))
+        .await
+        .unwrap();
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    let a = || common::descriptor(&[("a", va.as_str())]);
+    let b = || common::descriptor(&[("b", vb.as_str())]);
+
+    // a (5/h) and b (3/h) together, on different masters: 3 admitted, counted on both.
+    for remaining in [(4, 2), (3, 1), (2, 0)] {
+        let r = common::should(&mut client, "c", vec![a(), b()], 0).await;
+        assert_eq!(r.overall_code, ok, "{r:?}");
+        let got = (r.statuses[0].limit_remaining, r.statuses[1].limit_remaining);
+        assert_eq!(got, remaining, "{r:?}");
+    }
+    // b is spent: the request is rejected and takes nothing from a.
+    for _ in 0..3 {
+        let r = common::should(&mut client, "c", vec![a(), b()], 0).await;
+        assert_eq!(r.overall_code, over, "{r:?}");
+        assert_eq!(r.statuses[1].code, over, "{r:?}");
+    }
+    for remaining in [1, 0] {
+        let r = common::should(&mut client, "c", vec![a()], 0).await;
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (ok, remaining),
+            "{r:?}"
+        );
+    }
+    let r = common::should(&mut client, "c", vec![a()], 0).await;
+    assert_eq!(r.overall_code, over, "{r:?}");
+
+    // 30 concurrent requests for c (10/h) with d (100/h) on another master: exactly 10 admitted,
+    // and d counts exactly those 10 (the 20 rejected are refunded on d's master).
+    let c = common::descriptor(&[("c", vc.as_str())]);
+    let d = common::descriptor(&[("d", vd.as_str())]);
+    let mut tasks = Vec::new();
+    for _ in 0..30 {
+        let mut client = client.clone();
+        let descriptors = vec![c.clone(), d.clone()];
+        tasks.push(tokio::spawn(async move {
+            common::should(&mut client, "c", descriptors, 0)
+                .await
+                .overall_code
+        }));
+    }
+    let mut admitted = 0;
+    for t in tasks {
+        let code = t.await.unwrap();
+        assert!(code == ok || code == over, "{code}");
+        admitted += usize::from(code == ok);
+    }
+    assert_eq!(admitted, 10);
+    let r = common::should(&mut client, "c", vec![d.clone()], 0).await;
+    assert_eq!(
+        (r.overall_code, r.statuses[0].limit_remaining),
+        (ok, 89),
+        "{r:?}"
+    );
+
+    // The four limits really live on different masters (a and d share one).
+    let owners: Vec<Option<usize>> = [("a", &va), ("b", &vb), ("c", &vc), ("d", &vd)]
+        .iter()
+        .map(|(rule, v)| owner(&cluster, &key_of(rule, v)))
+        .collect();
+    assert!(owners.iter().all(Option::is_some), "{owners:?}");
+    assert_ne!(owners[0], owners[1], "{owners:?}");
+    assert_ne!(owners[1], owners[2], "{owners:?}");
+    assert_ne!(owners[0], owners[2], "{owners:?}");
+    assert_ne!(owners[2], owners[3], "{owners:?}");
 }
