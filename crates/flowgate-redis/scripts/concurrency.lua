@@ -110,86 +110,70 @@ end
 ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = conc_store, refund = conc_refund }
 
 -- @@fast
--- Fast path (see fast.lua). Block parameters: limit, window. Each request also carries the
--- lease id to grant.
-local BL, BN = {}, {}
-for j = 0, nb - 1 do
-  BL[j], BN[j] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-end
-local match = string.match
-for i = 1, #KEYS do
-  local j, cost, lease = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
-  a = a + 3
-  local limit = BL[j]
-  local allowed, rem, reset, retry = 0, 0, 0, -1
-  if limit > 0 or cost == 0 then
-    local key = KEYS[i]
-    local window = BN[j]
-    local raw = call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    local n = #raw
-    local cs, xs = {}, {}
-    local held, newest, idle = 0, 0, now + window
-    for k = 1, n, 2 do
-      local c = tonumber(match(raw[k], ':(%d+)$')) or 0
-      local exp = tonumber(raw[k + 1])
-      cs[k], xs[k] = c, exp
-      if exp > now then
-        held = held + c
-        if exp > idle then
-          idle = exp
-        end
-      end
-      if exp > newest then
-        newest = exp
-      end
-    end
-    local used = held
-    if held + cost <= limit then
-      allowed = 1
-      used = held + cost
-    end
-    rem = limit - used
-    if rem < 0 then
-      rem = 0
-    end
-    if allowed == 1 and cost > 0 and now + window > newest then
-      newest = now + window
-    end
-    reset = newest - now
-    if reset < 0 then
-      reset = 0
-    end
-    if allowed == 0 then
-      if cost <= limit then
-        -- Leases are in order of expiry (the sorted set's order).
-        local freed = 0
-        for k = 1, n, 2 do
-          local exp = xs[k]
-          if exp > now then
-            freed = freed + cs[k]
-            if held - freed + cost <= limit then
-              retry = exp - now
-              break
-            end
-          end
-        end
-      end
-    elseif cost > 0 then
-      call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now))
-      call('ZADD', key, fmt('%d', now + window), lease .. ':' .. fmt('%d', cost))
-      local ms = floor((idle - now + 999) / 1000) -- ttl_ms(idle, now, slack)
-      if ms * 1000 > idle - now + 999 then
-        ms = ms - 1
-      end
-      ms = ms + slack
-      if ms < 1 then
-        ms = 1
-      end
-      call('PEXPIRE', key, ms)
+-- Fast fragment (see fast.lua). Block: limit, window (B1, B2); the item carries `lease`.
+local window = B2[b]
+local raw = call('ZRANGE', key, 0, -1, 'WITHSCORES')
+local n = #raw
+local cs, xs = {}, {}
+local held, newest, idle = 0, 0, now + window
+for k = 1, n, 2 do
+  local c = tonumber(match(raw[k], ':(%d+)$')) or 0
+  local exp = tonumber(raw[k + 1])
+  cs[k], xs[k] = c, exp
+  if exp > now then
+    held = held + c
+    if exp > idle then
+      idle = exp
     end
   end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, 0
-  o = o + 5
+  if exp > newest then
+    newest = exp
+  end
 end
-return out
+local used = held
+if held + cost <= limit then
+  allowed = 1
+  used = held + cost
+end
+rem = limit - used
+if rem < 0 then
+  rem = 0
+end
+if allowed == 1 and cost > 0 and now + window > newest then
+  newest = now + window
+end
+reset = newest - now
+if reset < 0 then
+  reset = 0
+end
+if allowed == 0 then
+  if cost <= limit then
+    -- Leases are in order of expiry (the sorted set's order).
+    local freed = 0
+    for k = 1, n, 2 do
+      local exp = xs[k]
+      if exp > now then
+        freed = freed + cs[k]
+        if held - freed + cost <= limit then
+          retry = exp - now
+          break
+        end
+      end
+    end
+  end
+elseif cost > 0 then
+  nw = nw + 1
+  W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now) }
+  nw = nw + 1
+  W[nw] = { 'ZADD', key, fmt('%d', now + window), lease .. ':' .. fmt('%d', cost) }
+  local ms = floor((idle - now + 999) / 1000) -- ttl_ms(idle, now, slack)
+  if ms * 1000 > idle - now + 999 then
+    ms = ms - 1
+  end
+  ms = ms + slack
+  if ms < 1 then
+    ms = 1
+  end
+  nw = nw + 1
+  W[nw] = { 'PEXPIRE', key, ms }
+end

@@ -63,69 +63,52 @@ end
 ALG[2] = { load = fw_load, check = fw_check, apply = fw_apply, store = fw_store, refund = fw_refund }
 
 -- @@fast
--- Fast path (see fast.lua). Block parameters: limit, window.
-local BL, BN = {}, {}
-for j = 0, nb - 1 do
-  BL[j], BN[j] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
+-- Fast fragment (see fast.lua). Block: limit, window (B1, B2).
+local window = B2[b]
+local e = floor(now / window) -- idiv(now, window)
+if e * window > now then
+  e = e - 1
+elseif (e + 1) * window <= now then
+  e = e + 1
 end
-local match = string.match
-for i = 1, #KEYS do
-  local j, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-  local limit = BL[j]
-  local allowed, rem, reset, retry = 0, 0, 0, -1
-  if limit > 0 or cost == 0 then
-    local key = KEYS[i]
-    local window = BN[j]
-    local e = floor(now / window) -- idiv(now, window)
-    if e * window > now then
-      e = e - 1
-    elseif (e + 1) * window <= now then
-      e = e + 1
-    end
-    e = (e + 1) * window
-    local count = 0
-    local v = call('GET', key)
-    if v then
-      local se, sc = match(v, '^(%d+):(%d+)$')
-      if se then
-        se = tonumber(se)
-        if se >= e then
-          e = se
-          count = tonumber(sc)
-        end
-      end
-    end
-    local used = count
-    if count + cost <= limit then
-      allowed = 1
-      used = count + cost
-    end
-    rem = limit - used
-    if rem < 0 then
-      rem = 0
-    end
-    if used > 0 then
-      reset = e - now
-    end
-    if allowed == 0 then
-      if cost <= limit then
-        retry = e - now
-      end
-    elseif cost > 0 then
-      local ms = floor((e - now + 999) / 1000) -- ttl_ms(e, now, slack); e > now
-      if ms * 1000 > e - now + 999 then
-        ms = ms - 1
-      end
-      ms = ms + slack
-      if ms < 1 then
-        ms = 1
-      end
-      call('SET', key, fmt('%d:%d', e, used), 'PX', ms)
+e = (e + 1) * window
+local count = 0
+local v = call('GET', key)
+if v then
+  local se, sc = match(v, '^(%d+):(%d+)$')
+  if se then
+    se = tonumber(se)
+    if se >= e then
+      e = se
+      count = tonumber(sc)
     end
   end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, 0
-  o = o + 5
 end
-return out
+local used = count
+if count + cost <= limit then
+  allowed = 1
+  used = count + cost
+end
+rem = limit - used
+if rem < 0 then
+  rem = 0
+end
+if used > 0 then
+  reset = e - now
+end
+if allowed == 0 then
+  if cost <= limit then
+    retry = e - now
+  end
+elseif cost > 0 then
+  local ms = floor((e - now + 999) / 1000) -- ttl_ms(e, now, slack); e > now
+  if ms * 1000 > e - now + 999 then
+    ms = ms - 1
+  end
+  ms = ms + slack
+  if ms < 1 then
+    ms = 1
+  end
+  nw = nw + 1
+  W[nw] = { 'SET', key, fmt('%d:%d', e, used), 'PX', ms }
+end

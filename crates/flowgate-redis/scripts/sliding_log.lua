@@ -109,96 +109,83 @@ end
 ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_store, refund = log_refund }
 
 -- @@fast
--- Fast path (see fast.lua). Block parameters: limit, window.
-local BL, BN = {}, {}
-for j = 0, nb - 1 do
-  BL[j], BN[j] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
+-- Fast fragment (see fast.lua). Block: limit, window (B1, B2).
+local window = B2[b]
+local horizon = -1
+if now >= window then
+  horizon = now - window -- entries at or before it have left the window
 end
-local match = string.match
-for i = 1, #KEYS do
-  local j, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-  local limit = BL[j]
-  local allowed, rem, reset, retry = 0, 0, 0, -1
-  if limit > 0 or cost == 0 then
-    local key = KEYS[i]
-    local window = BN[j]
-    local horizon = -1
-    if now >= window then
-      horizon = now - window -- entries at or before it have left the window
-    end
-    local raw = call('ZRANGEBYSCORE', key, '(' .. fmt('%d', horizon), '+inf', 'WITHSCORES')
-    local n = #raw
-    local cs = {}
-    local sum = 0
+local raw = call('ZRANGEBYSCORE', key, '(' .. fmt('%d', horizon), '+inf', 'WITHSCORES')
+local n = #raw
+local cs = {}
+local sum = 0
+for k = 1, n, 2 do
+  local c = tonumber(match(raw[k], ':(%d+)$')) or 0
+  cs[k] = c
+  sum = sum + c
+end
+local used = sum
+if sum + cost <= limit then
+  allowed = 1
+  used = sum + cost
+end
+rem = limit - used
+if rem < 0 then
+  rem = 0
+end
+local last_ts = nil
+if n > 0 then
+  last_ts = tonumber(raw[n])
+end
+local newest = last_ts
+if allowed == 1 and cost > 0 then
+  newest = now
+  if last_ts and last_ts > now then
+    newest = last_ts
+  end
+end
+if newest then
+  reset = newest + window - now
+  if reset < 0 then
+    reset = 0
+  end
+end
+if allowed == 0 then
+  if cost <= limit then
+    local freed = 0
     for k = 1, n, 2 do
-      local c = tonumber(match(raw[k], ':(%d+)$')) or 0
-      cs[k] = c
-      sum = sum + c
-    end
-    local used = sum
-    if sum + cost <= limit then
-      allowed = 1
-      used = sum + cost
-    end
-    rem = limit - used
-    if rem < 0 then
-      rem = 0
-    end
-    local last_ts = nil
-    if n > 0 then
-      last_ts = tonumber(raw[n])
-    end
-    local newest = last_ts
-    if allowed == 1 and cost > 0 then
-      newest = now
-      if last_ts and last_ts > now then
-        newest = last_ts
+      freed = freed + cs[k]
+      if sum - freed + cost <= limit then
+        retry = tonumber(raw[k + 1]) + window - now
+        break
       end
-    end
-    if newest then
-      reset = newest + window - now
-      if reset < 0 then
-        reset = 0
-      end
-    end
-    if allowed == 0 then
-      if cost <= limit then
-        local freed = 0
-        for k = 1, n, 2 do
-          freed = freed + cs[k]
-          if sum - freed + cost <= limit then
-            retry = tonumber(raw[k + 1]) + window - now
-            break
-          end
-        end
-      end
-    elseif cost > 0 then
-      if horizon >= 0 then
-        call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', horizon))
-      end
-      local ts = now
-      if last_ts and last_ts >= now then
-        -- Same instant (or a clock that stepped back): merge, keeping the log ordered.
-        ts = last_ts
-        call('ZREM', key, raw[n - 1])
-        call('ZADD', key, fmt('%d', ts), fmt('%d:%d', ts, cs[n - 1] + cost))
-      else
-        call('ZADD', key, fmt('%d', ts), fmt('%d:%d', ts, cost))
-      end
-      local ms = floor((ts + window - now + 999) / 1000) -- ttl_ms(ts + window, now, slack)
-      if ms * 1000 > ts + window - now + 999 then
-        ms = ms - 1
-      end
-      ms = ms + slack
-      if ms < 1 then
-        ms = 1
-      end
-      call('PEXPIRE', key, ms)
     end
   end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, 0
-  o = o + 5
+elseif cost > 0 then
+  if horizon >= 0 then
+    nw = nw + 1
+    W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', horizon) }
+  end
+  local ts = now
+  if last_ts and last_ts >= now then
+    -- Same instant (or a clock that stepped back): merge, keeping the log ordered.
+    ts = last_ts
+    nw = nw + 1
+    W[nw] = { 'ZREM', key, raw[n - 1] }
+    nw = nw + 1
+    W[nw] = { 'ZADD', key, fmt('%d', ts), fmt('%d:%d', ts, cs[n - 1] + cost) }
+  else
+    nw = nw + 1
+    W[nw] = { 'ZADD', key, fmt('%d', ts), fmt('%d:%d', ts, cost) }
+  end
+  local ms = floor((ts + window - now + 999) / 1000) -- ttl_ms(ts + window, now, slack)
+  if ms * 1000 > ts + window - now + 999 then
+    ms = ms - 1
+  end
+  ms = ms + slack
+  if ms < 1 then
+    ms = 1
+  end
+  nw = nw + 1
+  W[nw] = { 'PEXPIRE', key, ms }
 end
-return out

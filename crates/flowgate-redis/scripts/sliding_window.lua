@@ -147,187 +147,169 @@ end
 ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store, refund = sw_refund }
 
 -- @@fast
--- Fast path (see fast.lua). Block parameters: limit, window, width, buckets.
-local BL, BN, BD, BR = {}, {}, {}, {}
-for j = 0, nb - 1 do
-  BL[j], BN[j], BD[j], BR[j] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
-    tonumber(ARGV[a + 3]) + 1
-  a = a + 4
-end
-local match, gmatch, concat = string.match, string.gmatch, table.concat
-for i = 1, #KEYS do
-  local j, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-  local limit = BL[j]
-  local allowed, rem, reset, retry = 0, 0, 0, -1
-  if limit > 0 or cost == 0 then
-    local key = KEYS[i]
-    local window, width, ring = BN[j], BD[j], BR[j]
-    local head, n = 0, 0
-    local counts = {}
-    local v = call('GET', key)
-    if v then
-      local h, rest = match(v, '^(%d+):(.*)$')
-      if h then
-        head = tonumber(h)
-        n = 1
-        local k = 0
-        for c in gmatch(rest, '%d+') do
-          if k < ring then
-            k = k + 1
-            counts[k] = tonumber(c)
-          end
-        end
-        for z = k + 1, ring do
-          counts[z] = 0
-        end
+-- Fast fragment (see fast.lua). Block: limit, window, width, buckets (B1..B4).
+local window, width, ring = B2[b], B3[b], B4[b] + 1
+local head, n = 0, 0
+local counts = {}
+local v = call('GET', key)
+if v then
+  local h, rest = match(v, '^(%d+):(.*)$')
+  if h then
+    head = tonumber(h)
+    n = 1
+    local k = 0
+    for c in gmatch(rest, '%d+') do
+      if k < ring then
+        k = k + 1
+        counts[k] = tonumber(c)
       end
     end
-    -- lo: the first bucket to count (the oldest live one still held in the ring), or nil.
-    local lo = nil
-    local lo_slot = 0
-    if n == 1 then
-      local x = now + 1 - window
-      if x < 0 then
-        x = 0
-      end
-      local l1 = floor(x / width)
-      if l1 * width > x then
-        l1 = l1 - 1
-      end
-      local l2 = head + 1 - ring
-      if l2 < 0 then
-        l2 = 0
-      end
-      if l2 > l1 then
-        l1 = l2
-      end
-      if l1 <= head then
-        lo = l1
-        local q = floor(lo / ring)
-        if q * ring > lo then
-          q = q - 1
-        end
-        lo_slot = lo - q * ring + 1
-      end
-    end
-    local sum = 0
-    if lo then
-      local s = lo_slot
-      for _ = lo, head do
-        sum = sum + counts[s]
-        s = s + 1
-        if s > ring then
-          s = 1
-        end
-      end
-    end
-    local used = sum
-    if sum + cost <= limit then
-      allowed = 1
-      used = sum + cost
-    end
-    rem = limit - used
-    if rem < 0 then
-      rem = 0
-    end
-    local target = floor(now / width)
-    if target * width > now then
-      target = target - 1
-    end
-    local newest = nil
-    if allowed == 1 and cost > 0 then
-      newest = head
-      if target > head then
-        newest = target
-      end
-    elseif lo then
-      -- the newest bucket with a count, from head down to lo
-      local s = lo_slot + (head - lo)
-      while s > ring do
-        s = s - ring
-      end
-      for jj = head, lo, -1 do
-        if counts[s] > 0 then
-          newest = jj
-          break
-        end
-        s = s - 1
-        if s < 1 then
-          s = ring
-        end
-      end
-    end
-    if newest then
-      reset = (newest + 1) * width + window - 1 - now
-      if reset < 0 then
-        reset = 0
-      end
-    end
-    if allowed == 0 then
-      if cost <= limit and lo then
-        local freed = 0
-        local s = lo_slot
-        for jj = lo, head do
-          local c = counts[s]
-          if c > 0 then
-            freed = freed + c
-            if sum - freed + cost <= limit then
-              retry = (jj + 1) * width + window - 1 - now
-              break
-            end
-          end
-          s = s + 1
-          if s > ring then
-            s = 1
-          end
-        end
-      end
-    elseif cost > 0 then
-      if n == 0 then
-        for z = 1, ring do
-          counts[z] = 0
-        end
-        head = target
-      elseif target > head then
-        if target - head >= ring then
-          for z = 1, ring do
-            counts[z] = 0
-          end
-        else
-          for jj = head + 1, target do
-            local q = floor(jj / ring)
-            if q * ring > jj then
-              q = q - 1
-            end
-            counts[jj - q * ring + 1] = 0
-          end
-        end
-        head = target
-      end
-      -- A clock that stepped back counts in the newest bucket (conservative).
-      local q = floor(head / ring)
-      if q * ring > head then
-        q = q - 1
-      end
-      local s = head - q * ring + 1
-      counts[s] = counts[s] + cost
-      local idle = (head + 1) * width + window - 1 - now -- ttl_ms(leaves_at(head), now, slack)
-      if idle < 0 then
-        idle = 0
-      end
-      local ms = floor((idle + 999) / 1000)
-      if ms * 1000 > idle + 999 then
-        ms = ms - 1
-      end
-      ms = ms + slack
-      if ms < 1 then
-        ms = 1
-      end
-      call('SET', key, fmt('%d', head) .. ':' .. concat(counts, ','), 'PX', ms)
+    for z = k + 1, ring do
+      counts[z] = 0
     end
   end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, 0
-  o = o + 5
 end
-return out
+-- lo: the first bucket to count (the oldest live one still held in the ring), or nil.
+local lo = nil
+local lo_slot = 0
+if n == 1 then
+  local x = now + 1 - window
+  if x < 0 then
+    x = 0
+  end
+  local l1 = floor(x / width)
+  if l1 * width > x then
+    l1 = l1 - 1
+  end
+  local l2 = head + 1 - ring
+  if l2 < 0 then
+    l2 = 0
+  end
+  if l2 > l1 then
+    l1 = l2
+  end
+  if l1 <= head then
+    lo = l1
+    local q = floor(lo / ring)
+    if q * ring > lo then
+      q = q - 1
+    end
+    lo_slot = lo - q * ring + 1
+  end
+end
+local sum = 0
+if lo then
+  local s = lo_slot
+  for _ = lo, head do
+    sum = sum + counts[s]
+    s = s + 1
+    if s > ring then
+      s = 1
+    end
+  end
+end
+local used = sum
+if sum + cost <= limit then
+  allowed = 1
+  used = sum + cost
+end
+rem = limit - used
+if rem < 0 then
+  rem = 0
+end
+local target = floor(now / width)
+if target * width > now then
+  target = target - 1
+end
+local newest = nil
+if allowed == 1 and cost > 0 then
+  newest = head
+  if target > head then
+    newest = target
+  end
+elseif lo then
+  -- the newest bucket with a count, from head down to lo
+  local s = lo_slot + (head - lo)
+  while s > ring do
+    s = s - ring
+  end
+  for jj = head, lo, -1 do
+    if counts[s] > 0 then
+      newest = jj
+      break
+    end
+    s = s - 1
+    if s < 1 then
+      s = ring
+    end
+  end
+end
+if newest then
+  reset = (newest + 1) * width + window - 1 - now
+  if reset < 0 then
+    reset = 0
+  end
+end
+if allowed == 0 then
+  if cost <= limit and lo then
+    local freed = 0
+    local s = lo_slot
+    for jj = lo, head do
+      local c = counts[s]
+      if c > 0 then
+        freed = freed + c
+        if sum - freed + cost <= limit then
+          retry = (jj + 1) * width + window - 1 - now
+          break
+        end
+      end
+      s = s + 1
+      if s > ring then
+        s = 1
+      end
+    end
+  end
+elseif cost > 0 then
+  if n == 0 then
+    for z = 1, ring do
+      counts[z] = 0
+    end
+    head = target
+  elseif target > head then
+    if target - head >= ring then
+      for z = 1, ring do
+        counts[z] = 0
+      end
+    else
+      for jj = head + 1, target do
+        local q = floor(jj / ring)
+        if q * ring > jj then
+          q = q - 1
+        end
+        counts[jj - q * ring + 1] = 0
+      end
+    end
+    head = target
+  end
+  -- A clock that stepped back counts in the newest bucket (conservative).
+  local q = floor(head / ring)
+  if q * ring > head then
+    q = q - 1
+  end
+  local s = head - q * ring + 1
+  counts[s] = counts[s] + cost
+  local idle = (head + 1) * width + window - 1 - now -- ttl_ms(leaves_at(head), now, slack)
+  if idle < 0 then
+    idle = 0
+  end
+  local ms = floor((idle + 999) / 1000)
+  if ms * 1000 > idle + 999 then
+    ms = ms - 1
+  end
+  ms = ms + slack
+  if ms < 1 then
+    ms = 1
+  end
+  nw = nw + 1
+  W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(counts, ','), 'PX', ms }
+end

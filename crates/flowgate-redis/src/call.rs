@@ -6,7 +6,7 @@ use flowgate_core::{Clock, Micros, StoreError};
 use smallvec::SmallVec;
 
 use crate::conn::Conn;
-use crate::scripts::{EncItem, FAST_BY_CODE, GENERAL, ITEM_ARGS, Params, Raw, parse_decide};
+use crate::scripts::{EncItem, FAST_SCRIPT, GENERAL, ITEM_ARGS, Params, Raw, parse_decide};
 
 /// One request (a batch of items), encoded for the decide scripts.
 #[derive(Debug, Default)]
@@ -37,20 +37,14 @@ impl TimeSource {
     }
 }
 
-/// The fast script's algorithm code when every request is one item of one algorithm.
-fn fast_code(requests: &[&Encoded]) -> Option<u64> {
-    let mut code = None;
-    for r in requests {
-        let [item] = &r.items[..] else {
-            return None;
-        };
-        match code {
-            None => code = Some(item.params.code),
-            Some(c) if c == item.params.code => {}
-            Some(_) => return None,
-        }
-    }
-    code
+/// Whether the fast script can decide `requests`: no request repeats a key.
+fn fast(requests: &[&Encoded]) -> bool {
+    requests.iter().all(|r| {
+        r.items
+            .iter()
+            .enumerate()
+            .all(|(i, x)| r.items[..i].iter().all(|y| y.key != x.key))
+    })
 }
 
 /// Decides `requests` in one script call; answers the `now` the script used and the decisions of
@@ -62,8 +56,8 @@ pub(crate) async fn decide(
 ) -> Result<(Micros, Vec<Raw>), StoreError> {
     let items = || requests.iter().flat_map(|r| r.items.iter());
     let n = items().count();
-    let (script, cmd) = if let Some(code) = fast_code(requests) {
-        let script = &FAST_BY_CODE[code as usize - 1];
+    let (script, cmd) = if fast(requests) {
+        let script = &*FAST_SCRIPT;
         let mut blocks: SmallVec<[Params; 4]> = SmallVec::new();
         let index: SmallVec<[usize; 64]> = items()
             .map(|i| match blocks.iter().position(|b| *b == i.params) {
@@ -74,7 +68,7 @@ pub(crate) async fn decide(
                 }
             })
             .collect();
-        let mut cmd = script.cmd(n, 2 * n + 3 + 4 * blocks.len() + n);
+        let mut cmd = script.cmd(n, 2 * n + 3 + 5 * blocks.len() + 4 * n + requests.len());
         for i in items() {
             cmd.arg(i.key.as_bytes());
         }
@@ -83,10 +77,11 @@ pub(crate) async fn decide(
         for b in &blocks {
             b.push_fast(&mut cmd);
         }
-        for (i, b) in items().zip(&index) {
-            cmd.arg(*b).arg(i.cost);
-            if code == 5 {
-                cmd.arg(i.lease);
+        let mut index = index.iter();
+        for r in requests {
+            cmd.arg(r.items());
+            for (i, b) in r.items.iter().zip(index.by_ref()) {
+                i.push_fast(*b, &mut cmd);
             }
         }
         (script, cmd)

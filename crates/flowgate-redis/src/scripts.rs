@@ -66,10 +66,18 @@ fn general_source(mask: usize) -> String {
     s
 }
 
-/// The source of the fast decide script of `algorithm`: single-item requests only.
-pub fn fast_lua(algorithm: Algorithm) -> String {
-    let src = ALGORITHMS[code(algorithm) as usize - 1];
-    format!("{FAST}\n{}", fast_section(src))
+/// The source of the fast decide script: `fast.lua` with every algorithm's `-- @@fast` fragment
+/// in its dispatch.
+pub fn fast_lua() -> String {
+    let mut dispatch = String::new();
+    for (i, src) in ALGORITHMS.iter().enumerate() {
+        let kw = if i == 0 { "if" } else { "elseif" };
+        dispatch.push_str(&format!("{kw} code == {} then\n", i + 1));
+        dispatch.push_str(fast_section(src));
+        dispatch.push('\n');
+    }
+    dispatch.push_str("end");
+    FAST.replace("@ALGORITHMS@", &dispatch)
 }
 
 /// The source of the general decide script for requests using `algorithms` (any number of
@@ -127,17 +135,8 @@ impl Lua {
 /// General decide scripts by algorithm mask (index = mask, 0 unused).
 pub(crate) static GENERAL: LazyLock<Vec<Lua>> =
     LazyLock::new(|| (0..32).map(|m| Lua::new(general_source(m))).collect());
-/// Fast decide scripts by algorithm code - 1.
-pub(crate) static FAST_BY_CODE: LazyLock<[Lua; 5]> = LazyLock::new(|| {
-    [
-        Algorithm::TokenBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::Concurrency,
-    ]
-    .map(|a| Lua::new(fast_lua(a)))
-});
+/// The fast decide script.
+pub(crate) static FAST_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(fast_lua()));
 pub(crate) static REFUND_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(refund_lua()));
 pub(crate) static RELEASE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(release_lua()));
 
@@ -183,20 +182,14 @@ impl Params {
         }
     }
 
-    /// Appends the parameters the fast section of this algorithm reads (its block).
+    /// Appends this limit's block for the fast script: its code, limit and the parameters its
+    /// algorithm reads.
     pub(crate) fn push_fast(&self, c: &mut Cmd) {
+        c.arg(self.code).arg(self.limit);
         match self.code {
-            1 => c
-                .arg(self.limit)
-                .arg(self.t)
-                .arg(self.burst)
-                .arg(self.max_wait),
-            3 => c
-                .arg(self.limit)
-                .arg(self.window)
-                .arg(self.width)
-                .arg(self.buckets),
-            _ => c.arg(self.limit).arg(self.window),
+            1 => c.arg(self.t).arg(self.burst).arg(self.max_wait),
+            3 => c.arg(self.window).arg(self.width).arg(self.buckets),
+            _ => c.arg(self.window),
         };
     }
 }
@@ -213,6 +206,14 @@ pub(crate) struct EncItem {
 }
 
 impl EncItem {
+    /// Appends the item's arguments for the fast script, `block` being its limit's block.
+    pub(crate) fn push_fast(&self, block: usize, c: &mut Cmd) {
+        c.arg(block).arg(self.cost).arg(u64::from(self.enforce));
+        if self.params.code == 5 {
+            c.arg(self.lease);
+        }
+    }
+
     /// Appends the item's parameters for the general script (see `read_item` in `items.lua`).
     pub(crate) fn push_general(&self, c: &mut Cmd) {
         let p = &self.params;
