@@ -175,5 +175,5 @@ elseif cost > 0 then
     ms = 1
   end
   nw = nw + 1
-  W[nw] = { 'PEXPIRE', key, ms }
+  W[nw] = { pexpire, key, fmt('%d', ms0 + ms) }
 end

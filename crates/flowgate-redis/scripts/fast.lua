@@ -23,8 +23,8 @@
 --          0), its cost, enforce (1 or 0), and for concurrency the lease id to grant.
 -- Returns integers: { now, then for each item in order: allowed (1/0), remaining,
 --          reset_after (us), retry_after (us, -1 for none), wait (us) }.
--- Each fragment sees: key, cost, b (its block), limit, lease, now, slack, the block arrays
--- B1..B4 and the helpers below; it sets allowed, rem, reset, retry, wait and, when it admits
+-- Each fragment sees: key, cost, b (its block), limit, lease, now, slack, px, pexpire, ms0, the
+-- block arrays B1..B4 and the helpers below; it sets allowed, rem, reset, retry, wait and, when it admits
 -- with a cost, appends its writes (argument lists of redis.call) to W[nw + 1 ..].
 
 local now
@@ -37,6 +37,14 @@ end
 local slack = tonumber(ARGV[2])
 local floor, fmt, match, gmatch = math.floor, string.format, string.match, string.gmatch
 local concat, unpack, call = table.concat, unpack, redis.call
+-- Expiries: absolute on Redis's clock (PXAT / PEXPIREAT, which Redis need not rewrite to
+-- propagate them: cheaper), at least the relative ttl after `now` rounded up to the next ms; with
+-- a clock override, relative (PX / PEXPIRE). Fragments write `px, fmt('%d', ms0 + ms)` for a ttl
+-- of `ms` milliseconds.
+local px, pexpire, ms0 = 'PX', 'PEXPIRE', 0
+if ARGV[1] == '' then
+  px, pexpire, ms0 = 'PXAT', 'PEXPIREAT', floor(now / 1000) + 1
+end
 local BC, B1, B2, B3, B4 = {}, {}, {}, {}, {}
 local ai = 4
 for j = 0, tonumber(ARGV[3]) - 1 do

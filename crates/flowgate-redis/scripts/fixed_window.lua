@@ -110,5 +110,5 @@ elseif cost > 0 then
     ms = 1
   end
   nw = nw + 1
-  W[nw] = { 'SET', key, fmt('%d:%d', e, used), 'PX', ms }
+  W[nw] = { 'SET', key, fmt('%d:%d', e, used), px, fmt('%d', ms0 + ms) }
 end

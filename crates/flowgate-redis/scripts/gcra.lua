@@ -104,7 +104,7 @@ if cost <= burst + q then
         ms = 1
       end
       nw = nw + 1
-      W[nw] = { 'SET', key, fmt('%d', new), 'PX', ms }
+      W[nw] = { 'SET', key, fmt('%d', new), px, fmt('%d', ms0 + ms) }
     end
   else
     retry = new - tau - mw - now

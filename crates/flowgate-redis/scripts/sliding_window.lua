@@ -311,5 +311,5 @@ elseif cost > 0 then
     ms = 1
   end
   nw = nw + 1
-  W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(counts, ','), 'PX', ms }
+  W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(counts, ','), px, fmt('%d', ms0 + ms) }
 end

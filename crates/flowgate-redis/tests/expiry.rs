@@ -1,0 +1,145 @@
+//! Expiries on Redis's own clock (no clock override: the scripts then write absolute expiries,
+//! PXAT / PEXPIREAT): every written key expires when its state is empty again, never before;
+//! a rejected request writes nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TEST_DEADLINE, bounded};
+use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
+use flowgate_redis::keys::redis_key;
+use flowgate_redis::{RedisOptions, RedisStore};
+use flowgate_testkit::redis::RedisServer;
+
+const HOUR_MS: i64 = 3_600_000;
+
+async fn pttl(store: &RedisStore, key: &str) -> i64 {
+    let v = store
+        .query(redis::cmd("PTTL").arg(key))
+        .await
+        .unwrap_or_else(|e| panic!("pttl: {e}"));
+    redis::from_redis_value(v).unwrap_or_else(|e| panic!("pttl: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        for coalesce in [false, true] {
+            let store = RedisStore::connect_with(
+                &server.url(),
+                RedisOptions::default()
+                    .deadline(TEST_DEADLINE)
+                    .blocked_capacity(0)
+                    .coalesce(coalesce),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+            let q = Quota::new(10, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+            let limits: Vec<Limit> = Algorithm::ALL
+                .iter()
+                .map(|&a| Limit::new(a, q).unwrap_or_else(|e| panic!("{e}")))
+                .collect();
+            // One request per algorithm, then all of them in one request.
+            for (n, l) in limits.iter().enumerate() {
+                let key = format!("exp:{coalesce}:{n}");
+                let d = store
+                    .decide(&[Item {
+                        key: &key,
+                        limit: l,
+                        cost: 1,
+                        enforce: true,
+                    }])
+                    .await
+                    .unwrap_or_else(|e| panic!("decide: {e}"));
+                assert!(d[0].allowed);
+                let t = pttl(&store, &redis_key(&key, l.algorithm())).await;
+                // GCRA: TAT = now + T (360 s); the others idle one window (1 h) after now, the
+                // fixed window at its end (at most 1 h), the sliding window up to one bucket
+                // later.
+                let (lo, hi) = match l.algorithm() {
+                    Algorithm::TokenBucket | Algorithm::LeakyBucket => (358_000, 362_000),
+                    Algorithm::FixedWindow => (1, HOUR_MS + 2_000),
+                    Algorithm::SlidingWindow => (HOUR_MS - 2_000, HOUR_MS + 400_000),
+                    _ => (HOUR_MS - 2_000, HOUR_MS + 2_000),
+                };
+                assert!(
+                    lo <= t && t <= hi,
+                    "{:?}: pttl {t} not in {lo}..={hi}",
+                    l.algorithm()
+                );
+            }
+            let keys: Vec<String> = (0..limits.len())
+                .map(|n| format!("exp:{coalesce}:multi:{n}"))
+                .collect();
+            let items: Vec<Item<'_>> = limits
+                .iter()
+                .zip(&keys)
+                .map(|(l, k)| Item {
+                    key: k,
+                    limit: l,
+                    cost: 1,
+                    enforce: true,
+                })
+                .collect();
+            let d = store
+                .decide(&items)
+                .await
+                .unwrap_or_else(|e| panic!("decide: {e}"));
+            assert!(d.iter().all(|d| d.allowed));
+            for (l, k) in limits.iter().zip(&keys) {
+                let t = pttl(&store, &redis_key(k, l.algorithm())).await;
+                assert!(t > 0, "{:?}: pttl {t}", l.algorithm());
+            }
+            // A request rejected by its last item writes nothing for the others.
+            let one = Quota::new(1, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+            let zero = Limit::new(Algorithm::FixedWindow, one).unwrap_or_else(|e| panic!("{e}"));
+            let full = format!("exp:{coalesce}:full");
+            let d = store
+                .decide(&[Item {
+                    key: &full,
+                    limit: &zero,
+                    cost: 1,
+                    enforce: true,
+                }])
+                .await
+                .unwrap_or_else(|e| panic!("decide: {e}"));
+            assert!(d[0].allowed);
+            let fresh: Vec<String> = (0..limits.len())
+                .map(|n| format!("exp:{coalesce}:rejected:{n}"))
+                .collect();
+            let mut items: Vec<Item<'_>> = limits
+                .iter()
+                .zip(&fresh)
+                .map(|(l, k)| Item {
+                    key: k,
+                    limit: l,
+                    cost: 1,
+                    enforce: true,
+                })
+                .collect();
+            items.push(Item {
+                key: &full,
+                limit: &zero,
+                cost: 1,
+                enforce: true,
+            });
+            let d = store
+                .decide(&items)
+                .await
+                .unwrap_or_else(|e| panic!("decide: {e}"));
+            assert!(!d.last().is_some_and(|d| d.allowed));
+            for (l, k) in limits.iter().zip(&fresh) {
+                let t = pttl(&store, &redis_key(k, l.algorithm())).await;
+                assert_eq!(
+                    t,
+                    -2,
+                    "{:?}: a rejected request wrote its key",
+                    l.algorithm()
+                );
+            }
+        }
+    })
+    .await;
+}
