@@ -45,10 +45,11 @@ pub struct ServeArgs {
     /// without it, the embedded store.
     #[arg(long, env = "FLOWGATE_REDIS_URL")]
     pub redis_url: Option<String>,
-    /// Token for the admin API (`PUT /v1/rules`); without it the admin API is disabled.
+    /// Token for the admin API (`PUT /v1/rules`); without it the admin API is disabled. Rules set
+    /// through it last until the next change of the configuration files (last writer wins).
     #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
-    /// Do not watch the configuration for changes.
+    /// Do not watch the configuration for changes (rules then change only through the admin API).
     #[arg(long, env = "FLOWGATE_NO_WATCH")]
     pub no_watch: bool,
 }

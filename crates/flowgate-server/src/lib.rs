@@ -25,6 +25,11 @@
 //! # Configuration
 //! `--config` names a Flowgate TOML file ([`config`]'s `toml` format), an envoyproxy/ratelimit
 //! YAML file, or a directory of both. It is watched and polled every 2 s; see [`reload`].
+//!
+//! **Rules set through the admin API (`PUT /v1/rules`) are replaced by the next file reload**:
+//! the file and the API each replace the whole rule set, and the last writer wins. Admin rules
+//! last until the configuration files change (or the server restarts); `GET /v1/rules` shows the
+//! `source` of the rules in force. Write lasting changes to the files, or run with `--no-watch`.
 
 pub mod backend;
 pub mod config;

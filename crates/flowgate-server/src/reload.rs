@@ -3,6 +3,17 @@
 //! after a short debounce if the new rules are valid, and refused otherwise: the refusal is
 //! logged with file, line and field, counted in `flowgate_config_reloads_total{result="failure"}`,
 //! and the last good rules stay in force.
+//!
+//! # File reloads and the admin API: last writer wins
+//! Both replace the whole rule set; nothing is merged. Rules put through `PUT /v1/rules` stay in
+//! force only until the configuration changes on disk: the next reload (a file event, or a
+//! change the poll notices) replaces them with the file's rules, and the admin rules are gone.
+//! They are not written anywhere, so a restart also starts from the file. A reload is triggered
+//! only by a change of the files' contents (or of the set of files), never by the poll alone, so
+//! admin rules are not undone while the files stay as they are. `GET /v1/rules` says which set
+//! is in force (`source` is `file` or `api`, with a `version` incremented on every change). To
+//! keep rules set through the API, write them to the configuration as well, or run with
+//! `--no-watch` (then only the API, or a restart, changes the rules).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -1,11 +1,14 @@
 //! The state shared by the HTTP and gRPC front ends: the limiter, the metrics, the rules' origin.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use flowgate::{Limiter, Request, RuleSet, StoreError, Verdict};
-use flowgate_core::{Algorithm, DirectBucket, Limit, Quota};
-use parking_lot::Mutex;
+use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule};
+use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 
 use crate::backend::Backend;
 use crate::metrics::{ApiLabels, DecisionLabels, KindLabels, Metrics, RequestLabels, RuleLabels};
@@ -27,6 +30,41 @@ impl Api {
             Api::Http => "http",
         }
     }
+
+    fn index(self) -> usize {
+        match self {
+            Api::Grpc => 0,
+            Api::Http => 1,
+        }
+    }
+}
+
+/// `flowgate_requests_total`'s `code` labels, by index.
+const CODES: [&str; 3] = ["ok", "over_limit", "invalid"];
+/// `flowgate_decisions_total`'s `outcome` labels of a rule, by index.
+const OUTCOMES: [&str; 3] = ["ok", "over_limit", "shadow_over_limit"];
+const UNLIMITED: usize = 3;
+/// At most this many rules' counters are cached (beyond, the labelled lookup is used).
+const MAX_CACHED_RULES: usize = 65_536;
+
+/// The metric series touched by every request, resolved once: the hot path neither builds label
+/// sets (no allocation, no hashing of strings) nor takes the families' locks.
+#[derive(Default)]
+struct Hot {
+    /// `flowgate_requests_total` by API and code.
+    requests: [[OnceLock<Counter>; 3]; 2],
+    /// `flowgate_decision_duration_seconds` by API.
+    latency: [OnceLock<Histogram>; 2],
+    /// `flowgate_decisions_total` of rules without `detailed_metric`, by the rule's address
+    /// (cleared when the rules change).
+    rules: RwLock<HashMap<usize, RuleCounters>>,
+}
+
+/// One rule's `flowgate_decisions_total` series, by outcome (`OUTCOMES`, then `unlimited`).
+struct RuleCounters {
+    /// Keeps the rule alive, so that its address (the key) is not reused while cached.
+    _rule: Arc<Rule>,
+    outcomes: [OnceLock<Counter>; 4],
 }
 
 /// Where the rules in force came from.
@@ -57,6 +95,7 @@ pub struct AppState {
     log_bucket: Option<DirectBucket>,
     /// Serialises rule changes (file reloads and the admin API).
     pub(crate) change: tokio::sync::Mutex<()>,
+    hot: Hot,
 }
 
 impl AppState {
@@ -90,6 +129,7 @@ impl AppState {
             }),
             log_bucket,
             change: tokio::sync::Mutex::new(()),
+            hot: Hot::default(),
         }
     }
 
@@ -102,6 +142,7 @@ impl AppState {
     pub fn apply_rules(&self, rules: RuleSet, source: &'static str, files: Vec<PathBuf>) -> u64 {
         let count = rules.rules().len();
         self.limiter.set_rules(rules);
+        self.hot.rules.write().clear();
         self.metrics.rules.set(count as i64);
         self.metrics.reload(source, true);
         let mut info = self.info.lock();
@@ -113,13 +154,53 @@ impl AppState {
 
     /// Counts a request refused as invalid.
     pub fn invalid(&self, api: Api) {
-        self.metrics
-            .requests
-            .get_or_create(&RequestLabels {
-                api: api.label(),
-                code: "invalid",
+        self.count_request(api, 2);
+    }
+
+    /// Counts a request with `CODES[code]`.
+    fn count_request(&self, api: Api, code: usize) {
+        self.hot.requests[api.index()][code]
+            .get_or_init(|| {
+                self.metrics
+                    .requests
+                    .get_or_create(&RequestLabels {
+                        api: api.label(),
+                        code: CODES[code],
+                    })
+                    .clone()
             })
             .inc();
+    }
+
+    /// Counts a decision of `rule` (without `detailed_metric`) with outcome `outcome` (an index
+    /// into `OUTCOMES`, or `UNLIMITED`).
+    fn count_rule(&self, domain: &str, rule: &Arc<Rule>, outcome: usize) {
+        let key = Arc::as_ptr(rule) as usize;
+        let resolve = || {
+            self.metrics
+                .decisions
+                .get_or_create(&DecisionLabels {
+                    domain: domain.to_owned(),
+                    rule: rule.name.clone(),
+                    outcome: OUTCOMES.get(outcome).copied().unwrap_or("unlimited"),
+                    descriptor: String::new(),
+                })
+                .clone()
+        };
+        if let Some(c) = self.hot.rules.read().get(&key) {
+            c.outcomes[outcome].get_or_init(resolve).inc();
+            return;
+        }
+        let counter = resolve();
+        counter.inc();
+        let mut cache = self.hot.rules.write();
+        if cache.len() < MAX_CACHED_RULES {
+            let c = cache.entry(key).or_insert_with(|| RuleCounters {
+                _rule: Arc::clone(rule),
+                outcomes: Default::default(),
+            });
+            let _ = c.outcomes[outcome].set(counter);
+        }
     }
 
     /// Decides a (validated) request, and records metrics and rejection logs.
@@ -127,9 +208,13 @@ impl AppState {
         let start = quanta::Instant::now();
         let verdict = self.limiter.check(request).await;
         let elapsed = start.elapsed();
-        self.metrics
-            .latency
-            .get_or_create(&ApiLabels { api: api.label() })
+        self.hot.latency[api.index()]
+            .get_or_init(|| {
+                self.metrics
+                    .latency
+                    .get_or_create(&ApiLabels { api: api.label() })
+                    .clone()
+            })
             .observe(elapsed.as_secs_f64());
         self.record(api, request, &verdict);
         verdict
@@ -137,64 +222,68 @@ impl AppState {
 
     fn record(&self, api: Api, request: &Request, verdict: &Verdict) {
         let m = &self.metrics;
-        m.requests
-            .get_or_create(&RequestLabels {
-                api: api.label(),
-                code: if verdict.allowed { "ok" } else { "over_limit" },
-            })
-            .inc();
+        self.count_request(api, if verdict.allowed { 0 } else { 1 });
         let known = verdict.statuses.iter().any(|s| s.rule.is_some())
             || self.limiter.rules().has_domain(&request.domain);
         let domain = if known {
-            request.domain.clone()
+            request.domain.as_str()
         } else {
-            "_unknown".to_owned()
+            "_unknown"
         };
         let mut error: Option<&StoreError> = None;
         let mut stored = false;
         for (s, d) in verdict.statuses.iter().zip(&request.descriptors) {
-            let (rule, outcome, detailed) = match &s.rule {
-                None => (String::new(), "no_rule", false),
-                Some(r) if r.limit.is_none() => (r.name.clone(), "unlimited", r.detailed_metric),
-                Some(r) => {
-                    stored = true;
-                    let outcome = if s.decision.allowed {
-                        "ok"
-                    } else if r.shadow {
-                        m.shadow_hits
-                            .get_or_create(&RuleLabels {
-                                domain: domain.clone(),
-                                rule: r.name.clone(),
-                            })
-                            .inc();
-                        "shadow_over_limit"
-                    } else {
-                        "over_limit"
-                    };
-                    (r.name.clone(), outcome, r.detailed_metric)
-                }
-            };
             if let Some(e) = &s.error {
                 error = Some(e);
             }
-            let descriptor = if detailed {
-                let mut t = d.to_string();
-                if t.len() > 128 {
-                    let mut cut = 128;
-                    while !t.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    t.truncate(cut);
+            let (rule, outcome) = match &s.rule {
+                None => {
+                    m.decisions
+                        .get_or_create(&DecisionLabels {
+                            domain: domain.to_owned(),
+                            rule: String::new(),
+                            outcome: "no_rule",
+                            descriptor: String::new(),
+                        })
+                        .inc();
+                    continue;
                 }
-                t
-            } else {
-                String::new()
+                Some(r) if r.limit.is_none() => (r, UNLIMITED),
+                Some(r) => {
+                    stored = true;
+                    let outcome = if s.decision.allowed {
+                        0
+                    } else if r.shadow {
+                        m.shadow_hits
+                            .get_or_create(&RuleLabels {
+                                domain: domain.to_owned(),
+                                rule: r.name.clone(),
+                            })
+                            .inc();
+                        2
+                    } else {
+                        1
+                    };
+                    (r, outcome)
+                }
             };
+            if !rule.detailed_metric {
+                self.count_rule(domain, rule, outcome);
+                continue;
+            }
+            let mut descriptor = d.to_string();
+            if descriptor.len() > 128 {
+                let mut cut = 128;
+                while !descriptor.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                descriptor.truncate(cut);
+            }
             m.decisions
                 .get_or_create(&DecisionLabels {
-                    domain: domain.clone(),
-                    rule,
-                    outcome,
+                    domain: domain.to_owned(),
+                    rule: rule.name.clone(),
+                    outcome: OUTCOMES.get(outcome).copied().unwrap_or("unlimited"),
                     descriptor,
                 })
                 .inc();

@@ -454,3 +454,103 @@ async fn hot_reload_applies_valid_edits_and_refuses_invalid_ones() {
     assert_eq!(post_json(addr, "/v1/check", check("s")).await.status, 200);
     t.server.shutdown().await.unwrap();
 }
+
+/// The value of the series `line_prefix` (labels included) in `/metrics`, 0 when absent.
+async fn series(addr: std::net::SocketAddr, line_prefix: &str) -> u64 {
+    let m = http(addr, "GET", "/metrics", &[], "").await.body;
+    m.lines()
+        .find_map(|l| l.strip_prefix(line_prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Decisions are counted exactly per rule and outcome (the counters are cached per rule), also
+/// for an unknown domain and no-rule descriptors, and a rule change counts under the new rules.
+#[tokio::test]
+async fn metrics_count_exactly_per_rule_and_outcome_across_rule_changes() {
+    let t = server().await;
+    let a = t.http();
+    for _ in 0..5 {
+        post_json(a, "/v1/check", check("x")).await;
+    }
+    post_json(
+        a,
+        "/v1/check",
+        json!({"domain": "nowhere", "descriptors": ["k=v"]}),
+    )
+    .await;
+    post_json(
+        a,
+        "/v1/check",
+        json!({"domain": "api", "descriptors": ["other=1"]}),
+    )
+    .await;
+    let ok =
+        r#"flowgate_decisions_total{domain="api",rule="per-client",outcome="ok",descriptor=""} "#;
+    let over = r#"flowgate_decisions_total{domain="api",rule="per-client",outcome="over_limit",descriptor=""} "#;
+    assert_eq!((series(a, ok).await, series(a, over).await), (2, 3));
+    let unknown =
+        r#"flowgate_decisions_total{domain="_unknown",rule="",outcome="no_rule",descriptor=""} "#;
+    let no_rule =
+        r#"flowgate_decisions_total{domain="api",rule="",outcome="no_rule",descriptor=""} "#;
+    assert_eq!((series(a, unknown).await, series(a, no_rule).await), (1, 1));
+    let requests = |code: &str| format!("flowgate_requests_total{{api=\"http\",code=\"{code}\"}} ");
+    assert_eq!(series(a, &requests("ok")).await, 4);
+    assert_eq!(series(a, &requests("over_limit")).await, 3);
+    // A new rule set: its rule counts under its own series; the old series keep their counts.
+    let auth = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let renamed =
+        "domain = \"api\"\n[[rule]]\nname = \"renamed\"\nmatch = \"client\"\nlimit = \"1/m\"\n";
+    let r = http(a, "PUT", "/v1/rules", &auth, renamed).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for _ in 0..3 {
+        post_json(a, "/v1/check", check("y")).await;
+    }
+    let r_ok =
+        r#"flowgate_decisions_total{domain="api",rule="renamed",outcome="ok",descriptor=""} "#;
+    let r_over = r#"flowgate_decisions_total{domain="api",rule="renamed",outcome="over_limit",descriptor=""} "#;
+    assert_eq!((series(a, r_ok).await, series(a, r_over).await), (1, 2));
+    assert_eq!((series(a, ok).await, series(a, over).await), (2, 3));
+    t.server.shutdown().await.unwrap();
+}
+
+/// The admin API and the file each replace the whole rule set, last writer wins: admin rules stay
+/// while the file is unchanged (the poll alone does not reload), and the next file change
+/// replaces them with the file's rules.
+#[tokio::test]
+async fn file_reload_replaces_rules_set_through_the_admin_api() {
+    let t = server().await;
+    let a = t.http();
+    let auth = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let admin =
+        "domain = \"api\"\n[[rule]]\nname = \"admin\"\nmatch = \"client\"\nlimit = \"9/m\"\n";
+    assert_eq!(http(a, "PUT", "/v1/rules", &auth, admin).await.status, 200);
+    let rules = || async move { http(a, "GET", "/v1/rules", &[], "").await.json() };
+    // Several poll periods (200 ms here) with the file unchanged: the admin rules stay.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let j = rules().await;
+    assert_eq!(
+        (j["source"].clone(), j["rule"][0]["name"].clone()),
+        (json!("api"), json!("admin"))
+    );
+    common::write(
+        &t.path("rules.toml"),
+        "domain = \"api\"\n[[rule]]\nname = \"from-file\"\nmatch = \"client\"\nlimit = \"1/m\"\n",
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || async move {
+            rules().await["source"] == json!("file")
+        })
+        .await
+    );
+    let j = rules().await;
+    assert_eq!(j["rule"].as_array().map(Vec::len), Some(1), "{j}");
+    assert_eq!(j["rule"][0]["name"], "from-file", "{j}");
+    t.server.shutdown().await.unwrap();
+}

@@ -6,7 +6,7 @@
 //! | `POST /v1/acquire` | as check; in `delay` mode the answer carries the `wait_ms` before the reserved slot (or, with `"hold": true`, is sent after it); 429 when the wait would exceed `max_wait`; concurrency leases are listed for `/v1/release` |
 //! | `POST /v1/release` | release a concurrency lease: `{"domain", "descriptor", "lease"}` |
 //! | `GET /v1/rules` | the rules in force, their version and origin |
-//! | `PUT /v1/rules` | replace all rules, atomically (admin: `Authorization: Bearer <token>`); the body is Flowgate TOML (`application/toml`), envoyproxy/ratelimit YAML (`application/yaml`) or the TOML schema as JSON (`application/json`) |
+//! | `PUT /v1/rules` | replace all rules, atomically (admin: `Authorization: Bearer <token>`); the body is Flowgate TOML (`application/toml`), envoyproxy/ratelimit YAML (`application/yaml`) or the TOML schema as JSON (`application/json`). Not persisted, and replaced by the next file reload: see [`crate::reload`] |
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the store answers, else 503 |
 //! | `GET /metrics` | Prometheus text format |
