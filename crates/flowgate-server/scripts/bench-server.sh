@@ -5,6 +5,8 @@
 #   - memory: `flowgate serve` on the embedded store,
 #   - redis:  `flowgate serve --redis-url` on a local redis-server,
 #   - lib-redis: the same decisions through the library (Limiter + RedisStore) in-process.
+# Each JSON line also carries the CPU seconds used during that run (warm-up included) by the
+# generator, the server under test and redis-server (from /proc, utime + stime), and the wall time.
 # Usage: crates/flowgate-server/scripts/bench-server.sh [SECONDS] > results.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -15,21 +17,38 @@ command -v redis-server >/dev/null || { echo "redis-server is needed (apt-get in
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-redis-server --port 16379 --save '' --appendonly no --daemonize no >/dev/null & PIDS+=($!)
-$BIN floor --grpc-addr 127.0.0.1:18091 2>/dev/null & PIDS+=($!)
+command -v /usr/bin/time >/dev/null || { echo "/usr/bin/time is needed (apt-get install time)" >&2; exit 1; }
+redis-server --port 16379 --save '' --appendonly no --daemonize no >/dev/null & REDIS=$!; PIDS+=($!)
+$BIN floor --grpc-addr 127.0.0.1:18091 2>/dev/null & FLOOR=$!; PIDS+=($!)
 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch \
-  --http-addr 127.0.0.1:18080 --grpc-addr 127.0.0.1:18081 & PIDS+=($!)
+  --http-addr 127.0.0.1:18080 --grpc-addr 127.0.0.1:18081 & MEMORY=$!; PIDS+=($!)
 sleep 1
 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch --redis-url redis://127.0.0.1:16379/ \
-  --http-addr 127.0.0.1:18082 --grpc-addr 127.0.0.1:18083 & PIDS+=($!)
+  --http-addr 127.0.0.1:18082 --grpc-addr 127.0.0.1:18083 2>/dev/null & SERVER=$!; PIDS+=($!)
 sleep 2
+HZ=$(getconf CLK_TCK)
+TIMES=$(mktemp)
+ticks() { if [ "$1" = 0 ]; then echo 0; else awk '{print $14 + $15}' "/proc/$1/stat"; fi; }
+# run TARGET_PID bench-args...: one `flowgate bench` run, its JSON line extended with CPU seconds.
+run() {
+  local target=$1; shift
+  local s0 r0 t0 line
+  s0=$(ticks "$target"); r0=$(ticks "$REDIS"); t0=$(date +%s.%N)
+  line=$(/usr/bin/time -f '%U %S' -o "$TIMES" $BIN bench "$@")
+  python3 -c 'import json, sys
+d = json.loads(sys.argv[1]); hz = float(sys.argv[2]); u, s = open(sys.argv[3]).read().split()[-2:]
+d["wall_s"] = round(float(sys.argv[8]) - float(sys.argv[7]), 2)
+d["cpu_s"] = {"bench": round(float(u) + float(s), 2), "server": (int(sys.argv[4]) - int(sys.argv[5])) / hz,
+              "redis": (int(sys.argv[9]) - int(sys.argv[6])) / hz}
+print(json.dumps(d))' "$line" "$HZ" "$TIMES" "$(ticks "$target")" "$s0" "$r0" "$t0" "$(date +%s.%N)" "$(ticks "$REDIS")"
+}
 for keys in 1 10000; do
   for c in 1 16 64; do
     conns=$(( c == 1 ? 1 : 4 ))
     common=(--concurrency "$c" --connections "$conns" --keys "$keys" --duration "${SECS}s" --warmup 1s --quiet)
-    $BIN bench --api grpc --addr 127.0.0.1:18091 --label floor "${common[@]}"
-    $BIN bench --api grpc --addr 127.0.0.1:18081 --label memory "${common[@]}"
-    $BIN bench --api grpc --addr 127.0.0.1:18083 --label redis "${common[@]}"
-    $BIN bench --api library --redis-url redis://127.0.0.1:16379/ --label lib-redis "${common[@]}"
+    run "$FLOOR" --api grpc --addr 127.0.0.1:18091 --label floor "${common[@]}"
+    run "$MEMORY" --api grpc --addr 127.0.0.1:18081 --label memory "${common[@]}"
+    run "$SERVER" --api grpc --addr 127.0.0.1:18083 --label redis "${common[@]}"
+    run 0 --api library --redis-url redis://127.0.0.1:16379/ --label lib-redis "${common[@]}"
   done
 done

@@ -4,15 +4,18 @@ import json, sys
 
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 by = {(r["label"], r["keys"], r["concurrency"]): r for r in rows}
-print("| keys | in flight | floor req/s | memory req/s | memory / floor | redis req/s | library redis req/s | redis / library | p99 floor / memory / redis (us) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| keys | in flight | floor req/s | memory req/s | memory / floor | redis req/s | library redis req/s | redis / library | redis / floor | redis / serial bound | p99 floor / memory / redis (us) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for keys in (1, 10000):
     for c in (1, 16, 64):
         f, m, r, l = (by.get((x, keys, c)) for x in ("floor", "memory", "redis", "lib-redis"))
         if not (f and m and r and l):
             continue
+        # The serial bound: the floor's and the library's costs added, each request paying both.
+        bound = 1 / (1 / f["throughput"] + 1 / l["throughput"])
         print(f"| {keys:,} | {c} | {f['throughput']:,.0f} | {m['throughput']:,.0f} | {m['throughput']/f['throughput']:.2f} "
               f"| {r['throughput']:,.0f} | {l['throughput']:,.0f} | {r['throughput']/l['throughput']:.2f} "
+              f"| {r['throughput']/f['throughput']:.2f} | {r['throughput']/bound:.2f} "
               f"| {f['p99_us']} / {m['p99_us']} / {r['p99_us']} |")
 print()
 print("| run | requests | ok | over limit | errors | p50 / p90 / p99 / max (us) |")
@@ -20,3 +23,17 @@ print("|---|---|---|---|---|---|")
 for r in rows:
     print(f"| {r['label']} {r['keys']:,} keys @{r['concurrency']} | {r['requests']:,} | {r['ok']:,} | {r['over_limit']:,} | {r['errors']:,} "
           f"| {r['p50_us']} / {r['p90_us']} / {r['p99_us']} / {r['max_us']} |")
+
+cpu = [r for r in rows if "cpu_s" in r]
+if cpu:
+    print()
+    print("| run | wall s | CPU s: generator / server / redis-server | share of the 2 cores | server CPU us per request |")
+    print("|---|---|---|---|---|")
+    for r in cpu:
+        c = r["cpu_s"]
+        total = c["bench"] + c["server"] + c["redis"]
+        # Requests over the whole run (warm-up included), at the measured rate.
+        per = c["server"] / max(r["throughput"] * r["wall_s"], 1) * 1e6 if c["server"] else 0
+        print(f"| {r['label']} {r['keys']:,} keys @{r['concurrency']} | {r['wall_s']} "
+              f"| {c['bench']:.2f} / {c['server']:.2f} / {c['redis']:.2f} | {total / (2 * r['wall_s']):.0%} "
+              f"| {per:.1f} |")
