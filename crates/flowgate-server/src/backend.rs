@@ -41,7 +41,8 @@ impl Backend {
     ///
     /// # Errors
     /// When Redis cannot be reached.
-    pub async fn redis(url: &str) -> Result<Self, StoreError> {
+    pub async fn redis(url: &str, deadline: std::time::Duration) -> Result<Self, StoreError> {
+        let options = flowgate_redis::RedisOptions::default().deadline(deadline);
         let store = match url.strip_prefix("redis+cluster://") {
             Some(nodes) => {
                 let urls: Vec<String> = nodes
@@ -50,9 +51,9 @@ impl Backend {
                     .filter(|n| !n.is_empty())
                     .map(|n| format!("redis://{}", n.trim_end_matches('/')))
                     .collect();
-                flowgate_redis::RedisStore::connect_cluster(&urls).await?
+                flowgate_redis::RedisStore::connect_cluster_with(&urls, options).await?
             }
-            None => flowgate_redis::RedisStore::connect(url).await?,
+            None => flowgate_redis::RedisStore::connect_with(url, options).await?,
         };
         Ok(Backend::Redis(store))
     }

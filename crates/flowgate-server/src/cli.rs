@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// without it, the embedded store.
     #[arg(long, env = "FLOWGATE_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// How long a decision may wait for Redis (e.g. `25ms`, `2s`); past it, each rule's failure
+    /// policy (`open`, `closed`, `local`) decides.
+    #[arg(long, env = "FLOWGATE_REDIS_DEADLINE", default_value = "25ms", value_parser = parse_deadline)]
+    pub redis_deadline: std::time::Duration,
     /// Token for the admin API (`PUT /v1/rules`); without it the admin API is disabled. Rules set
     /// through it last until the next change of the configuration files (last writer wins).
     #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
@@ -52,6 +56,14 @@ pub struct ServeArgs {
     /// Do not watch the configuration for changes (rules then change only through the admin API).
     #[arg(long, env = "FLOWGATE_NO_WATCH")]
     pub no_watch: bool,
+}
+
+fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
+    match flowgate_core::quota::parse_duration(text) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("the deadline must be longer than zero".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Sets up logging from `FLOWGATE_LOG` (default `info`).
@@ -97,6 +109,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.http_addr = args.http_addr;
     cfg.grpc_addr = args.grpc_addr;
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
+    cfg.redis_deadline = args.redis_deadline;
     cfg.admin_token = args.admin_token;
     cfg.watch = !args.no_watch;
     let server = Server::bind(cfg).await?;

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     /// A Redis URL (`redis://...`, or `redis+cluster://host:port,host:port` for a cluster);
     /// `None` runs on the embedded memory store.
     pub redis_url: Option<String>,
+    /// How long a decision may wait for Redis before the rules' failure policies decide.
+    pub redis_deadline: Duration,
     /// The admin token for `PUT /v1/rules`; `None` disables the admin API.
     pub admin_token: Option<String>,
     /// Watch the configuration and reload it on change.
@@ -57,6 +59,7 @@ impl ServerConfig {
                 .parse()
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8081))),
             redis_url: None,
+            redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
             admin_token: None,
             watch: true,
             poll_interval: Duration::from_secs(2),
@@ -120,7 +123,7 @@ async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     };
     match &cfg.redis_url {
         None => Ok(Backend::memory(clock)),
-        Some(url) => Backend::redis(url)
+        Some(url) => Backend::redis(url, cfg.redis_deadline)
             .await
             .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}"))),
     }

@@ -282,7 +282,7 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         BenchApi::Library => {
             let (_, set) = crate::config::load(&args.config)?;
             let backend = match &args.redis_url {
-                Some(url) => crate::Backend::redis(url).await?,
+                Some(url) => crate::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?,
                 None => crate::Backend::memory(crate::ServerClock::System(
                     flowgate_core::SystemClock::new(),
                 )),
