@@ -25,7 +25,8 @@ fn rule(name: &str, key: &str, failure: FailurePolicy) -> Rule {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failure_policies_under_a_redis_outage() {
     let mut server = RedisServer::start();
-    let deadline = Duration::from_millis(50);
+    // Generous for a loaded CI machine: the exact phase must not time out into the policies.
+    let deadline = Duration::from_millis(300);
     let store = RedisStore::connect_with(&server.url(), RedisOptions::default().deadline(deadline))
         .await
         .unwrap();
@@ -46,7 +47,7 @@ async fn failure_policies_under_a_redis_outage() {
 
     server.stop();
     let mut degraded = 0;
-    for round in 0..20 {
+    for round in 0..10 {
         for (d, expect) in [("o=2", Some(true)), ("c=2", Some(false)), ("l=2", None)] {
             let started = tokio::time::Instant::now();
             let v = limiter.check(&req(d)).await;
