@@ -6,7 +6,7 @@
 //! flight requests accumulate there: the next call carries all of them (up to `max_batch`). The driver script
 //! decides each request of the call in order, independently and all-or-nothing, exactly as if
 //! they had arrived one after another — so coalescing changes the per-call overhead (one
-//! EVALSHA, one `TIME`, one parse of the script's arguments), never the decisions. A request
+//! EVALSHA, one `TIME`, one parameter block per distinct limit), never the decisions. A request
 //! whose caller has given up (deadline passed) is dropped before it is sent.
 
 use std::sync::Arc;

@@ -1,11 +1,13 @@
 //! Flowgate's Redis store: the [`flowgate_core::Store`] interface on a single Redis server or a
 //! Redis Cluster, deciding with the same arithmetic as the memory store.
 //!
-//! - **One Lua script per algorithm** (`scripts/*.lua`, each with a `KEYS[i]: … ARGV[j]: …`
-//!   contract), concatenated at compile time with a driver into one script sent by EVALSHA and
-//!   reloaded on NOSCRIPT. The clock is `redis.call('TIME')` in microseconds: app servers'
-//!   clocks never decide. Every key written gets an expiry at the instant its state is empty
-//!   again; rejected requests write nothing.
+//! - **One Lua file per algorithm** (`scripts/*.lua`, each with a `KEYS[i]: … ARGV[j]: …`
+//!   contract), assembled at startup into scripts sent by EVALSHA and loaded on NOSCRIPT: a
+//!   straight-line fast script (no function definitions, one parameter block per distinct limit,
+//!   integer replies) for every request whose keys are distinct, and a function-based driver for
+//!   requests that repeat a key ([`scripts`]). The clock is `redis.call('TIME')` in
+//!   microseconds: app servers' clocks never decide. Every key written gets an expiry at the
+//!   instant its state is empty again; rejected requests write nothing.
 //! - **Several limits of one request in one round trip**, atomically, on a single server; on a
 //!   cluster, per slot in parallel with refunds when another slot rejects ([`cluster`]).
 //! - **Delay mode across app servers**: the reservation lives in Redis, so callers everywhere

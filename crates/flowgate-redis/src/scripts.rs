@@ -3,14 +3,15 @@
 //!
 //! One file per algorithm, with a `KEYS[i]: … ARGV[j]: …` contract comment, holds two things:
 //!
-//! - its `load`/`check`/`apply`/`store`/`refund` functions, which `driver.lua` runs for requests
-//!   of several items (all-or-nothing across them) and `refund.lua` for cluster compensation. A
-//!   decide script defines only the functions of the algorithms its call uses: Redis creates
-//!   every closure again on each call, so defining unused ones costs.
-//! - after a `-- @@fast` line, a straight-line section (no function definitions at all) that
-//!   `fast.lua` runs for calls whose requests are one item each, all of that algorithm: the
-//!   common case, and what a coalesced call of single-rule requests carries. Each distinct limit
-//!   sends its parameters once per call, and only the ones the algorithm reads.
+//! - its `load`/`check`/`apply`/`store`/`refund` functions, which `driver.lua` runs for calls in
+//!   which some request names one key twice (its items must see each other's tentative state)
+//!   and `refund.lua` for cluster compensation. Such a script defines only the functions of the
+//!   algorithms its call uses: Redis creates every closure again on each call.
+//! - after a `-- @@fast` line, a straight-line fragment (no function definitions at all) that
+//!   `fast.lua` dispatches to by algorithm code, for every other call (the common case: any
+//!   number of requests of any number of items, mixed algorithms, all-or-nothing per request
+//!   with deferred writes). Each distinct limit sends its parameters once per call, and only the
+//!   ones its algorithm reads.
 //!
 //! Replies are Lua numbers, which Redis turns into integers (no string formatting). Scripts are
 //! sent with EVALSHA, and loaded on NOSCRIPT.
