@@ -202,9 +202,84 @@ async fn refused(addr: SocketAddr) -> bool {
     }
 }
 
+/// A gRPC message frame (uncompressed, big-endian length) holding Envoy's `RateLimitRequest`
+/// `{domain, descriptors: [{entries: [{key, value}]}]}`, encoded by hand (protobuf wire format).
+fn rls_request_frame(domain: &str, key: &str, value: &str) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+        out.push(tag);
+        let mut n = bytes.len();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(bytes);
+    }
+    let mut entry = Vec::new();
+    field(&mut entry, 0x0a, key.as_bytes());
+    field(&mut entry, 0x12, value.as_bytes());
+    let mut descriptor = Vec::new();
+    field(&mut descriptor, 0x0a, &entry);
+    let mut request = Vec::new();
+    field(&mut request, 0x0a, domain.as_bytes());
+    field(&mut request, 0x12, &descriptor);
+    let mut frame = vec![0];
+    frame.extend_from_slice(&u32::try_from(request.len()).unwrap().to_be_bytes());
+    frame.extend(request);
+    frame
+}
+
+/// `ShouldRateLimit` over a fresh HTTP/2 connection whose request headers are sent at once and
+/// whose message is sent only when `send_body` fires: a gRPC call in flight for as long as the
+/// test wants. Answers the `grpc-status` and the response message's bytes.
+async fn slow_should_rate_limit(
+    addr: SocketAddr,
+    frame: Vec<u8>,
+    send_body: tokio::sync::oneshot::Receiver<()>,
+) -> (Option<String>, Vec<u8>) {
+    use http_body_util::BodyExt as _;
+    use hyper::body::{Bytes, Frame};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let body = http_body_util::StreamBody::new(futures::stream::once(Box::pin(async move {
+        let _ = send_body.await;
+        Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(frame)))
+    })));
+    let req = hyper::Request::post(format!(
+        "http://{addr}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(body)
+    .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let header_status = resp
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let collected = resp.into_body().collect().await.unwrap();
+    let status = collected
+        .trailers()
+        .and_then(|t| t.get("grpc-status"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or(header_status);
+    let data = collected.to_bytes();
+    (status, data.get(5..).unwrap_or_default().to_vec())
+}
+
 /// SIGTERM with two `/v1/acquire` requests held for their delay-mode slots (~1 s and ~2 s):
-/// both listeners close at once (new connections refused on both ports) while the held requests
-/// are still waiting, both then complete with 200 after their full wait, and the process exits 0.
+/// and a gRPC call whose message the client has not sent yet: both listeners close at once (new
+/// connections refused on both ports) while the held requests are still waiting; both complete
+/// with 200 after their full wait; the process then still waits for the open gRPC call, which
+/// completes with OK once its message is sent; and the process exits 0.
 #[tokio::test]
 async fn sigterm_finishes_requests_in_flight_refuses_new_ones_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
@@ -216,6 +291,13 @@ async fn sigterm_finishes_requests_in_flight_refuses_new_ones_and_exits_zero() {
     )
     .unwrap();
     let mut p = spawn(&cfg, &[]);
+    // The gRPC call goes out first: its stream is open well before the SIGTERM below.
+    let (send_body, body_gate) = tokio::sync::oneshot::channel();
+    let grpc_call = tokio::spawn(slow_should_rate_limit(
+        p.grpc,
+        rls_request_frame("d", "queue", "grpc"),
+        body_gate,
+    ));
     let acquire = json!({"domain": "d", "descriptors": ["queue=a"], "hold": true});
     // The first takes the slot now; the next two are spaced 1 s and 2 s later.
     let r = common::post_json(p.http, "/v1/acquire", acquire.clone()).await;
@@ -279,6 +361,21 @@ async fn sigterm_finishes_requests_in_flight_refuses_new_ones_and_exits_zero() {
         waits.push(wait);
     }
     assert!(waits[1] > waits[0] + 500.0, "{waits:?}");
+    // Only the open gRPC call is left: the process waits for it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        p.child.try_wait().unwrap().is_none(),
+        "exited with a gRPC call in flight"
+    );
+    assert!(!grpc_call.is_finished());
+    send_body.send(()).unwrap();
+    let (status, message) = tokio::time::timeout(Duration::from_secs(10), grpc_call)
+        .await
+        .expect("gRPC call answered in time")
+        .unwrap();
+    assert_eq!(status.as_deref(), Some("0"), "{message:?}");
+    // RateLimitResponse.overall_code (field 1, varint) = OK (1).
+    assert_eq!(message.get(..2), Some(&[0x08, 0x01][..]), "{message:?}");
     let end = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         if let Some(status) = p.child.try_wait().unwrap() {
