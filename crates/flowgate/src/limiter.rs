@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use flowgate_core::store::admitted;
+use flowgate_core::store::{Decisions, admitted};
 use flowgate_core::{
     Decision, Descriptor, FailurePolicy, Item, MemoryStore, Request, RuleSet, Store, StoreError,
 };
+use smallvec::SmallVec;
 
 use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
@@ -71,8 +72,7 @@ impl<S: Store> Limiter<S> {
             .iter()
             .map(|_| Status::unlimited(None))
             .collect();
-        let mut items: Vec<Item<'_>> = Vec::with_capacity(matched.len());
-        let mut slots: Vec<usize> = Vec::with_capacity(matched.len());
+        let mut items: SmallVec<[Item<'_>; 4]> = SmallVec::new();
         for m in &matched {
             statuses[m.descriptor].rule = Some(Arc::clone(m.rule));
             if let Some(limit) = &m.rule.limit {
@@ -82,7 +82,6 @@ impl<S: Store> Limiter<S> {
                     cost: m.cost,
                     enforce: !m.rule.shadow,
                 });
-                slots.push(m.descriptor);
             }
         }
         if items.is_empty() {
@@ -92,21 +91,24 @@ impl<S: Store> Limiter<S> {
                 wait: std::time::Duration::ZERO,
             };
         }
-        let (decisions, error) = match self.store.decide(&items).await {
-            Ok(d) => (d.into_vec(), None),
-            Err(e) => (
-                self.on_failure(&items, &matched_policies(&matched, &items), &e),
-                Some(e),
-            ),
+        let (decisions, error): (Decisions, _) = match self.store.decide(&items).await {
+            Ok(d) => (d, None),
+            Err(e) => {
+                let policies = matched_policies(&matched, &items);
+                (self.on_failure(&items, &policies, &e).into(), Some(e))
+            }
         };
         let allowed = admitted(&items, &decisions);
+        drop(items);
         let mut wait = std::time::Duration::ZERO;
-        for ((item, d), &slot) in items.iter().zip(decisions).zip(&slots) {
+        // The matched rules with a limit are the items, in order: move their keys to the statuses.
+        let limited = matched.into_iter().filter(|m| m.rule.limit.is_some());
+        for (m, d) in limited.zip(decisions) {
             if allowed {
                 wait = wait.max(d.wait);
             }
-            let s = &mut statuses[slot];
-            s.key = item.key.to_owned();
+            let s = &mut statuses[m.descriptor];
+            s.key = m.key;
             s.decision = d;
             s.error.clone_from(&error);
         }
