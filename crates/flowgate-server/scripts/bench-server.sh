@@ -29,18 +29,23 @@ sleep 2
 HZ=$(getconf CLK_TCK)
 TIMES=$(mktemp)
 ticks() { if [ "$1" = 0 ]; then echo 0; else awk '{print $14 + $15}' "/proc/$1/stat"; fi; }
+# Store errors of the Redis server (decided by the failure policy, answered OK over gRPC).
+store_errors() {
+  curl -s http://127.0.0.1:18082/metrics | awk '/^flowgate_store_errors_total/ {n += $NF} END {print n + 0}'
+}
 # run TARGET_PID bench-args...: one `flowgate bench` run, its JSON line extended with CPU seconds.
 run() {
   local target=$1; shift
   local s0 r0 t0 line
-  s0=$(ticks "$target"); r0=$(ticks "$REDIS"); t0=$(date +%s.%N)
+  s0=$(ticks "$target"); r0=$(ticks "$REDIS"); t0=$(date +%s.%N); e0=$(store_errors)
   line=$(/usr/bin/time -f '%U %S' -o "$TIMES" $BIN bench "$@")
   python3 -c 'import json, sys
 d = json.loads(sys.argv[1]); hz = float(sys.argv[2]); u, s = open(sys.argv[3]).read().split()[-2:]
 d["wall_s"] = round(float(sys.argv[8]) - float(sys.argv[7]), 2)
+if d["label"] == "redis": d["store_errors"] = int(sys.argv[11]) - int(sys.argv[10])
 d["cpu_s"] = {"bench": round(float(u) + float(s), 2), "server": (int(sys.argv[4]) - int(sys.argv[5])) / hz,
               "redis": (int(sys.argv[9]) - int(sys.argv[6])) / hz}
-print(json.dumps(d))' "$line" "$HZ" "$TIMES" "$(ticks "$target")" "$s0" "$r0" "$t0" "$(date +%s.%N)" "$(ticks "$REDIS")"
+print(json.dumps(d))' "$line" "$HZ" "$TIMES" "$(ticks "$target")" "$s0" "$r0" "$t0" "$(date +%s.%N)" "$(ticks "$REDIS")" "$e0" "$(store_errors)"
 }
 for keys in 1 10000; do
   for c in 1 16 64; do

@@ -18,10 +18,12 @@ for keys in (1, 10000):
               f"| {r['throughput']/f['throughput']:.2f} | {r['throughput']/bound:.2f} "
               f"| {f['p99_us']} / {m['p99_us']} / {r['p99_us']} |")
 print()
-print("| run | requests | ok | over limit | errors | p50 / p90 / p99 / max (us) |")
+print("| run | requests | ok | over limit | errors (server store errors) | p50 / p90 / p99 / max (us) |")
 print("|---|---|---|---|---|---|")
+def se(r):
+    return f" ({r['store_errors']:,})" if "store_errors" in r else ""
 for r in rows:
-    print(f"| {r['label']} {r['keys']:,} keys @{r['concurrency']} | {r['requests']:,} | {r['ok']:,} | {r['over_limit']:,} | {r['errors']:,} "
+    print(f"| {r['label']} {r['keys']:,} keys @{r['concurrency']} | {r['requests']:,} | {r['ok']:,} | {r['over_limit']:,} | {r['errors']:,}{se(r)} "
           f"| {r['p50_us']} / {r['p90_us']} / {r['p99_us']} / {r['max_us']} |")
 
 cpu = [r for r in rows if "cpu_s" in r]

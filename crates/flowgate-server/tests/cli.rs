@@ -515,4 +515,12 @@ async fn redis_cluster_through_the_binary_exact_and_all_or_nothing() {
     assert_ne!(owners[1], owners[2], "{owners:?}");
     assert_ne!(owners[0], owners[2], "{owners:?}");
     assert_ne!(owners[2], owners[3], "{owners:?}");
+    // Every decision above was Redis's: no store error, so no failure policy decided.
+    let m = common::http(p.http, "GET", "/metrics", &[], "").await.body;
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("flowgate_store_errors_total{") && !l.ends_with(" 0")),
+        "{m}"
+    );
+    assert!(m.contains("flowgate_decisions_total{"), "{m}");
 }
