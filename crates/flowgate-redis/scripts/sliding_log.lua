@@ -115,13 +115,15 @@ local horizon = -1
 if now >= window then
   horizon = now - window -- entries at or before it have left the window
 end
-local raw = call('ZRANGEBYSCORE', key, '(' .. fmt('%d', horizon), '+inf', 'WITHSCORES')
+-- Members only: a member '<time>:<cost>' carries its score (Redis need not format scores).
+local raw = call('ZRANGEBYSCORE', key, '(' .. fmt('%d', horizon), '+inf')
 local n = #raw
-local cs = {}
+local ts, cs = {}, {}
 local sum = 0
-for k = 1, n, 2 do
-  local c = tonumber(match(raw[k], ':(%d+)$')) or 0
-  cs[k] = c
+for k = 1, n do
+  local t, c = match(raw[k], '^(%d+):(%d+)$')
+  c = tonumber(c) or 0
+  ts[k], cs[k] = tonumber(t) or 0, c
   sum = sum + c
 end
 local used = sum
@@ -135,7 +137,7 @@ if rem < 0 then
 end
 local last_ts = nil
 if n > 0 then
-  last_ts = tonumber(raw[n])
+  last_ts = ts[n]
 end
 local newest = last_ts
 if allowed == 1 and cost > 0 then
@@ -153,10 +155,10 @@ end
 if allowed == 0 then
   if cost <= limit then
     local freed = 0
-    for k = 1, n, 2 do
+    for k = 1, n do
       freed = freed + cs[k]
       if sum - freed + cost <= limit then
-        retry = tonumber(raw[k + 1]) + window - now
+        retry = ts[k] + window - now
         break
       end
     end
@@ -166,20 +168,20 @@ elseif cost > 0 then
     nw = nw + 1
     W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', horizon) }
   end
-  local ts = now
+  local at = now
   if last_ts and last_ts >= now then
     -- Same instant (or a clock that stepped back): merge, keeping the log ordered.
-    ts = last_ts
+    at = last_ts
     nw = nw + 1
-    W[nw] = { 'ZREM', key, raw[n - 1] }
+    W[nw] = { 'ZREM', key, raw[n] }
     nw = nw + 1
-    W[nw] = { 'ZADD', key, fmt('%d', ts), fmt('%d:%d', ts, cs[n - 1] + cost) }
+    W[nw] = { 'ZADD', key, fmt('%d', at), fmt('%d:%d', at, cs[n] + cost) }
   else
     nw = nw + 1
-    W[nw] = { 'ZADD', key, fmt('%d', ts), fmt('%d:%d', ts, cost) }
+    W[nw] = { 'ZADD', key, fmt('%d', at), fmt('%d:%d', at, cost) }
   end
-  local ms = floor((ts + window - now + 999) / 1000) -- ttl_ms(ts + window, now, slack)
-  if ms * 1000 > ts + window - now + 999 then
+  local ms = floor((at + window - now + 999) / 1000) -- ttl_ms(at + window, now, slack)
+  if ms * 1000 > at + window - now + 999 then
     ms = ms - 1
   end
   ms = ms + slack

@@ -151,6 +151,7 @@ ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store,
 local window, width, ring = B2[b], B3[b], B4[b] + 1
 local head, n = 0, 0
 local counts = {}
+local texts = {} -- the counts as stored: only changed ones are formatted again
 local v = call('GET', key)
 if v then
   local h, rest = match(v, '^(%d+):(.*)$')
@@ -162,10 +163,12 @@ if v then
       if k < ring then
         k = k + 1
         counts[k] = tonumber(c)
+        texts[k] = c
       end
     end
     for z = k + 1, ring do
       counts[z] = 0
+      texts[z] = '0'
     end
   end
 end
@@ -273,12 +276,14 @@ elseif cost > 0 then
   if n == 0 then
     for z = 1, ring do
       counts[z] = 0
+      texts[z] = '0'
     end
     head = target
   elseif target > head then
     if target - head >= ring then
       for z = 1, ring do
         counts[z] = 0
+        texts[z] = '0'
       end
     else
       for jj = head + 1, target do
@@ -287,6 +292,7 @@ elseif cost > 0 then
           q = q - 1
         end
         counts[jj - q * ring + 1] = 0
+        texts[jj - q * ring + 1] = '0'
       end
     end
     head = target
@@ -298,6 +304,7 @@ elseif cost > 0 then
   end
   local s = head - q * ring + 1
   counts[s] = counts[s] + cost
+  texts[s] = fmt('%d', counts[s])
   local idle = (head + 1) * width + window - 1 - now -- ttl_ms(leaves_at(head), now, slack)
   if idle < 0 then
     idle = 0
@@ -311,5 +318,5 @@ elseif cost > 0 then
     ms = 1
   end
   nw = nw + 1
-  W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(counts, ','), px, fmt('%d', ms0 + ms) }
+  W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(texts, ','), px, fmt('%d', ms0 + ms) }
 end
