@@ -216,9 +216,10 @@ impl RuleSet {
 /// Appends `text` with `%`, `{`, `}`, `:`, `,`, `=` and control characters percent-escaped.
 fn escape_into(out: &mut String, text: &str) {
     // Fast path: nothing to escape (0xC2 leads the C1 control characters U+0080..U+009F).
-    if !text.bytes().any(|b| {
-        matches!(b, b'%' | b'{' | b'}' | b':' | b',' | b'=' | 0x7f | 0xC2) || b < 0x20
-    }) {
+    if !text
+        .bytes()
+        .any(|b| matches!(b, b'%' | b'{' | b'}' | b':' | b',' | b'=' | 0x7f | 0xC2) || b < 0x20)
+    {
         out.push_str(text);
         return;
     }

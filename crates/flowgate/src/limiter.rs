@@ -126,7 +126,9 @@ impl<S: Store> Limiter<S> {
         policies: &[FailurePolicy],
         error: &StoreError,
     ) -> Vec<Decision> {
-        tracing::warn!(%error, "store failed; failure policies decide");
+        // Per call at debug level: under an outage this runs for every request. The store says
+        // once, at warn level, when it becomes degraded and when it recovers.
+        tracing::debug!(%error, "store failed; failure policies decide");
         let by_policy = |d: &FailurePolicy, item: &Item<'_>| {
             let mut dec = Decision::UNLIMITED;
             dec.limit = item.limit.limit();
