@@ -347,7 +347,8 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         let keys = args.keys.max(1);
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
         workers.push(tokio::spawn(async move {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((w as u64 + 1) * 0x1234_5678_9ABC_DEF1));
+            let mut rng =
+                Rng(0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1).wrapping_mul(0x1234_5678_9ABC_DEF1));
             while !stop.load(Ordering::Relaxed) {
                 let k = if keys == 1 { 0 } else { rng.next() % keys };
                 let start = quanta::Instant::now();
