@@ -17,29 +17,9 @@ use governor::{Quota as GQuota, RateLimiter};
 
 const KEYS: usize = 1_000_000;
 
-fn key_set(n: usize) -> Vec<String> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            format!("{x:016x}") // 16 bytes
-        })
-        .collect()
-}
-
-fn random_indices(n: usize, len: usize) -> Vec<u32> {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as u32
-        })
-        .collect()
-}
+#[path = "support/mod.rs"]
+mod support;
+use support::{keys as key_set, random_indices};
 
 fn direct(c: &mut Criterion) {
     let mut g = c.benchmark_group("direct token bucket, one key");

@@ -16,28 +16,12 @@ use governor::{Quota as GQuota, RateLimiter};
 const ROUNDS: usize = 15;
 const OPS: usize = 2_000_000;
 
-fn keys(n: usize) -> Vec<String> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            format!("{x:016x}")
-        })
-        .collect()
-}
+#[path = "../benches/support/mod.rs"]
+mod support;
+use support::keys;
 
 fn order(n: usize) -> Vec<u32> {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..OPS)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as u32
-        })
-        .collect()
+    support::random_indices(n, OPS)
 }
 
 /// Best ns/op of each side over interleaved rounds.
