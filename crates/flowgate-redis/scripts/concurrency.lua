@@ -166,14 +166,8 @@ elseif cost > 0 then
   W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now) }
   nw = nw + 1
   W[nw] = { 'ZADD', key, fmt('%d', now + window), lease .. ':' .. fmt('%d', cost) }
-  local ms = floor((idle - now + 999) / 1000) -- ttl_ms(idle, now, slack)
-  if ms * 1000 > idle - now + 999 then
-    ms = ms - 1
-  end
-  ms = ms + slack
-  if ms < 1 then
-    ms = 1
-  end
+  local v = idle - now + 999 -- ttl_ms(idle, now, slack): exact ceil to ms (fmod is exact)
+  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
   nw = nw + 1
   W[nw] = { pexpire, key, fmt('%d', ms0 + ms) }
 end

@@ -23,7 +23,7 @@
 --          0), its cost, enforce (1 or 0), and for concurrency the lease id to grant.
 -- Returns integers: { now, then for each item in order: allowed (1/0), remaining,
 --          reset_after (us), retry_after (us, -1 for none), wait (us) }.
--- Each fragment sees: key, cost, b (its block), limit, lease, now, slack, px, pexpire, ms0, the
+-- Each fragment sees: key, cost, b (its block), limit, lease, now, slack, px, pexpire, ms0, fmod, mmax, the
 -- block arrays B1..B4 and the helpers below; it sets allowed, rem, reset, retry, wait and, when it admits
 -- with a cost, appends its writes (argument lists of redis.call) to W[nw + 1 ..].
 
@@ -36,6 +36,9 @@ else
 end
 local slack = tonumber(ARGV[2])
 local floor, fmt, match, gmatch = math.floor, string.format, string.match, string.gmatch
+-- Expiry in whole ms, rounded up exactly: `v = ttl_us + 999; (v - fmod(v, 1000)) / 1000` (C fmod
+-- is exact on integers, where floor(v / 1000) may round up), plus slack, at least 1.
+local fmod, mmax = math.fmod, math.max
 local concat, unpack, call = table.concat, unpack, redis.call
 -- Expiries: absolute on Redis's clock (PXAT / PEXPIREAT, which Redis need not rewrite to
 -- propagate them: cheaper), at least the relative ttl after `now` rounded up to the next ms; with

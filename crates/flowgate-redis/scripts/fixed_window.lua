@@ -101,14 +101,8 @@ if allowed == 0 then
     retry = e - now
   end
 elseif cost > 0 then
-  local ms = floor((e - now + 999) / 1000) -- ttl_ms(e, now, slack); e > now
-  if ms * 1000 > e - now + 999 then
-    ms = ms - 1
-  end
-  ms = ms + slack
-  if ms < 1 then
-    ms = 1
-  end
+  local v = e - now + 999 -- ttl_ms(e, now, slack); e > now
+  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
   nw = nw + 1
   W[nw] = { 'SET', key, fmt('%d:%d', e, used), px, fmt('%d', ms0 + ms) }
 end

@@ -94,15 +94,8 @@ if cost <= burst + q then
       rem = rem + 1
     end
     if cost > 0 then
-      -- ttl_ms(new, now, slack); new > now here
-      local ms = floor((new - now + 999) / 1000)
-      if ms * 1000 > new - now + 999 then
-        ms = ms - 1
-      end
-      ms = ms + slack
-      if ms < 1 then
-        ms = 1
-      end
+      local v = new - now + 999 -- ttl_ms(new, now, slack); new > now here
+      local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
       nw = nw + 1
       W[nw] = { 'SET', key, fmt('%d', new), px, fmt('%d', ms0 + ms) }
     end

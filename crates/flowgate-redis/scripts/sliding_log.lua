@@ -180,14 +180,8 @@ elseif cost > 0 then
     nw = nw + 1
     W[nw] = { 'ZADD', key, fmt('%d', at), fmt('%d:%d', at, cost) }
   end
-  local ms = floor((at + window - now + 999) / 1000) -- ttl_ms(at + window, now, slack)
-  if ms * 1000 > at + window - now + 999 then
-    ms = ms - 1
-  end
-  ms = ms + slack
-  if ms < 1 then
-    ms = 1
-  end
+  local v = at + window - now + 999 -- ttl_ms(at + window, now, slack)
+  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
   nw = nw + 1
   W[nw] = { pexpire, key, fmt('%d', ms0 + ms) }
 end

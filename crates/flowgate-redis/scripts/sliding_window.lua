@@ -309,14 +309,8 @@ elseif cost > 0 then
   if idle < 0 then
     idle = 0
   end
-  local ms = floor((idle + 999) / 1000)
-  if ms * 1000 > idle + 999 then
-    ms = ms - 1
-  end
-  ms = ms + slack
-  if ms < 1 then
-    ms = 1
-  end
+  local v = idle + 999
+  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
   nw = nw + 1
   W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(texts, ','), px, fmt('%d', ms0 + ms) }
 end

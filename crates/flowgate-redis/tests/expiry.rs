@@ -143,3 +143,47 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
     })
     .await;
 }
+
+/// The fast script's expiry rounding (`v = ttl_us + 999; (v - fmod(v, 1000)) / 1000`) is an exact
+/// ceiling to whole milliseconds in Redis's Lua, up to 2^53.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_rounding_is_an_exact_ceiling() {
+    let server = RedisServer::start();
+    bounded(30, async {
+        let store = RedisStore::connect_with(
+            &server.url(),
+            RedisOptions::default().deadline(TEST_DEADLINE),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+        let mut values: Vec<u64> = (0..2_100).collect();
+        let mut p = 1u64;
+        while p < (1 << 53) / 10 {
+            p *= 10;
+            for d in [0, 1, 999, 1_000, 1_001] {
+                values.extend([p - d.min(p), p + d]);
+            }
+        }
+        values.extend([(1 << 53) - 1_000, (1 << 53) - 1_001, 1_700_000_000_123_456]);
+        let script = "local fmod, out = math.fmod, {} \
+            for i, a in ipairs(ARGV) do local v = tonumber(a) + 999 \
+            out[i] = tostring((v - fmod(v, 1000)) / 1000) end return out";
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script).arg(0);
+        for v in &values {
+            cmd.arg(v.to_string());
+        }
+        let got: Vec<String> = redis::from_redis_value(
+            store
+                .query(&cmd)
+                .await
+                .unwrap_or_else(|e| panic!("eval: {e}")),
+        )
+        .unwrap_or_else(|e| panic!("reply: {e}"));
+        for (v, g) in values.iter().zip(&got) {
+            let g: f64 = g.parse().unwrap_or_else(|e| panic!("{g}: {e}"));
+            assert_eq!(g as u64, v.div_ceil(1000), "ttl {v} us");
+        }
+    })
+    .await;
+}
