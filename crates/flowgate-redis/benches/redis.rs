@@ -147,6 +147,54 @@ fn memory_usage(v: redis::Value) -> i64 {
     redis::from_redis_value(v).unwrap_or(-1)
 }
 
+fn algorithm(name: &str) -> Algorithm {
+    match name {
+        "fixed_window" => Algorithm::FixedWindow,
+        "sliding_window" => Algorithm::SlidingWindow,
+        "sliding_log" => Algorithm::SlidingLog,
+        "leaky_bucket" => Algorithm::LeakyBucket,
+        "concurrency" => Algorithm::Concurrency,
+        _ => Algorithm::TokenBucket,
+    }
+}
+
+async fn focus(url: &str, name: &str, secs: f64) {
+    let direct = store(url, false).await;
+    let coalesced = store(url, true).await;
+    let a = algorithm(name);
+    let q = if a == Algorithm::Concurrency {
+        "100/1ms"
+    } else {
+        "100/s"
+    };
+    let l = Arc::new(vec![limit(a, q)]);
+    // FOCUS=incr|direct|coalesced runs that figure alone (to profile it); the others are NaN.
+    let focus = std::env::var("FOCUS").unwrap_or_default();
+    let run = |f: &str| focus.is_empty() || focus == f;
+    let incr64 = if run("incr") {
+        incr_rate(&direct, 64, secs).await
+    } else {
+        f64::NAN
+    };
+    let r64 = if run("direct") {
+        decide_rate(&direct, l.clone(), "focus", 64, secs).await
+    } else {
+        f64::NAN
+    };
+    let c64 = if run("coalesced") {
+        decide_rate(&coalesced, l.clone(), "focus", 64, secs).await
+    } else {
+        f64::NAN
+    };
+    let st = coalesced.stats();
+    println!(
+        "INCR@64 {incr64:.0}/s | {name}@64 {r64:.0}/s ({:.2}) | coalesced {c64:.0}/s ({:.2}), {:.1} per call",
+        r64 / incr64,
+        c64 / incr64,
+        st.decisions as f64 / st.script_calls.max(1) as f64
+    );
+}
+
 fn main() {
     let secs: f64 = std::env::args()
         .skip(1)
@@ -159,6 +207,17 @@ fn main() {
         .expect("runtime");
     let server = RedisServer::start();
     let url = server.url();
+    // `-- <secs> only <algorithm>`: INCR and that algorithm at 64 in flight, plain and coalesced
+    // (for profiling one figure at a time).
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "only") {
+        let name = args
+            .get(i + 1)
+            .cloned()
+            .unwrap_or_else(|| "token_bucket".into());
+        rt.block_on(focus(&url, &name, secs));
+        return;
+    }
     rt.block_on(async move {
         let direct = store(&url, false).await;
         let coalesced = store(&url, true).await;

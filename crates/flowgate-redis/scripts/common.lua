@@ -46,6 +46,22 @@ local function ttl_ms(idle_at, now, slack)
   return ms
 end
 
+-- Production (the decide scripts read Redis's TIME) or a test clock override (ARGV[1] is `now`).
+local PROD = ARGV[1] == ''
+
+-- The expiry arguments of SET for a string state (token/leaky bucket, fixed window, sliding
+-- window) that is empty again at `ex` (us). In production PXAT the next whole second of Redis's
+-- clock at or after `ex`: every writer rounds so, which lets fast.lua tell from a key's state
+-- which expiry it has (and write KEEPTTL when it need not move). With a test clock override,
+-- PX the exact ms after `now` plus `slack`.
+local function expiry(ex, now, slack)
+  if PROD then
+    local e = ex + 999999
+    return 'PXAT', (e - math.fmod(e, 1000000)) / 1000
+  end
+  return 'PX', ttl_ms(ex, now, slack)
+end
+
 -- A copy of a state: tables one level deep are copied (entries are replaced, never mutated).
 local function copy(s)
   local c = {}

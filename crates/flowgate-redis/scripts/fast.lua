@@ -5,50 +5,73 @@
 -- One or more requests, each of one or more items (limits), decided in order, each request
 -- all-or-nothing: its items are checked against the state before the request, and their writes
 -- are made only if every enforced item admits (shadow items, enforce 0, that admit are recorded
--- with it; those that reject are not). Requests are decided and written one after the other, so
--- requests of one call that share a key see each other exactly as if they had arrived one after
--- another. The keys of ONE request must be distinct (the client sends requests that repeat a key
--- to driver.lua instead).
+-- with it; those that reject are not). Requests are decided one after the other, so requests of
+-- one call that share a key see each other exactly as if they had arrived one after another.
+-- The keys of ONE request must be distinct (the client sends requests that repeat a key to
+-- driver.lua instead).
+--
+-- The script only admits and records. For the string states (codes 1-3) it answers the state
+-- each item was decided on, and the client derives the whole decision (remaining, reset, retry,
+-- wait) from it with the same Rust transition the memory store runs: the script and the Rust
+-- code agree on admission (tests/properties.rs), so they agree on everything.
+--
+-- String states are read with one MGET for the whole call (and kept in a table as the call
+-- changes them), and written when their request is admitted with their expiry rounded up to the
+-- next whole second of Redis's clock: a key whose expiry does not move is written with KEEPTTL,
+-- which costs Redis less. Every writer of these keys rounds so (common.lua `expiry`), so the
+-- expiry a key has is known from its state.
 --
 -- KEYS[k]: the state key of the k-th item over all requests, in order (see each algorithm's
 --          file for its type).
 -- ARGV[1]: '' to read the clock with redis.call('TIME') (production), or an explicit `now` in
---          microseconds since the epoch (TEST ONLY: the store's clock override).
+--          microseconds since the epoch (TEST ONLY: the store's clock override; expiries are
+--          then relative, exact to the ms, plus ARGV[2]).
 -- ARGV[2]: extra expiry in ms added to every key (0 in production; test-only slack).
 -- ARGV[3]: the number B of distinct parameter blocks (limits) in the call.
 -- Then B blocks: algorithm code (1 token/leaky bucket, 2 fixed window, 3 sliding window, 4
---          sliding log, 5 concurrency), limit, then the algorithm's parameters: 1: T, burst,
---          max_wait; 2: window; 3: window, bucket width, buckets; 4: window; 5: window.
--- Then for each request: its number of items n, then per item: the index of its block (from
---          0), its cost, enforce (1 or 0), and for concurrency the lease id to grant.
--- Returns integers: { now, then for each item in order: allowed (1/0), remaining,
+--          sliding log, 5 concurrency), limit, then the algorithm's parameters: 1: T,
+--          tau = burst * T, max_wait; 2: window; 3: window, bucket width, buckets, the ring's
+--          struct format ('<d' then buckets + 1 times 'I4'); 4: window; 5: window.
+-- Then for each item, in order: one number ((cost * 1024 + block) * 2 + enforce) * 2 + last
+--          (block from 0, enforce 1 or 0, last 1 on the last item of a request); a concurrency
+--          item is followed by the lease id to grant.
+-- Returns { now, then for each item in order: codes 1-3: the key's state before the request
+--          (a string, or nil when it has none); codes 4-5: allowed (1/0), remaining,
 --          reset_after (us), retry_after (us, -1 for none), wait (us) }.
--- Each fragment sees: key, cost, b (its block), limit, lease, now, slack, px, pexpire, ms0, fmod, mmax, the
--- block arrays B1..B4 and the helpers below; it sets allowed, rem, reset, retry, wait and, when it admits
--- with a cost, appends its writes (argument lists of redis.call) to W[nw + 1 ..].
+-- Each fragment sees: key, cost, b (its block), limit, now, slack, px, pexpire, ms0, fmod,
+-- mmax, spack, sunpack (struct), the block arrays B1..B5 and the helpers below. Codes 1-3
+-- see the state `s` (string or
+-- false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it is empty
+-- again, us) and `ex0` (when `s` was, -1 if none). Codes 4-5 also see `lease`, set rem, reset,
+-- retry, wait and append their writes (argument lists of redis.call) to W[nw + 1 ..].
 
+local prod = ARGV[1] == ''
 local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
+if prod then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
 end
 local slack = tonumber(ARGV[2])
 local floor, fmt, match, gmatch = math.floor, string.format, string.match, string.gmatch
--- Expiry in whole ms, rounded up exactly: `v = ttl_us + 999; (v - fmod(v, 1000)) / 1000` (C fmod
--- is exact on integers, where floor(v / 1000) may round up), plus slack, at least 1.
+local spack, sunpack = struct.pack, struct.unpack
 local fmod, mmax = math.fmod, math.max
 local concat, unpack, call = table.concat, unpack, redis.call
--- Expiries: absolute on Redis's clock (PXAT / PEXPIREAT, which Redis need not rewrite to
--- propagate them: cheaper), at least the relative ttl after `now` rounded up to the next ms; with
--- a clock override, relative (PX / PEXPIRE). Fragments write `px, fmt('%d', ms0 + ms)` for a ttl
--- of `ms` milliseconds.
 local px, pexpire, ms0 = 'PX', 'PEXPIRE', 0
-if ARGV[1] == '' then
+if prod then
   px, pexpire, ms0 = 'PXAT', 'PEXPIREAT', floor(now / 1000) + 1
 end
-local BC, B1, B2, B3, B4 = {}, {}, {}, {}, {}
+local nkeys = #KEYS
+-- The string states (MGET answers false for the sorted sets), in slices that unpack can hold.
+local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
+for from = 4001, nkeys, 4000 do
+  local more = call('MGET', unpack(KEYS, from, math.min(nkeys, from + 3999)))
+  for i = 1, #more do
+    V[from + i - 1] = more[i]
+  end
+end
+local BC, B1, B2, B3, B4, B5 = {}, {}, {}, {}, {}, {}
 local ai = 4
 for j = 0, tonumber(ARGV[3]) - 1 do
   local c = tonumber(ARGV[ai])
@@ -58,43 +81,94 @@ for j = 0, tonumber(ARGV[3]) - 1 do
     B3[j], B4[j] = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
     ai = ai + 2
   end
+  if c == 3 then
+    B5[j] = ARGV[ai]
+    ai = ai + 1
+  end
 end
+local cur = {} -- key -> its state as this call has left it (keys written by this call)
+local SK, SV, SE, S0 = {}, {}, {}, {} -- the string writes of the request being decided
+local W = {}
 local out = { now }
 local oi = 1
 local ki = 0
-local nkeys = #KEYS
-local W = {}
 while ki < nkeys do
-  local ni = tonumber(ARGV[ai])
-  ai = ai + 1
   local admitted = true
-  local nw = 0
-  for _ = 1, ni do
+  local nw, ns = 0, 0
+  local last = 0
+  repeat
     ki = ki + 1
     local key = KEYS[ki]
-    local b, cost = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
-    local enforce = ARGV[ai + 2] == '1'
-    ai = ai + 3
+    local x = tonumber(ARGV[ai])
+    ai = ai + 1
+    -- % by powers of two is exact on these integers (below 2^45).
+    last = x % 2
+    x = (x - last) / 2
+    local enforce = x % 2
+    x = (x - enforce) / 2
+    local b = x % 1024
+    local cost = (x - b) / 1024
     local code, limit = BC[b], B1[b]
-    local lease = nil
-    if code == 5 then
-      lease = ARGV[ai]
-      ai = ai + 1
+    local allowed = 0
+    if code <= 3 then
+      local s = cur[key]
+      if s == nil then
+        s = V[ki]
+      end
+      oi = oi + 1
+      out[oi] = s
+      local nv, ex, ex0 = nil, 0, -1
+      if limit > 0 or cost == 0 then
+@STRINGS@
+      end
+      if nv then
+        ns = ns + 1
+        SK[ns], SV[ns], SE[ns], S0[ns] = key, nv, ex, ex0
+      end
+    else
+      local lease = nil
+      if code == 5 then
+        lease = ARGV[ai]
+        ai = ai + 1
+      end
+      local rem, reset, retry, wait = 0, 0, -1, 0
+      if limit > 0 or cost == 0 then
+@SETS@
+      end
+      out[oi + 1], out[oi + 2], out[oi + 3], out[oi + 4], out[oi + 5] =
+        allowed, rem, reset, retry, wait
+      oi = oi + 5
     end
-    local allowed, rem, reset, retry, wait = 0, 0, 0, -1, 0
-    if limit > 0 or cost == 0 then
-@ALGORITHMS@
-    end
-    if allowed == 0 and enforce then
+    if allowed == 0 and enforce == 1 then
       admitted = false
     end
-    out[oi + 1], out[oi + 2], out[oi + 3], out[oi + 4], out[oi + 5] =
-      allowed, rem, reset, retry, wait
-    oi = oi + 5
-  end
+  until last == 1
   if admitted then
     for i = 1, nw do
       call(unpack(W[i]))
+    end
+    for i = 1, ns do
+      local k, v = SK[i], SV[i]
+      cur[k] = v
+      if prod then
+        -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the
+        -- instant the state is empty (% is exact on these integers, below 2^53).
+        local e = SE[i] + 999999
+        e = (e - e % 1000000) / 1000
+        local e0 = S0[i]
+        if e0 >= 0 then
+          e0 = e0 + 999999
+          e0 = (e0 - e0 % 1000000) / 1000
+        end
+        if e == e0 then
+          call('SET', k, v, 'KEEPTTL')
+        else
+          call('SET', k, v, 'PXAT', e)
+        end
+      else
+        local t = SE[i] - now + 999
+        call('SET', k, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
+      end
     end
   end
 end

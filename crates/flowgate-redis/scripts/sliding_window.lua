@@ -1,27 +1,28 @@
 -- sliding_window: a ring of buckets + 1 epoch-aligned counters of width ceil(window / buckets).
 -- Mirrors flowgate-core src/algorithm/sliding_window.rs: counts every bucket that intersects
 -- (now - window, now], including the partially expired oldest one.
--- KEYS[i]: flowgate:{<key>}:w  -- string '<head>:<c0>,<c1>,...,<c_buckets>': the index
---          (start / width) of the newest bucket written and the ring, bucket j at slot j % ring.
+-- KEYS[i]: flowgate:{<key>}:w  -- string of 8 + 4 * (buckets + 1) bytes (struct '<d' followed
+--          by buckets + 1 times 'I4'): the index (start / width) of the newest bucket written, a
+--          little-endian double, then the ring of counts, little-endian u32s, bucket j at slot
+--          j % ring. A ring of another length (the rule changed its bucket count) counts as
+--          no state.
 -- Item parameters used: p.window, p.width, p.buckets, p.limit, p.cost.
+
+-- The struct format of a ring of `ring` buckets.
+local function sw_format(ring)
+  return '<d' .. string.rep('I4', ring)
+end
 
 local function sw_load(key, p)
   local v = redis.call('GET', key)
   local s = { head = 0, n = 0, counts = {} }
-  if v then
-    local head, rest = string.match(v, '^(%d+):(.*)$')
-    if head then
-      s.head = tonumber(head)
-      s.n = 1
-      local ring = p.buckets + 1
-      for c in string.gmatch(rest, '%d+') do
-        if #s.counts < ring then
-          s.counts[#s.counts + 1] = tonumber(c)
-        end
-      end
-      for i = #s.counts + 1, ring do
-        s.counts[i] = 0
-      end
+  local ring = p.buckets + 1
+  if v and #v == 8 + 4 * ring then
+    local all = { struct.unpack(sw_format(ring), v) }
+    s.head = all[1]
+    s.n = 1
+    for i = 1, ring do
+      s.counts[i] = all[i + 1]
     end
   end
   return s
@@ -123,15 +124,11 @@ local function sw_apply(p, s, now, cost)
 end
 
 local function sw_encode(s)
-  local parts = {}
-  for i = 1, #s.counts do
-    parts[i] = fmt(s.counts[i])
-  end
-  return fmt(s.head) .. ':' .. table.concat(parts, ',')
+  return struct.pack(sw_format(#s.counts), s.head, unpack(s.counts))
 end
 
 local function sw_store(key, s, now, slack)
-  redis.call('SET', key, sw_encode(s), 'PX', ttl_ms(s.idle_at, now, slack))
+  redis.call('SET', key, sw_encode(s), expiry(s.idle_at, now, slack))
 end
 
 local function sw_refund(key, p, at, cost)
@@ -147,170 +144,77 @@ end
 ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store, refund = sw_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua). Block: limit, window, width, buckets (B1..B4).
-local window, width, ring = B2[b], B3[b], B4[b] + 1
-local head, n = 0, 0
-local counts = {}
-local texts = {} -- the counts as stored: only changed ones are formatted again
-local v = call('GET', key)
-if v then
-  local h, rest = match(v, '^(%d+):(.*)$')
-  if h then
-    head = tonumber(h)
-    n = 1
-    local k = 0
-    for c in gmatch(rest, '%d+') do
-      if k < ring then
-        k = k + 1
-        counts[k] = tonumber(c)
-        texts[k] = c
-      end
-    end
-    for z = k + 1, ring do
-      counts[z] = 0
-      texts[z] = '0'
-    end
-  end
+-- Fast fragment (see fast.lua): admission and the new ring. Block: limit, window, width,
+-- buckets, and the ring's struct format (B1..B5). R holds the head then the ring: the count of
+-- slot sl (1-based) is R[sl + 1].
+local window, width, ring, F = B2[b], B3[b], B4[b] + 1, B5[b]
+local R = nil
+if s and #s == 8 + 4 * ring then
+  R = { sunpack(F, s) }
 end
--- lo: the first bucket to count (the oldest live one still held in the ring), or nil.
-local lo = nil
-local lo_slot = 0
-if n == 1 then
+-- The live buckets: from the oldest that intersects (now - window, now] (and is still held in
+-- the ring) to head.
+local sum = 0
+if R then
+  local head = R[1]
   local x = now + 1 - window
   if x < 0 then
     x = 0
   end
-  local l1 = floor(x / width)
-  if l1 * width > x then
-    l1 = l1 - 1
+  local lo = floor(x / width) -- idiv(x, width)
+  if lo * width > x then
+    lo = lo - 1
+  elseif (lo + 1) * width <= x then
+    lo = lo + 1
   end
-  local l2 = head + 1 - ring
-  if l2 < 0 then
-    l2 = 0
+  if head + 1 - ring > lo then
+    lo = head + 1 - ring
   end
-  if l2 > l1 then
-    l1 = l2
-  end
-  if l1 <= head then
-    lo = l1
-    local q = floor(lo / ring)
-    if q * ring > lo then
-      q = q - 1
-    end
-    lo_slot = lo - q * ring + 1
-  end
-end
-local sum = 0
-if lo then
-  local s = lo_slot
-  for _ = lo, head do
-    sum = sum + counts[s]
-    s = s + 1
-    if s > ring then
-      s = 1
+  if lo <= head then
+    local sl = lo % ring + 2
+    for _ = lo, head do
+      sum = sum + R[sl]
+      sl = sl + 1
+      if sl > ring + 1 then
+        sl = 2
+      end
     end
   end
 end
-local used = sum
 if sum + cost <= limit then
   allowed = 1
-  used = sum + cost
-end
-rem = limit - used
-if rem < 0 then
-  rem = 0
-end
-local target = floor(now / width)
-if target * width > now then
-  target = target - 1
-end
-local newest = nil
-if allowed == 1 and cost > 0 then
-  newest = head
-  if target > head then
-    newest = target
-  end
-elseif lo then
-  -- the newest bucket with a count, from head down to lo
-  local s = lo_slot + (head - lo)
-  while s > ring do
-    s = s - ring
-  end
-  for jj = head, lo, -1 do
-    if counts[s] > 0 then
-      newest = jj
-      break
+  if cost > 0 then
+    local target = floor(now / width) -- idiv(now, width)
+    if target * width > now then
+      target = target - 1
+    elseif (target + 1) * width <= now then
+      target = target + 1
     end
-    s = s - 1
-    if s < 1 then
-      s = ring
-    end
-  end
-end
-if newest then
-  reset = (newest + 1) * width + window - 1 - now
-  if reset < 0 then
-    reset = 0
-  end
-end
-if allowed == 0 then
-  if cost <= limit and lo then
-    local freed = 0
-    local s = lo_slot
-    for jj = lo, head do
-      local c = counts[s]
-      if c > 0 then
-        freed = freed + c
-        if sum - freed + cost <= limit then
-          retry = (jj + 1) * width + window - 1 - now
-          break
+    if R then
+      local head = R[1]
+      ex0 = (head + 1) * width + window - 1 -- leaves_at(head)
+      if target - head >= ring then
+        for z = 2, ring + 1 do
+          R[z] = 0
         end
-      end
-      s = s + 1
-      if s > ring then
-        s = 1
-      end
-    end
-  end
-elseif cost > 0 then
-  if n == 0 then
-    for z = 1, ring do
-      counts[z] = 0
-      texts[z] = '0'
-    end
-    head = target
-  elseif target > head then
-    if target - head >= ring then
-      for z = 1, ring do
-        counts[z] = 0
-        texts[z] = '0'
+        R[1] = target
+      elseif target > head then
+        for j = head + 1, target do
+          R[j % ring + 2] = 0
+        end
+        R[1] = target
       end
     else
-      for jj = head + 1, target do
-        local q = floor(jj / ring)
-        if q * ring > jj then
-          q = q - 1
-        end
-        counts[jj - q * ring + 1] = 0
-        texts[jj - q * ring + 1] = '0'
+      R = { target }
+      for z = 2, ring + 1 do
+        R[z] = 0
       end
     end
-    head = target
+    -- A clock that stepped back counts in the newest bucket (conservative).
+    local head = R[1]
+    local sl = head % ring + 2
+    R[sl] = R[sl] + cost
+    nv = spack(F, unpack(R, 1, ring + 1))
+    ex = (head + 1) * width + window - 1 -- leaves_at(head)
   end
-  -- A clock that stepped back counts in the newest bucket (conservative).
-  local q = floor(head / ring)
-  if q * ring > head then
-    q = q - 1
-  end
-  local s = head - q * ring + 1
-  counts[s] = counts[s] + cost
-  texts[s] = fmt('%d', counts[s])
-  local idle = (head + 1) * width + window - 1 - now -- ttl_ms(leaves_at(head), now, slack)
-  if idle < 0 then
-    idle = 0
-  end
-  local v = idle + 999
-  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
-  nw = nw + 1
-  W[nw] = { 'SET', key, fmt('%d', head) .. ':' .. concat(texts, ','), px, fmt('%d', ms0 + ms) }
 end

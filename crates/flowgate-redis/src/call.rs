@@ -6,7 +6,9 @@ use flowgate_core::{Clock, Micros, StoreError};
 use smallvec::SmallVec;
 
 use crate::conn::Conn;
-use crate::scripts::{EncItem, FAST_SCRIPT, GENERAL, ITEM_ARGS, Params, Raw, parse_decide};
+use crate::scripts::{
+    EncItem, FAST_SCRIPT, GENERAL, ITEM_ARGS, MAX_BLOCKS, Params, Raw, parse_decide, parse_fast,
+};
 
 /// One request (a batch of items), encoded for the decide scripts.
 #[derive(Debug, Default)]
@@ -56,19 +58,19 @@ pub(crate) async fn decide(
 ) -> Result<(Micros, Vec<Raw>), StoreError> {
     let items = || requests.iter().flat_map(|r| r.items.iter());
     let n = items().count();
-    let (script, cmd) = if fast(requests) {
+    let mut blocks: SmallVec<[Params; 4]> = SmallVec::new();
+    let index: SmallVec<[usize; 64]> = items()
+        .map(|i| match blocks.iter().position(|b| *b == i.params) {
+            Some(b) => b,
+            None => {
+                blocks.push(i.params);
+                blocks.len() - 1
+            }
+        })
+        .collect();
+    if blocks.len() <= MAX_BLOCKS && fast(requests) {
         let script = &*FAST_SCRIPT;
-        let mut blocks: SmallVec<[Params; 4]> = SmallVec::new();
-        let index: SmallVec<[usize; 64]> = items()
-            .map(|i| match blocks.iter().position(|b| *b == i.params) {
-                Some(b) => b,
-                None => {
-                    blocks.push(i.params);
-                    blocks.len() - 1
-                }
-            })
-            .collect();
-        let mut cmd = script.cmd(n, 2 * n + 3 + 5 * blocks.len() + 4 * n + requests.len());
+        let mut cmd = script.cmd(n, 2 * n + 3 + 5 * blocks.len());
         for i in items() {
             cmd.arg(i.key.as_bytes());
         }
@@ -79,13 +81,15 @@ pub(crate) async fn decide(
         }
         let mut index = index.iter();
         for r in requests {
-            cmd.arg(r.items());
-            for (i, b) in r.items.iter().zip(index.by_ref()) {
-                i.push_fast(*b, &mut cmd);
+            let last = r.items.len().saturating_sub(1);
+            for ((k, i), b) in r.items.iter().enumerate().zip(index.by_ref()) {
+                i.push_fast(*b, k == last, &mut cmd);
             }
         }
-        (script, cmd)
-    } else {
+        let reply = conn.eval(script, &cmd).await?;
+        return parse_fast(reply, items());
+    }
+    let (script, cmd) = {
         let mask = items().fold(0usize, |m, i| m | (1 << (i.params.code - 1)));
         let script = &GENERAL[mask];
         let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);

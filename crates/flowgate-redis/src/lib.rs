@@ -40,6 +40,7 @@ mod error;
 pub mod keys;
 mod options;
 pub mod scripts;
+mod state;
 mod stats;
 mod store;
 

@@ -19,7 +19,9 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use flowgate_core::{Algorithm, Decision, Limit, Micros, StoreError};
+use flowgate_core::{Algorithm, Decision, Limit, Micros, StoreError, algorithm};
+
+use crate::state;
 use redis::{Cmd, Value};
 
 const COMMON: &str = include_str!("../scripts/common.lua");
@@ -68,17 +70,21 @@ fn general_source(mask: usize) -> String {
 }
 
 /// The source of the fast decide script: `fast.lua` with every algorithm's `-- @@fast` fragment
-/// in its dispatch.
+/// in its dispatch (the string states, codes 1-3, and the sorted sets, codes 4-5).
 pub fn fast_lua() -> String {
-    let mut dispatch = String::new();
-    for (i, src) in ALGORITHMS.iter().enumerate() {
-        let kw = if i == 0 { "if" } else { "elseif" };
-        dispatch.push_str(&format!("{kw} code == {} then\n", i + 1));
-        dispatch.push_str(fast_section(src));
-        dispatch.push('\n');
-    }
-    dispatch.push_str("end");
-    FAST.replace("@ALGORITHMS@", &dispatch)
+    let dispatch = |codes: std::ops::RangeInclusive<usize>| {
+        let mut d = String::new();
+        for c in codes.clone() {
+            let kw = if c == *codes.start() { "if" } else { "elseif" };
+            d.push_str(&format!("{kw} code == {c} then\n"));
+            d.push_str(fast_section(ALGORITHMS[c - 1]));
+            d.push('\n');
+        }
+        d.push_str("end");
+        d
+    };
+    FAST.replace("@STRINGS@", &dispatch(1..=3))
+        .replace("@SETS@", &dispatch(4..=5))
 }
 
 /// The source of the general decide script for requests using `algorithms` (any number of
@@ -188,8 +194,12 @@ impl Params {
     pub(crate) fn push_fast(&self, c: &mut Cmd) {
         c.arg(self.code).arg(self.limit);
         match self.code {
-            1 => c.arg(self.t).arg(self.burst).arg(self.max_wait),
-            3 => c.arg(self.window).arg(self.width).arg(self.buckets),
+            1 => c.arg(self.t).arg(self.burst * self.t).arg(self.max_wait),
+            3 => c
+                .arg(self.window)
+                .arg(self.width)
+                .arg(self.buckets)
+                .arg(format!("<d{}", "I4".repeat(self.buckets as usize + 1))),
             _ => c.arg(self.window),
         };
     }
@@ -199,6 +209,7 @@ impl Params {
 #[derive(Clone, Debug)]
 pub(crate) struct EncItem {
     pub(crate) key: String,
+    pub(crate) limit: Limit,
     pub(crate) params: Params,
     pub(crate) cost: u64,
     pub(crate) enforce: bool,
@@ -206,10 +217,23 @@ pub(crate) struct EncItem {
     pub(crate) lease: u64,
 }
 
+/// Distinct limits one fast call can carry (10 bits of an item's packed number).
+pub(crate) const MAX_BLOCKS: usize = 1024;
+
+/// The largest cost sent to the fast script: above any limit (`MAX_LIMIT` = 2^32 - 1), so it
+/// rejects the same, and small enough to pack. The client decides with the real cost.
+const MAX_SENT_COST: u64 = 1 << 32;
+
 impl EncItem {
-    /// Appends the item's arguments for the fast script, `block` being its limit's block.
-    pub(crate) fn push_fast(&self, block: usize, c: &mut Cmd) {
-        c.arg(block).arg(self.cost).arg(u64::from(self.enforce));
+    /// Appends the item's arguments for the fast script: one number packing its cost, its
+    /// limit's `block`, `enforce` and whether it is the `last` of its request; then the lease of
+    /// a concurrency item.
+    pub(crate) fn push_fast(&self, block: usize, last: bool, c: &mut Cmd) {
+        let packed = ((self.cost.min(MAX_SENT_COST) * MAX_BLOCKS as u64 + block as u64) * 2
+            + u64::from(self.enforce))
+            * 2
+            + u64::from(last);
+        c.arg(packed);
         if self.params.code == 5 {
             c.arg(self.lease);
         }
@@ -277,6 +301,69 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
     u64::try_from(int(v)?).map_err(|_| bad("negative"))
 }
 
+/// Parses the fast script's reply: the `now` it used and, per item, the state it was decided on
+/// (codes 1-3, decided here with the Rust transition) or its decision (codes 4-5).
+pub(crate) fn parse_fast<'a>(
+    v: Value,
+    items: impl Iterator<Item = &'a EncItem>,
+) -> Result<(Micros, Vec<Raw>), StoreError> {
+    let Value::Array(vals) = v else {
+        return Err(bad("not an array"));
+    };
+    let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
+    let mut rest = &vals[1..];
+    let mut out = Vec::with_capacity(rest.len());
+    for item in items {
+        let raw = if item.params.code <= 3 {
+            let (v, tail) = rest.split_first().ok_or_else(|| bad("too short"))?;
+            rest = tail;
+            let s = match v {
+                Value::Nil => None,
+                Value::BulkString(b) => Some(&b[..]),
+                _ => return Err(bad("not a state")),
+            };
+            let d = algorithm::check(&item.limit, &state::parse(&item.limit, s), now, item.cost);
+            Raw {
+                allowed: d.allowed,
+                remaining: d.remaining,
+                reset_after: micros(d.reset_after),
+                retry_after: d.retry_after.map(micros),
+                wait: micros(d.wait),
+                lease: None,
+            }
+        } else {
+            if rest.len() < REPLY_FIELDS {
+                return Err(bad("too short"));
+            }
+            let (f, tail) = rest.split_at(REPLY_FIELDS);
+            rest = tail;
+            fields(f, item)?
+        };
+        out.push(raw);
+    }
+    if !rest.is_empty() {
+        return Err(bad("too long"));
+    }
+    Ok((now, out))
+}
+
+fn micros(d: Duration) -> Micros {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// One decision of 5 fields (allowed, remaining, reset, retry or -1, wait).
+fn fields(f: &[Value], item: &EncItem) -> Result<Raw, StoreError> {
+    let allowed = int(&f[0])? == 1;
+    Ok(Raw {
+        allowed,
+        remaining: uint(&f[1])?,
+        reset_after: uint(&f[2])?,
+        retry_after: u64::try_from(int(&f[3])?).ok(),
+        wait: uint(&f[4])?,
+        lease: (allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
+    })
+}
+
 /// Parses a decide script's reply: the `now` it used and the decisions of `items` (whose
 /// concurrency leases are known here: a granted lease is the id that was sent).
 pub(crate) fn parse_decide<'a>(
@@ -293,15 +380,7 @@ pub(crate) fn parse_decide<'a>(
     let now = uint(&vals[0])?;
     let mut out = Vec::with_capacity(n);
     for (f, item) in vals[1..].chunks_exact(REPLY_FIELDS).zip(items) {
-        let allowed = int(&f[0])? == 1;
-        out.push(Raw {
-            allowed,
-            remaining: uint(&f[1])?,
-            reset_after: uint(&f[2])?,
-            retry_after: u64::try_from(int(&f[3])?).ok(),
-            wait: uint(&f[4])?,
-            lease: (allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
-        });
+        out.push(fields(f, item)?);
     }
     Ok((now, out))
 }

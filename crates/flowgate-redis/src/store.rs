@@ -192,6 +192,7 @@ impl RedisStore {
                     let a = item.limit.algorithm();
                     EncItem {
                         key: redis_key(item.key, a),
+                        limit: item.limit.clone(),
                         params: Params::of(item.limit),
                         cost: item.cost,
                         enforce: item.enforce,

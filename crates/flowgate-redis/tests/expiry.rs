@@ -187,3 +187,133 @@ async fn expiry_rounding_is_an_exact_ceiling() {
     })
     .await;
 }
+
+/// The instant (us) a string state is empty again, from the value the scripts store (binary:
+/// a little-endian double first, see `src/state.rs`).
+fn empty_at(l: &Limit, v: &[u8]) -> u64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&v[..8]);
+    let first = f64::from_le_bytes(first) as u64;
+    match l.algorithm() {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::FixedWindow => first,
+        Algorithm::SlidingWindow => (first + 1) * l.bucket_width() + l.window() - 1,
+        a => panic!("{a:?} is not a string state"),
+    }
+}
+
+/// Every writer of a string state (fast script, coalesced or not, and the general script for a
+/// request naming a key twice) leaves its key expiring at the next whole second of Redis's clock
+/// at or after the instant the state is empty again: the invariant that lets the fast script
+/// write KEEPTTL when a key's expiry would not move. Checked with PEXPIRETIME (Redis 7) while
+/// four tasks per store hit a few keys for 2.5 s, so that expiries both stay and move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_states_expire_at_the_next_whole_second_of_their_empty_instant() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        let limits = std::sync::Arc::new(vec![
+            Limit::new(
+                Algorithm::TokenBucket,
+                "50/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+            Limit::new(
+                Algorithm::FixedWindow,
+                "40/300ms"
+                    .parse::<Quota>()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+            Limit::new(
+                Algorithm::SlidingWindow,
+                "60/700ms"
+                    .parse::<Quota>()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+        ]);
+        let mut tasks = Vec::new();
+        for coalesce in [false, true] {
+            let store = std::sync::Arc::new(
+                RedisStore::connect_with(
+                    &server.url(),
+                    RedisOptions::default()
+                        .deadline(TEST_DEADLINE)
+                        .blocked_capacity(0)
+                        .coalesce(coalesce),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("connect: {e}")),
+            );
+            for t in 0..4u64 {
+                let (store, limits) = (store.clone(), limits.clone());
+                tasks.push(tokio::spawn(async move {
+                    let start = tokio::time::Instant::now();
+                    let mut i = t;
+                    let mut admitted = 0u64;
+                    while start.elapsed() < Duration::from_millis(2_500) {
+                        i += 1;
+                        let l = &limits[(i % 3) as usize];
+                        let key = format!("sec:{}", i % 4);
+                        let item = Item {
+                            key: &key,
+                            limit: l,
+                            cost: 1,
+                            enforce: true,
+                        };
+                        // Every 7th request names its key twice: the general script.
+                        let d = if i % 7 == 0 {
+                            store.decide(&[item, item]).await
+                        } else {
+                            store.decide(&[item]).await
+                        }
+                        .unwrap_or_else(|e| panic!("decide: {e}"));
+                        admitted += u64::from(d[0].allowed);
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    admitted
+                }));
+            }
+        }
+        let checker = RedisStore::connect_with(
+            &server.url(),
+            RedisOptions::default().deadline(TEST_DEADLINE),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+        let mut checked = 0;
+        let start = tokio::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(2_600) {
+            for l in limits.iter() {
+                for k in 0..4 {
+                    let key = redis_key(&format!("sec:{k}"), l.algorithm());
+                    // State and expiry in one atomic read.
+                    let mut c = redis::cmd("EVAL");
+                    c.arg(
+                        "return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }",
+                    )
+                    .arg(1)
+                    .arg(&key);
+                    let (v, at): (Option<Vec<u8>>, i64) = redis::from_redis_value(
+                        checker.query(&c).await.unwrap_or_else(|e| panic!("{e}")),
+                    )
+                    .unwrap_or_else(|e| panic!("reply: {e}"));
+                    let Some(v) = v else { continue };
+                    let want = empty_at(l, &v).div_ceil(1_000_000) * 1_000;
+                    assert_eq!(
+                        at, want as i64,
+                        "{key} = {v:?}: expires at {at} ms, not {want}"
+                    );
+                    checked += 1;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut admitted = 0;
+        for t in tasks {
+            admitted += t.await.unwrap_or_else(|e| panic!("task: {e}"));
+        }
+        assert!(checked > 100, "only {checked} keys checked");
+        assert!(admitted > 100, "only {admitted} admitted");
+    })
+    .await;
+}

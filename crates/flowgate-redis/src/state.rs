@@ -1,0 +1,134 @@
+//! The string states the scripts keep (token/leaky bucket, fixed window, sliding window), read
+//! back into flowgate-core's [`State`] so that the client derives each decision with the same
+//! Rust transition the memory store runs (see `scripts/fast.lua`).
+//!
+//! The states are little-endian binary (Lua `struct`): a double for each instant or index
+//! (exact below 2^53, as every quantity is) and a u32 for each count (every limit fits). A value
+//! of the wrong length counts as no state, on both sides.
+
+use flowgate_core::algorithm::{GcraState, SlidingWindowState};
+use flowgate_core::{Algorithm, Limit, State};
+
+/// The state stored as `v` (none when the key is missing) under `limit`'s algorithm.
+pub(crate) fn parse(limit: &Limit, v: Option<&[u8]>) -> State {
+    let Some(v) = v else {
+        return State::Empty;
+    };
+    match limit.algorithm() {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => gcra(v),
+        Algorithm::FixedWindow => fixed_window(v),
+        Algorithm::SlidingWindow => sliding_window(limit, v),
+        Algorithm::SlidingLog | Algorithm::Concurrency => State::Empty,
+    }
+}
+
+/// A little-endian double holding an integer (saturating at 0 and `u64::MAX`, as Lua's would).
+fn double(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    // `as` saturates and maps NaN to 0: the values written are exact integers below 2^53.
+    f64::from_le_bytes(a) as u64
+}
+
+fn u32le(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// `<d`: the TAT.
+fn gcra(v: &[u8]) -> State {
+    if v.len() != 8 {
+        return State::Empty;
+    }
+    State::Gcra(GcraState { tat: double(v) })
+}
+
+/// `<dI4`: the window's end and its count.
+fn fixed_window(v: &[u8]) -> State {
+    if v.len() != 12 {
+        return State::Empty;
+    }
+    State::FixedWindow {
+        end: double(v),
+        count: u32le(&v[8..]),
+    }
+}
+
+/// `<d` then `buckets + 1` times `I4`: the head and the ring.
+fn sliding_window(limit: &Limit, v: &[u8]) -> State {
+    let ring = limit.buckets() as usize + 1;
+    if v.len() != 8 + 4 * ring {
+        return State::Empty;
+    }
+    let head = double(v);
+    State::SlidingWindow(Box::new(SlidingWindowState {
+        head,
+        counts: v[8..]
+            .chunks_exact(4)
+            .map(|c| u64::from(u32le(c)))
+            .collect(),
+        idle_at: (head + 1) * limit.bucket_width() + limit.window() - 1,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowgate_core::Quota;
+
+    fn limit(a: Algorithm) -> Limit {
+        Limit::new(a, "10/s".parse::<Quota>().unwrap()).unwrap()
+    }
+
+    fn le(x: f64, counts: &[u32]) -> Vec<u8> {
+        let mut v = x.to_le_bytes().to_vec();
+        for c in counts {
+            v.extend(c.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn parses_what_the_scripts_write() {
+        let tat = 1_763_800_000_123_456u64;
+        assert_eq!(
+            parse(&limit(Algorithm::TokenBucket), Some(&le(tat as f64, &[]))),
+            State::Gcra(GcraState { tat })
+        );
+        assert_eq!(
+            parse(&limit(Algorithm::FixedWindow), Some(&le(2e6, &[7]))),
+            State::FixedWindow {
+                end: 2_000_000,
+                count: 7
+            }
+        );
+        let l = limit(Algorithm::SlidingWindow);
+        let mut ring = vec![0u32; l.buckets() as usize + 1];
+        ring[..3].copy_from_slice(&[1, 0, 3]);
+        let State::SlidingWindow(s) = parse(&l, Some(&le(12.0, &ring))) else {
+            panic!("not a sliding window");
+        };
+        assert_eq!(s.head, 12);
+        assert_eq!(
+            s.counts,
+            ring.iter().map(|&c| u64::from(c)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_value_of_another_length_is_no_state() {
+        assert_eq!(parse(&limit(Algorithm::TokenBucket), None), State::Empty);
+        assert_eq!(
+            parse(&limit(Algorithm::TokenBucket), Some(b"1234")),
+            State::Empty
+        );
+        assert_eq!(
+            parse(&limit(Algorithm::FixedWindow), Some(&le(1.0, &[]))),
+            State::Empty
+        );
+        // A ring of 3 under a limit of 10 buckets (the rule changed).
+        assert_eq!(
+            parse(&limit(Algorithm::SlidingWindow), Some(&le(1.0, &[1, 2, 3]))),
+            State::Empty
+        );
+    }
+}
