@@ -57,7 +57,7 @@ fn limit(a: Algorithm, q: &str) -> Limit {
 }
 
 async fn store(url: &str, coalesce: bool) -> Arc<RedisStore> {
-    store_with(url, coalesce, 1).await
+    store_with(url, coalesce, RedisOptions::default().batches_in_flight).await
 }
 
 async fn store_with(url: &str, coalesce: bool, in_flight: usize) -> Arc<RedisStore> {
@@ -160,7 +160,20 @@ fn algorithm(name: &str) -> Algorithm {
 
 async fn focus(url: &str, name: &str, secs: f64) {
     let direct = store(url, false).await;
-    let coalesced = store(url, true).await;
+    // BATCHES=n: coalesced script calls in flight (default: the store's default).
+    let coalesced = match std::env::var("BATCHES").ok().and_then(|v| v.parse().ok()) {
+        Some(n) => store_with(url, true, n).await,
+        None => Arc::new(
+            RedisStore::connect_with(
+                url,
+                RedisOptions::default()
+                    .deadline(Duration::from_secs(5))
+                    .blocked_capacity(0),
+            )
+            .await
+            .expect("connect"),
+        ),
+    };
     let a = algorithm(name);
     let q = if a == Algorithm::Concurrency {
         "100/1ms"
@@ -265,13 +278,13 @@ fn main() {
         let (c1, d1) = (median(&mut on), median(&mut off));
         println!("| token_bucket, 1 in flight, 5 interleaved rounds (median): coalescing on | {c1:.0} | | | {:.2} | | |", c1 / incr1);
         println!("| token_bucket, 1 in flight, 5 interleaved rounds (median): coalescing off | {d1:.0} | | | {:.2} | | |", d1 / incr1);
-        let two = store_with(&url, true, 2).await;
-        let c2 = decide_rate(&two, Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]), "tb_c2", 64, secs).await;
-        println!("| token_bucket, coalescing with 2 calls in flight | | | {c2:.0} | | | {:.2} |", c2 / incr64);
-        let st = two.stats();
-        println!("(2 in flight: {:.1} requests per script call)", st.decisions as f64 / st.script_calls.max(1) as f64);
+        let one = store_with(&url, true, 1).await;
+        let c1 = decide_rate(&one, Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]), "tb_c2", 64, secs).await;
+        println!("| token_bucket, coalescing with 1 call in flight (default 2) | | | {c1:.0} | | | {:.2} |", c1 / incr64);
+        let st = one.stats();
+        println!("(1 call in flight: {:.1} requests per script call)", st.decisions as f64 / st.script_calls.max(1) as f64);
         let st = coalesced.stats();
-        println!("(1 in flight: {:.1} requests per script call so far)", st.decisions as f64 / st.script_calls.max(1) as f64);
+        println!("(2 calls in flight: {:.1} requests per script call so far)", st.decisions as f64 / st.script_calls.max(1) as f64);
 
         println!();
         println!("## 3 rules vs 1 rule per request (token bucket, sliding window, sliding log), decisions/s");
