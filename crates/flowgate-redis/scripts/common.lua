@@ -62,6 +62,18 @@ local function expiry(ex, now, slack)
   return 'PX', ttl_ms(ex, now, slack)
 end
 
+-- Sets the expiry of a sorted set (sliding log, concurrency) whose entries are all gone at `ex`
+-- (us), as `expiry` does for strings: in production PEXPIREAT the next whole second, so that
+-- fast.lua can tell from the newest entry which expiry the key has.
+local function set_expiry(key, ex, now, slack)
+  if PROD then
+    local e = ex + 999999
+    redis.call('PEXPIREAT', key, (e - math.fmod(e, 1000000)) / 1000)
+  else
+    redis.call('PEXPIRE', key, ttl_ms(ex, now, slack))
+  end
+end
+
 -- A copy of a state: tables one level deep are copied (entries are replaced, never mutated).
 local function copy(s)
   local c = {}

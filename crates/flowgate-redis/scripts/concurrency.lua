@@ -87,7 +87,7 @@ local function conc_store(key, s, now, slack)
   for i = 1, #s.ops do
     redis.call('ZADD', key, fmt(s.ops[i][1]), s.ops[i][2])
   end
-  redis.call('PEXPIRE', key, ttl_ms(s.idle_at, now, slack))
+  set_expiry(key, s.idle_at, now, slack)
 end
 
 -- Removes lease `id`; answers 1 when it was held.
@@ -110,25 +110,37 @@ end
 ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = conc_store, refund = conc_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua). Block: limit, window (B1, B2); the item carries `lease`.
+-- Fast fragment (see fast.lua). Block: limit, window (B1, B2); the item carries `lease`. Trims
+-- the leases only when one has expired, and moves the key's expiry only when the whole second
+-- it falls in changes (common.lua `set_expiry`: the next whole second after the last lease
+-- expires).
 local window = B2[b]
 local raw = call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local n = #raw
 local cs, xs = {}, {}
-local held, newest, idle = 0, 0, now + window
+local held, newest, idle, stale, live = 0, 0, now + window, false, 0
 for k = 1, n, 2 do
   local c = tonumber(match(raw[k], ':(%d+)$')) or 0
   local exp = tonumber(raw[k + 1])
   cs[k], xs[k] = c, exp
   if exp > now then
     held = held + c
+    live = live + 1
     if exp > idle then
       idle = exp
     end
+  else
+    stale = true
   end
   if exp > newest then
     newest = exp
   end
+end
+-- The expiry the key has (none when a trim would empty it: Redis deletes an empty set).
+local e0 = -1
+if live > 0 then
+  e0 = newest + 999999
+  e0 = (e0 - e0 % 1000000) / 1000
 end
 local used = held
 if held + cost <= limit then
@@ -162,12 +174,22 @@ if allowed == 0 then
     end
   end
 elseif cost > 0 then
-  nw = nw + 1
-  W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now) }
+  if stale then
+    nw = nw + 1
+    W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now) }
+  end
   nw = nw + 1
   W[nw] = { 'ZADD', key, fmt('%d', now + window), lease .. ':' .. fmt('%d', cost) }
-  local v = idle - now + 999 -- ttl_ms(idle, now, slack): exact ceil to ms (fmod is exact)
-  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
-  nw = nw + 1
-  W[nw] = { pexpire, key, fmt('%d', ms0 + ms) }
+  if prod then
+    local e = idle + 999999
+    e = (e - e % 1000000) / 1000
+    if e ~= e0 then
+      nw = nw + 1
+      W[nw] = { 'PEXPIREAT', key, e }
+    end
+  else
+    local v = idle - now + 999 -- ttl_ms(idle, now, slack)
+    nw = nw + 1
+    W[nw] = { 'PEXPIRE', key, mmax(1, (v - v % 1000) / 1000 + slack) }
+  end
 end

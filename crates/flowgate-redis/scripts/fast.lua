@@ -38,12 +38,12 @@
 -- Returns { now, then for each item in order: codes 1-3: the key's state before the request
 --          (a string, or nil when it has none); codes 4-5: allowed (1/0), remaining,
 --          reset_after (us), retry_after (us, -1 for none), wait (us) }.
--- Each fragment sees: key, cost, b (its block), limit, now, slack, px, pexpire, ms0, fmod,
--- mmax, spack, sunpack (struct), the block arrays B1..B5 and the helpers below. Codes 1-3
--- see the state `s` (string or
--- false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it is empty
--- again, us) and `ex0` (when `s` was, -1 if none). Codes 4-5 also see `lease`, set rem, reset,
--- retry, wait and append their writes (argument lists of redis.call) to W[nw + 1 ..].
+-- Each fragment sees: key, cost, b (its block), limit, now, prod, slack, fmod, mmax, spack,
+-- sunpack (struct), the block arrays B1..B5 and the helpers below. Codes 1-3 see the state `s`
+-- (string or false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it
+-- is empty again, us) and `ex0` (when `s` was, -1 if none). Codes 4-5 also see `lease`, set
+-- rem, reset, retry, wait and append their writes (argument lists of redis.call) to
+-- W[nw + 1 ..].
 
 local prod = ARGV[1] == ''
 local now
@@ -58,10 +58,6 @@ local floor, fmt, match, gmatch = math.floor, string.format, string.match, strin
 local spack, sunpack = struct.pack, struct.unpack
 local fmod, mmax = math.fmod, math.max
 local concat, unpack, call = table.concat, unpack, redis.call
-local px, pexpire, ms0 = 'PX', 'PEXPIRE', 0
-if prod then
-  px, pexpire, ms0 = 'PXAT', 'PEXPIREAT', floor(now / 1000) + 1
-end
 local nkeys = #KEYS
 -- The string states (MGET answers false for the sorted sets), in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))

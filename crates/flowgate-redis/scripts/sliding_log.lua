@@ -89,7 +89,7 @@ local function log_store(key, s, now, slack)
       redis.call('ZADD', key, fmt(op[2]), op[3])
     end
   end
-  redis.call('PEXPIRE', key, ttl_ms(s.idle_at, now, slack))
+  set_expiry(key, s.idle_at, now, slack)
 end
 
 -- Takes `cost` off the entry that recorded a request admitted at `at` (the first entry at or
@@ -99,32 +99,39 @@ local function log_refund(key, p, at, cost)
   if #raw == 2 then
     local ts = tonumber(raw[2])
     local c = tonumber(string.match(raw[1], ':(%d+)$')) or 0
-    redis.call('ZREM', key, raw[1])
+    -- The reduced entry goes in before the old one goes out (their costs differ): a set that
+    -- emptied would be deleted, and the ZADD would make a key without an expiry.
     if c > cost then
       redis.call('ZADD', key, fmt(ts), fmt(ts) .. ':' .. fmt(c - cost))
     end
+    redis.call('ZREM', key, raw[1])
   end
 end
 
 ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_store, refund = log_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua). Block: limit, window (B1, B2).
+-- Fast fragment (see fast.lua). Block: limit, window (B1, B2). Reads the whole log (members
+-- carry their time, so Redis need not format scores); trims it only when something is stale,
+-- and moves its expiry only when the whole second it falls in changes (common.lua
+-- `set_expiry`: the key expires at the next whole second after its newest entry + window).
 local window = B2[b]
-local horizon = -1
-if now >= window then
-  horizon = now - window -- entries at or before it have left the window
-end
--- Members only: a member '<time>:<cost>' carries its score (Redis need not format scores).
-local raw = call('ZRANGEBYSCORE', key, '(' .. fmt('%d', horizon), '+inf')
+local horizon = now - window -- entries at or before it have left the window
+local raw = call('ZRANGE', key, 0, -1)
 local n = #raw
-local ts, cs = {}, {}
-local sum = 0
+local ts, cs, ms = {}, {}, {}
+local m, stale, sum, tn = 0, false, 0, 0
 for k = 1, n do
   local t, c = match(raw[k], '^(%d+):(%d+)$')
-  c = tonumber(c) or 0
-  ts[k], cs[k] = tonumber(t) or 0, c
-  sum = sum + c
+  t, c = tonumber(t) or 0, tonumber(c) or 0
+  tn = t
+  if t <= horizon then
+    stale = true
+  else
+    m = m + 1
+    ts[m], cs[m], ms[m] = t, c, raw[k]
+    sum = sum + c
+  end
 end
 local used = sum
 if sum + cost <= limit then
@@ -136,8 +143,8 @@ if rem < 0 then
   rem = 0
 end
 local last_ts = nil
-if n > 0 then
-  last_ts = ts[n]
+if m > 0 then
+  last_ts = ts[m]
 end
 local newest = last_ts
 if allowed == 1 and cost > 0 then
@@ -155,7 +162,7 @@ end
 if allowed == 0 then
   if cost <= limit then
     local freed = 0
-    for k = 1, n do
+    for k = 1, m do
       freed = freed + cs[k]
       if sum - freed + cost <= limit then
         retry = ts[k] + window - now
@@ -164,24 +171,40 @@ if allowed == 0 then
     end
   end
 elseif cost > 0 then
-  if horizon >= 0 then
+  if stale then
     nw = nw + 1
     W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', horizon) }
   end
   local at = now
   if last_ts and last_ts >= now then
-    -- Same instant (or a clock that stepped back): merge, keeping the log ordered.
+    -- Same instant (or a clock that stepped back): merge, keeping the log ordered. The merged
+    -- member is added before the old one goes (their costs differ), so the set never empties
+    -- and keeps its expiry.
     at = last_ts
     nw = nw + 1
-    W[nw] = { 'ZREM', key, raw[n] }
+    W[nw] = { 'ZADD', key, fmt('%d', at), fmt('%d:%d', at, cs[m] + cost) }
     nw = nw + 1
-    W[nw] = { 'ZADD', key, fmt('%d', at), fmt('%d:%d', at, cs[n] + cost) }
+    W[nw] = { 'ZREM', key, ms[m] }
   else
     nw = nw + 1
     W[nw] = { 'ZADD', key, fmt('%d', at), fmt('%d:%d', at, cost) }
   end
-  local v = at + window - now + 999 -- ttl_ms(at + window, now, slack)
-  local ms = mmax(1, (v - fmod(v, 1000)) / 1000 + slack)
-  nw = nw + 1
-  W[nw] = { pexpire, key, fmt('%d', ms0 + ms) }
+  if prod then
+    local e = at + window + 999999
+    e = (e - e % 1000000) / 1000
+    -- The expiry the key has (none when the trim empties it: Redis deletes an empty set).
+    local e0 = -1
+    if m > 0 then
+      e0 = tn + window + 999999
+      e0 = (e0 - e0 % 1000000) / 1000
+    end
+    if e ~= e0 then
+      nw = nw + 1
+      W[nw] = { 'PEXPIREAT', key, e }
+    end
+  else
+    local v = at + window - now + 999 -- ttl_ms(at + window, now, slack)
+    nw = nw + 1
+    W[nw] = { 'PEXPIRE', key, mmax(1, (v - v % 1000) / 1000 + slack) }
+  end
 end

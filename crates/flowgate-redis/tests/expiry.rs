@@ -188,26 +188,40 @@ async fn expiry_rounding_is_an_exact_ceiling() {
     .await;
 }
 
-/// The instant (us) a string state is empty again, from the value the scripts store (binary:
-/// a little-endian double first, see `src/state.rs`).
+/// The instant (us) a state is empty again: from a string state as the scripts store it (binary:
+/// a little-endian double first, see `src/state.rs`), or from a sorted set's highest score.
 fn empty_at(l: &Limit, v: &[u8]) -> u64 {
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&v[..8]);
-    let first = f64::from_le_bytes(first) as u64;
+    let first = match l.algorithm() {
+        Algorithm::SlidingLog | Algorithm::Concurrency => {
+            let score = std::str::from_utf8(v).unwrap_or_else(|e| panic!("{e}"));
+            score
+                .parse::<u64>()
+                .unwrap_or_else(|e| panic!("{score}: {e}"))
+        }
+        _ => {
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&v[..8]);
+            f64::from_le_bytes(first) as u64
+        }
+    };
     match l.algorithm() {
         Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::FixedWindow => first,
         Algorithm::SlidingWindow => (first + 1) * l.bucket_width() + l.window() - 1,
-        a => panic!("{a:?} is not a string state"),
+        // The newest entry leaves the window.
+        Algorithm::SlidingLog => first + l.window(),
+        // The last lease expires.
+        Algorithm::Concurrency => first,
     }
 }
 
-/// Every writer of a string state (fast script, coalesced or not, and the general script for a
-/// request naming a key twice) leaves its key expiring at the next whole second of Redis's clock
-/// at or after the instant the state is empty again: the invariant that lets the fast script
-/// write KEEPTTL when a key's expiry would not move. Checked with PEXPIRETIME (Redis 7) while
-/// four tasks per store hit a few keys for 2.5 s, so that expiries both stay and move.
+/// Every writer of a state (fast script, coalesced or not, and the general script for a request
+/// naming a key twice) leaves its key expiring at the next whole second of Redis's clock at or
+/// after the instant the state is empty again: the invariant that lets the fast script write
+/// KEEPTTL (strings) or skip PEXPIREAT (sorted sets) when a key's expiry would not move.
+/// Checked with PEXPIRETIME (Redis 7) while four tasks per store hit a few keys for 2.5 s, so
+/// that expiries both stay and move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn string_states_expire_at_the_next_whole_second_of_their_empty_instant() {
+async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
     let server = RedisServer::start();
     bounded(60, async {
         let limits = std::sync::Arc::new(vec![
@@ -228,6 +242,16 @@ async fn string_states_expire_at_the_next_whole_second_of_their_empty_instant() 
                 "60/700ms"
                     .parse::<Quota>()
                     .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+            Limit::new(
+                Algorithm::SlidingLog,
+                "30/3ms".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+            Limit::new(
+                Algorithm::Concurrency,
+                "5/300ms".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
             )
             .unwrap_or_else(|e| panic!("{e}")),
         ]);
@@ -252,7 +276,7 @@ async fn string_states_expire_at_the_next_whole_second_of_their_empty_instant() 
                     let mut admitted = 0u64;
                     while start.elapsed() < Duration::from_millis(2_500) {
                         i += 1;
-                        let l = &limits[(i % 3) as usize];
+                        let l = &limits[(i % 5) as usize];
                         let key = format!("sec:{}", i % 4);
                         let item = Item {
                             key: &key,
@@ -288,9 +312,16 @@ async fn string_states_expire_at_the_next_whole_second_of_their_empty_instant() 
                     let key = redis_key(&format!("sec:{k}"), l.algorithm());
                     // State and expiry in one atomic read.
                     let mut c = redis::cmd("EVAL");
-                    c.arg(
-                        "return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }",
-                    )
+                    c.arg(match l.algorithm() {
+                        Algorithm::SlidingLog | Algorithm::Concurrency => {
+                            "return { redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] \
+                             or false, redis.call('PEXPIRETIME', KEYS[1]) }"
+                        }
+                        _ => {
+                            "return { redis.call('GET', KEYS[1]), \
+                              redis.call('PEXPIRETIME', KEYS[1]) }"
+                        }
+                    })
                     .arg(1)
                     .arg(&key);
                     let (v, at): (Option<Vec<u8>>, i64) = redis::from_redis_value(
