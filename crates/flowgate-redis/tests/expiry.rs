@@ -144,8 +144,9 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
     .await;
 }
 
-/// The fast script's expiry rounding (`v = ttl_us + 999; (v - fmod(v, 1000)) / 1000`) is an exact
-/// ceiling to whole milliseconds in Redis's Lua, up to 2^53.
+/// The scripts' expiry roundings are exact ceilings in Redis's Lua, up to 2^53: to whole ms
+/// (`v = us + 999; (v - v % 1000) / 1000`, and with `math.fmod`) and to whole seconds in ms
+/// (`v = us + 999999; (v - v % 1000000) / 1000`, and with `math.fmod`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiry_rounding_is_an_exact_ceiling() {
     let server = RedisServer::start();
@@ -160,14 +161,23 @@ async fn expiry_rounding_is_an_exact_ceiling() {
         let mut p = 1u64;
         while p < (1 << 53) / 10 {
             p *= 10;
-            for d in [0, 1, 999, 1_000, 1_001] {
+            for d in [0, 1, 999, 1_000, 1_001, 999_999, 1_000_000, 1_000_001] {
                 values.extend([p - d.min(p), p + d]);
             }
         }
-        values.extend([(1 << 53) - 1_000, (1 << 53) - 1_001, 1_700_000_000_123_456]);
+        // The largest: the second rounding adds 999,999 and stays below 2^53.
+        values.extend([
+            (1 << 53) - 1_000_000,
+            (1 << 53) - 1_000_001,
+            1_700_000_000_123_456,
+            1_700_000_000_000_000,
+            1_700_000_000_000_001,
+        ]);
         let script = "local fmod, out = math.fmod, {} \
-            for i, a in ipairs(ARGV) do local v = tonumber(a) + 999 \
-            out[i] = tostring((v - fmod(v, 1000)) / 1000) end return out";
+            for i, a in ipairs(ARGV) do local v, w = tonumber(a) + 999, tonumber(a) + 999999 \
+            out[i] = string.format('%d %d %d %d', (v - v % 1000) / 1000, \
+            (v - fmod(v, 1000)) / 1000, (w - w % 1000000) / 1000, (w - fmod(w, 1000000)) / 1000) \
+            end return out";
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(script).arg(0);
         for v in &values {
@@ -180,9 +190,14 @@ async fn expiry_rounding_is_an_exact_ceiling() {
                 .unwrap_or_else(|e| panic!("eval: {e}")),
         )
         .unwrap_or_else(|e| panic!("reply: {e}"));
+        assert_eq!(got.len(), values.len());
         for (v, g) in values.iter().zip(&got) {
-            let g: f64 = g.parse().unwrap_or_else(|e| panic!("{g}: {e}"));
-            assert_eq!(g as u64, v.div_ceil(1000), "ttl {v} us");
+            let g: Vec<u64> = g
+                .split(' ')
+                .map(|x| x.parse().unwrap_or_else(|e| panic!("{g}: {e}")))
+                .collect();
+            let (ms, sec) = (v.div_ceil(1_000), v.div_ceil(1_000_000) * 1_000);
+            assert_eq!(g, [ms, ms, sec, sec], "{v} us");
         }
     })
     .await;
