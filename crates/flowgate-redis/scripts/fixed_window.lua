@@ -64,13 +64,9 @@ ALG[2] = { load = fw_load, check = fw_check, apply = fw_apply, store = fw_store,
 -- @@fast
 -- Fast fragment (see fast.lua): admission and the new count. Block: limit, window.
 local window = B2[b]
-local e = floor(now / window) -- idiv(now, window)
-if e * window > now then
-  e = e - 1
-elseif (e + 1) * window <= now then
-  e = e + 1
-end
-e = (e + 1) * window
+-- The end of the current window: idiv(now, window) + 1 windows (% and the division of a
+-- multiple are exact below 2^53).
+local e = now - now % window + window
 local count = 0
 local se = -1
 if s and #s == 12 then

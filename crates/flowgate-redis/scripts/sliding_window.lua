@@ -161,12 +161,7 @@ if R then
   if x < 0 then
     x = 0
   end
-  local lo = floor(x / width) -- idiv(x, width)
-  if lo * width > x then
-    lo = lo - 1
-  elseif (lo + 1) * width <= x then
-    lo = lo + 1
-  end
+  local lo = (x - x % width) / width -- idiv(x, width): exact below 2^53
   if head + 1 - ring > lo then
     lo = head + 1 - ring
   end
@@ -184,12 +179,7 @@ end
 if sum + cost <= limit then
   allowed = 1
   if cost > 0 then
-    local target = floor(now / width) -- idiv(now, width)
-    if target * width > now then
-      target = target - 1
-    elseif (target + 1) * width <= now then
-      target = target + 1
-    end
+    local target = (now - now % width) / width -- idiv(now, width)
     if R then
       local head = R[1]
       ex0 = (head + 1) * width + window - 1 -- leaves_at(head)

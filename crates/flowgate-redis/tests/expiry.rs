@@ -239,36 +239,16 @@ fn empty_at(l: &Limit, v: &[u8]) -> u64 {
 async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
     let server = RedisServer::start();
     bounded(60, async {
+        let limit = |a, q: &str| {
+            Limit::new(a, q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
         let limits = std::sync::Arc::new(vec![
-            Limit::new(
-                Algorithm::TokenBucket,
-                "50/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
-            Limit::new(
-                Algorithm::FixedWindow,
-                "40/300ms"
-                    .parse::<Quota>()
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
-            Limit::new(
-                Algorithm::SlidingWindow,
-                "60/700ms"
-                    .parse::<Quota>()
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
-            Limit::new(
-                Algorithm::SlidingLog,
-                "30/3ms".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
-            Limit::new(
-                Algorithm::Concurrency,
-                "5/300ms".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
+            limit(Algorithm::TokenBucket, "50/s"),
+            limit(Algorithm::FixedWindow, "40/300ms"),
+            limit(Algorithm::SlidingWindow, "60/700ms"),
+            limit(Algorithm::SlidingLog, "30/3ms"),
+            limit(Algorithm::Concurrency, "5/300ms"),
         ]);
         let mut tasks = Vec::new();
         for coalesce in [false, true] {
