@@ -37,7 +37,9 @@
 --          item is followed by the lease id to grant.
 -- Returns { now, then for each item in order: codes 1-3: the key's state before the request
 --          (a string, or nil when it has none); codes 4-5: allowed (1/0), remaining,
---          reset_after (us), retry_after (us, -1 for none), wait (us) }.
+--          reset_after (us), retry_after (us, -1 for none), wait (us); then one string of
+--          '1'/'0', the script's admission of each code 1-3 item in order, which the client
+--          checks against the decision it derives }.
 -- Each fragment sees: key, cost, b (its block), limit, now, prod, slack, fmod, mmax, spack,
 -- sunpack (struct), the block arrays B1..B5 and the helpers below. Codes 1-3 see the state `s`
 -- (string or false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it
@@ -87,6 +89,7 @@ local SK, SV, SE, S0 = {}, {}, {}, {} -- the string writes of the request being 
 local W = {}
 local out = { now }
 local oi = 1
+local A, na = {}, 0 -- the script's own admission of each string item, to check the client
 local ki = 0
 while ki < nkeys do
   local admitted = true
@@ -117,6 +120,8 @@ while ki < nkeys do
       if limit > 0 or cost == 0 then
 @STRINGS@
       end
+      na = na + 1
+      A[na] = allowed
       if nv then
         ns = ns + 1
         SK[ns], SV[ns], SE[ns], S0[ns] = key, nv, ex, ex0
@@ -168,4 +173,5 @@ while ki < nkeys do
     end
   end
 end
+out[oi + 1] = concat(A)
 return out

@@ -311,7 +311,11 @@ pub(crate) fn parse_fast<'a>(
         return Err(bad("not an array"));
     };
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
-    let mut rest = &vals[1..];
+    let Some((Value::BulkString(admitted), items_part)) = vals[1..].split_last() else {
+        return Err(bad("no admissions"));
+    };
+    let mut admitted = admitted.iter();
+    let mut rest = items_part;
     let mut out = Vec::with_capacity(rest.len());
     for item in items {
         let raw = if item.params.code <= 3 {
@@ -323,6 +327,13 @@ pub(crate) fn parse_fast<'a>(
                 _ => return Err(bad("not a state")),
             };
             let d = algorithm::check(&item.limit, &state::parse(&item.limit, s), now, item.cost);
+            // The script recorded (or not) by its own admission: a decision that disagreed
+            // would report what Redis did not do.
+            if admitted.next() != Some(&if d.allowed { b'1' } else { b'0' }) {
+                return Err(StoreError::Internal(
+                    "the decide script and the Rust transition disagree on an admission".into(),
+                ));
+            }
             Raw {
                 allowed: d.allowed,
                 remaining: d.remaining,
@@ -341,7 +352,7 @@ pub(crate) fn parse_fast<'a>(
         };
         out.push(raw);
     }
-    if !rest.is_empty() {
+    if !rest.is_empty() || admitted.next().is_some() {
         return Err(bad("too long"));
     }
     Ok((now, out))
