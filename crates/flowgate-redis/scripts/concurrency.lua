@@ -110,11 +110,11 @@ end
 ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = conc_store, refund = conc_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua). Block: limit, window (B1, B2); the item carries `lease`. Trims
+-- Fast fragment (see fast.lua). Block: limit, P1 = window; the item carries `lease`. Trims
 -- the leases only when one has expired, and moves the key's expiry only when the whole second
 -- it falls in changes (common.lua `set_expiry`: the next whole second after the last lease
 -- expires).
-local window = B2[b]
+local window = P1
 local raw = call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local n = #raw
 local cs, xs = {}, {}

@@ -35,13 +35,12 @@
 -- Then for each item, in order: one number ((cost * 1024 + block) * 2 + enforce) * 2 + last
 --          (block from 0, enforce 1 or 0, last 1 on the last item of a request); a concurrency
 --          item is followed by the lease id to grant.
--- Returns { now, then for each item in order: codes 1-3: the key's state before the request
---          (a string, or nil when it has none); codes 4-5: allowed (1/0), remaining,
---          reset_after (us), retry_after (us, -1 for none), wait (us); then one string of
---          '1'/'0', the script's admission of each code 1-3 item in order, which the client
---          checks against the decision it derives }.
--- Each fragment sees: key, cost, b (its block), limit, now, prod, slack, fmod, mmax, spack,
--- sunpack (struct), the block arrays B1..B5 and the helpers below. Codes 1-3 see the state `s`
+-- Returns { now, then for each item in order: codes 1-3: the script's admission (1/0, which
+--          the client checks against the decision it derives) and the key's state before the
+--          request (a string, or nil when it has none); codes 4-5: allowed (1/0), remaining,
+--          reset_after (us), retry_after (us, -1 for none), wait (us) }.
+-- Each fragment sees: key, cost, limit and P1..P4 (its block), now, prod, slack, fmod, mmax,
+-- spack, sunpack (struct) and the helpers below. Codes 1-3 see the state `s`
 -- (string or false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it
 -- is empty again, us) and `ex0` (when `s` was, -1 if none). Codes 4-5 also see `lease`, set
 -- rem, reset, retry, wait and append their writes (argument lists of redis.call) to
@@ -69,27 +68,33 @@ for from = 4001, nkeys, 4000 do
     V[from + i - 1] = more[i]
   end
 end
-local BC, B1, B2, B3, B4, B5 = {}, {}, {}, {}, {}, {}
+-- The blocks, flat: block j (from 0) is BP[6j + 1 .. 6j + 6] = code, limit, P1 .. P4 (one
+-- table, filled in order, so Lua keeps it all in its array part).
+local BP = {}
 local ai = 4
 for j = 0, tonumber(ARGV[3]) - 1 do
   local c = tonumber(ARGV[ai])
-  BC[j], B1[j], B2[j] = c, tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+  local o = 6 * j
+  BP[o + 1], BP[o + 2], BP[o + 3] = c, tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
   ai = ai + 3
   if c == 1 or c == 3 then
-    B3[j], B4[j] = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
+    BP[o + 4], BP[o + 5] = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
     ai = ai + 2
+  else
+    BP[o + 4], BP[o + 5] = 0, 0
   end
   if c == 3 then
-    B5[j] = ARGV[ai]
+    BP[o + 6] = ARGV[ai]
     ai = ai + 1
+  else
+    BP[o + 6] = 0
   end
 end
 local cur = {} -- key -> its state as this call has left it (keys written by this call)
-local SK, SV, SE, S0 = {}, {}, {}, {} -- the string writes of the request being decided
+local G = {} -- the string writes of the request being decided: key, value, ex, ex0 each
 local W = {}
 local out = { now }
 local oi = 1
-local A, na = {}, 0 -- the script's own admission of each string item, to check the client
 local ki = 0
 while ki < nkeys do
   local admitted = true
@@ -107,24 +112,24 @@ while ki < nkeys do
     x = (x - enforce) / 2
     local b = x % 1024
     local cost = (x - b) / 1024
-    local code, limit = BC[b], B1[b]
+    local o = 6 * b
+    local code, limit, P1, P2, P3, P4 = BP[o + 1], BP[o + 2], BP[o + 3], BP[o + 4], BP[o + 5],
+      BP[o + 6]
     local allowed = 0
     if code <= 3 then
       local s = cur[key]
       if s == nil then
         s = V[ki]
       end
-      oi = oi + 1
-      out[oi] = s
       local nv, ex, ex0 = nil, 0, -1
       if limit > 0 or cost == 0 then
 @STRINGS@
       end
-      na = na + 1
-      A[na] = allowed
+      out[oi + 1], out[oi + 2] = allowed, s
+      oi = oi + 2
       if nv then
-        ns = ns + 1
-        SK[ns], SV[ns], SE[ns], S0[ns] = key, nv, ex, ex0
+        G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4] = key, nv, ex, ex0
+        ns = ns + 4
       end
     else
       local lease = nil
@@ -148,15 +153,15 @@ while ki < nkeys do
     for i = 1, nw do
       call(unpack(W[i]))
     end
-    for i = 1, ns do
-      local k, v = SK[i], SV[i]
+    for i = 1, ns, 4 do
+      local k, v = G[i], G[i + 1]
       cur[k] = v
       if prod then
         -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the
         -- instant the state is empty (% is exact on these integers, below 2^53).
-        local e = SE[i] + 999999
+        local e = G[i + 2] + 999999
         e = (e - e % 1000000) / 1000
-        local e0 = S0[i]
+        local e0 = G[i + 3]
         if e0 >= 0 then
           e0 = e0 + 999999
           e0 = (e0 - e0 % 1000000) / 1000
@@ -167,11 +172,10 @@ while ki < nkeys do
           call('SET', k, v, 'PXAT', e)
         end
       else
-        local t = SE[i] - now + 999
+        local t = G[i + 2] - now + 999
         call('SET', k, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
       end
     end
   end
 end
-out[oi + 1] = concat(A)
 return out

@@ -62,8 +62,8 @@ end
 ALG[2] = { load = fw_load, check = fw_check, apply = fw_apply, store = fw_store, refund = fw_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua): admission and the new count. Block: limit, window.
-local window = B2[b]
+-- Fast fragment (see fast.lua): admission and the new count. Block: limit, P1 = window.
+local window = P1
 -- The end of the current window: idiv(now, window) + 1 windows (% and the division of a
 -- multiple are exact below 2^53).
 local e = now - now % window + window

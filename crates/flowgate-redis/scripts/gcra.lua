@@ -60,10 +60,10 @@ end
 ALG[1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcra_store, refund = gcra_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua): admission and the new TAT. Block: limit, T, tau, max_wait.
+-- Fast fragment (see fast.lua): admission and the new TAT. Block: limit, P1..P3 = T, tau, max_wait.
 -- Admits when the wait (new TAT - now - tau) is within max_wait, which also refuses a cost
 -- above burst + max_wait / T (Rust's max_cost).
-local t = B2[b]
+local t = P1
 local tat = 0
 if s and #s == 8 then
   tat = sunpack('<d', s)
@@ -72,7 +72,7 @@ local new = now + cost * t
 if tat > now then
   new = tat + cost * t
 end
-if new - now - B3[b] <= B4[b] then
+if new - now - P2 <= P3 then
   allowed = 1
   if cost > 0 then
     nv, ex = spack('<d', new), new

@@ -111,11 +111,11 @@ end
 ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_store, refund = log_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua). Block: limit, window (B1, B2). Reads the whole log (members
+-- Fast fragment (see fast.lua). Block: limit, P1 = window. Reads the whole log (members
 -- carry their time, so Redis need not format scores); trims it only when something is stale,
 -- and moves its expiry only when the whole second it falls in changes (common.lua
 -- `set_expiry`: the key expires at the next whole second after its newest entry + window).
-local window = B2[b]
+local window = P1
 local horizon = now - window -- entries at or before it have left the window
 local raw = call('ZRANGE', key, 0, -1)
 local n = #raw

@@ -144,10 +144,10 @@ end
 ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store, refund = sw_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua): admission and the new ring. Block: limit, window, width,
--- buckets, and the ring's struct format (B1..B5). R holds the head then the ring: the count of
+-- Fast fragment (see fast.lua): admission and the new ring. Block: limit, P1..P4 = window,
+-- width, buckets, and the ring's struct format. R holds the head then the ring: the count of
 -- slot sl (1-based) is R[sl + 1].
-local window, width, ring, F = B2[b], B3[b], B4[b] + 1, B5[b]
+local window, width, ring, F = P1, P2, P3 + 1, P4
 local R = nil
 if s and #s == 8 + 4 * ring then
   R = { sunpack(F, s) }

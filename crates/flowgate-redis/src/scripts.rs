@@ -301,8 +301,9 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
     u64::try_from(int(v)?).map_err(|_| bad("negative"))
 }
 
-/// Parses the fast script's reply: the `now` it used and, per item, the state it was decided on
-/// (codes 1-3, decided here with the Rust transition) or its decision (codes 4-5).
+/// Parses the fast script's reply: the `now` it used and, per item, the script's admission and
+/// the state it was decided on (codes 1-3, decided here with the Rust transition and checked
+/// against that admission) or its decision (codes 4-5).
 pub(crate) fn parse_fast<'a>(
     v: Value,
     items: impl Iterator<Item = &'a EncItem>,
@@ -311,15 +312,13 @@ pub(crate) fn parse_fast<'a>(
         return Err(bad("not an array"));
     };
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
-    let Some((Value::BulkString(admitted), items_part)) = vals[1..].split_last() else {
-        return Err(bad("no admissions"));
-    };
-    let mut admitted = admitted.iter();
-    let mut rest = items_part;
+    let mut rest = &vals[1..];
     let mut out = Vec::with_capacity(rest.len());
     for item in items {
         let raw = if item.params.code <= 3 {
-            let (v, tail) = rest.split_first().ok_or_else(|| bad("too short"))?;
+            let [admitted, v, tail @ ..] = rest else {
+                return Err(bad("too short"));
+            };
             rest = tail;
             let s = match v {
                 Value::Nil => None,
@@ -329,7 +328,7 @@ pub(crate) fn parse_fast<'a>(
             let d = algorithm::check(&item.limit, &state::parse(&item.limit, s), now, item.cost);
             // The script recorded (or not) by its own admission: a decision that disagreed
             // would report what Redis did not do.
-            if admitted.next() != Some(&if d.allowed { b'1' } else { b'0' }) {
+            if int(admitted)? != i64::from(d.allowed) {
                 return Err(StoreError::Internal(
                     "the decide script and the Rust transition disagree on an admission".into(),
                 ));
@@ -352,7 +351,7 @@ pub(crate) fn parse_fast<'a>(
         };
         out.push(raw);
     }
-    if !rest.is_empty() || admitted.next().is_some() {
+    if !rest.is_empty() {
         return Err(bad("too long"));
     }
     Ok((now, out))
