@@ -10,7 +10,7 @@
 -- The keys of ONE request must be distinct (the client sends requests that repeat a key to
 -- driver.lua instead).
 --
--- The script only admits and records. For the string states (codes 1-3) it answers the state
+-- The script only admits and records. For the string states (codes 1-4) it answers the state
 -- each item was decided on, and the client derives the whole decision (remaining, reset, retry,
 -- wait) from it with the same Rust transition the memory store runs: the script and the Rust
 -- code agree on admission (tests/properties.rs), so they agree on everything.
@@ -35,15 +35,15 @@
 -- Then for each item, in order: one number ((cost * 1024 + block) * 2 + enforce) * 2 + last
 --          (block from 0, enforce 1 or 0, last 1 on the last item of a request); a concurrency
 --          item is followed by the lease id to grant.
--- Returns { now, then for each item in order: codes 1-3: the script's admission (1/0, which
+-- Returns { now, then for each item in order: codes 1-4: the script's admission (1/0, which
 --          the client checks against the decision it derives) and the key's state before the
---          request (a string, or nil when it has none); codes 4-5: allowed (1/0), remaining,
+--          request (a string, or nil when it has none); code 5: allowed (1/0), remaining,
 --          reset_after (us), retry_after (us, -1 for none), wait (us) }.
 -- Each fragment sees: key, cost, limit and P1..P4 (its block), now, prod, slack, fmod, mmax,
--- spack, sunpack (struct) and the helpers below. Codes 1-3 see the state `s`
+-- spack, sunpack (struct) and the helpers below. Codes 1-4 see the state `s`
 -- (string or false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it
--- is empty again, us) and `ex0` (when `s` was, -1 if none). Codes 4-5 also see `lease`, set
--- rem, reset, retry, wait and append their writes (argument lists of redis.call) to
+-- is empty again, us) and `ex0` (when `s` was, -1 if none). Code 5 also sees `lease`, sets
+-- rem, reset, retry, wait and appends its writes (argument lists of redis.call) to
 -- W[nw + 1 ..].
 
 local prod = ARGV[1] == ''
@@ -60,7 +60,8 @@ local spack, sunpack = struct.pack, struct.unpack
 local fmod, mmax = math.fmod, math.max
 local concat, unpack, call = table.concat, unpack, redis.call
 local nkeys = #KEYS
--- The string states (MGET answers false for the sorted sets), in slices that unpack can hold.
+-- The string states (MGET answers false for the sorted sets of concurrency), in slices that
+-- unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
 for from = 4001, nkeys, 4000 do
   local more = call('MGET', unpack(KEYS, from, math.min(nkeys, from + 3999)))
@@ -116,7 +117,7 @@ while ki < nkeys do
     local code, limit, P1, P2, P3, P4 = BP[o + 1], BP[o + 2], BP[o + 3], BP[o + 4], BP[o + 5],
       BP[o + 6]
     local allowed = 0
-    if code <= 3 then
+    if code <= 4 then
       local s = cur[key]
       if s == nil then
         s = V[ki]

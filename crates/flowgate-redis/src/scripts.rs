@@ -70,7 +70,7 @@ fn general_source(mask: usize) -> String {
 }
 
 /// The source of the fast decide script: `fast.lua` with every algorithm's `-- @@fast` fragment
-/// in its dispatch (the string states, codes 1-3, and the sorted sets, codes 4-5).
+/// in its dispatch (the string states, codes 1-4, and the sorted sets of concurrency, code 5).
 pub fn fast_lua() -> String {
     let dispatch = |codes: std::ops::RangeInclusive<usize>| {
         let mut d = String::new();
@@ -83,8 +83,8 @@ pub fn fast_lua() -> String {
         d.push_str("end");
         d
     };
-    FAST.replace("@STRINGS@", &dispatch(1..=3))
-        .replace("@SETS@", &dispatch(4..=5))
+    FAST.replace("@STRINGS@", &dispatch(1..=4))
+        .replace("@SETS@", &dispatch(5..=5))
 }
 
 /// The source of the general decide script for requests using `algorithms` (any number of
@@ -302,8 +302,8 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
 }
 
 /// Parses the fast script's reply: the `now` it used and, per item, the script's admission and
-/// the state it was decided on (codes 1-3, decided here with the Rust transition and checked
-/// against that admission) or its decision (codes 4-5).
+/// the state it was decided on (codes 1-4, decided here with the Rust transition and checked
+/// against that admission) or its decision (code 5, concurrency).
 pub(crate) fn parse_fast<'a>(
     v: Value,
     items: impl Iterator<Item = &'a EncItem>,
@@ -315,7 +315,7 @@ pub(crate) fn parse_fast<'a>(
     let mut rest = &vals[1..];
     let mut out = Vec::with_capacity(rest.len());
     for item in items {
-        let raw = if item.params.code <= 3 {
+        let raw = if item.params.code <= 4 {
             let [admitted, v, tail @ ..] = rest else {
                 return Err(bad("too short"));
             };

@@ -1,12 +1,12 @@
-//! The string states the scripts keep (token/leaky bucket, fixed window, sliding window), read
-//! back into flowgate-core's [`State`] so that the client derives each decision with the same
-//! Rust transition the memory store runs (see `scripts/fast.lua`).
+//! The string states the scripts keep (token/leaky bucket, fixed and sliding window, sliding
+//! log), read back into flowgate-core's [`State`] so that the client derives each decision with
+//! the same Rust transition the memory store runs (see `scripts/fast.lua`).
 //!
 //! The states are little-endian binary (Lua `struct`): a double for each instant or index
 //! (exact below 2^53, as every quantity is) and a u32 for each count (every limit fits). A value
 //! of the wrong length counts as no state, on both sides.
 
-use flowgate_core::algorithm::{GcraState, SlidingWindowState};
+use flowgate_core::algorithm::{GcraState, SlidingLogState, SlidingWindowState};
 use flowgate_core::{Algorithm, Limit, State};
 
 /// The state stored as `v` (none when the key is missing) under `limit`'s algorithm.
@@ -18,7 +18,8 @@ pub(crate) fn parse(limit: &Limit, v: Option<&[u8]>) -> State {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => gcra(v),
         Algorithm::FixedWindow => fixed_window(v),
         Algorithm::SlidingWindow => sliding_window(limit, v),
-        Algorithm::SlidingLog | Algorithm::Concurrency => State::Empty,
+        Algorithm::SlidingLog => sliding_log(limit, v),
+        Algorithm::Concurrency => State::Empty,
     }
 }
 
@@ -70,6 +71,19 @@ fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     }))
 }
 
+/// `<I4` (the total cost) then `<dI4` per entry, oldest first.
+fn sliding_log(limit: &Limit, v: &[u8]) -> State {
+    if v.len() < 4 || !(v.len() - 4).is_multiple_of(12) {
+        return State::Empty;
+    }
+    let entries: std::collections::VecDeque<(u64, u64)> = v[4..]
+        .chunks_exact(12)
+        .map(|e| (double(e), u64::from(u32le(&e[8..]))))
+        .collect();
+    let idle_at = entries.back().map_or(0, |e| e.0 + limit.window());
+    State::SlidingLog(Box::new(SlidingLogState { entries, idle_at }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +126,18 @@ mod tests {
             s.counts,
             ring.iter().map(|&c| u64::from(c)).collect::<Vec<_>>()
         );
+        let l = limit(Algorithm::SlidingLog);
+        let mut v = 5u32.to_le_bytes().to_vec();
+        v.extend(le(3e6, &[2]));
+        v.extend(le(4e6, &[3]));
+        let State::SlidingLog(s) = parse(&l, Some(&v)) else {
+            panic!("not a sliding log");
+        };
+        assert_eq!(
+            Vec::from(s.entries.clone()),
+            vec![(3_000_000, 2), (4_000_000, 3)]
+        );
+        assert_eq!(s.idle_at, 4_000_000 + l.window());
     }
 
     #[test]

@@ -203,29 +203,26 @@ async fn expiry_rounding_is_an_exact_ceiling() {
     .await;
 }
 
-/// The instant (us) a state is empty again: from a string state as the scripts store it (binary:
-/// a little-endian double first, see `src/state.rs`), or from a sorted set's highest score.
+/// The instant (us) a state is empty again: from a string state as the scripts store it (binary,
+/// see `src/state.rs`), or from concurrency's highest lease expiry.
 fn empty_at(l: &Limit, v: &[u8]) -> u64 {
-    let first = match l.algorithm() {
-        Algorithm::SlidingLog | Algorithm::Concurrency => {
+    let double = |b: &[u8]| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        f64::from_le_bytes(a) as u64
+    };
+    match l.algorithm() {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::FixedWindow => double(v),
+        Algorithm::SlidingWindow => (double(v) + 1) * l.bucket_width() + l.window() - 1,
+        // The newest entry (the last 12 bytes: time, cost) leaves the window.
+        Algorithm::SlidingLog => double(&v[v.len() - 12..]) + l.window(),
+        // The last lease expires.
+        Algorithm::Concurrency => {
             let score = std::str::from_utf8(v).unwrap_or_else(|e| panic!("{e}"));
             score
                 .parse::<u64>()
                 .unwrap_or_else(|e| panic!("{score}: {e}"))
         }
-        _ => {
-            let mut first = [0u8; 8];
-            first.copy_from_slice(&v[..8]);
-            f64::from_le_bytes(first) as u64
-        }
-    };
-    match l.algorithm() {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::FixedWindow => first,
-        Algorithm::SlidingWindow => (first + 1) * l.bucket_width() + l.window() - 1,
-        // The newest entry leaves the window.
-        Algorithm::SlidingLog => first + l.window(),
-        // The last lease expires.
-        Algorithm::Concurrency => first,
     }
 }
 
@@ -308,7 +305,7 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
                     // State and expiry in one atomic read.
                     let mut c = redis::cmd("EVAL");
                     c.arg(match l.algorithm() {
-                        Algorithm::SlidingLog | Algorithm::Concurrency => {
+                        Algorithm::Concurrency => {
                             "return { redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] \
                              or false, redis.call('PEXPIRETIME', KEYS[1]) }"
                         }
