@@ -49,8 +49,8 @@ end
 -- Production (the decide scripts read Redis's TIME) or a test clock override (ARGV[1] is `now`).
 local PROD = ARGV[1] == ''
 
--- The expiry arguments of SET for a string state (token/leaky bucket, fixed window, sliding
--- window) that is empty again at `ex` (us). In production PXAT the next whole second of Redis's
+-- The expiry arguments of SET for a state (every state is a string) that is empty again at
+-- `ex` (us). In production PXAT the next whole second of Redis's
 -- clock at or after `ex`: every writer rounds so, which lets fast.lua tell from a key's state
 -- which expiry it has (and write KEEPTTL when it need not move). With a test clock override,
 -- PX the exact ms after `now` plus `slack`.
@@ -60,18 +60,6 @@ local function expiry(ex, now, slack)
     return 'PXAT', (e - math.fmod(e, 1000000)) / 1000
   end
   return 'PX', ttl_ms(ex, now, slack)
-end
-
--- Sets the expiry of a sorted set (sliding log, concurrency) whose entries are all gone at `ex`
--- (us), as `expiry` does for strings: in production PEXPIREAT the next whole second, so that
--- fast.lua can tell from the newest entry which expiry the key has.
-local function set_expiry(key, ex, now, slack)
-  if PROD then
-    local e = ex + 999999
-    redis.call('PEXPIREAT', key, (e - math.fmod(e, 1000000)) / 1000)
-  else
-    redis.call('PEXPIRE', key, ttl_ms(ex, now, slack))
-  end
 end
 
 -- A copy of a state: tables one level deep are copied (entries are replaced, never mutated).

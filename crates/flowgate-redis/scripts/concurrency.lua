@@ -1,18 +1,37 @@
 -- concurrency: at most `limit` units in flight, held as leases that expire after `window`.
 -- Mirrors flowgate-core src/algorithm/concurrency.rs.
--- KEYS[i]: flowgate:{<key>}:c  -- sorted set: score = the lease's expiry (microseconds since
---          the epoch), member '<lease id>:<cost>'. Lease ids are random u64s chosen by the
---          client (decimal strings, never 0).
+-- KEYS[i]: flowgate:{<key>}:c  -- string: the total cost of its leases (struct '<I4', a
+--          little-endian u32), then one 20-byte lease per grant in order of expiry ('<ddI4':
+--          its expiry in microseconds since the epoch and its id, little-endian doubles, and its
+--          cost). Lease ids are chosen by the client, below 2^53 and never 0. The total lets a
+--          decision read only the expired leases at the front (usually none).
 -- Item parameters used: p.window, p.limit, p.cost, p.lease.
 
-local function conc_load(key)
-  local raw = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+-- The leases stored as `v` ({ exp, id, c } each, in order of expiry; none for anything else).
+local function conc_decode(v)
   local leases = {}
-  for i = 1, #raw, 2 do
-    local c = tonumber(string.match(raw[i], ':(%d+)$')) or 0
-    leases[#leases + 1] = { exp = tonumber(raw[i + 1]), c = c, m = raw[i] }
+  if v and #v >= 4 and (#v - 4) % 20 == 0 then
+    for i = 0, (#v - 4) / 20 - 1 do
+      local x, id, c = struct.unpack('<ddI4', v, 5 + 20 * i)
+      leases[i + 1] = { exp = x, id = id, c = c }
+    end
   end
-  return { leases = leases, trim = false, ops = {} }
+  return leases
+end
+
+local function conc_encode(leases)
+  local parts = {}
+  local total = 0
+  for i = 1, #leases do
+    local x = leases[i]
+    parts[i] = struct.pack('<ddI4', x.exp, x.id, x.c)
+    total = total + x.c
+  end
+  return struct.pack('<I4', total) .. table.concat(parts)
+end
+
+local function conc_load(key)
+  return { leases = conc_decode(redis.call('GET', key)) }
 end
 
 local function conc_check(p, s, now, cost)
@@ -56,7 +75,6 @@ local function conc_check(p, s, now, cost)
 end
 
 local function conc_apply(p, s, now, cost)
-  s.trim = true
   local live = {}
   local idle_at = now + p.window
   for i = 1, #s.leases do
@@ -68,7 +86,7 @@ local function conc_apply(p, s, now, cost)
       end
     end
   end
-  local e = { exp = now + p.window, c = cost, m = p.lease .. ':' .. fmt(cost) }
+  local e = { exp = now + p.window, id = tonumber(p.lease), c = cost }
   -- Keep the order of expiry.
   local at = #live + 1
   while at > 1 and live[at - 1].exp > e.exp do
@@ -76,27 +94,26 @@ local function conc_apply(p, s, now, cost)
   end
   table.insert(live, at, e)
   s.leases = live
-  s.ops[#s.ops + 1] = { e.exp, e.m }
   s.idle_at = idle_at
 end
 
 local function conc_store(key, s, now, slack)
-  if s.trim then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
-  end
-  for i = 1, #s.ops do
-    redis.call('ZADD', key, fmt(s.ops[i][1]), s.ops[i][2])
-  end
-  set_expiry(key, s.idle_at, now, slack)
+  redis.call('SET', key, conc_encode(s.leases), expiry(s.idle_at, now, slack))
 end
 
--- Removes lease `id`; answers 1 when it was held.
+-- Removes lease `id` (decimal); answers 1 when it was held. The key keeps its expiry.
 local function conc_release(key, id)
-  local prefix = id .. ':'
-  local members = redis.call('ZRANGE', key, 0, -1)
-  for i = 1, #members do
-    if string.sub(members[i], 1, #prefix) == prefix then
-      redis.call('ZREM', key, members[i])
+  local v = redis.call('GET', key)
+  local want = tonumber(id)
+  if not (v and want and #v >= 4 and (#v - 4) % 20 == 0) then
+    return 0
+  end
+  for i = 0, (#v - 4) / 20 - 1 do
+    local _, lid, c = struct.unpack('<ddI4', v, 5 + 20 * i)
+    if lid == want then
+      local total = struct.unpack('<I4', v)
+      redis.call('SET', key, struct.pack('<I4', total - c) .. string.sub(v, 5, 4 + 20 * i)
+        .. string.sub(v, 25 + 20 * i), 'KEEPTTL')
       return 1
     end
   end
@@ -110,86 +127,46 @@ end
 ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = conc_store, refund = conc_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua). Block: limit, P1 = window; the item carries `lease`. Trims
--- the leases only when one has expired, and moves the key's expiry only when the whole second
--- it falls in changes (common.lua `set_expiry`: the next whole second after the last lease
--- expires).
+-- Fast fragment (see fast.lua): admission and the new leases. Block: limit, P1 = window; the
+-- item carries `lease`. Reads the expired leases at the front only (the header holds the total).
 local window = P1
-local raw = call('ZRANGE', key, 0, -1, 'WITHSCORES')
-local n = #raw
-local cs, xs = {}, {}
-local held, newest, idle, stale, live = 0, 0, now + window, false, 0
-for k = 1, n, 2 do
-  local c = tonumber(match(raw[k], ':(%d+)$')) or 0
-  local exp = tonumber(raw[k + 1])
-  cs[k], xs[k] = c, exp
-  if exp > now then
-    held = held + c
-    live = live + 1
-    if exp > idle then
-      idle = exp
-    end
-  else
-    stale = true
-  end
-  if exp > newest then
-    newest = exp
-  end
+local n, total = 0, 0
+if s and #s >= 4 and (#s - 4) % 20 == 0 then
+  n = (#s - 4) / 20
+  total = sunpack('<I4', s)
 end
--- The expiry the key has (none when a trim would empty it: Redis deletes an empty set).
-local e0 = -1
-if live > 0 then
-  e0 = newest + 999999
-  e0 = (e0 - e0 % 1000000) / 1000
+local k0, stale = 0, 0 -- the leases expired at now
+while k0 < n do
+  local x, _, c = sunpack('<ddI4', s, 5 + 20 * k0)
+  if x > now then
+    break
+  end
+  stale = stale + c
+  k0 = k0 + 1
 end
-local used = held
+local held = total - stale
 if held + cost <= limit then
   allowed = 1
-  used = held + cost
-end
-rem = limit - used
-if rem < 0 then
-  rem = 0
-end
-if allowed == 1 and cost > 0 and now + window > newest then
-  newest = now + window
-end
-reset = newest - now
-if reset < 0 then
-  reset = 0
-end
-if allowed == 0 then
-  if cost <= limit then
-    -- Leases are in order of expiry (the sorted set's order).
-    local freed = 0
-    for k = 1, n, 2 do
-      local exp = xs[k]
-      if exp > now then
-        freed = freed + cs[k]
-        if held - freed + cost <= limit then
-          retry = exp - now
-          break
-        end
-      end
+  if cost > 0 then
+    local exp = now + window
+    local live = ''
+    if n > 0 then
+      ex0 = sunpack('<d', s, 5 + 20 * (n - 1)) -- the last lease's expiry
     end
-  end
-elseif cost > 0 then
-  if stale then
-    nw = nw + 1
-    W[nw] = { 'ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now) }
-  end
-  nw = nw + 1
-  W[nw] = { 'ZADD', key, fmt('%d', now + window), lease .. ':' .. fmt('%d', cost) }
-  if prod then
-    local e = idle + 999999
-    e = (e - e % 1000000) / 1000
-    if e ~= e0 then
-      nw = nw + 1
-      W[nw] = { 'PEXPIREAT', key, e }
+    if n > k0 then
+      live = string.sub(s, 5 + 20 * k0)
     end
-  else
-    local v = idle - now + 999 -- ttl_ms(idle, now, slack)
-    nw = nw + 1
-    W[nw] = { 'PEXPIRE', key, mmax(1, (v - v % 1000) / 1000 + slack) }
+    -- Keep the order of expiry: after the live leases that expire at or before this one
+    -- (usually all of them).
+    local at = n - k0
+    while at > 0 and sunpack('<d', live, 1 + 20 * (at - 1)) > exp do
+      at = at - 1
+    end
+    nv = spack('<I4', held + cost) .. string.sub(live, 1, 20 * at)
+      .. spack('<ddI4', exp, tonumber(lease), cost) .. string.sub(live, 20 * at + 1)
+    ex = exp
+    if at < n - k0 then
+      ex = sunpack('<d', live, 1 + 20 * (n - k0 - 1))
+    end
   end
 end

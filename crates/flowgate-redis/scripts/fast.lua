@@ -10,16 +10,17 @@
 -- The keys of ONE request must be distinct (the client sends requests that repeat a key to
 -- driver.lua instead).
 --
--- The script only admits and records. For the string states (codes 1-4) it answers the state
--- each item was decided on, and the client derives the whole decision (remaining, reset, retry,
--- wait) from it with the same Rust transition the memory store runs: the script and the Rust
--- code agree on admission (tests/properties.rs), so they agree on everything.
+-- The script only admits and records. Every state is a binary string (see each algorithm's
+-- file); for each item the script answers its admission and the state the item was decided on,
+-- and the client derives the whole decision (remaining, reset, retry, wait) from that state with
+-- the same Rust transition the memory store runs. The client checks the script's admission
+-- against its own (they agree: tests/properties.rs), so it never reports what Redis did not do.
 --
--- String states are read with one MGET for the whole call (and kept in a table as the call
--- changes them), and written when their request is admitted with their expiry rounded up to the
--- next whole second of Redis's clock: a key whose expiry does not move is written with KEEPTTL,
--- which costs Redis less. Every writer of these keys rounds so (common.lua `expiry`), so the
--- expiry a key has is known from its state.
+-- States are read with one MGET for the whole call (and kept in a table as the call changes
+-- them), and written when their request is admitted with their expiry rounded up to the next
+-- whole second of Redis's clock: a key whose expiry does not move is written with KEEPTTL, which
+-- costs Redis less. Every writer of these keys rounds so (common.lua `expiry`), so the expiry a
+-- key has is known from its state.
 --
 -- KEYS[k]: the state key of the k-th item over all requests, in order (see each algorithm's
 --          file for its type).
@@ -35,16 +36,12 @@
 -- Then for each item, in order: one number ((cost * 1024 + block) * 2 + enforce) * 2 + last
 --          (block from 0, enforce 1 or 0, last 1 on the last item of a request); a concurrency
 --          item is followed by the lease id to grant.
--- Returns { now, then for each item in order: codes 1-4: the script's admission (1/0, which
---          the client checks against the decision it derives) and the key's state before the
---          request (a string, or nil when it has none); code 5: allowed (1/0), remaining,
---          reset_after (us), retry_after (us, -1 for none), wait (us) }.
--- Each fragment sees: key, cost, limit and P1..P4 (its block), now, prod, slack, fmod, mmax,
--- spack, sunpack (struct) and the helpers below. Codes 1-4 see the state `s`
--- (string or false) and, when they admit with a cost, set `nv` (the new state), `ex` (when it
--- is empty again, us) and `ex0` (when `s` was, -1 if none). Code 5 also sees `lease`, sets
--- rem, reset, retry, wait and appends its writes (argument lists of redis.call) to
--- W[nw + 1 ..].
+-- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
+--          before the request (a string, or nil when it has none) }.
+-- Each fragment sees: key, cost, limit and P1..P4 (its block), lease (concurrency), now, prod,
+-- slack, fmod, mmax, spack, sunpack (struct) and the helpers below, and the state `s` (string
+-- or false). It sets `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new
+-- state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if none).
 
 local prod = ARGV[1] == ''
 local now
@@ -60,8 +57,7 @@ local spack, sunpack = struct.pack, struct.unpack
 local fmod, mmax = math.fmod, math.max
 local concat, unpack, call = table.concat, unpack, redis.call
 local nkeys = #KEYS
--- The string states (MGET answers false for the sorted sets of concurrency), in slices that
--- unpack can hold.
+-- The states, in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
 for from = 4001, nkeys, 4000 do
   local more = call('MGET', unpack(KEYS, from, math.min(nkeys, from + 3999)))
@@ -93,13 +89,12 @@ for j = 0, tonumber(ARGV[3]) - 1 do
 end
 local cur = {} -- key -> its state as this call has left it (keys written by this call)
 local G = {} -- the string writes of the request being decided: key, value, ex, ex0 each
-local W = {}
 local out = { now }
 local oi = 1
 local ki = 0
 while ki < nkeys do
   local admitted = true
-  local nw, ns = 0, 0
+  local ns = 0
   local last = 0
   repeat
     ki = ki + 1
@@ -117,43 +112,30 @@ while ki < nkeys do
     local code, limit, P1, P2, P3, P4 = BP[o + 1], BP[o + 2], BP[o + 3], BP[o + 4], BP[o + 5],
       BP[o + 6]
     local allowed = 0
-    if code <= 4 then
-      local s = cur[key]
-      if s == nil then
-        s = V[ki]
-      end
-      local nv, ex, ex0 = nil, 0, -1
-      if limit > 0 or cost == 0 then
-@STRINGS@
-      end
-      out[oi + 1], out[oi + 2] = allowed, s
-      oi = oi + 2
-      if nv then
-        G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4] = key, nv, ex, ex0
-        ns = ns + 4
-      end
-    else
-      local lease = nil
-      if code == 5 then
-        lease = ARGV[ai]
-        ai = ai + 1
-      end
-      local rem, reset, retry, wait = 0, 0, -1, 0
-      if limit > 0 or cost == 0 then
-@SETS@
-      end
-      out[oi + 1], out[oi + 2], out[oi + 3], out[oi + 4], out[oi + 5] =
-        allowed, rem, reset, retry, wait
-      oi = oi + 5
+    local lease = nil
+    if code == 5 then
+      lease = ARGV[ai]
+      ai = ai + 1
+    end
+    local s = cur[key]
+    if s == nil then
+      s = V[ki]
+    end
+    local nv, ex, ex0 = nil, 0, -1
+    if limit > 0 or cost == 0 then
+@ALGORITHMS@
+    end
+    out[oi + 1], out[oi + 2] = allowed, s
+    oi = oi + 2
+    if nv then
+      G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4] = key, nv, ex, ex0
+      ns = ns + 4
     end
     if allowed == 0 and enforce == 1 then
       admitted = false
     end
   until last == 1
   if admitted then
-    for i = 1, nw do
-      call(unpack(W[i]))
-    end
     for i = 1, ns, 4 do
       local k, v = G[i], G[i + 1]
       cur[k] = v

@@ -70,7 +70,7 @@ fn general_source(mask: usize) -> String {
 }
 
 /// The source of the fast decide script: `fast.lua` with every algorithm's `-- @@fast` fragment
-/// in its dispatch (the string states, codes 1-4, and the sorted sets of concurrency, code 5).
+/// in its dispatch.
 pub fn fast_lua() -> String {
     let dispatch = |codes: std::ops::RangeInclusive<usize>| {
         let mut d = String::new();
@@ -83,8 +83,7 @@ pub fn fast_lua() -> String {
         d.push_str("end");
         d
     };
-    FAST.replace("@STRINGS@", &dispatch(1..=4))
-        .replace("@SETS@", &dispatch(5..=5))
+    FAST.replace("@ALGORITHMS@", &dispatch(1..=5))
 }
 
 /// The source of the general decide script for requests using `algorithms` (any number of
@@ -302,8 +301,8 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
 }
 
 /// Parses the fast script's reply: the `now` it used and, per item, the script's admission and
-/// the state it was decided on (codes 1-4, decided here with the Rust transition and checked
-/// against that admission) or its decision (code 5, concurrency).
+/// the state it was decided on, from which the decision is derived here with the Rust transition
+/// (and checked against that admission).
 pub(crate) fn parse_fast<'a>(
     v: Value,
     items: impl Iterator<Item = &'a EncItem>,
@@ -313,43 +312,33 @@ pub(crate) fn parse_fast<'a>(
     };
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
     let mut rest = &vals[1..];
-    let mut out = Vec::with_capacity(rest.len());
+    let mut out = Vec::with_capacity(rest.len() / 2);
     for item in items {
-        let raw = if item.params.code <= 4 {
-            let [admitted, v, tail @ ..] = rest else {
-                return Err(bad("too short"));
-            };
-            rest = tail;
-            let s = match v {
-                Value::Nil => None,
-                Value::BulkString(b) => Some(&b[..]),
-                _ => return Err(bad("not a state")),
-            };
-            let d = algorithm::check(&item.limit, &state::parse(&item.limit, s), now, item.cost);
-            // The script recorded (or not) by its own admission: a decision that disagreed
-            // would report what Redis did not do.
-            if int(admitted)? != i64::from(d.allowed) {
-                return Err(StoreError::Internal(
-                    "the decide script and the Rust transition disagree on an admission".into(),
-                ));
-            }
-            Raw {
-                allowed: d.allowed,
-                remaining: d.remaining,
-                reset_after: micros(d.reset_after),
-                retry_after: d.retry_after.map(micros),
-                wait: micros(d.wait),
-                lease: None,
-            }
-        } else {
-            if rest.len() < REPLY_FIELDS {
-                return Err(bad("too short"));
-            }
-            let (f, tail) = rest.split_at(REPLY_FIELDS);
-            rest = tail;
-            fields(f, item)?
+        let [admitted, v, tail @ ..] = rest else {
+            return Err(bad("too short"));
         };
-        out.push(raw);
+        rest = tail;
+        let s = match v {
+            Value::Nil => None,
+            Value::BulkString(b) => Some(&b[..]),
+            _ => return Err(bad("not a state")),
+        };
+        let d = algorithm::check(&item.limit, &state::parse(&item.limit, s), now, item.cost);
+        // The script recorded (or not) by its own admission: a decision that disagreed would
+        // report what Redis did not do.
+        if int(admitted)? != i64::from(d.allowed) {
+            return Err(StoreError::Internal(
+                "the decide script and the Rust transition disagree on an admission".into(),
+            ));
+        }
+        out.push(Raw {
+            allowed: d.allowed,
+            remaining: d.remaining,
+            reset_after: micros(d.reset_after),
+            retry_after: d.retry_after.map(micros),
+            wait: micros(d.wait),
+            lease: (d.allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
+        });
     }
     if !rest.is_empty() {
         return Err(bad("too long"));

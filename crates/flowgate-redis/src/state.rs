@@ -1,12 +1,14 @@
-//! The string states the scripts keep (token/leaky bucket, fixed and sliding window, sliding
-//! log), read back into flowgate-core's [`State`] so that the client derives each decision with
-//! the same Rust transition the memory store runs (see `scripts/fast.lua`).
+//! The states the scripts keep (all binary strings), read back into flowgate-core's [`State`] so
+//! that the client derives each decision with the same Rust transition the memory store runs
+//! (see `scripts/fast.lua`).
 //!
 //! The states are little-endian binary (Lua `struct`): a double for each instant or index
 //! (exact below 2^53, as every quantity is) and a u32 for each count (every limit fits). A value
 //! of the wrong length counts as no state, on both sides.
 
-use flowgate_core::algorithm::{GcraState, SlidingLogState, SlidingWindowState};
+use flowgate_core::algorithm::{
+    ConcurrencyState, GcraState, Lease, SlidingLogState, SlidingWindowState,
+};
 use flowgate_core::{Algorithm, Limit, State};
 
 /// The state stored as `v` (none when the key is missing) under `limit`'s algorithm.
@@ -19,7 +21,7 @@ pub(crate) fn parse(limit: &Limit, v: Option<&[u8]>) -> State {
         Algorithm::FixedWindow => fixed_window(v),
         Algorithm::SlidingWindow => sliding_window(limit, v),
         Algorithm::SlidingLog => sliding_log(limit, v),
-        Algorithm::Concurrency => State::Empty,
+        Algorithm::Concurrency => concurrency(v),
     }
 }
 
@@ -84,6 +86,23 @@ fn sliding_log(limit: &Limit, v: &[u8]) -> State {
     State::SlidingLog(Box::new(SlidingLogState { entries, idle_at }))
 }
 
+/// `<I4` (the total cost) then `<ddI4` per lease (expiry, id, cost), in order of expiry.
+fn concurrency(v: &[u8]) -> State {
+    if v.len() < 4 || !(v.len() - 4).is_multiple_of(20) {
+        return State::Empty;
+    }
+    State::Concurrency(Box::new(ConcurrencyState {
+        leases: v[4..]
+            .chunks_exact(20)
+            .map(|e| Lease {
+                expires: double(e),
+                id: double(&e[8..]),
+                cost: u64::from(u32le(&e[16..])),
+            })
+            .collect(),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +157,19 @@ mod tests {
             vec![(3_000_000, 2), (4_000_000, 3)]
         );
         assert_eq!(s.idle_at, 4_000_000 + l.window());
+        let mut v = 2u32.to_le_bytes().to_vec();
+        v.extend(le(9e6, &[]));
+        v.extend(le(12345.0, &[2]));
+        assert_eq!(
+            parse(&limit(Algorithm::Concurrency), Some(&v)),
+            State::Concurrency(Box::new(ConcurrencyState {
+                leases: vec![Lease {
+                    id: 12345,
+                    cost: 2,
+                    expires: 9_000_000
+                }]
+            }))
+        );
     }
 
     #[test]

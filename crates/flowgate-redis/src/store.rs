@@ -38,9 +38,9 @@ pub(crate) struct Inner {
     leases: LeaseIds,
 }
 
-/// Concurrency lease ids: a bijective mix of a random seed plus a counter, so ids are unique
-/// within a store and unpredictable across stores (two app servers collide with probability
-/// about 2^-64 per pair of leases). Never 0.
+/// Concurrency lease ids: a bijective mix of a random seed plus a counter, cut to 53 bits (the
+/// scripts hold them as doubles), so ids are unpredictable and two leases collide with
+/// probability about 2^-53 per pair. Never 0.
 struct LeaseIds {
     seed: u64,
     next: AtomicU64,
@@ -65,6 +65,7 @@ impl LeaseIds {
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
+            z >>= 11;
             if z != 0 {
                 return z;
             }

@@ -203,8 +203,8 @@ async fn expiry_rounding_is_an_exact_ceiling() {
     .await;
 }
 
-/// The instant (us) a state is empty again: from a string state as the scripts store it (binary,
-/// see `src/state.rs`), or from concurrency's highest lease expiry.
+/// The instant (us) a state is empty again, from the state as the scripts store it (binary, see
+/// `src/state.rs`).
 fn empty_at(l: &Limit, v: &[u8]) -> u64 {
     let double = |b: &[u8]| {
         let mut a = [0u8; 8];
@@ -216,20 +216,15 @@ fn empty_at(l: &Limit, v: &[u8]) -> u64 {
         Algorithm::SlidingWindow => (double(v) + 1) * l.bucket_width() + l.window() - 1,
         // The newest entry (the last 12 bytes: time, cost) leaves the window.
         Algorithm::SlidingLog => double(&v[v.len() - 12..]) + l.window(),
-        // The last lease expires.
-        Algorithm::Concurrency => {
-            let score = std::str::from_utf8(v).unwrap_or_else(|e| panic!("{e}"));
-            score
-                .parse::<u64>()
-                .unwrap_or_else(|e| panic!("{score}: {e}"))
-        }
+        // The last lease (20 bytes: expiry, id, cost; in order of expiry) expires.
+        Algorithm::Concurrency => double(&v[v.len() - 20..]),
     }
 }
 
 /// Every writer of a state (fast script, coalesced or not, and the general script for a request
 /// naming a key twice) leaves its key expiring at the next whole second of Redis's clock at or
 /// after the instant the state is empty again: the invariant that lets the fast script write
-/// KEEPTTL (strings) or skip PEXPIREAT (sorted sets) when a key's expiry would not move.
+/// KEEPTTL when a key's expiry would not move.
 /// Checked with PEXPIRETIME (Redis 7) while four tasks per store hit a few keys for 2.5 s, so
 /// that expiries both stay and move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,16 +299,9 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
                     let key = redis_key(&format!("sec:{k}"), l.algorithm());
                     // State and expiry in one atomic read.
                     let mut c = redis::cmd("EVAL");
-                    c.arg(match l.algorithm() {
-                        Algorithm::Concurrency => {
-                            "return { redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] \
-                             or false, redis.call('PEXPIRETIME', KEYS[1]) }"
-                        }
-                        _ => {
-                            "return { redis.call('GET', KEYS[1]), \
-                              redis.call('PEXPIRETIME', KEYS[1]) }"
-                        }
-                    })
+                    c.arg(
+                        "return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }",
+                    )
                     .arg(1)
                     .arg(&key);
                     let (v, at): (Option<Vec<u8>>, i64) = redis::from_redis_value(
