@@ -3,6 +3,9 @@
 //! and the connection set-up (one multiplexed `ConnectionManager` per store).
 //!
 //! `cargo bench -p flowgate-redis --bench redis` (optionally `-- <seconds per figure>`).
+//! `-- <secs> only <algorithm>` measures one algorithm (INCR, plain, coalesced at 64 in flight);
+//! `FOCUS=incr|direct|coalesced` runs one of those alone, `BATCHES=n` sets the coalesced calls in
+//! flight and `WORKERS=n` the client runtime's worker threads (default 2).
 
 #![allow(missing_docs)]
 
@@ -214,7 +217,12 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(2.0);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(
+            std::env::var("WORKERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2),
+        )
         .enable_all()
         .build()
         .expect("runtime");
