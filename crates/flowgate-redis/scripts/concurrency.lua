@@ -58,7 +58,7 @@ local function conc_check(p, s, now, cost)
   end
   d.reset = sat(newest - now)
   if not d.allowed and cost <= p.limit then
-    -- Leases are in order of expiry (the sorted set's order).
+    -- Leases are in order of expiry (as stored).
     local freed = 0
     for i = 1, #s.leases do
       local x = s.leases[i]

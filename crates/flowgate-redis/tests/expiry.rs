@@ -1,5 +1,5 @@
 //! Expiries on Redis's own clock (no clock override: the scripts then write absolute expiries,
-//! PXAT / PEXPIREAT): every written key expires when its state is empty again, never before;
+//! PXAT): every written key expires when its state is empty again, never before;
 //! a rejected request writes nothing.
 
 mod common;
