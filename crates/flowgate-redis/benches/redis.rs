@@ -122,6 +122,33 @@ async fn decide_rate(
     .await
 }
 
+/// Decisions per second on one hot key from `inflight` tasks.
+async fn hot_rate(
+    s: &Arc<RedisStore>,
+    limit: Arc<Limit>,
+    tag: &'static str,
+    inflight: usize,
+    secs: f64,
+) -> f64 {
+    let s = s.clone();
+    rate(inflight, secs, move |_| {
+        let s = s.clone();
+        let limit = limit.clone();
+        async move {
+            let key = format!("bench:hot:{tag}");
+            s.decide(&[Item {
+                key: &key,
+                limit: &limit,
+                cost: 1,
+                enforce: true,
+            }])
+            .await
+            .expect("decide");
+        }
+    })
+    .await
+}
+
 /// The blog-post sliding log: ZREMRANGEBYSCORE, ZCARD, ZADD as three round trips (racy).
 async fn naive_log(s: &RedisStore, key: &str, limit: u64, window_us: u64, member: u64) -> bool {
     let now = {
@@ -293,6 +320,41 @@ fn main() {
         println!("(1 call in flight: {:.1} requests per script call)", st.decisions as f64 / st.script_calls.max(1) as f64);
         let st = coalesced.stats();
         println!("(2 calls in flight: {:.1} requests per script call so far)", st.decisions as f64 / st.script_calls.max(1) as f64);
+
+        println!();
+        println!("## 64 in flight, 1 hot key at 100/s (mostly rejections), ops/s");
+        println!("| what | plain | coalesced | as shipped (coalesced + blocked-keys cache) | ratio to INCR: plain | coalesced | as shipped |");
+        println!("|---|---|---|---|---|---|---|");
+        let shipped = Arc::new(
+            RedisStore::connect_with(&url, RedisOptions::default().deadline(Duration::from_secs(5)))
+                .await
+                .expect("connect"),
+        );
+        let incr_hot = {
+            let s = direct.clone();
+            rate(64, secs, move |_| {
+                let s = s.clone();
+                async move {
+                    s.query(redis::cmd("INCR").arg("bench:incr:hot")).await.expect("incr");
+                }
+            })
+            .await
+        };
+        println!("| raw INCR, one key | {incr_hot:.0} | | | 1.00 | | |");
+        for (name, a) in algs {
+            let q = if a == Algorithm::Concurrency { "100/1ms" } else { "100/s" };
+            let l = Arc::new(limit(a, q));
+            let p = hot_rate(&direct, l.clone(), name, 64, secs).await;
+            let c = hot_rate(&coalesced, l.clone(), name, 64, secs).await;
+            let h = hot_rate(&shipped, l.clone(), name, 64, secs).await;
+            println!(
+                "| {name} | {p:.0} | {c:.0} | {h:.0} | {:.2} | {:.2} | {:.2} |",
+                p / incr_hot,
+                c / incr_hot,
+                h / incr_hot
+            );
+        }
+        println!("(as shipped: {:?})", shipped.stats());
 
         println!();
         println!("## 3 rules vs 1 rule per request (token bucket, sliding window, sliding log), decisions/s");
