@@ -64,7 +64,12 @@ impl<S: Store> Limiter<S> {
     /// (use [`Limiter::acquire`] to have it waited). `concurrency` rules grant leases that must be
     /// released with [`Limiter::release`] (or use [`Limiter::acquire`], whose permit releases
     /// them on drop).
+    ///
+    /// Each call spends one unit of the task's Tokio budget, as a socket read would: a decision
+    /// answered in process (memory store, blocked-keys cache) completes without waiting, and a
+    /// task deciding in a loop would otherwise never hand its thread back to the runtime.
     pub async fn check(&self, request: &Request) -> Verdict {
+        tokio::task::consume_budget().await;
         let rules = self.rules.load();
         let matched = rules.resolve(request);
         let mut statuses: Vec<Status> = request

@@ -213,3 +213,36 @@ async fn futures_count<S: Store>(l: &Limiter<S>, r: &Request, n: usize) -> usize
     }
     ok
 }
+
+/// A task deciding in a loop (every decision answered in process, never waiting) still hands its
+/// thread back to the runtime: on a one-thread runtime, a timer set beside it fires on time
+/// instead of after the loop. (Before `check` spent Tokio budget, the `flowgate bench` library
+/// run on a hot key saw decisions time out after 1 s.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_deciding_loop_does_not_starve_the_runtime() {
+    let fw = Some(Limit::new(Algorithm::FixedWindow, q("1/h")).unwrap());
+    let (l, _) = limiter(vec![rule("user", "user", fw)]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let (l, stop) = (l.clone(), stop.clone());
+        tokio::spawn(async move {
+            let r = req(&["user=7"]);
+            let mut n = 0u64;
+            // Bounded: 20 million decisions at most (seconds), if the runtime is starved.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 20_000_000 {
+                l.check(&r).await;
+                n += 1;
+            }
+            n
+        })
+    };
+    tokio::task::yield_now().await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let n = spinner.await.unwrap();
+    assert!(n > 0, "the loop never ran");
+    assert!(
+        n < 20_000_000,
+        "the timer only fired after the loop: the runtime was starved"
+    );
+}
