@@ -6,7 +6,9 @@
 --          cost). Requests admitted in the same microsecond are merged into one entry carrying
 --          their summed cost (as the Rust log merges them), so same-instant requests all count.
 --          The total lets a decision read only the stale entries at the front (usually none)
---          instead of the whole log; a log costs 12 bytes per entry.
+--          instead of the whole log; a log costs 12 bytes per entry, and an admitted decision
+--          copies it (and the reply carries it to the client): O(limit) bytes per decision,
+--          which is why large limits are better served by sliding_window.
 -- Item parameters used: p.window, p.limit, p.cost.
 
 -- The entries stored as `v` ({ ts, c } each, oldest first; none for anything else).
