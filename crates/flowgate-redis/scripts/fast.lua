@@ -39,9 +39,9 @@
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
 --          before the request (a string, or nil when it has none) }.
 -- Each fragment sees: key, cost, limit and P1..P4 (its block), lease (concurrency), now, prod,
--- slack, fmod, mmax, spack, sunpack (struct) and the helpers below, and the state `s` (string
--- or false). It sets `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new
--- state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if none).
+-- spack, sunpack (struct), unpack, and the state `s` (string or false). It sets `allowed` (1
+-- when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when that is
+-- empty again, us) and `ex0` (when `s` was, -1 if none).
 
 local prod = ARGV[1] == ''
 local now
@@ -52,10 +52,8 @@ else
   now = tonumber(ARGV[1])
 end
 local slack = tonumber(ARGV[2])
-local floor, fmt, match, gmatch = math.floor, string.format, string.match, string.gmatch
-local spack, sunpack = struct.pack, struct.unpack
-local fmod, mmax = math.fmod, math.max
-local concat, unpack, call = table.concat, unpack, redis.call
+local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
+local mmax, call = math.max, redis.call
 local nkeys = #KEYS
 -- The states, in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
