@@ -3,7 +3,7 @@
 -- KEYS[i]: flowgate:{<key>}:c  -- string: the total cost of its leases (struct '<I4', a
 --          little-endian u32), then one 20-byte lease per grant in order of expiry ('<ddI4':
 --          its expiry in microseconds since the epoch and its id, little-endian doubles, and its
---          cost). Lease ids are chosen by the client, below 2^53 and never 0. The total lets a
+--          cost). Lease ids are chosen by the client, below 2^52 and never 0. The total lets a
 --          decision read only the expired leases at the front (usually none).
 -- Item parameters used: p.window, p.limit, p.cost, p.lease.
 

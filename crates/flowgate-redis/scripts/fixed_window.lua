@@ -9,7 +9,9 @@ local function fw_load(key)
   local v = redis.call('GET', key)
   if v and #v == 12 then
     local e, c = struct.unpack('<dI4', v)
-    return { e = e, c = c }
+    if e >= 0 and e < 4503599627370496 then
+      return { e = e, c = c }
+    end
   end
   return { e = 0, c = 0 }
 end
@@ -72,6 +74,9 @@ local se = -1
 if s and #s == 12 then
   local c
   se, c = sunpack('<dI4', s)
+  if not (se >= 0 and se < 4503599627370496) then -- no script writes it: no state
+    se, c = -1, 0
+  end
   if se >= e then
     e = se
     count = c

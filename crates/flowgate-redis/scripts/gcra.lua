@@ -9,7 +9,10 @@
 -- The TAT stored as `v` (0 for none, or anything else).
 local function gcra_decode(v)
   if v and #v == 8 then
-    return (struct.unpack('<d', v))
+    local tat = struct.unpack('<d', v)
+    if tat >= 0 and tat < 4503599627370496 then
+      return tat
+    end
   end
   return 0
 end
@@ -67,6 +70,9 @@ local t = P1
 local tat = 0
 if s and #s == 8 then
   tat = sunpack('<d', s)
+  if not (tat >= 0 and tat < 4503599627370496) then -- no script writes it: no state
+    tat, s = 0, false
+  end
 end
 local new = now + cost * t
 if tat > now then
@@ -78,6 +84,6 @@ if new - now - P2 <= P3 then
     nv, ex = spack('<d', new), new
     if s then
       ex0 = tat
-    end
+    end -- (s is false when its TAT was out of bounds)
   end
 end

@@ -19,6 +19,9 @@ local function sw_load(key, p)
   local ring = p.buckets + 1
   if v and #v == 8 + 4 * ring then
     local all = { struct.unpack(sw_format(ring), v) }
+    if not (all[1] >= 0 and all[1] < 4503599627370496) then
+      return s -- a head no script writes: no state
+    end
     s.head = all[1]
     s.n = 1
     for i = 1, ring do
@@ -151,6 +154,10 @@ local window, width, ring, F = P1, P2, P3 + 1, P4
 local R = nil
 if s and #s == 8 + 4 * ring then
   R = { sunpack(F, s) }
+  -- A head no script writes (it would drive the loops below) counts as no state.
+  if not (R[1] >= 0 and R[1] < 4503599627370496) then
+    R = nil
+  end
 end
 -- The live buckets: from the oldest that intersects (now - window, now] (and is still held in
 -- the ring) to head.

@@ -26,12 +26,21 @@ pub(crate) fn parse(limit: &Limit, v: Option<&[u8]>) -> State {
 }
 
 /// A little-endian double holding an integer (saturating at 0 and `u64::MAX`, as Lua's would).
-fn double(b: &[u8]) -> u64 {
+/// A little-endian double holding an integer in `[0, 2^52)`, as every value the scripts write
+/// does (instants in microseconds, bucket indexes, lease ids); `None` for anything else, which
+/// makes the whole state count as none (the scripts check the same bound where a value drives
+/// a loop).
+fn double(b: &[u8]) -> Option<u64> {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[..8]);
-    // `as` saturates and maps NaN to 0: the values written are exact integers below 2^53.
-    f64::from_le_bytes(a) as u64
+    let x = f64::from_le_bytes(a);
+    // Exact: the bound is a power of two and the fraction check is exact.
+    (x >= 0.0 && x < BOUND && x.fract() == 0.0).then_some(x as u64)
 }
+
+/// 2^52: above any value written (microseconds since the epoch are about 2^51 until the year
+/// 2112) and below 2^53, where doubles stop holding every integer.
+const BOUND: f64 = 4_503_599_627_370_496.0;
 
 fn u32le(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
@@ -42,7 +51,10 @@ fn gcra(v: &[u8]) -> State {
     if v.len() != 8 {
         return State::Empty;
     }
-    State::Gcra(GcraState { tat: double(v) })
+    match double(v) {
+        Some(tat) => State::Gcra(GcraState { tat }),
+        None => State::Empty,
+    }
 }
 
 /// `<dI4`: the window's end and its count.
@@ -50,9 +62,12 @@ fn fixed_window(v: &[u8]) -> State {
     if v.len() != 12 {
         return State::Empty;
     }
-    State::FixedWindow {
-        end: double(v),
-        count: u32le(&v[8..]),
+    match double(v) {
+        Some(end) => State::FixedWindow {
+            end,
+            count: u32le(&v[8..]),
+        },
+        None => State::Empty,
     }
 }
 
@@ -62,7 +77,9 @@ fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     if v.len() != 8 + 4 * ring {
         return State::Empty;
     }
-    let head = double(v);
+    let Some(head) = double(v) else {
+        return State::Empty;
+    };
     State::SlidingWindow(Box::new(SlidingWindowState {
         head,
         counts: v[8..]
@@ -78,10 +95,13 @@ fn sliding_log(limit: &Limit, v: &[u8]) -> State {
     if v.len() < 4 || !(v.len() - 4).is_multiple_of(12) {
         return State::Empty;
     }
-    let entries: std::collections::VecDeque<(u64, u64)> = v[4..]
+    let Some(entries) = v[4..]
         .chunks_exact(12)
-        .map(|e| (double(e), u64::from(u32le(&e[8..]))))
-        .collect();
+        .map(|e| Some((double(e)?, u64::from(u32le(&e[8..])))))
+        .collect::<Option<std::collections::VecDeque<(u64, u64)>>>()
+    else {
+        return State::Empty;
+    };
     let idle_at = entries.back().map_or(0, |e| e.0 + limit.window());
     State::SlidingLog(Box::new(SlidingLogState { entries, idle_at }))
 }
@@ -91,16 +111,20 @@ fn concurrency(v: &[u8]) -> State {
     if v.len() < 4 || !(v.len() - 4).is_multiple_of(20) {
         return State::Empty;
     }
-    State::Concurrency(Box::new(ConcurrencyState {
-        leases: v[4..]
-            .chunks_exact(20)
-            .map(|e| Lease {
-                expires: double(e),
-                id: double(&e[8..]),
+    let Some(leases) = v[4..]
+        .chunks_exact(20)
+        .map(|e| {
+            Some(Lease {
+                expires: double(e)?,
+                id: double(&e[8..])?,
                 cost: u64::from(u32le(&e[16..])),
             })
-            .collect(),
-    }))
+        })
+        .collect::<Option<Vec<Lease>>>()
+    else {
+        return State::Empty;
+    };
+    State::Concurrency(Box::new(ConcurrencyState { leases }))
 }
 
 #[cfg(test)]
@@ -183,6 +207,16 @@ mod tests {
             parse(&limit(Algorithm::FixedWindow), Some(&le(1.0, &[]))),
             State::Empty
         );
+        // Values no script writes: above 2^52, negative, fractional, not a number.
+        for x in [1e300, -1.0, 0.5, f64::NAN] {
+            assert_eq!(
+                parse(&limit(Algorithm::TokenBucket), Some(&le(x, &[]))),
+                State::Empty
+            );
+            let l = limit(Algorithm::SlidingWindow);
+            let ring = vec![1u32; l.buckets() as usize + 1];
+            assert_eq!(parse(&l, Some(&le(x, &ring))), State::Empty);
+        }
         // A ring of 3 under a limit of 10 buckets (the rule changed).
         assert_eq!(
             parse(&limit(Algorithm::SlidingWindow), Some(&le(1.0, &[1, 2, 3]))),

@@ -38,9 +38,9 @@ pub(crate) struct Inner {
     leases: LeaseIds,
 }
 
-/// Concurrency lease ids: a bijective mix of a random seed plus a counter, cut to 53 bits (the
-/// scripts hold them as doubles), so ids are unpredictable and two leases collide with
-/// probability about 2^-53 per pair. Never 0.
+/// Concurrency lease ids: a bijective mix of a random seed plus a counter, cut to 52 bits (the
+/// scripts hold them as doubles, and a state holding a value from 2^52 up counts as none), so
+/// ids are unpredictable and two leases collide with probability about 2^-52 per pair. Never 0.
 struct LeaseIds {
     seed: u64,
     next: AtomicU64,
@@ -65,7 +65,7 @@ impl LeaseIds {
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
-            z >>= 11;
+            z >>= 12;
             if z != 0 {
                 return z;
             }

@@ -1,0 +1,79 @@
+//! A key holding a value no script writes (another writer, a corrupted value) counts as no state
+//! on both sides (script and client), and never drives a script into a long loop: a ring whose
+//! head is 1e300 once kept Redis busy in the sliding window's loops.
+
+mod common;
+
+use common::{TEST_DEADLINE, bounded};
+use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
+use flowgate_redis::keys::redis_key;
+use flowgate_redis::{RedisOptions, RedisStore};
+use flowgate_testkit::redis::RedisServer;
+
+/// A value of the right length for `l` whose first double is `x`.
+fn value(l: &Limit, x: f64) -> Vec<u8> {
+    let mut v = x.to_le_bytes().to_vec();
+    let rest = match l.algorithm() {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => 0,
+        Algorithm::FixedWindow => 4,
+        Algorithm::SlidingWindow => 4 * (l.buckets() as usize + 1),
+        a => panic!("{a:?} has no single-double state"),
+    };
+    v.resize(8 + rest, 1);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_no_script_writes_count_as_no_state() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        let store = RedisStore::connect_with(
+            &server.url(),
+            RedisOptions::default()
+                .deadline(TEST_DEADLINE)
+                .blocked_capacity(0),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+        let q: Quota = "5/s".parse().unwrap_or_else(|e| panic!("{e}"));
+        let mut n = 0;
+        for a in Algorithm::ALL {
+            let l = Limit::new(a, q).unwrap_or_else(|e| panic!("{e}"));
+            let mut values: Vec<Vec<u8>> = vec![b"garbage of no length".to_vec(), Vec::new()];
+            if !matches!(a, Algorithm::SlidingLog | Algorithm::Concurrency) {
+                for x in [
+                    1e300,
+                    -5.0,
+                    f64::NAN,
+                    f64::INFINITY,
+                    4_503_599_627_370_496.0,
+                ] {
+                    values.push(value(&l, x));
+                }
+            }
+            for v in values {
+                n += 1;
+                let key = format!("foreign:{n}");
+                store
+                    .query(redis::cmd("SET").arg(redis_key(&key, a)).arg(&v))
+                    .await
+                    .unwrap_or_else(|e| panic!("set: {e}"));
+                let d = store
+                    .decide(&[Item {
+                        key: &key,
+                        limit: &l,
+                        cost: 1,
+                        enforce: true,
+                    }])
+                    .await
+                    .unwrap_or_else(|e| panic!("{a:?} on {v:?}: {e}"));
+                assert!(d[0].allowed, "{a:?} on {v:?}: {:?}", d[0]);
+                // Decided as a fresh key: the limit minus this request (a leaky bucket's
+                // burst is 1).
+                let fresh = if a == Algorithm::LeakyBucket { 0 } else { 4 };
+                assert_eq!(d[0].remaining, fresh, "{a:?} on {v:?}");
+            }
+        }
+    })
+    .await;
+}
