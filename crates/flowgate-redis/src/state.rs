@@ -35,7 +35,7 @@ fn double(b: &[u8]) -> Option<u64> {
     a.copy_from_slice(&b[..8]);
     let x = f64::from_le_bytes(a);
     // Exact: the bound is a power of two and the fraction check is exact.
-    (x >= 0.0 && x < BOUND && x.fract() == 0.0).then_some(x as u64)
+    ((0.0..BOUND).contains(&x) && x.fract() == 0.0).then_some(x as u64)
 }
 
 /// 2^52: above any value written (microseconds since the epoch are about 2^51 until the year
