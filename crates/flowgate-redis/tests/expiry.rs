@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TEST_DEADLINE, bounded};
+use common::{TEST_DEADLINE, bounded, single};
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
 use flowgate_redis::keys::redis_key;
 use flowgate_redis::{RedisOptions, RedisStore};
@@ -27,15 +27,14 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
     let server = RedisServer::start();
     bounded(60, async {
         for coalesce in [false, true] {
-            let store = RedisStore::connect_with(
-                &server.url(),
+            let store = single(
+                &server,
                 RedisOptions::default()
                     .deadline(TEST_DEADLINE)
                     .blocked_capacity(0)
                     .coalesce(coalesce),
             )
-            .await
-            .unwrap_or_else(|e| panic!("connect: {e}"));
+            .await;
             let q = Quota::new(10, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
             let limits: Vec<Limit> = Algorithm::ALL
                 .iter()
@@ -151,12 +150,7 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
 async fn expiry_rounding_is_an_exact_ceiling() {
     let server = RedisServer::start();
     bounded(30, async {
-        let store = RedisStore::connect_with(
-            &server.url(),
-            RedisOptions::default().deadline(TEST_DEADLINE),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+        let store = single(&server, RedisOptions::default().deadline(TEST_DEADLINE)).await;
         let mut values: Vec<u64> = (0..2_100).collect();
         let mut p = 1u64;
         while p < (1 << 53) / 10 {
@@ -245,15 +239,14 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
         let mut tasks = Vec::new();
         for coalesce in [false, true] {
             let store = std::sync::Arc::new(
-                RedisStore::connect_with(
-                    &server.url(),
+                single(
+                    &server,
                     RedisOptions::default()
                         .deadline(TEST_DEADLINE)
                         .blocked_capacity(0)
                         .coalesce(coalesce),
                 )
-                .await
-                .unwrap_or_else(|e| panic!("connect: {e}")),
+                .await,
             );
             for t in 0..4u64 {
                 let (store, limits) = (store.clone(), limits.clone());
@@ -285,12 +278,7 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
                 }));
             }
         }
-        let checker = RedisStore::connect_with(
-            &server.url(),
-            RedisOptions::default().deadline(TEST_DEADLINE),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+        let checker = single(&server, RedisOptions::default().deadline(TEST_DEADLINE)).await;
         let mut checked = 0;
         let start = tokio::time::Instant::now();
         while start.elapsed() < Duration::from_millis(2_600) {

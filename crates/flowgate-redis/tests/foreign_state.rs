@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{TEST_DEADLINE, bounded};
+use common::{TEST_DEADLINE, bounded, single};
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
 use flowgate_redis::keys::redis_key;
-use flowgate_redis::{RedisOptions, RedisStore};
+use flowgate_redis::RedisOptions;
 use flowgate_testkit::redis::RedisServer;
 
 /// A value of the right length for `l` whose first double is `x`.
@@ -27,14 +27,13 @@ fn value(l: &Limit, x: f64) -> Vec<u8> {
 async fn values_no_script_writes_count_as_no_state() {
     let server = RedisServer::start();
     bounded(60, async {
-        let store = RedisStore::connect_with(
-            &server.url(),
+        let store = single(
+            &server,
             RedisOptions::default()
                 .deadline(TEST_DEADLINE)
                 .blocked_capacity(0),
         )
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+        .await;
         let q: Quota = "5/s".parse().unwrap_or_else(|e| panic!("{e}"));
         let mut n = 0;
         for a in Algorithm::ALL {
