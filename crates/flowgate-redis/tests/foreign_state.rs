@@ -6,8 +6,8 @@ mod common;
 
 use common::{TEST_DEADLINE, bounded, single};
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
-use flowgate_redis::keys::redis_key;
 use flowgate_redis::RedisOptions;
+use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 
 /// A value of the right length for `l` whose first double is `x`.
