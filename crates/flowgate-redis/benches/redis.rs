@@ -5,7 +5,8 @@
 //! `cargo bench -p flowgate-redis --bench redis` (optionally `-- <seconds per figure>`).
 //! `-- <secs> only <algorithm>` measures one algorithm (INCR, plain, coalesced at 64 in flight);
 //! `FOCUS=incr|direct|coalesced` runs one of those alone, `BATCHES=n` sets the coalesced calls in
-//! flight and `WORKERS=n` the client runtime's worker threads (default 2).
+//! flight and `WORKERS=n` the client runtime's worker threads (default 2); focus mode prints the
+//! CPU each side spent. `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it).
 
 #![allow(missing_docs)]
 
@@ -19,7 +20,14 @@ use flowgate_redis::{RedisOptions, RedisStore};
 use flowgate_testkit::redis::RedisServer;
 use tokio::time::Instant;
 
-const KEYS: u64 = 10_000;
+/// Keys per figure: 10,000, or `BENCH_KEYS` (focus mode, e.g. to keep each key's rate when
+/// profiling a slowed-down server).
+static KEYS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_KEYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+});
 
 /// Runs `op` from `inflight` tasks for `secs`; answers operations per second.
 async fn rate<F, Fut>(inflight: usize, secs: f64, op: F) -> f64
@@ -84,7 +92,7 @@ async fn incr_rate(s: &Arc<RedisStore>, inflight: usize, secs: f64) -> f64 {
         let s = s.clone();
         async move {
             let mut c = redis::cmd("INCR");
-            c.arg(format!("bench:incr:{}", i % KEYS));
+            c.arg(format!("bench:incr:{}", i % *KEYS));
             s.query(&c).await.expect("incr");
         }
     })
@@ -104,7 +112,7 @@ async fn decide_rate(
         let limits = limits.clone();
         async move {
             let keys: Vec<String> = (0..limits.len())
-                .map(|r| format!("bench:{tag}:{r}:{}", i % KEYS))
+                .map(|r| format!("bench:{tag}:{r}:{}", i % *KEYS))
                 .collect();
             let items: Vec<Item<'_>> = limits
                 .iter()
@@ -177,6 +185,74 @@ fn memory_usage(v: redis::Value) -> i64 {
     redis::from_redis_value(v).unwrap_or(-1)
 }
 
+/// CPU time of this process and of redis-server, and Redis's own count of what it ran: per
+/// operation, what each side spent (focus mode).
+struct Cpu {
+    client: f64,
+    redis: f64,
+    calls: u64,
+    usec: u64,
+    at: Instant,
+}
+
+impl Cpu {
+    async fn read(s: &RedisStore) -> Cpu {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let f: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+        let client = tick(11) + tick(12);
+        let info: String =
+            redis::from_redis_value(s.query(redis::cmd("INFO").arg("all")).await.expect("info"))
+                .unwrap_or_default();
+        let field = |name: &str| -> f64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let redis = field("used_cpu_sys:") + field("used_cpu_user:");
+        let (mut calls, mut usec) = (0, 0);
+        for l in info
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_incr:"))
+        {
+            for kv in l.split([':', ',']) {
+                if let Some(v) = kv.strip_prefix("calls=") {
+                    calls += v.parse::<u64>().unwrap_or(0);
+                } else if let Some(v) = kv.strip_prefix("usec=") {
+                    usec += v.parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        Cpu {
+            client,
+            redis,
+            calls,
+            usec,
+            at: Instant::now(),
+        }
+    }
+
+    /// Prints CPU per operation since `before` (operations counted by Redis: INCRs or script
+    /// calls, and the decisions the stores counted are not known here, so per call).
+    fn since(&self, before: &Cpu, what: &str) {
+        let wall = self.at.duration_since(before.at).as_secs_f64();
+        let calls = (self.calls - before.calls).max(1) as f64;
+        println!(
+            "  {what}: client {:.2} cores, redis-server {:.2} cores; {:.0} calls/s, redis command time {:.1} us per call",
+            (self.client - before.client) / wall,
+            (self.redis - before.redis) / wall,
+            calls / wall,
+            (self.usec - before.usec) as f64 / calls,
+        );
+    }
+}
+
 fn algorithm(name: &str) -> Algorithm {
     match name {
         "fixed_window" => Algorithm::FixedWindow,
@@ -215,26 +291,36 @@ async fn focus(url: &str, name: &str, secs: f64) {
     let focus = std::env::var("FOCUS").unwrap_or_default();
     let run = |f: &str| focus.is_empty() || focus == f;
     let incr64 = if run("incr") {
-        incr_rate(&direct, 64, secs).await
+        let before = Cpu::read(&direct).await;
+        let r = incr_rate(&direct, 64, secs).await;
+        Cpu::read(&direct).await.since(&before, "incr");
+        r
     } else {
         f64::NAN
     };
     let r64 = if run("direct") {
-        decide_rate(&direct, l.clone(), "focus", 64, secs).await
+        let before = Cpu::read(&direct).await;
+        let r = decide_rate(&direct, l.clone(), "focus", 64, secs).await;
+        Cpu::read(&direct).await.since(&before, "direct");
+        r
     } else {
         f64::NAN
     };
     let c64 = if run("coalesced") {
-        decide_rate(&coalesced, l.clone(), "focus", 64, secs).await
+        let before = Cpu::read(&direct).await;
+        let r = decide_rate(&coalesced, l.clone(), "focus", 64, secs).await;
+        Cpu::read(&direct).await.since(&before, "coalesced");
+        r
     } else {
         f64::NAN
     };
     let st = coalesced.stats();
     println!(
-        "INCR@64 {incr64:.0}/s | {name}@64 {r64:.0}/s ({:.2}) | coalesced {c64:.0}/s ({:.2}), {:.1} per call",
+        "INCR@64 {incr64:.0}/s | {name}@64 {r64:.0}/s ({:.2}) | coalesced {c64:.0}/s ({:.2}), {:.1} per call, {} decisions",
         r64 / incr64,
         c64 / incr64,
-        st.decisions as f64 / st.script_calls.max(1) as f64
+        st.decisions as f64 / st.script_calls.max(1) as f64,
+        st.decisions
     );
 }
 
@@ -253,8 +339,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let server = RedisServer::start();
-    let url = server.url();
+    // BENCH_REDIS_URL=redis://…: a server started by hand (to profile it) instead of one of ours.
+    let server = std::env::var("BENCH_REDIS_URL")
+        .is_err()
+        .then(RedisServer::start);
+    let url = std::env::var("BENCH_REDIS_URL")
+        .unwrap_or_else(|_| server.as_ref().map(RedisServer::url).unwrap_or_default());
     // `-- <secs> only <algorithm>`: INCR and that algorithm at 64 in flight, plain and coalesced
     // (for profiling one figure at a time).
     let args: Vec<String> = std::env::args().collect();
@@ -278,7 +368,7 @@ fn main() {
             ("concurrency", Algorithm::Concurrency),
         ];
 
-        println!("## throughput, {KEYS} keys at random-ish, 100/s per key (all allowed), ops/s");
+        println!("## throughput, {} keys at random-ish, 100/s per key (all allowed), ops/s", *KEYS);
         println!("| what | 1 in flight | 64 in flight | 64 in flight, coalesced | ratio to INCR @1 | @64 | @64 coalesced |");
         println!("|---|---|---|---|---|---|---|");
         let incr1 = incr_rate(&direct, 1, secs).await;
@@ -385,7 +475,7 @@ fn main() {
             rate(64, secs, move |i| {
                 let s = s.clone();
                 async move {
-                    naive_log(&s, &format!("bench:naive:{}", i % KEYS), 100, 1_000_000, i).await;
+                    naive_log(&s, &format!("bench:naive:{}", i % *KEYS), 100, 1_000_000, i).await;
                 }
             })
             .await
@@ -426,7 +516,7 @@ fn main() {
         }
         println!("| | naive (3 calls) | ours (1 script) |");
         println!("|---|---|---|");
-        println!("| throughput, 64 in flight, {KEYS} keys | {naive_rate:.0} | {ours_rate:.0} |");
+        println!("| throughput, 64 in flight, {} keys | {naive_rate:.0} | {ours_rate:.0} |", *KEYS);
         println!("| admitted of 640 attempts on one key, limit 100 | {naive_admitted} | {ours_admitted} |");
 
         println!();

@@ -163,7 +163,7 @@ if held + cost <= limit then
       at = at - 1
     end
     nv = spack('<I4', held + cost) .. string.sub(live, 1, 20 * at)
-      .. spack('<ddI4', exp, tonumber(lease), cost) .. string.sub(live, 20 * at + 1)
+      .. spack('<ddI4', exp, lease, cost) .. string.sub(live, 20 * at + 1)
     ex = exp
     if at < n - k0 then
       ex = sunpack('<d', live, 1 + 20 * (n - k0 - 1))

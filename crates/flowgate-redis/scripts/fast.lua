@@ -18,9 +18,12 @@
 --
 -- States are read with one MGET for the whole call (and kept in a table as the call changes
 -- them), and written when their request is admitted with their expiry rounded up to the next
--- whole second of Redis's clock: a key whose expiry does not move is written with KEEPTTL, which
--- costs Redis less. Every writer of these keys rounds so (common.lua `expiry`), so the expiry a
--- key has is known from its state.
+-- whole second of Redis's clock: a key whose expiry does not move is overwritten in place
+-- (SETRANGE, when the new state has the old one's length) or written with KEEPTTL, which cost
+-- Redis less than a new expiry (and SETRANGE's integer reply costs the script less than SET's
+-- status, which Redis hands to Lua as a new table). Every writer of these keys rounds so
+-- (common.lua `expiry`), so the expiry a key has is known from its state. No number is passed to
+-- redis.call: Redis would format it with %.17g, which costs more than the SET itself.
 --
 -- KEYS[k]: the state key of the k-th item over all requests, in order (see each algorithm's
 --          file for its type).
@@ -33,9 +36,10 @@
 --          sliding log, 5 concurrency), limit, then the algorithm's parameters: 1: T,
 --          tau = burst * T, max_wait; 2: window; 3: window, bucket width, buckets, the ring's
 --          struct format ('<d' then buckets + 1 times 'I4'); 4: window; 5: window.
--- Then for each item, in order: one number ((cost * 1024 + block) * 2 + enforce) * 2 + last
---          (block from 0, enforce 1 or 0, last 1 on the last item of a request); a concurrency
---          item is followed by the lease id to grant.
+-- ARGV[#ARGV]: the items, in order, as one binary string (read with struct.unpack: no decimal
+--          argument to convert per item): per item '<dHBB' = cost, block (from 0), enforce
+--          (1 or 0), last (1 on the last item of a request); a concurrency item is followed by
+--          the lease id to grant ('<d').
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
 --          before the request (a string, or nil when it has none) }.
 -- Each fragment sees: key, cost, limit and P1..P4 (its block), lease (concurrency), now, prod,
@@ -53,7 +57,7 @@ else
 end
 local slack = tonumber(ARGV[2])
 local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
-local mmax, call = math.max, redis.call
+local mmax, call, sformat = math.max, redis.call, string.format
 local nkeys = #KEYS
 -- The states, in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
@@ -85,6 +89,8 @@ for j = 0, tonumber(ARGV[3]) - 1 do
     BP[o + 6] = 0
   end
 end
+local IT, ip = ARGV[#ARGV], 1 -- the items, and the position of the next one
+local pb, code, limit, P1, P2, P3, P4 = -1, 0, 0, 0, 0, 0, 0 -- the block of the last item
 local cur = {} -- key -> its state as this call has left it (keys written by this call)
 local G = {} -- the string writes of the request being decided: key, value, ex, ex0 each
 local out = { now }
@@ -97,23 +103,18 @@ while ki < nkeys do
   repeat
     ki = ki + 1
     local key = KEYS[ki]
-    local x = tonumber(ARGV[ai])
-    ai = ai + 1
-    -- % by powers of two is exact on these integers (below 2^45).
-    last = x % 2
-    x = (x - last) / 2
-    local enforce = x % 2
-    x = (x - enforce) / 2
-    local b = x % 1024
-    local cost = (x - b) / 1024
-    local o = 6 * b
-    local code, limit, P1, P2, P3, P4 = BP[o + 1], BP[o + 2], BP[o + 3], BP[o + 4], BP[o + 5],
-      BP[o + 6]
+    local cost, b, enforce
+    cost, b, enforce, last, ip = sunpack('<dHBB', IT, ip)
+    if b ~= pb then
+      pb = b
+      local o = 6 * b
+      code, limit, P1, P2, P3, P4 = BP[o + 1], BP[o + 2], BP[o + 3], BP[o + 4], BP[o + 5],
+        BP[o + 6]
+    end
     local allowed = 0
     local lease = nil
     if code == 5 then
-      lease = ARGV[ai]
-      ai = ai + 1
+      lease, ip = sunpack('<d', IT, ip)
     end
     local s = cur[key]
     if s == nil then
@@ -126,15 +127,15 @@ while ki < nkeys do
     out[oi + 1], out[oi + 2] = allowed, s
     oi = oi + 2
     if nv then
-      G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4] = key, nv, ex, ex0
-      ns = ns + 4
+      G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4], G[ns + 5] = key, nv, ex, ex0, s
+      ns = ns + 5
     end
     if allowed == 0 and enforce == 1 then
       admitted = false
     end
   until last == 1
   if admitted then
-    for i = 1, ns, 4 do
+    for i = 1, ns, 5 do
       local k, v = G[i], G[i + 1]
       cur[k] = v
       if prod then
@@ -148,9 +149,16 @@ while ki < nkeys do
           e0 = (e0 - e0 % 1000000) / 1000
         end
         if e == e0 then
-          call('SET', k, v, 'KEEPTTL')
+          -- The key exists (its state was read in this script, whose clock Redis freezes) and
+          -- keeps its expiry: a value of the same length is overwritten in place.
+          if #v == #G[i + 4] then
+            call('SETRANGE', k, '0', v)
+          else
+            call('SET', k, v, 'KEEPTTL')
+          end
         else
-          call('SET', k, v, 'PXAT', e)
+          -- (a string: Redis formats a number argument with %.17g, ten times the cost)
+          call('SET', k, v, 'PXAT', sformat('%d', e))
         end
       else
         local t = G[i + 2] - now + 999

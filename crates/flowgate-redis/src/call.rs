@@ -7,7 +7,8 @@ use smallvec::SmallVec;
 
 use crate::conn::Conn;
 use crate::scripts::{
-    EncItem, FAST_SCRIPT, GENERAL, ITEM_ARGS, MAX_BLOCKS, Params, Raw, parse_decide, parse_fast,
+    EncItem, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, MAX_BLOCKS, Params, Raw,
+    parse_decide, parse_fast,
 };
 
 /// One request (a batch of items), encoded for the decide scripts.
@@ -70,7 +71,7 @@ pub(crate) async fn decide(
         .collect();
     if blocks.len() <= MAX_BLOCKS && fast(requests) {
         let script = &*FAST_SCRIPT;
-        let mut cmd = script.cmd(n, 2 * n + 3 + 5 * blocks.len());
+        let mut cmd = script.cmd(n, n + 4 + 5 * blocks.len());
         for i in items() {
             cmd.arg(i.key.as_bytes());
         }
@@ -79,13 +80,15 @@ pub(crate) async fn decide(
         for b in &blocks {
             b.push_fast(&mut cmd);
         }
+        let mut packed = Vec::with_capacity(n * FAST_ITEM_BYTES + 8);
         let mut index = index.iter();
         for r in requests {
             let last = r.items.len().saturating_sub(1);
             for ((k, i), b) in r.items.iter().enumerate().zip(index.by_ref()) {
-                i.push_fast(*b, k == last, &mut cmd);
+                i.push_fast(*b, k == last, &mut packed);
             }
         }
+        cmd.arg(packed);
         let reply = conn.eval(script, &cmd).await?;
         return parse_fast(reply, items());
     }

@@ -4,7 +4,7 @@
 //! - **One Lua file per algorithm** (`scripts/*.lua`, each with a `KEYS[i]: … ARGV[j]: …`
 //!   contract), assembled at startup into scripts sent by EVALSHA and loaded on NOSCRIPT: a
 //!   straight-line fast script (no function definitions, one parameter block per distinct limit,
-//!   one packed number per item, one MGET for every state of the call) for every request whose
+//!   the items as one binary string, one MGET for every state of the call) for every request whose
 //!   keys are distinct, and a function-based driver for requests that repeat a key
 //!   ([`scripts`]). The clock is `redis.call('TIME')` in microseconds: app servers' clocks never
 //!   decide. Every state is a little-endian binary string (a sliding log or a set of leases
@@ -12,8 +12,8 @@
 //!   and records: it answers its admission and the state each request was decided on, and the
 //!   client derives the decision with the same Rust transition as the memory store, checking
 //!   that both admit alike. Every key written expires at the next whole second of Redis's clock
-//!   after its state is empty again (so a key whose expiry would not move is written with
-//!   `KEEPTTL`); rejected requests write nothing.
+//!   after its state is empty again (so a key whose expiry would not move is overwritten in
+//!   place, `SETRANGE`, or with `KEEPTTL`); rejected requests write nothing.
 //! - **Several limits of one request in one round trip**, atomically, on a single server; on a
 //!   cluster, per slot in parallel with refunds when another slot rejects ([`cluster`]).
 //! - **Delay mode across app servers**: the reservation lives in Redis, so callers everywhere

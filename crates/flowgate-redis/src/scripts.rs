@@ -216,25 +216,28 @@ pub(crate) struct EncItem {
     pub(crate) lease: u64,
 }
 
-/// Distinct limits one fast call can carry (10 bits of an item's packed number).
+/// Distinct limits one fast call can carry (an item's block is a 16-bit number; the scripts'
+/// block table stays small).
 pub(crate) const MAX_BLOCKS: usize = 1024;
 
 /// The largest cost sent to the fast script: above any limit (`MAX_LIMIT` = 2^32 - 1), so it
-/// rejects the same, and small enough to pack. The client decides with the real cost.
+/// rejects the same, and exact as a double. The client decides with the real cost.
 const MAX_SENT_COST: u64 = 1 << 32;
 
+/// Bytes of one item in the fast script's items string (a concurrency item adds 8).
+pub(crate) const FAST_ITEM_BYTES: usize = 12;
+
 impl EncItem {
-    /// Appends the item's arguments for the fast script: one number packing its cost, its
-    /// limit's `block`, `enforce` and whether it is the `last` of its request; then the lease of
-    /// a concurrency item.
-    pub(crate) fn push_fast(&self, block: usize, last: bool, c: &mut Cmd) {
-        let packed = ((self.cost.min(MAX_SENT_COST) * MAX_BLOCKS as u64 + block as u64) * 2
-            + u64::from(self.enforce))
-            * 2
-            + u64::from(last);
-        c.arg(packed);
+    /// Appends the item to the fast script's items string (`'<dHBB'`: cost, its limit's
+    /// `block`, `enforce`, whether it is the `last` of its request; then `'<d'`, the lease, for
+    /// a concurrency item). Doubles are exact: costs are capped at 2^32, lease ids below 2^52.
+    pub(crate) fn push_fast(&self, block: usize, last: bool, items: &mut Vec<u8>) {
+        items.extend_from_slice(&(self.cost.min(MAX_SENT_COST) as f64).to_le_bytes());
+        items.extend_from_slice(&(block as u16).to_le_bytes());
+        items.push(u8::from(self.enforce));
+        items.push(u8::from(last));
         if self.params.code == 5 {
-            c.arg(self.lease);
+            items.extend_from_slice(&(self.lease as f64).to_le_bytes());
         }
     }
 
