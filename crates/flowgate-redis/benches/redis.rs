@@ -320,7 +320,7 @@ async fn focus(url: &str, name: &str, secs: f64) {
         r64 / incr64,
         c64 / incr64,
         st.decisions as f64 / st.script_calls.max(1) as f64,
-        st.decisions
+        st.decisions + direct.stats().decisions
     );
 }
 

@@ -18,7 +18,7 @@ valgrind --tool=callgrind --toggle-collect=evalShaCommand --callgrind-out-file="
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$out/valgrind.log" 2>&1 &
 vg=$!
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-line=$(BENCH_REDIS_URL="redis://127.0.0.1:$port/" BENCH_KEYS="$keys" FOCUS=coalesced "$bench" "$secs" only "$alg" | tail -1)
+line=$(BENCH_REDIS_URL="redis://127.0.0.1:$port/" BENCH_KEYS="$keys" FOCUS=${FOCUS:-coalesced} "$bench" "$secs" only "$alg" | tail -1)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$vg"
 wait "$vg" 2>/dev/null || true
 decisions=$(sed -E 's/.* ([0-9]+) decisions$/\1/' <<<"$line")

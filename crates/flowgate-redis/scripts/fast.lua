@@ -27,19 +27,23 @@
 --
 -- KEYS[k]: the state key of the k-th item over all requests, in order (see each algorithm's
 --          file for its type).
--- ARGV[1]: '' to read the clock with redis.call('TIME') (production), or an explicit `now` in
---          microseconds since the epoch (TEST ONLY: the store's clock override; expiries are
---          then relative, exact to the ms, plus ARGV[2]).
--- ARGV[2]: extra expiry in ms added to every key (0 in production; test-only slack).
--- ARGV[3]: the number B of distinct parameter blocks (limits) in the call.
--- Then B blocks: algorithm code (1 token/leaky bucket, 2 fixed window, 3 sliding window, 4
---          sliding log, 5 concurrency), limit, then the algorithm's parameters: 1: T,
---          tau = burst * T, max_wait; 2: window; 3: window, bucket width, buckets, the ring's
---          struct format ('<d' then buckets + 1 times 'I4'); 4: window; 5: window.
--- ARGV[#ARGV]: the items, in order, as one binary string (read with struct.unpack: no decimal
---          argument to convert per item): per item '<dHBB' = cost, block (from 0), enforce
---          (1 or 0), last (1 on the last item of a request); a concurrency item is followed by
---          the lease id to grant ('<d').
+-- ARGV[1]: the call, as one binary string (read with struct.unpack: Redis builds ARGV as a table
+--          grown one element at a time, and Lua's tonumber runs strtod twice, so decimal
+--          arguments cost more than the decisions):
+--          '<ddH': an explicit `now` in microseconds since the epoch, 0 to read the clock with
+--          redis.call('TIME') (production; anything else is TEST ONLY: the store's clock
+--          override, and expiries are then relative, exact to the ms, plus the next number);
+--          extra expiry in ms added to every key (0 in production; test-only slack); the number
+--          B of distinct parameter blocks (limits) in the call.
+--          Then B blocks of '<Bdddd': algorithm code (1 token/leaky bucket, 2 fixed window,
+--          3 sliding window, 4 sliding log, 5 concurrency), limit, and the algorithm's
+--          parameters P1..P3: 1: T, tau = burst * T, max_wait; 3: window, bucket width,
+--          buckets; 2, 4, 5: window (then 0, 0).
+--          Then the items, in order: per item '<dHBB' = cost, block (from 0), enforce (1 or 0),
+--          last (1 on the last item of a request); a concurrency item is followed by the lease
+--          id to grant ('<d').
+-- ARGV[2..]: the ring's struct format of each sliding-window block, in block order ('<d' then
+--          buckets + 1 times 'I4').
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
 --          before the request (a string, or nil when it has none) }.
 -- Each fragment sees: key, cost, limit and P1..P4 (its block), lease (concurrency), now, prod,
@@ -47,16 +51,15 @@
 -- when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when that is
 -- empty again, us) and `ex0` (when `s` was, -1 if none).
 
-local prod = ARGV[1] == ''
-local now
+local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
+local IT = ARGV[1]
+local clock, slack, nb, ip = sunpack('<ddH', IT) -- ip: the position of what follows
+local prod = clock == 0
+local now = clock
 if prod then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
+  now = t[1] * 1000000 + t[2] -- (arithmetic converts each with one strtod)
 end
-local slack = tonumber(ARGV[2])
-local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
 local mmax, call, sformat = math.max, redis.call, string.format
 local nkeys = #KEYS
 -- The states, in slices that unpack can hold.
@@ -67,32 +70,23 @@ for from = 4001, nkeys, 4000 do
     V[from + i - 1] = more[i]
   end
 end
--- The blocks, flat: block j (from 0) is BP[6j + 1 .. 6j + 6] = code, limit, P1 .. P4 (one
--- table, filled in order, so Lua keeps it all in its array part).
+-- The blocks: block j (from 0) is BP[j + 1] = { code, limit, P1, P2, P3, P4 } (P4: the ring's
+-- format of a sliding window).
 local BP = {}
-local ai = 4
-for j = 0, tonumber(ARGV[3]) - 1 do
-  local c = tonumber(ARGV[ai])
-  local o = 6 * j
-  BP[o + 1], BP[o + 2], BP[o + 3] = c, tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-  ai = ai + 3
-  if c == 1 or c == 3 then
-    BP[o + 4], BP[o + 5] = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
-    ai = ai + 2
-  else
-    BP[o + 4], BP[o + 5] = 0, 0
-  end
+local fi = 2 -- the next ring format in ARGV
+for j = 1, nb do
+  local c, l, p1, p2, p3, p4
+  c, l, p1, p2, p3, ip = sunpack('<Bdddd', IT, ip)
+  p4 = 0
   if c == 3 then
-    BP[o + 6] = ARGV[ai]
-    ai = ai + 1
-  else
-    BP[o + 6] = 0
+    p4 = ARGV[fi]
+    fi = fi + 1
   end
+  BP[j] = { c, l, p1, p2, p3, p4 }
 end
-local IT, ip = ARGV[#ARGV], 1 -- the items, and the position of the next one
 local pb, code, limit, P1, P2, P3, P4 = -1, 0, 0, 0, 0, 0, 0 -- the block of the last item
 local cur = {} -- key -> its state as this call has left it (keys written by this call)
-local G = {} -- the string writes of the request being decided: key, value, ex, ex0 each
+local G = {} -- the writes of the request being decided: key, value, ex, ex0, old state each
 local out = { now }
 local oi = 1
 local ki = 0
@@ -107,9 +101,8 @@ while ki < nkeys do
     cost, b, enforce, last, ip = sunpack('<dHBB', IT, ip)
     if b ~= pb then
       pb = b
-      local o = 6 * b
-      code, limit, P1, P2, P3, P4 = BP[o + 1], BP[o + 2], BP[o + 3], BP[o + 4], BP[o + 5],
-        BP[o + 6]
+      local bk = BP[b + 1]
+      code, limit, P1, P2, P3, P4 = bk[1], bk[2], bk[3], bk[4], bk[5], bk[6]
     end
     local allowed = 0
     local lease = nil

@@ -7,8 +7,8 @@ use smallvec::SmallVec;
 
 use crate::conn::Conn;
 use crate::scripts::{
-    EncItem, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, MAX_BLOCKS, Params, Raw,
-    parse_decide, parse_fast,
+    EncItem, FAST_BLOCK_BYTES, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, MAX_BLOCKS,
+    Params, Raw, parse_decide, parse_fast,
 };
 
 /// One request (a batch of items), encoded for the decide scripts.
@@ -32,6 +32,17 @@ pub(crate) struct TimeSource(pub(crate) Option<Arc<dyn Clock>>);
 const OVERRIDE_SLACK_MS: u64 = 600_000;
 
 impl TimeSource {
+    /// The fast script's call string starts with its clock: `now` and the extra expiry, or 0 and
+    /// 0 for Redis's `TIME` (see `fast.lua`).
+    fn push_fast(&self, call: &mut Vec<u8>) {
+        let (now, slack) = match &self.0 {
+            Some(c) => (c.now(), OVERRIDE_SLACK_MS),
+            None => (0, 0),
+        };
+        call.extend_from_slice(&(now as f64).to_le_bytes());
+        call.extend_from_slice(&(slack as f64).to_le_bytes());
+    }
+
     fn push(&self, cmd: &mut redis::Cmd) {
         match &self.0 {
             Some(c) => cmd.arg(c.now()).arg(OVERRIDE_SLACK_MS),
@@ -71,24 +82,29 @@ pub(crate) async fn decide(
         .collect();
     if blocks.len() <= MAX_BLOCKS && fast(requests) {
         let script = &*FAST_SCRIPT;
-        let mut cmd = script.cmd(n, n + 4 + 5 * blocks.len());
-        for i in items() {
-            cmd.arg(i.key.as_bytes());
-        }
-        time.push(&mut cmd);
-        cmd.arg(blocks.len());
-        for b in &blocks {
-            b.push_fast(&mut cmd);
-        }
-        let mut packed = Vec::with_capacity(n * FAST_ITEM_BYTES + 8);
+        let mut call =
+            Vec::with_capacity(18 + FAST_BLOCK_BYTES * blocks.len() + n * FAST_ITEM_BYTES);
+        time.push_fast(&mut call);
+        call.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
+        let rings: SmallVec<[String; 2]> = blocks
+            .iter()
+            .filter_map(|b| b.push_fast(&mut call))
+            .collect();
         let mut index = index.iter();
         for r in requests {
             let last = r.items.len().saturating_sub(1);
             for ((k, i), b) in r.items.iter().enumerate().zip(index.by_ref()) {
-                i.push_fast(*b, k == last, &mut packed);
+                i.push_fast(*b, k == last, &mut call);
             }
         }
-        cmd.arg(packed);
+        let mut cmd = script.cmd(n, n + 1 + rings.len());
+        for i in items() {
+            cmd.arg(i.key.as_bytes());
+        }
+        cmd.arg(call);
+        for r in &rings {
+            cmd.arg(r.as_bytes());
+        }
         let reply = conn.eval(script, &cmd).await?;
         return parse_fast(reply, items());
     }

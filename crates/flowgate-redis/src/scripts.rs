@@ -188,19 +188,23 @@ impl Params {
         }
     }
 
-    /// Appends this limit's block for the fast script: its code, limit and the parameters its
-    /// algorithm reads.
-    pub(crate) fn push_fast(&self, c: &mut Cmd) {
-        c.arg(self.code).arg(self.limit);
-        match self.code {
-            1 => c.arg(self.t).arg(self.burst * self.t).arg(self.max_wait),
-            3 => c
-                .arg(self.window)
-                .arg(self.width)
-                .arg(self.buckets)
-                .arg(format!("<d{}", "I4".repeat(self.buckets as usize + 1))),
-            _ => c.arg(self.window),
+    /// Appends this limit's block for the fast script to its call string (`'<Bdddd'`: code,
+    /// limit and the three parameters its algorithm reads); answers the ring's struct format
+    /// of a sliding window, which goes in an argument of its own.
+    pub(crate) fn push_fast(&self, call: &mut Vec<u8>) -> Option<String> {
+        let (p, ring) = match self.code {
+            1 => ([self.t, self.burst * self.t, self.max_wait], None),
+            3 => (
+                [self.window, self.width, self.buckets],
+                Some(format!("<d{}", "I4".repeat(self.buckets as usize + 1))),
+            ),
+            _ => ([self.window, 0, 0], None),
         };
+        call.push(self.code as u8);
+        for x in [self.limit, p[0], p[1], p[2]] {
+            call.extend_from_slice(&(x as f64).to_le_bytes());
+        }
+        ring
     }
 }
 
@@ -224,11 +228,13 @@ pub(crate) const MAX_BLOCKS: usize = 1024;
 /// rejects the same, and exact as a double. The client decides with the real cost.
 const MAX_SENT_COST: u64 = 1 << 32;
 
-/// Bytes of one item in the fast script's items string (a concurrency item adds 8).
+/// Bytes of one item in the fast script's call string (a concurrency item adds 8).
 pub(crate) const FAST_ITEM_BYTES: usize = 12;
+/// Bytes of one block in the fast script's call string.
+pub(crate) const FAST_BLOCK_BYTES: usize = 33;
 
 impl EncItem {
-    /// Appends the item to the fast script's items string (`'<dHBB'`: cost, its limit's
+    /// Appends the item to the fast script's call string (`'<dHBB'`: cost, its limit's
     /// `block`, `enforce`, whether it is the `last` of its request; then `'<d'`, the lease, for
     /// a concurrency item). Doubles are exact: costs are capped at 2^32, lease ids below 2^52.
     pub(crate) fn push_fast(&self, block: usize, last: bool, items: &mut Vec<u8>) {
