@@ -42,12 +42,10 @@
 --          Then the items, in order: per item '<dHBB' = cost, block (from 0), enforce (1 or 0),
 --          last (1 on the last item of a request); a concurrency item is followed by the lease
 --          id to grant ('<d').
--- ARGV[2..]: the ring's struct format of each sliding-window block, in block order ('<d' then
---          buckets + 1 times 'I4').
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
 --          before the request (a string, or nil when it has none) }.
--- Each fragment sees: key, cost, limit and P1..P4 (its block), lease (concurrency), now, prod,
--- spack, sunpack (struct), unpack, and the state `s` (string or false). It sets `allowed` (1
+-- Each fragment sees: key, cost, limit and P1..P3 (its block), lease (concurrency), now, prod,
+-- spack, sunpack (struct), unpack, srep, ssub (string), and the state `s` (string or false). It sets `allowed` (1
 -- when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when that is
 -- empty again, us) and `ex0` (when `s` was, -1 if none).
 
@@ -60,7 +58,7 @@ if prod then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2] -- (arithmetic converts each with one strtod)
 end
-local mmax, call, sformat = math.max, redis.call, string.format
+local mmax, call, sformat, srep, ssub = math.max, redis.call, string.format, string.rep, string.sub
 local nkeys = #KEYS
 -- The states, in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
@@ -70,21 +68,14 @@ for from = 4001, nkeys, 4000 do
     V[from + i - 1] = more[i]
   end
 end
--- The blocks: block j (from 0) is BP[j + 1] = { code, limit, P1, P2, P3, P4 } (P4: the ring's
--- format of a sliding window).
+-- The blocks: block j (from 0) is BP[j + 1] = { code, limit, P1, P2, P3 }.
 local BP = {}
-local fi = 2 -- the next ring format in ARGV
 for j = 1, nb do
-  local c, l, p1, p2, p3, p4
+  local c, l, p1, p2, p3
   c, l, p1, p2, p3, ip = sunpack('<Bdddd', IT, ip)
-  p4 = 0
-  if c == 3 then
-    p4 = ARGV[fi]
-    fi = fi + 1
-  end
-  BP[j] = { c, l, p1, p2, p3, p4 }
+  BP[j] = { c, l, p1, p2, p3 }
 end
-local pb, code, limit, P1, P2, P3, P4 = -1, 0, 0, 0, 0, 0, 0 -- the block of the last item
+local pb, code, limit, P1, P2, P3 = -1, 0, 0, 0, 0, 0 -- the block of the last item
 local cur = {} -- key -> its state as this call has left it (keys written by this call)
 local G = {} -- the writes of the request being decided: key, value, ex, ex0, old state each
 local out = { now }
@@ -102,7 +93,7 @@ while ki < nkeys do
     if b ~= pb then
       pb = b
       local bk = BP[b + 1]
-      code, limit, P1, P2, P3, P4 = bk[1], bk[2], bk[3], bk[4], bk[5], bk[6]
+      code, limit, P1, P2, P3 = bk[1], bk[2], bk[3], bk[4], bk[5]
     end
     local allowed = 0
     local lease = nil

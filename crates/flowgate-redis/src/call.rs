@@ -86,10 +86,9 @@ pub(crate) async fn decide(
             Vec::with_capacity(18 + FAST_BLOCK_BYTES * blocks.len() + n * FAST_ITEM_BYTES);
         time.push_fast(&mut call);
         call.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
-        let rings: SmallVec<[String; 2]> = blocks
-            .iter()
-            .filter_map(|b| b.push_fast(&mut call))
-            .collect();
+        for b in &blocks {
+            b.push_fast(&mut call);
+        }
         let mut index = index.iter();
         for r in requests {
             let last = r.items.len().saturating_sub(1);
@@ -97,14 +96,11 @@ pub(crate) async fn decide(
                 i.push_fast(*b, k == last, &mut call);
             }
         }
-        let mut cmd = script.cmd(n, n + 1 + rings.len());
+        let mut cmd = script.cmd(n, n + 1);
         for i in items() {
             cmd.arg(i.key.as_bytes());
         }
         cmd.arg(call);
-        for r in &rings {
-            cmd.arg(r.as_bytes());
-        }
         let reply = conn.eval(script, &cmd).await?;
         return parse_fast(reply, items());
     }

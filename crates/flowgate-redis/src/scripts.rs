@@ -189,22 +189,17 @@ impl Params {
     }
 
     /// Appends this limit's block for the fast script to its call string (`'<Bdddd'`: code,
-    /// limit and the three parameters its algorithm reads); answers the ring's struct format
-    /// of a sliding window, which goes in an argument of its own.
-    pub(crate) fn push_fast(&self, call: &mut Vec<u8>) -> Option<String> {
-        let (p, ring) = match self.code {
-            1 => ([self.t, self.burst * self.t, self.max_wait], None),
-            3 => (
-                [self.window, self.width, self.buckets],
-                Some(format!("<d{}", "I4".repeat(self.buckets as usize + 1))),
-            ),
-            _ => ([self.window, 0, 0], None),
+    /// limit and the three parameters its algorithm reads).
+    pub(crate) fn push_fast(&self, call: &mut Vec<u8>) {
+        let p = match self.code {
+            1 => [self.t, self.burst * self.t, self.max_wait],
+            3 => [self.window, self.width, self.buckets],
+            _ => [self.window, 0, 0],
         };
         call.push(self.code as u8);
         for x in [self.limit, p[0], p[1], p[2]] {
             call.extend_from_slice(&(x as f64).to_le_bytes());
         }
-        ring
     }
 }
 

@@ -71,18 +71,20 @@ fn fixed_window(v: &[u8]) -> State {
     }
 }
 
-/// `<d` then `buckets + 1` times `I4`: the head and the ring.
+/// `<dd` then `buckets + 1` times `I4`: the head, the total of the ring (which the scripts read
+/// instead of the live slots; a decision here sums the ring itself, and a total no script
+/// writes makes the state none, as in the scripts), and the ring.
 fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     let ring = limit.buckets() as usize + 1;
-    if v.len() != 8 + 4 * ring {
+    if v.len() != 16 + 4 * ring {
         return State::Empty;
     }
-    let Some(head) = double(v) else {
+    let (Some(head), Some(_total)) = (double(v), double(&v[8..])) else {
         return State::Empty;
     };
     State::SlidingWindow(Box::new(SlidingWindowState {
         head,
-        counts: v[8..]
+        counts: v[16..]
             .chunks_exact(4)
             .map(|c| u64::from(u32le(c)))
             .collect(),
@@ -144,6 +146,14 @@ mod tests {
         v
     }
 
+    /// A sliding window's state: `head`, the total of `counts`, then `counts`.
+    fn sw(head: f64, counts: &[u32]) -> Vec<u8> {
+        let total: u32 = counts.iter().sum();
+        let mut v = le(head, &[]);
+        v.extend(le(f64::from(total), counts));
+        v
+    }
+
     #[test]
     fn parses_what_the_scripts_write() {
         let tat = 1_763_800_000_123_456u64;
@@ -161,7 +171,7 @@ mod tests {
         let l = limit(Algorithm::SlidingWindow);
         let mut ring = vec![0u32; l.buckets() as usize + 1];
         ring[..3].copy_from_slice(&[1, 0, 3]);
-        let State::SlidingWindow(s) = parse(&l, Some(&le(12.0, &ring))) else {
+        let State::SlidingWindow(s) = parse(&l, Some(&sw(12.0, &ring))) else {
             panic!("not a sliding window");
         };
         assert_eq!(s.head, 12);
@@ -215,11 +225,15 @@ mod tests {
             );
             let l = limit(Algorithm::SlidingWindow);
             let ring = vec![1u32; l.buckets() as usize + 1];
-            assert_eq!(parse(&l, Some(&le(x, &ring))), State::Empty);
+            assert_eq!(parse(&l, Some(&sw(x, &ring))), State::Empty);
+            // The same as its total.
+            let mut v = le(3.0, &[]);
+            v.extend(le(x, &ring));
+            assert_eq!(parse(&l, Some(&v)), State::Empty);
         }
         // A ring of 3 under a limit of 10 buckets (the rule changed).
         assert_eq!(
-            parse(&limit(Algorithm::SlidingWindow), Some(&le(1.0, &[1, 2, 3]))),
+            parse(&limit(Algorithm::SlidingWindow), Some(&sw(1.0, &[1, 2, 3]))),
             State::Empty
         );
     }

@@ -10,16 +10,20 @@ use flowgate_redis::RedisOptions;
 use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 
-/// A value of the right length for `l` whose first double is `x`.
+/// A value of the right length for `l` whose first double is `x` (a sliding window's total,
+/// the second double, is then 0, so that the head alone is foreign).
 fn value(l: &Limit, x: f64) -> Vec<u8> {
     let mut v = x.to_le_bytes().to_vec();
     let rest = match l.algorithm() {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => 0,
         Algorithm::FixedWindow => 4,
-        Algorithm::SlidingWindow => 4 * (l.buckets() as usize + 1),
+        Algorithm::SlidingWindow => {
+            v.extend(0f64.to_le_bytes());
+            4 * (l.buckets() as usize + 1)
+        }
         a => panic!("{a:?} has no single-double state"),
     };
-    v.resize(8 + rest, 1);
+    v.resize(v.len() + rest, 1);
     v
 }
 
@@ -48,6 +52,17 @@ async fn values_no_script_writes_count_as_no_state() {
                     4_503_599_627_370_496.0,
                 ] {
                     values.push(value(&l, x));
+                    if a == Algorithm::SlidingWindow {
+                        // A good head (bucket 5 of the epoch), a foreign total.
+                        let mut v = value(&l, 5.0);
+                        v[8..16].copy_from_slice(&x.to_le_bytes());
+                        values.push(v);
+                    }
+                }
+                if a == Algorithm::SlidingWindow {
+                    let mut v = value(&l, 5.0);
+                    v[8..16].copy_from_slice(&0.5f64.to_le_bytes());
+                    values.push(v);
                 }
             }
             for v in values {
