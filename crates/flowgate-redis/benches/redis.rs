@@ -106,13 +106,29 @@ async fn decide_rate(
     inflight: usize,
     secs: f64,
 ) -> f64 {
+    let spread = vec![*KEYS; limits.len()];
+    decide_rate_spread(s, limits, spread, tag, inflight, secs).await
+}
+
+/// As [`decide_rate`], rule `r` of each request naming one of `spread[r]` keys (1: a global
+/// limit, 10: one per channel, `KEYS`: one per user).
+async fn decide_rate_spread(
+    s: &Arc<RedisStore>,
+    limits: Arc<Vec<Limit>>,
+    spread: Vec<u64>,
+    tag: &'static str,
+    inflight: usize,
+    secs: f64,
+) -> f64 {
     let s = s.clone();
+    let spread = Arc::new(spread);
     rate(inflight, secs, move |i| {
         let s = s.clone();
         let limits = limits.clone();
+        let spread = spread.clone();
         async move {
             let keys: Vec<String> = (0..limits.len())
-                .map(|r| format!("bench:{tag}:{r}:{}", i % *KEYS))
+                .map(|r| format!("bench:{tag}:{r}:{}", i % spread[r]))
                 .collect();
             let items: Vec<Item<'_>> = limits
                 .iter()
@@ -128,6 +144,19 @@ async fn decide_rate(
         }
     })
     .await
+}
+
+/// The field's 3-rule request: a global limit, one per channel (10 channels) and one per user,
+/// token buckets high enough to admit everything here.
+fn field_rules() -> (Arc<Vec<Limit>>, Vec<u64>) {
+    (
+        Arc::new(vec![
+            limit(Algorithm::TokenBucket, "1000000/s"),
+            limit(Algorithm::TokenBucket, "100000/s"),
+            limit(Algorithm::TokenBucket, "100/s"),
+        ]),
+        vec![1, 10, *KEYS],
+    )
 }
 
 /// Decisions per second on one hot key from `inflight` tasks.
@@ -264,7 +293,30 @@ fn algorithm(name: &str) -> Algorithm {
     }
 }
 
+/// `-- <secs> only three`: a 1-rule request (per user) against the field's 3-rule request
+/// (global, channel, user), at 1 and 64 in flight, coalesced (the store as shipped, cache off).
+async fn focus_three(url: &str, secs: f64) {
+    let s = store(url, true).await;
+    let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
+    let (three, spread) = field_rules();
+    for n in [1, 64] {
+        let before = Cpu::read(&s).await;
+        let r1 = decide_rate(&s, one.clone(), "f1", n, secs).await;
+        Cpu::read(&s).await.since(&before, "1 rule");
+        let before = Cpu::read(&s).await;
+        let r3 = decide_rate_spread(&s, three.clone(), spread.clone(), "f3", n, secs).await;
+        Cpu::read(&s).await.since(&before, "3 rules");
+        println!(
+            "{n} in flight: 1 rule {r1:.0}/s, 3 rules (global, channel, user) {r3:.0}/s: cost ratio {:.2}",
+            r1 / r3
+        );
+    }
+}
+
 async fn focus(url: &str, name: &str, secs: f64) {
+    if name == "three" {
+        return focus_three(url, secs).await;
+    }
     let direct = store(url, false).await;
     // BATCHES=n: coalesced script calls in flight (default: the store's default).
     let coalesced = match std::env::var("BATCHES").ok().and_then(|v| v.parse().ok()) {
@@ -447,7 +499,7 @@ fn main() {
         println!("(as shipped: {:?})", shipped.stats());
 
         println!();
-        println!("## 3 rules vs 1 rule per request (token bucket, sliding window, sliding log), decisions/s");
+        println!("## 3 rules vs 1 rule per request (distinct keys: token bucket, sliding window, sliding log; 3 token buckets; the field's global + channel + user), decisions/s");
         println!("| in flight | 1 rule | 3 rules | cost ratio (1-rule rate / 3-rule rate) |");
         println!("|---|---|---|---|");
         let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
@@ -461,11 +513,13 @@ fn main() {
             limit(Algorithm::TokenBucket, "1000/s"),
             limit(Algorithm::TokenBucket, "10000/s"),
         ]);
+        let (field, spread) = field_rules();
         for (label, s, n) in [("1", &direct, 1), ("64", &direct, 64), ("64 coalesced", &coalesced, 64)] {
             let r1 = decide_rate(s, one.clone(), "r1", n, secs).await;
             let r3 = decide_rate(s, three.clone(), "r3", n, secs).await;
             let t3 = decide_rate(s, three_tb.clone(), "t3", n, secs).await;
-            println!("| {label} | {r1:.0} | mixed {r3:.0}, 3 x token_bucket {t3:.0} | mixed {:.2}, token_bucket {:.2} |", r1 / r3, r1 / t3);
+            let f3 = decide_rate_spread(s, field.clone(), spread.clone(), "f3", n, secs).await;
+            println!("| {label} | {r1:.0} | mixed {r3:.0}, 3 x token_bucket {t3:.0}, global + channel + user {f3:.0} | mixed {:.2}, token_bucket {:.2}, global + channel + user {:.2} |", r1 / r3, r1 / t3, r1 / f3);
         }
 
         println!();

@@ -16,42 +16,46 @@
 -- the same Rust transition the memory store runs. The client checks the script's admission
 -- against its own (they agree: tests/properties.rs), so it never reports what Redis did not do.
 --
--- States are read with one MGET for the whole call (and kept in a table as the call changes
--- them), and written when their request is admitted with their expiry rounded up to the next
--- whole second of Redis's clock: a key whose expiry does not move is overwritten in place
--- (SETRANGE, when the new state has the old one's length) or written with KEEPTTL, which cost
--- Redis less than a new expiry (and SETRANGE's integer reply costs the script less than SET's
--- status, which Redis hands to Lua as a new table). Every writer of these keys rounds so
--- (common.lua `expiry`), so the expiry a key has is known from its state. No number is passed to
--- redis.call: Redis would format it with %.17g, which costs more than the SET itself.
+-- Each distinct key of the call is read once (one MGET for the whole call; the states are kept in
+-- a table as the call changes them) and written once, after the last request, if some admitted
+-- request changed it: a limit shared by the requests of a call (a global or per-channel rule)
+-- costs one read and one write per call, not per request. A key is written with its expiry
+-- rounded up to the next whole second of Redis's clock: a key whose expiry does not move is
+-- overwritten in place (SETRANGE, when the new state has the old one's length) or written with
+-- KEEPTTL, which cost Redis less than a new expiry (and SETRANGE's integer reply costs the script
+-- less than SET's status, which Redis hands to Lua as a new table). Every writer of these keys
+-- rounds so (common.lua `expiry`), so the expiry a key has is known from its state. No number is
+-- passed to redis.call: Redis would format it with %.17g, which costs more than the SET itself.
 --
--- KEYS[k]: the state key of the k-th item over all requests, in order (see each algorithm's
---          file for its type).
+-- KEYS[k]: the distinct state keys of the call (see each algorithm's file for its type).
 -- ARGV[1]: the call, as one binary string (read with struct.unpack: Redis builds ARGV as a table
 --          grown one element at a time, and Lua's tonumber runs strtod twice, so decimal
 --          arguments cost more than the decisions):
---          '<ddH': an explicit `now` in microseconds since the epoch, 0 to read the clock with
+--          '<ddHI4B': an explicit `now` in microseconds since the epoch, 0 to read the clock with
 --          redis.call('TIME') (production; anything else is TEST ONLY: the store's clock
 --          override, and expiries are then relative, exact to the ms, plus the next number);
 --          extra expiry in ms added to every key (0 in production; test-only slack); the number
---          B of distinct parameter blocks (limits) in the call.
+--          B of distinct parameter blocks (limits) in the call; the number of items; 1 if some
+--          item is shared (below), else 0.
 --          Then B blocks of '<Bdddd': algorithm code (1 token/leaky bucket, 2 fixed window,
 --          3 sliding window, 4 sliding log, 5 concurrency), limit, and the algorithm's
 --          parameters P1..P3: 1: T, tau = burst * T, max_wait; 3: window, bucket width,
 --          buckets; 2, 4, 5: window (then 0, 0).
---          Then the items, in order: per item '<dHBB' = cost, block (from 0), enforce (1 or 0),
+--          Then the items, in order: per item '<dHHBBB' = cost, block (from 0), key (its index in
+--          KEYS), enforce (1 or 0), shared (1 if its key is in several requests of the call),
 --          last (1 on the last item of a request); a concurrency item is followed by the lease
 --          id to grant ('<d').
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
 --          before the request (a string, or nil when it has none) }.
--- Each fragment sees: key, cost, limit and P1..P3 (its block), lease (concurrency), now, prod,
--- spack, sunpack (struct), unpack, srep, ssub (string), and the state `s` (string or false). It sets `allowed` (1
--- when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when that is
--- empty again, us) and `ex0` (when `s` was, -1 if none).
+-- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
+-- sunpack (struct), unpack, srep, ssub (string), and the state `s` (string or false). It sets
+-- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
+-- that is empty again, us) and `ex0` (when `s` was, -1 if none).
 
 local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
 local IT = ARGV[1]
-local clock, slack, nb, ip = sunpack('<ddH', IT) -- ip: the position of what follows
+-- (ip: the position of what follows)
+local clock, slack, nb, nitems, dup, ip = sunpack('<ddHI4B', IT)
 local prod = clock == 0
 local now = clock
 if prod then
@@ -76,20 +80,32 @@ for j = 1, nb do
   BP[j] = { c, l, p1, p2, p3 }
 end
 local pb, code, limit, P1, P2, P3 = -1, 0, 0, 0, 0, 0 -- the block of the last item
-local cur = {} -- key -> its state as this call has left it (keys written by this call)
-local G = {} -- the writes of the request being decided: key, value, ex, ex0, old state each
-local out = { now }
+-- (Tables are built with room for their usual size: `nil` entries of a constructor size its
+-- array part, so that it is not grown, and copied, one element at a time.)
+-- The writes of the request being decided: key index, value, ex, ex0 and old state each.
+local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
+-- The writes to keys in several requests of the call (`shared`), staged like G (H, for the
+-- request being decided) and then kept until the last request, once per key, in order:
+-- F[j .. j + 4] = a key's index, its latest value and ex, its ex0 and state before the call;
+-- W[k] = j for key k.
+local H, F, W, nd = nil, nil, nil, 0
+if dup == 1 then
+  H, F, W = {}, {}, {}
+end
+local out = { now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 local oi = 1
-local ki = 0
-while ki < nkeys do
+local done = 0
+while done < nitems do
   local admitted = true
-  local ns = 0
+  local ns, nh = 0, 0
   local last = 0
   repeat
-    ki = ki + 1
-    local key = KEYS[ki]
-    local cost, b, enforce
-    cost, b, enforce, last, ip = sunpack('<dHBB', IT, ip)
+    done = done + 1
+    local cost, b, k, enforce, shared
+    cost, b, k, enforce, shared, last, ip = sunpack('<dHHBBB', IT, ip)
     if b ~= pb then
       pb = b
       local bk = BP[b + 1]
@@ -100,54 +116,78 @@ while ki < nkeys do
     if code == 5 then
       lease, ip = sunpack('<d', IT, ip)
     end
-    local s = cur[key]
-    if s == nil then
-      s = V[ki]
-    end
+    local s = V[k]
     local nv, ex, ex0 = nil, 0, -1
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
     end
     out[oi + 1], out[oi + 2] = allowed, s
     oi = oi + 2
-    if nv then
-      G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4], G[ns + 5] = key, nv, ex, ex0, s
+    if not nv then
+    elseif shared == 0 then
+      G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4], G[ns + 5] = k, nv, ex, ex0, s
       ns = ns + 5
+    else
+      H[nh + 1], H[nh + 2], H[nh + 3], H[nh + 4], H[nh + 5] = k, nv, ex, ex0, s
+      nh = nh + 5
     end
     if allowed == 0 and enforce == 1 then
       admitted = false
     end
   until last == 1
+  -- What to write now (T[1 .. nt], five entries per key: index, value, ex, ex0 and state
+  -- before the call): this request's changes to keys no other request of the call has, and
+  -- after the last request the changes to the others (F).
+  local T, nt = G, 0
   if admitted then
-    for i = 1, ns, 5 do
-      local k, v = G[i], G[i + 1]
-      cur[k] = v
-      if prod then
-        -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the
-        -- instant the state is empty (% is exact on these integers, below 2^53).
-        local e = G[i + 2] + 999999
-        e = (e - e % 1000000) / 1000
-        local e0 = G[i + 3]
-        if e0 >= 0 then
-          e0 = e0 + 999999
-          e0 = (e0 - e0 % 1000000) / 1000
-        end
-        if e == e0 then
-          -- The key exists (its state was read in this script, whose clock Redis freezes) and
-          -- keeps its expiry: a value of the same length is overwritten in place.
-          if #v == #G[i + 4] then
-            call('SETRANGE', k, '0', v)
-          else
-            call('SET', k, v, 'KEEPTTL')
-          end
+    nt = ns
+    for i = 1, nh, 5 do
+      local k = H[i]
+      local j = W[k]
+      if not j then -- its first write in this call: its state was the one before the call
+        j = nd + 1
+        nd = nd + 5
+        W[k] = j
+        F[j], F[j + 3], F[j + 4] = k, H[i + 3], H[i + 4]
+      end
+      F[j + 1], F[j + 2] = H[i + 1], H[i + 2]
+      V[k] = H[i + 1]
+    end
+  end
+  if done == nitems and nd > 0 then
+    -- (with this request's own changes)
+    for j = 1, nt do
+      F[nd + j] = G[j]
+    end
+    T, nt = F, nd + nt
+  end
+  for j = 1, nt, 5 do
+    local key, v = KEYS[T[j]], T[j + 1]
+    if prod then
+      -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant
+      -- the state is empty (% is exact on these integers, below 2^53).
+      local e = T[j + 2] + 999999
+      e = (e - e % 1000000) / 1000
+      local e0 = T[j + 3]
+      if e0 >= 0 then
+        e0 = e0 + 999999
+        e0 = (e0 - e0 % 1000000) / 1000
+      end
+      if e == e0 then
+        -- The key exists (its state was read in this script, whose clock Redis freezes) and
+        -- keeps its expiry: a value of the same length is overwritten in place.
+        if #v == #T[j + 4] then
+          call('SETRANGE', key, '0', v)
         else
-          -- (a string: Redis formats a number argument with %.17g, ten times the cost)
-          call('SET', k, v, 'PXAT', sformat('%d', e))
+          call('SET', key, v, 'KEEPTTL')
         end
       else
-        local t = G[i + 2] - now + 999
-        call('SET', k, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
+        -- (a string: Redis formats a number argument with %.17g, ten times the cost)
+        call('SET', key, v, 'PXAT', sformat('%d', e))
       end
+    else
+      local t = T[j + 2] - now + 999
+      call('SET', key, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
     end
   end
 end

@@ -1,21 +1,25 @@
 //! Coalescing: the decisions in flight at the same moment share one script call.
 //!
-//! Script calls in flight are bounded by a semaphore (`batches_in_flight`, default 1). A caller
+//! Script calls in flight are bounded by a semaphore (`batches_in_flight`, default 2). A caller
 //! that finds a free slot sends its request itself, at once (no added latency at 1 in flight);
 //! otherwise it hands the request to a batching task through a channel, and while calls are in
-//! flight requests accumulate there: the next call carries all of them (up to `max_batch`). The driver script
-//! decides each request of the call in order, independently and all-or-nothing, exactly as if
-//! they had arrived one after another — so coalescing changes the per-call overhead (one
-//! EVALSHA, one `TIME`, one parameter block per distinct limit), never the decisions. A request
-//! whose caller has given up (deadline passed) is dropped before it is sent.
+//! flight requests accumulate there: the next call carries all of them (up to `max_batch`).
+//! The batching task builds the call and queues it on the connection itself; a task of the
+//! call's own awaits the reply, frees the slot as soon as Redis has answered, and hands the
+//! decisions out. The script decides each request of the call in order, independently and
+//! all-or-nothing, exactly as if they had arrived one after another — so coalescing changes the
+//! per-call overhead (one EVALSHA, one `TIME`, one parameter block per distinct limit, one read
+//! and one write of a key that several requests share), never the decisions. A request whose
+//! caller has given up (deadline passed) is dropped before it is sent.
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use flowgate_core::{Micros, StoreError};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::call::{self, Encoded, TimeSource};
+use crate::call::{self, Encoded, Prepared, TimeSource};
 use crate::conn::Conn;
 use crate::scripts::Raw;
 use crate::stats::Counters;
@@ -58,16 +62,32 @@ pub(crate) fn spawn(
             if jobs.is_empty() {
                 continue;
             }
+            // Build the call and hand it to the connection now (one poll queues it on the
+            // multiplexed connection), so that Redis gets it without waiting for a task to be
+            // scheduled; its reply is awaited and handed out in a task of its own.
+            let Prepared { script, cmd, reply } = {
+                let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
+                call::prepare(&time, &requests)
+            };
             let conn = conn.clone();
-            let time = time.clone();
+            let mut sent = Box::pin(async move { conn.eval(script, &cmd).await });
+            let first = futures::poll!(sent.as_mut());
             let counters = counters.clone();
             tokio::spawn(async move {
                 Counters::add(&counters.script_calls, 1);
-                let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
-                let r = tokio::time::timeout(deadline, call::decide(&conn, &time, &requests))
-                    .await
-                    .unwrap_or(Err(StoreError::Timeout));
+                let value = match first {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => tokio::time::timeout(deadline, sent)
+                        .await
+                        .unwrap_or(Err(StoreError::Timeout)),
+                };
+                // The slot is free as soon as Redis has answered: the next call need not wait
+                // for this one's replies to be read and handed out.
                 drop(permit);
+                let r = value.and_then(|v| {
+                    let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
+                    reply.parse(v, &requests)
+                });
                 match r {
                     Ok((now, raws)) => {
                         let mut rest = &raws[..];

@@ -1,5 +1,6 @@
 //! One decide script call: the requests it carries and their decisions.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use flowgate_core::{Clock, Micros, StoreError};
@@ -7,8 +8,8 @@ use smallvec::SmallVec;
 
 use crate::conn::Conn;
 use crate::scripts::{
-    EncItem, FAST_BLOCK_BYTES, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, MAX_BLOCKS,
-    Params, Raw, parse_decide, parse_fast,
+    EncItem, FAST_BLOCK_BYTES, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, Lua, MAX_BLOCKS,
+    MAX_FAST_ITEMS, Params, Raw, parse_decide, parse_fast,
 };
 
 /// One request (a batch of items), encoded for the decide scripts.
@@ -61,13 +62,41 @@ fn fast(requests: &[&Encoded]) -> bool {
     })
 }
 
-/// Decides `requests` in one script call; answers the `now` the script used and the decisions of
-/// every item of every request, in order.
-pub(crate) async fn decide(
-    conn: &Conn,
-    time: &TimeSource,
-    requests: &[&Encoded],
-) -> Result<(Micros, Vec<Raw>), StoreError> {
+/// A decide script call, built: the script, its command, and how to read its reply.
+pub(crate) struct Prepared {
+    pub(crate) script: &'static Lua,
+    pub(crate) cmd: redis::Cmd,
+    pub(crate) reply: Reply,
+}
+
+/// Which reply a decide script gives.
+#[derive(Clone, Copy)]
+pub(crate) enum Reply {
+    /// The fast script's: admissions and the states decided on.
+    Fast,
+    /// The general script's: whole decisions.
+    General,
+}
+
+impl Reply {
+    /// Reads `reply`: the `now` the script used and the decisions of every item of `requests`
+    /// (the requests the call was built from), in order.
+    pub(crate) fn parse(
+        self,
+        reply: redis::Value,
+        requests: &[&Encoded],
+    ) -> Result<(Micros, Vec<Raw>), StoreError> {
+        let items = requests.iter().flat_map(|r| r.items.iter());
+        match self {
+            Reply::Fast => parse_fast(reply, items),
+            Reply::General => parse_decide(reply, requests.iter().map(|r| r.items()).sum(), items),
+        }
+    }
+}
+
+/// Builds the script call that decides `requests`: the fast script unless a request repeats a
+/// key (or the call has more distinct limits than it can carry).
+pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
     let items = || requests.iter().flat_map(|r| r.items.iter());
     let n = items().count();
     let mut blocks: SmallVec<[Params; 4]> = SmallVec::new();
@@ -80,47 +109,89 @@ pub(crate) async fn decide(
             }
         })
         .collect();
-    if blocks.len() <= MAX_BLOCKS && fast(requests) {
+    if blocks.len() <= MAX_BLOCKS && n <= MAX_FAST_ITEMS && fast(requests) {
         let script = &*FAST_SCRIPT;
+        // The distinct keys, each sent (read, written) once; items name theirs by index, from
+        // 1 as Lua's KEYS, and say whether another request of the call has it too (`shared`:
+        // the script then writes it once, after the last request). The keys of one request are
+        // distinct, so only calls of several requests can share one.
+        let mut keys: SmallVec<[&str; 64]> = SmallVec::new();
+        let mut uses: SmallVec<[u32; 64]> = SmallVec::new();
+        let key_index: SmallVec<[u16; 64]> = if requests.len() == 1 {
+            keys.extend(items().map(|i| i.key.as_str()));
+            uses.resize(n, 1);
+            (1..=n as u16).collect()
+        } else {
+            let mut seen: HashMap<&str, u16> = HashMap::with_capacity(n);
+            items()
+                .map(|i| {
+                    let k = *seen.entry(i.key.as_str()).or_insert_with(|| {
+                        keys.push(&i.key);
+                        uses.push(0);
+                        keys.len() as u16
+                    });
+                    uses[usize::from(k) - 1] += 1;
+                    k
+                })
+                .collect()
+        };
         let mut call =
-            Vec::with_capacity(18 + FAST_BLOCK_BYTES * blocks.len() + n * FAST_ITEM_BYTES);
+            Vec::with_capacity(23 + FAST_BLOCK_BYTES * blocks.len() + n * FAST_ITEM_BYTES);
         time.push_fast(&mut call);
         call.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
+        call.extend_from_slice(&(n as u32).to_le_bytes());
+        call.push(u8::from(keys.len() < n));
         for b in &blocks {
             b.push_fast(&mut call);
         }
-        let mut index = index.iter();
+        let mut index = index.iter().zip(&key_index);
         for r in requests {
             let last = r.items.len().saturating_sub(1);
-            for ((k, i), b) in r.items.iter().enumerate().zip(index.by_ref()) {
-                i.push_fast(*b, k == last, &mut call);
+            for ((k, i), (b, key)) in r.items.iter().enumerate().zip(index.by_ref()) {
+                let shared = uses[usize::from(*key) - 1] > 1;
+                i.push_fast(*b, *key, shared, k == last, &mut call);
             }
         }
-        let mut cmd = script.cmd(n, n + 1);
-        for i in items() {
-            cmd.arg(i.key.as_bytes());
+        let mut cmd = script.cmd(keys.len(), keys.len() + 1);
+        for k in &keys {
+            cmd.arg(k.as_bytes());
         }
         cmd.arg(call);
-        let reply = conn.eval(script, &cmd).await?;
-        return parse_fast(reply, items());
+        return Prepared {
+            script,
+            cmd,
+            reply: Reply::Fast,
+        };
     }
-    let (script, cmd) = {
-        let mask = items().fold(0usize, |m, i| m | (1 << (i.params.code - 1)));
-        let script = &GENERAL[mask];
-        let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);
-        for i in items() {
-            cmd.arg(i.key.as_bytes());
+    let mask = items().fold(0usize, |m, i| m | (1 << (i.params.code - 1)));
+    let script = &GENERAL[mask];
+    let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);
+    for i in items() {
+        cmd.arg(i.key.as_bytes());
+    }
+    time.push(&mut cmd);
+    cmd.arg(requests.len());
+    for r in requests {
+        cmd.arg(r.items());
+        for i in &r.items {
+            i.push_general(&mut cmd);
         }
-        time.push(&mut cmd);
-        cmd.arg(requests.len());
-        for r in requests {
-            cmd.arg(r.items());
-            for i in &r.items {
-                i.push_general(&mut cmd);
-            }
-        }
-        (script, cmd)
-    };
-    let reply = conn.eval(script, &cmd).await?;
-    parse_decide(reply, n, items())
+    }
+    Prepared {
+        script,
+        cmd,
+        reply: Reply::General,
+    }
+}
+
+/// Decides `requests` in one script call; answers the `now` the script used and the decisions of
+/// every item of every request, in order.
+pub(crate) async fn decide(
+    conn: &Conn,
+    time: &TimeSource,
+    requests: &[&Encoded],
+) -> Result<(Micros, Vec<Raw>), StoreError> {
+    let call = prepare(time, requests);
+    let reply = conn.eval(call.script, &call.cmd).await?;
+    call.reply.parse(reply, requests)
 }

@@ -224,18 +224,31 @@ pub(crate) const MAX_BLOCKS: usize = 1024;
 const MAX_SENT_COST: u64 = 1 << 32;
 
 /// Bytes of one item in the fast script's call string (a concurrency item adds 8).
-pub(crate) const FAST_ITEM_BYTES: usize = 12;
+pub(crate) const FAST_ITEM_BYTES: usize = 15;
+/// Items one fast call can carry (their keys are named by 16-bit indexes).
+pub(crate) const MAX_FAST_ITEMS: usize = u16::MAX as usize;
 /// Bytes of one block in the fast script's call string.
 pub(crate) const FAST_BLOCK_BYTES: usize = 33;
 
 impl EncItem {
-    /// Appends the item to the fast script's call string (`'<dHBB'`: cost, its limit's
-    /// `block`, `enforce`, whether it is the `last` of its request; then `'<d'`, the lease, for
-    /// a concurrency item). Doubles are exact: costs are capped at 2^32, lease ids below 2^52.
-    pub(crate) fn push_fast(&self, block: usize, last: bool, items: &mut Vec<u8>) {
+    /// Appends the item to the fast script's call string (`'<dHHBBB'`: cost, its limit's
+    /// `block`, its `key` (index in the call's keys, from 1), `enforce`, whether its key is
+    /// `shared` with another request of the call, whether it is the `last` of its request;
+    /// then `'<d'`, the lease, for a concurrency item). Doubles are exact: costs are capped at
+    /// 2^32, lease ids below 2^52.
+    pub(crate) fn push_fast(
+        &self,
+        block: usize,
+        key: u16,
+        shared: bool,
+        last: bool,
+        items: &mut Vec<u8>,
+    ) {
         items.extend_from_slice(&(self.cost.min(MAX_SENT_COST) as f64).to_le_bytes());
         items.extend_from_slice(&(block as u16).to_le_bytes());
+        items.extend_from_slice(&key.to_le_bytes());
         items.push(u8::from(self.enforce));
+        items.push(u8::from(shared));
         items.push(u8::from(last));
         if self.params.code == 5 {
             items.extend_from_slice(&(self.lease as f64).to_le_bytes());

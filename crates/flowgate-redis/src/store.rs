@@ -216,9 +216,11 @@ impl RedisStore {
         let (_, raws) = match &self.inner.batcher {
             Some((slots, _)) if let Ok(permit) = slots.try_acquire() => {
                 Counters::add(&self.inner.counters.script_calls, 1);
-                let r = call::decide(&self.inner.conn, &self.inner.time, &[&encoded]).await;
+                let call = call::prepare(&self.inner.time, &[&encoded]);
+                let value = self.inner.conn.eval(call.script, &call.cmd).await;
+                // (the slot is free once Redis has answered)
                 drop(permit);
-                r?
+                call.reply.parse(value?, &[&encoded])?
             }
             Some((_, tx)) => {
                 let (reply, rx) = oneshot::channel();
