@@ -128,45 +128,59 @@ ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = con
 
 -- @@fast
 -- Fast fragment (see fast.lua): admission and the new leases. Block: limit, P1 = window; the
--- item carries `lease`. Reads the expired leases at the front only (the header holds the total).
+-- item carries `lease`. Reads the expired leases at the front only (the header holds the total;
+-- one unpack reads it with the first lease), and appends the new lease after the live ones
+-- (their order of expiry, unless the clock stepped back or the window changed).
 local window = P1
 local n, total = 0, 0
+local x1, c1 = 0, 0 -- the first lease's expiry and cost
 if s and #s >= 4 and (#s - 4) % 20 == 0 then
   n = (#s - 4) / 20
-  total = sunpack('<I4', s)
+  if n > 0 then
+    local _
+    total, x1, _, c1 = sunpack('<I4ddI4', s)
+  else
+    total = sunpack('<I4', s)
+  end
 end
 local k0, stale = 0, 0 -- the leases expired at now
-while k0 < n do
-  local x, _, c = sunpack('<ddI4', s, 5 + 20 * k0)
-  if x > now then
-    break
+if n > 0 and x1 <= now then
+  k0, stale = 1, c1
+  while k0 < n do
+    local x, _, c = sunpack('<ddI4', s, 5 + 20 * k0)
+    if x > now then
+      break
+    end
+    stale = stale + c
+    k0 = k0 + 1
   end
-  stale = stale + c
-  k0 = k0 + 1
 end
 local held = total - stale
 if held + cost <= limit then
   allowed = 1
   if cost > 0 then
     local exp = now + window
-    local live = ''
     if n > 0 then
-      ex0 = sunpack('<d', s, 5 + 20 * (n - 1)) -- the last lease's expiry
+      ex0 = x1 -- the last lease's expiry
+      if n > 1 then
+        ex0 = sunpack('<d', s, 5 + 20 * (n - 1))
+      end
     end
-    if n > k0 then
-      live = string.sub(s, 5 + 20 * k0)
-    end
-    -- Keep the order of expiry: after the live leases that expire at or before this one
-    -- (usually all of them).
-    local at = n - k0
-    while at > 0 and sunpack('<d', live, 1 + 20 * (at - 1)) > exp do
-      at = at - 1
-    end
-    nv = spack('<I4', held + cost) .. string.sub(live, 1, 20 * at)
-      .. spack('<ddI4', exp, lease, cost) .. string.sub(live, 20 * at + 1)
     ex = exp
-    if at < n - k0 then
-      ex = sunpack('<d', live, 1 + 20 * (n - k0 - 1))
+    if k0 == n then
+      nv = spack('<I4ddI4', held + cost, exp, lease, cost)
+    elseif ex0 <= exp then
+      nv = spack('<I4', held + cost) .. ssub(s, 5 + 20 * k0) .. spack('<ddI4', exp, lease, cost)
+    else
+      -- Keep the order of expiry: after the live leases that expire at or before this one.
+      local live = ssub(s, 5 + 20 * k0)
+      local at = n - k0
+      while at > 0 and sunpack('<d', live, 1 + 20 * (at - 1)) > exp do
+        at = at - 1
+      end
+      nv = spack('<I4', held + cost) .. ssub(live, 1, 20 * at)
+        .. spack('<ddI4', exp, lease, cost) .. ssub(live, 20 * at + 1)
+      ex = ex0
     end
   end
 end

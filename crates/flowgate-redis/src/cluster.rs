@@ -15,7 +15,11 @@
 //! it is counted in `RedisStats::refund_failures`. GCRA refunds in delay mode shift the
 //! reservation frontier back by the refunded slots; callers who reserved after the refunded one
 //! keep their (now slightly pessimistic) wait. A refund also makes a blocked-keys cache entry
-//! elsewhere possibly stale in the conservative direction (see [`crate::blocked`]).
+//! elsewhere possibly stale in the conservative direction (see [`crate::blocked`]). One case is
+//! not given back exactly: a sliding window that admitted while Redis's clock had stepped back
+//! counted the cost in its newest bucket, and the refund takes it from the bucket of the
+//! request's instant (if that bucket is still in the ring): the newest keeps the cost (towards
+//! rejecting) and an older bucket loses up to that much (towards admitting, within one window).
 
 use std::sync::Arc;
 
