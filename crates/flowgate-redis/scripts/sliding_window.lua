@@ -141,9 +141,16 @@ local function sw_store(key, s, now, slack)
   redis.call('SET', key, sw_encode(s), expiry(s.idle_at, now, slack))
 end
 
+-- Gives back `cost` units taken at `at` (cluster compensation), from the bucket they counted in:
+-- p.lease is that bucket + 1 when the client knows it (the newest bucket, if the clock had
+-- stepped back), '0' for the bucket of `at`.
 local function sw_refund(key, p, at, cost)
   local s = sw_load(key, p)
   local j = idiv(at, p.width)
+  local b = tonumber(p.lease)
+  if b and b > 0 then
+    j = b - 1
+  end
   if s.n == 1 and j <= s.head and s.head - j <= p.buckets then
     local i = sw_slot(p, j)
     s.counts[i] = sat(s.counts[i] - cost)

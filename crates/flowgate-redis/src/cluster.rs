@@ -15,7 +15,18 @@
 //! it is counted in `RedisStats::refund_failures`. GCRA refunds in delay mode shift the
 //! reservation frontier back by the refunded slots; callers who reserved after the refunded one
 //! keep their (now slightly pessimistic) wait. A refund also makes a blocked-keys cache entry
-//! elsewhere possibly stale in the conservative direction (see [`crate::blocked`]). One case is
+//! elsewhere possibly stale in the conservative direction (see [`crate::blocked`]).
+//!
+//! **A clock that steps back.** A refund restores a state that decides as the one the request
+//! found at the request's instant and after it. A sliding window gives the cost back to the
+//! bucket it counted in, which the client knows from the state the script decided on (the newest
+//! bucket, when Redis's clock had stepped back; a group decided by the general script, a request
+//! naming one key twice, gives it back to the bucket of the request's instant). If Redis's clock
+//! then steps back before that instant: a refunded GCRA keeps its TAT at the request's instant
+//! when it was earlier (towards rejecting); a fixed window whose request opened a new window
+//! keeps that window with the count given back, so the previous window's count is forgotten
+//! (towards admitting, across that one boundary); a fixed window whose request counted in a later
+//! window than its instant's is not given back (towards rejecting). One case is
 //! not given back exactly: a sliding window that admitted while Redis's clock had stepped back
 //! counted the cost in its newest bucket, and the refund takes it from the bucket of the
 //! request's instant (if that bucket is still in the ring): the newest keeps the cost (towards
@@ -94,13 +105,13 @@ pub(crate) async fn decide(
         }
     }
     let decided: Option<Vec<Raw>> = raws.into_iter().collect();
-    let decisions = decided.map(|r| attach(items, &r));
+    let decisions = decided.as_ref().map(|r| attach(items, r));
     let admit = match &decisions {
         Some(d) if error.is_none() => admitted(items, d),
         _ => false,
     };
     if !admit && !applied.is_empty() {
-        refund(inner, &groups, &parts, &applied, &decisions, items).await;
+        refund(inner, &groups, &parts, &applied, decided.as_deref(), items).await;
     }
     match (error, decisions) {
         (Some(e), _) => Err(e),
@@ -116,16 +127,21 @@ async fn refund(
     groups: &[(u16, Vec<usize>)],
     parts: &[Encoded],
     applied: &[(usize, Micros)],
-    decisions: &Option<Decisions>,
+    decided: Option<&[Raw]>,
     items: &[Item<'_>],
 ) {
     let mut calls = Vec::new();
     for &(g, now) in applied {
         let mut given = Vec::new();
         for (j, &i) in groups[g].1.iter().enumerate() {
-            let recorded = decisions.as_ref().is_some_and(|d| d[i].allowed) && items[i].cost > 0;
-            if recorded {
-                given.push(parts[g].items[j].clone());
+            let raw = decided.map(|d| d[i]);
+            if raw.is_some_and(|r| r.allowed) && items[i].cost > 0 {
+                let mut item = parts[g].items[j].clone();
+                // A sliding window takes the cost back from the bucket it counted in (refund.lua).
+                if let Some(b) = raw.and_then(|r| r.charged) {
+                    item.lease = b + 1;
+                }
+                given.push(item);
             }
         }
         if !given.is_empty() {

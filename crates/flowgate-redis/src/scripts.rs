@@ -19,7 +19,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use flowgate_core::{Algorithm, Decision, Limit, Micros, StoreError, algorithm};
+use flowgate_core::{Algorithm, Decision, Limit, Micros, State, StoreError, algorithm};
 
 use crate::state;
 use redis::{Cmd, Value};
@@ -281,6 +281,9 @@ pub(crate) struct Raw {
     pub(crate) retry_after: Option<Micros>,
     pub(crate) wait: Micros,
     pub(crate) lease: Option<u64>,
+    /// For an admitted sliding window, the bucket it counted in (the newest, if the clock had
+    /// stepped back), when known: what a cross-slot refund takes back.
+    pub(crate) charged: Option<u64>,
 }
 
 impl Raw {
@@ -340,7 +343,8 @@ pub(crate) fn parse_fast<'a>(
             Value::BulkString(b) => Some(&b[..]),
             _ => return Err(bad("not a state")),
         };
-        let d = algorithm::check(&item.limit, &state::parse(&item.limit, s), now, item.cost);
+        let st = state::parse(&item.limit, s);
+        let d = algorithm::check(&item.limit, &st, now, item.cost);
         // The script recorded (or not) by its own admission: a decision that disagreed would
         // report what Redis did not do.
         if int(admitted)? != i64::from(d.allowed) {
@@ -355,12 +359,29 @@ pub(crate) fn parse_fast<'a>(
             retry_after: d.retry_after.map(micros),
             wait: micros(d.wait),
             lease: (d.allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
+            charged: (d.allowed && item.cost > 0)
+                .then(|| charged(&item.limit, &st, now))
+                .flatten(),
         });
     }
     if !rest.is_empty() {
         return Err(bad("too long"));
     }
     Ok((now, out))
+}
+
+/// The bucket a sliding window admitted into from `st` at `now` (the newest one when the clock
+/// has stepped back behind it, as `algorithm::sliding_window::apply` counts); `None` for the
+/// other algorithms.
+fn charged(l: &Limit, st: &State, now: Micros) -> Option<u64> {
+    if l.algorithm() != Algorithm::SlidingWindow {
+        return None;
+    }
+    let target = now / l.bucket_width();
+    match st {
+        State::SlidingWindow(s) if !s.counts.is_empty() => Some(s.head.max(target)),
+        _ => Some(target),
+    }
 }
 
 fn micros(d: Duration) -> Micros {
@@ -377,6 +398,7 @@ fn fields(f: &[Value], item: &EncItem) -> Result<Raw, StoreError> {
         retry_after: u64::try_from(int(&f[3])?).ok(),
         wait: uint(&f[4])?,
         lease: (allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
+        charged: None,
     })
 }
 

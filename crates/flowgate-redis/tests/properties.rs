@@ -128,9 +128,8 @@ fn lua_agrees_with_rust_transitions_on_a_cluster() {
     let rt = runtime();
     let clock = ManualClock::new(0);
     let redis = rt.block_on(cluster(&nodes, test_options(&clock)));
-    // No clock stepping back here: a cross-slot refund of a sliding window gives the cost back
-    // to the bucket of the request's instant, while a request decided after the clock stepped
-    // back counted in the (later) newest bucket (see `cluster.rs`, the window this leaves).
+    // No clock stepping back here: a cross-slot refund restores a state that decides alike at
+    // the request's instant and later, not always at an earlier one (see `cluster.rs`).
     agree(&rt, &redis, &clock, 80, false);
 }
 
