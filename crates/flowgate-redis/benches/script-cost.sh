@@ -5,6 +5,7 @@
 # decided about as often as in the full-speed bench (valgrind slows Redis ~25x).
 #
 #   crates/flowgate-redis/benches/script-cost.sh [algorithm] [seconds] [keys]
+#   FOCUS=direct ...: one decision per call instead (the fixed cost of a call).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 alg=${1:-token_bucket}
@@ -12,8 +13,12 @@ secs=${2:-4}
 keys=${3:-400}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 out=$(mktemp -d)
-cargo bench -q -p flowgate-redis --bench redis --no-run 2>/dev/null
-bench=$(ls -t target/release/deps/redis-* | grep -v '\.d$' | head -1)
+# BENCH_BIN=path: another build of this bench (e.g. of an earlier commit) to measure.
+bench=${BENCH_BIN:-}
+if [ -z "$bench" ]; then
+  cargo bench -q -p flowgate-redis --bench redis --no-run 2>/dev/null
+  bench=$(ls -t target/release/deps/redis-* | grep -v '\.d$' | head -1)
+fi
 valgrind --tool=callgrind --toggle-collect=evalShaCommand --callgrind-out-file="$out/cg.out" \
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$out/valgrind.log" 2>&1 &
 vg=$!

@@ -4,11 +4,12 @@
 //! - **One Lua file per algorithm** (`scripts/*.lua`, each with a `KEYS[i]: … ARGV[j]: …`
 //!   contract), assembled at startup into scripts sent by EVALSHA and loaded on NOSCRIPT: a
 //!   straight-line fast script (no function definitions, one parameter block per distinct limit,
-//!   the items as one binary string, one MGET for every state of the call) for every request whose
-//!   keys are distinct, and a function-based driver for requests that repeat a key
+//!   the whole call as one binary argument, each distinct key read once by one MGET and a key
+//!   shared by several requests of the call written once) for every request whose keys are
+//!   distinct, and a function-based driver for requests that repeat a key
 //!   ([`scripts`]). The clock is `redis.call('TIME')` in microseconds: app servers' clocks never
-//!   decide. Every state is a little-endian binary string (a sliding log or a set of leases
-//!   carries its total, so a decision reads only its stale entries). The fast script only admits
+//!   decide. Every state is a little-endian binary string (a sliding window, a sliding log or a
+//!   set of leases carries its total, so a decision reads only what has gone stale). The fast script only admits
 //!   and records: it answers its admission and the state each request was decided on, and the
 //!   client derives the decision with the same Rust transition as the memory store, checking
 //!   that both admit alike. Every key written expires at the next whole second of Redis's clock
