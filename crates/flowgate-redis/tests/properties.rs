@@ -1,8 +1,8 @@
 //! Property test: the Lua scripts and the Rust transitions (through the memory store, which
 //! applies `algorithm::check` + `apply` with the same all-or-nothing batch rules) agree decision
 //! for decision on random schedules of random limits, single and multi-item requests, shadow
-//! items, lease releases and (on a single server) a clock that steps back. Both read the same
-//! ManualClock (the Redis store's test-only clock override).
+//! items and lease releases. Both read the same ManualClock (the Redis store's test-only clock
+//! override).
 
 mod common;
 
@@ -33,8 +33,6 @@ enum Step {
     Decide(u64, Vec<(usize, u64, bool)>),
     /// Release the lease granted at the `n`-th concurrency grant still held.
     Release(usize),
-    /// Step the clock back by `dt` us (as Redis's clock may, after a correction).
-    Back(u64),
 }
 
 fn limit_case() -> impl Strategy<Value = LimitCase> {
@@ -75,19 +73,14 @@ fn algorithm_quota(c: &LimitCase) -> Option<(Algorithm, Quota)> {
     Some((c.algorithm, Quota::from_micros(c.limit, c.window).ok()?))
 }
 
-/// Steps of a schedule; `back` adds steps that set the clock back.
-fn schedule(limits: usize, back: bool) -> impl Strategy<Value = Vec<Step>> {
+fn schedule(limits: usize) -> impl Strategy<Value = Vec<Step>> {
     let decide = (
         prop_oneof![3 => 0u64..50, 3 => 0u64..400_000, 1 => 0u64..3_000_000],
         prop::collection::vec((0..limits, 0u64..4, prop::bool::weighted(0.15)), 1..4),
     )
         .prop_map(|(dt, items)| Step::Decide(dt, items));
     prop::collection::vec(
-        prop_oneof![
-            8 => decide,
-            1 => (0usize..4).prop_map(Step::Release),
-            u32::from(back) => prop_oneof![0u64..1_000, 0u64..2_000_000].prop_map(Step::Back),
-        ],
+        prop_oneof![8 => decide, 1 => (0usize..4).prop_map(Step::Release)],
         1..40,
     )
 }
@@ -116,7 +109,7 @@ fn lua_agrees_with_rust_transitions() {
     let rt = runtime();
     let clock = ManualClock::new(0);
     let redis = rt.block_on(single(&server, test_options(&clock)));
-    agree(&rt, &redis, &clock, 160, true);
+    agree(&rt, &redis, &clock, 160);
 }
 
 /// On a cluster, multi-item requests usually span slots: decided per slot in parallel, with
@@ -128,21 +121,13 @@ fn lua_agrees_with_rust_transitions_on_a_cluster() {
     let rt = runtime();
     let clock = ManualClock::new(0);
     let redis = rt.block_on(cluster(&nodes, test_options(&clock)));
-    // No clock stepping back here: a cross-slot refund restores a state that decides alike at
-    // the request's instant and later, not always at an earlier one (see `cluster.rs`).
-    agree(&rt, &redis, &clock, 80, false);
+    agree(&rt, &redis, &clock, 80);
 }
 
-fn agree(
-    rt: &tokio::runtime::Runtime,
-    redis: &RedisStore,
-    clock: &ManualClock,
-    cases: u32,
-    back: bool,
-) {
-    let strategy = prop::collection::vec(limit_case(), 1..4).prop_flat_map(move |limits| {
+fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, cases: u32) {
+    let strategy = prop::collection::vec(limit_case(), 1..4).prop_flat_map(|limits| {
         let n = limits.len();
-        (Just(limits), schedule(n, back), 0u64..10_000_000)
+        (Just(limits), schedule(n), 0u64..10_000_000)
     });
     let mut runner = TestRunner::new(Config {
         cases,
@@ -202,7 +187,6 @@ fn agree(
                         }
                     }
                 }
-                Step::Back(dt) => clock.set(clock.now() - dt),
                 Step::Release(k) => {
                     if held.is_empty() {
                         continue;
