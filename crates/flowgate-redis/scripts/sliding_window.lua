@@ -246,14 +246,16 @@ if sum + cost <= limit then
       if z == 1 then
         -- (the usual case, in one pack)
         nv = spack('<ddc0I4c0', head, total, ssub(s, 17, 16 + 4 * a), c, ssub(s, 17 + 4 * e))
-      elseif e <= ring then
-        local run = srep('\0', 4 * (z - 1)) .. spack('<I4', c)
-        nv = spack('<dd', head, total) .. ssub(s, 17, 16 + 4 * a) .. run .. ssub(s, 17 + 4 * e)
       else
         local run = srep('\0', 4 * (z - 1)) .. spack('<I4', c)
-        local w = e - ring -- the run wraps: its last w slots are slots 0 .. w - 1
-        nv = spack('<dd', head, total) .. ssub(run, 4 * (z - w) + 1) .. ssub(s, 17 + 4 * w, 16 + 4 * a)
-          .. ssub(run, 1, 4 * (z - w))
+        local hd = spack('<dd', head, total)
+        if e <= ring then
+          nv = hd .. ssub(s, 17, 16 + 4 * a) .. run .. ssub(s, 17 + 4 * e)
+        else
+          local w = e - ring -- the run wraps: its last w slots are slots 0 .. w - 1
+          nv = hd .. ssub(run, 4 * (z - w) + 1) .. ssub(s, 17 + 4 * w, 16 + 4 * a)
+            .. ssub(run, 1, 4 * (z - w))
+        end
       end
     end
     ex = (head + 1) * width + window - 1 -- leaves_at(head)

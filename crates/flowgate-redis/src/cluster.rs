@@ -26,11 +26,7 @@
 //! when it was earlier (towards rejecting); a fixed window whose request opened a new window
 //! keeps that window with the count given back, so the previous window's count is forgotten
 //! (towards admitting, across that one boundary); a fixed window whose request counted in a later
-//! window than its instant's is not given back (towards rejecting). One case is
-//! not given back exactly: a sliding window that admitted while Redis's clock had stepped back
-//! counted the cost in its newest bucket, and the refund takes it from the bucket of the
-//! request's instant (if that bucket is still in the ring): the newest keeps the cost (towards
-//! rejecting) and an older bucket loses up to that much (towards admitting, within one window).
+//! window than its instant's is not given back (towards rejecting).
 
 use std::sync::Arc;
 
