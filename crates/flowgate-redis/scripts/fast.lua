@@ -46,7 +46,10 @@
 --          last (1 on the last item of a request); a concurrency item is followed by the lease
 --          id to grant ('<d').
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
---          before the request (a string, or nil when it has none) }.
+--          before the request (a string, or nil when it has none; or, for a key several
+--          requests of the call share, the number of the earlier item, from 0, that reported
+--          the same state: a hot key's state, a whole concurrency lease list or sliding log,
+--          travels once per call, not once per request) }.
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub (string), and the state `s` (string or false). It sets
 -- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
@@ -88,9 +91,10 @@ local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- request being decided) and then kept until the last request, once per key, in order:
 -- F[j .. j + 4] = a key's index, its latest value and ex, its ex0 and state before the call;
 -- W[k] = j for key k.
-local H, F, W, nd = nil, nil, nil, 0
+-- E[k]: the item (from 0) that reported key k's current state, for a shared key.
+local H, F, W, E, nd = nil, nil, nil, nil, 0
 if dup == 1 then
-  H, F, W = {}, {}, {}
+  H, F, W, E = {}, {}, {}, {}
 end
 local out = { now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
   nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
@@ -121,7 +125,15 @@ while done < nitems do
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
     end
-    out[oi + 1], out[oi + 2] = allowed, s
+    local rs = s
+    if shared == 1 and s then
+      rs = E[k]
+      if not rs then
+        rs = s
+        E[k] = done - 1
+      end
+    end
+    out[oi + 1], out[oi + 2] = allowed, rs
     oi = oi + 2
     if not nv then
     elseif shared == 0 then
@@ -152,6 +164,7 @@ while done < nitems do
       end
       F[j + 1], F[j + 2] = H[i + 1], H[i + 2]
       V[k] = H[i + 1]
+      E[k] = nil
     end
   end
   if done == nitems and nd > 0 then

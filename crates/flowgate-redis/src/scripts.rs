@@ -333,17 +333,30 @@ pub(crate) fn parse_fast<'a>(
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
     let mut rest = &vals[1..];
     let mut out = Vec::with_capacity(rest.len() / 2);
+    // Each item's state as the script reported it, and parsed under the item's limit: a shared
+    // key's state is sent once per call, later items name the item that reported it.
+    let mut seen: Vec<(Option<&[u8]>, &Limit, State)> = Vec::with_capacity(out.capacity());
     for item in items {
         let [admitted, v, tail @ ..] = rest else {
             return Err(bad("too short"));
         };
         rest = tail;
-        let s = match v {
-            Value::Nil => None,
-            Value::BulkString(b) => Some(&b[..]),
+        let (s, st) = match v {
+            Value::Nil => (None, state::parse(&item.limit, None)),
+            Value::BulkString(b) => (Some(&b[..]), state::parse(&item.limit, Some(b))),
+            Value::Int(j) => {
+                let (s, l, st) = usize::try_from(*j)
+                    .ok()
+                    .and_then(|j| seen.get(j))
+                    .ok_or_else(|| bad("a state of no earlier item"))?;
+                if **l == item.limit {
+                    (*s, st.clone())
+                } else {
+                    (*s, state::parse(&item.limit, *s))
+                }
+            }
             _ => return Err(bad("not a state")),
         };
-        let st = state::parse(&item.limit, s);
         let d = algorithm::check(&item.limit, &st, now, item.cost);
         // The script recorded (or not) by its own admission: a decision that disagreed would
         // report what Redis did not do.
@@ -363,6 +376,7 @@ pub(crate) fn parse_fast<'a>(
                 .then(|| charged(&item.limit, &st, now))
                 .flatten(),
         });
+        seen.push((s, &item.limit, st));
     }
     if !rest.is_empty() {
         return Err(bad("too long"));
