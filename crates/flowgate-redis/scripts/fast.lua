@@ -46,10 +46,11 @@
 --          last (1 on the last item of a request); a concurrency item is followed by the lease
 --          id to grant ('<d').
 -- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
---          before the request (a string, or nil when it has none; or, for a key several
---          requests of the call share, the number of the earlier item, from 0, that reported
---          the same state: a hot key's state, a whole concurrency lease list or sliding log,
---          travels once per call, not once per request) }.
+--          before the request (a string, or nil when it has none); for a key that several
+--          requests of the call share, only its first item carries the state (before the call),
+--          a later one the number (from 0) of the item before it on the key: the client replays
+--          the call's requests on that state with the Rust transition, so a hot key's state (a
+--          whole concurrency lease list or sliding log) travels once per call }.
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub (string), and the state `s` (string or false). It sets
 -- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
@@ -91,7 +92,7 @@ local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- request being decided) and then kept until the last request, once per key, in order:
 -- F[j .. j + 4] = a key's index, its latest value and ex, its ex0 and state before the call;
 -- W[k] = j for key k.
--- E[k]: the item (from 0) that reported key k's current state, for a shared key.
+-- E[k]: the last item (from 0) on key k, for a shared key.
 local H, F, W, E, nd = nil, nil, nil, nil, 0
 if dup == 1 then
   H, F, W, E = {}, {}, {}, {}
@@ -126,12 +127,9 @@ while done < nitems do
 @ALGORITHMS@
     end
     local rs = s
-    if shared == 1 and s then
-      rs = E[k]
-      if not rs then
-        rs = s
-        E[k] = done - 1
-      end
+    if shared == 1 then
+      rs = E[k] or s
+      E[k] = done - 1
     end
     out[oi + 1], out[oi + 2] = allowed, rs
     oi = oi + 2
@@ -164,7 +162,6 @@ while done < nitems do
       end
       F[j + 1], F[j + 2] = H[i + 1], H[i + 2]
       V[k] = H[i + 1]
-      E[k] = nil
     end
   end
   if done == nitems and nd > 0 then

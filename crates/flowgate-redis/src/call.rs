@@ -86,16 +86,20 @@ impl Reply {
         reply: redis::Value,
         requests: &[&Encoded],
     ) -> Result<(Micros, Vec<Raw>), StoreError> {
-        let items = requests.iter().flat_map(|r| r.items.iter());
         match self {
-            Reply::Fast => parse_fast(reply, items),
-            Reply::General => parse_decide(reply, requests.iter().map(|r| r.items()).sum(), items),
+            Reply::Fast => parse_fast(reply, requests.iter().map(|r| &r.items[..])),
+            Reply::General => parse_decide(
+                reply,
+                requests.iter().map(|r| r.items()).sum(),
+                requests.iter().flat_map(|r| r.items.iter()),
+            ),
         }
     }
 }
 
 /// Builds the script call that decides `requests`: the fast script unless a request repeats a
-/// key (or the call has more distinct limits than it can carry).
+/// key, two requests give one key different limits, or the call has more distinct limits than
+/// it can carry.
 pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
     let items = || requests.iter().flat_map(|r| r.items.iter());
     let n = items().count();
@@ -123,17 +127,29 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
             (1..=n as u16).collect()
         } else {
             let mut seen: HashMap<&str, u16> = HashMap::with_capacity(n);
-            items()
-                .map(|i| {
+            // Each key's block: a key whose requests carry different limits (a rule that
+            // changed between them) goes to the general script, as the client replays a shared
+            // key's requests under one limit (`parse_fast`).
+            let mut key_block: SmallVec<[usize; 64]> = SmallVec::new();
+            let mut conflict = false;
+            let key_index = items()
+                .zip(&index)
+                .map(|(i, b)| {
                     let k = *seen.entry(i.key.as_str()).or_insert_with(|| {
                         keys.push(&i.key);
                         uses.push(0);
+                        key_block.push(*b);
                         keys.len() as u16
                     });
                     uses[usize::from(k) - 1] += 1;
+                    conflict |= key_block[usize::from(k) - 1] != *b;
                     k
                 })
-                .collect()
+                .collect();
+            if conflict {
+                return general(time, requests);
+            }
+            key_index
         };
         let mut call =
             Vec::with_capacity(23 + FAST_BLOCK_BYTES * blocks.len() + n * FAST_ITEM_BYTES);
@@ -163,6 +179,13 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
             reply: Reply::Fast,
         };
     }
+    general(time, requests)
+}
+
+/// The general script's call for `requests` (any requests; see `driver.lua`).
+fn general(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
+    let items = || requests.iter().flat_map(|r| r.items.iter());
+    let n = items().count();
     let mask = items().fold(0usize, |m, i| m | (1 << (i.params.code - 1)));
     let script = &GENERAL[mask];
     let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);

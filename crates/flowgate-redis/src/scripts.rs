@@ -320,12 +320,18 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
     u64::try_from(int(v)?).map_err(|_| bad("negative"))
 }
 
-/// Parses the fast script's reply: the `now` it used and, per item, the script's admission and
-/// the state it was decided on, from which the decision is derived here with the Rust transition
-/// (and checked against that admission).
+/// Reads the fast script's reply to the requests `requests` (each its items, in order): the
+/// `now` it used and a decision for every item, derived from the state the script decided the
+/// item on with the Rust transition.
+///
+/// A key that several requests of the call share is sent once, with its state before the call;
+/// a later item on it names the item before it on that key, and decides on that item's state
+/// after that item's request, replayed here with the Rust transition exactly as the script
+/// recorded it (the item admitted with a cost, in an admitted request). The client so receives
+/// and parses a hot key's state once per call.
 pub(crate) fn parse_fast<'a>(
     v: Value,
-    items: impl Iterator<Item = &'a EncItem>,
+    requests: impl Iterator<Item = &'a [EncItem]>,
 ) -> Result<(Micros, Vec<Raw>), StoreError> {
     let Value::Array(vals) = v else {
         return Err(bad("not an array"));
@@ -333,50 +339,64 @@ pub(crate) fn parse_fast<'a>(
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
     let mut rest = &vals[1..];
     let mut out = Vec::with_capacity(rest.len() / 2);
-    // Each item's state as the script reported it, and parsed under the item's limit: a shared
-    // key's state is sent once per call, later items name the item that reported it.
-    let mut seen: Vec<(Option<&[u8]>, &Limit, State)> = Vec::with_capacity(out.capacity());
-    for item in items {
-        let [admitted, v, tail @ ..] = rest else {
-            return Err(bad("too short"));
-        };
-        rest = tail;
-        let (s, st) = match v {
-            Value::Nil => (None, state::parse(&item.limit, None)),
-            Value::BulkString(b) => (Some(&b[..]), state::parse(&item.limit, Some(b))),
-            Value::Int(j) => {
-                let (s, l, st) = usize::try_from(*j)
-                    .ok()
-                    .and_then(|j| seen.get(j))
-                    .ok_or_else(|| bad("a state of no earlier item"))?;
-                if **l == item.limit {
-                    (*s, st.clone())
-                } else {
-                    (*s, state::parse(&item.limit, *s))
+    // Each item decided so far: the state it was decided on, and whether its request recorded
+    // it (taken by the next item on its key, at most one).
+    let mut seen: Vec<(&EncItem, State, bool)> = Vec::with_capacity(out.capacity());
+    for items in requests {
+        let first = seen.len();
+        let mut admitted = true;
+        for item in items {
+            let [allowed, v, tail @ ..] = rest else {
+                return Err(bad("too short"));
+            };
+            rest = tail;
+            let st = match v {
+                Value::Nil => state::parse(&item.limit, None),
+                Value::BulkString(b) => state::parse(&item.limit, Some(b)),
+                Value::Int(j) => {
+                    let Some((prev, st, recorded)) = usize::try_from(*j)
+                        .ok()
+                        .filter(|&j| j < first)
+                        .and_then(|j| seen.get_mut(j))
+                        .filter(|(p, _, _)| p.key == item.key && p.params == item.params)
+                    else {
+                        return Err(bad("a state of no earlier item on the key"));
+                    };
+                    let mut st = std::mem::take(st);
+                    if *recorded {
+                        algorithm::transition(&prev.limit, &mut st, now, prev.cost, prev.lease);
+                    }
+                    st
                 }
+                _ => return Err(bad("not a state")),
+            };
+            let d = algorithm::check(&item.limit, &st, now, item.cost);
+            // The script recorded (or not) by its own admission: a decision that disagreed
+            // would report what Redis did not do.
+            if int(allowed)? != i64::from(d.allowed) {
+                return Err(StoreError::Internal(
+                    "the decide script and the Rust transition disagree on an admission".into(),
+                ));
             }
-            _ => return Err(bad("not a state")),
-        };
-        let d = algorithm::check(&item.limit, &st, now, item.cost);
-        // The script recorded (or not) by its own admission: a decision that disagreed would
-        // report what Redis did not do.
-        if int(admitted)? != i64::from(d.allowed) {
-            return Err(StoreError::Internal(
-                "the decide script and the Rust transition disagree on an admission".into(),
-            ));
+            admitted &= d.allowed || !item.enforce;
+            out.push(Raw {
+                allowed: d.allowed,
+                remaining: d.remaining,
+                reset_after: micros(d.reset_after),
+                retry_after: d.retry_after.map(micros),
+                wait: micros(d.wait),
+                lease: (d.allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
+                charged: (d.allowed && item.cost > 0)
+                    .then(|| charged(&item.limit, &st, now))
+                    .flatten(),
+            });
+            seen.push((item, st, d.allowed && item.cost > 0));
         }
-        out.push(Raw {
-            allowed: d.allowed,
-            remaining: d.remaining,
-            reset_after: micros(d.reset_after),
-            retry_after: d.retry_after.map(micros),
-            wait: micros(d.wait),
-            lease: (d.allowed && item.cost > 0 && item.lease != 0).then_some(item.lease),
-            charged: (d.allowed && item.cost > 0)
-                .then(|| charged(&item.limit, &st, now))
-                .flatten(),
-        });
-        seen.push((s, &item.limit, st));
+        if !admitted {
+            for s in &mut seen[first..] {
+                s.2 = false;
+            }
+        }
     }
     if !rest.is_empty() {
         return Err(bad("too long"));

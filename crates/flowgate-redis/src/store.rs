@@ -184,6 +184,60 @@ impl RedisStore {
             .unwrap_or(Err(StoreError::Timeout))
     }
 
+    /// Decides several requests in one script call (one round trip on a single server): each
+    /// request all-or-nothing, and exactly as if the requests were decided one after another, in
+    /// order, at one instant of Redis's clock, so requests that share a key (a global or
+    /// per-channel limit) see each other. This is what coalescing does with the requests in
+    /// flight; a caller holding a batch (an SMS campaign to many users) can ask for it
+    /// directly. The blocked-keys cache is neither consulted nor fed. On a Redis Cluster the
+    /// requests are decided one after another.
+    ///
+    /// # Errors
+    /// As a decision; one error fails the whole batch (no request of it was recorded, unless
+    /// the error came after Redis ran the script, such as a deadline passing).
+    pub async fn decide_batch(
+        &self,
+        requests: &[&[Item<'_>]],
+    ) -> Result<Vec<Decisions>, StoreError> {
+        let inner = &self.inner;
+        Counters::add(&inner.counters.decisions, requests.len() as u64);
+        let r = tokio::time::timeout(inner.deadline, async {
+            if inner.conn.is_cluster() {
+                let mut out = Vec::with_capacity(requests.len());
+                for items in requests {
+                    let d = if items.is_empty() {
+                        Decisions::new()
+                    } else {
+                        cluster::decide(inner, items, self.encode(items)).await?
+                    };
+                    out.push(d);
+                }
+                return Ok(out);
+            }
+            let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
+            let refs: Vec<&Encoded> = encoded.iter().filter(|e| e.items() > 0).collect();
+            let raws = if refs.is_empty() {
+                Vec::new()
+            } else {
+                Counters::add(&inner.counters.script_calls, 1);
+                call::decide(&inner.conn, &inner.time, &refs).await?.1
+            };
+            let mut rest = &raws[..];
+            Ok(requests
+                .iter()
+                .map(|items| {
+                    let (mine, tail) = rest.split_at(items.len().min(rest.len()));
+                    rest = tail;
+                    attach(items, mine)
+                })
+                .collect())
+        })
+        .await
+        .unwrap_or(Err(StoreError::Timeout));
+        inner.counters.outcome(&r);
+        r
+    }
+
     /// Encodes `items` (keys in the order of the items).
     fn encode(&self, items: &[Item<'_>]) -> Encoded {
         Encoded {

@@ -1,7 +1,9 @@
 //! Property test: the Lua scripts and the Rust transitions (through the memory store, which
 //! applies `algorithm::check` + `apply` with the same all-or-nothing batch rules) agree decision
 //! for decision on random schedules of random limits, single and multi-item requests, shadow
-//! items and lease releases. Both read the same ManualClock (the Redis store's test-only clock
+//! items, lease releases, and batches of requests decided in one script call (as coalescing
+//! sends them: requests that share keys, some rejected, see each other exactly as if decided one
+//! after another). Both read the same ManualClock (the Redis store's test-only clock
 //! override).
 
 mod common;
@@ -33,6 +35,9 @@ enum Step {
     Decide(u64, Vec<(usize, u64, bool)>),
     /// Release the lease granted at the `n`-th concurrency grant still held.
     Release(usize),
+    /// Advance the clock by `dt` us, then decide these requests in one call (`decide_batch`);
+    /// the memory store decides them one after another.
+    Batch(u64, Vec<Vec<(usize, u64, bool)>>),
 }
 
 fn limit_case() -> impl Strategy<Value = LimitCase> {
@@ -79,8 +84,20 @@ fn schedule(limits: usize) -> impl Strategy<Value = Vec<Step>> {
         prop::collection::vec((0..limits, 0u64..4, prop::bool::weighted(0.15)), 1..4),
     )
         .prop_map(|(dt, items)| Step::Decide(dt, items));
+    let batch = (
+        prop_oneof![3 => 0u64..50, 3 => 0u64..400_000, 1 => 0u64..3_000_000],
+        prop::collection::vec(
+            prop::collection::vec((0..limits, 0u64..4, prop::bool::weighted(0.15)), 1..4),
+            2..7,
+        ),
+    )
+        .prop_map(|(dt, requests)| Step::Batch(dt, requests));
     prop::collection::vec(
-        prop_oneof![8 => decide, 1 => (0usize..4).prop_map(Step::Release)],
+        prop_oneof![
+            8 => decide,
+            3 => batch,
+            1 => (0usize..4).prop_map(Step::Release)
+        ],
         1..40,
     )
 }
@@ -187,6 +204,69 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                         }
                     }
                 }
+                Step::Batch(dt, raw) => {
+                    clock.advance(Duration::from_micros(*dt));
+                    // Each request names a limit once (a request repeating a key takes the
+                    // general script, which the Decide steps cover).
+                    let raw: Vec<Vec<(usize, u64, bool)>> = raw
+                        .iter()
+                        .map(|r| {
+                            let mut seen = Vec::new();
+                            r.iter()
+                                .filter(|x| {
+                                    let i = x.0 % limits.len();
+                                    let new = !seen.contains(&i);
+                                    seen.push(i);
+                                    new
+                                })
+                                .copied()
+                                .collect()
+                        })
+                        .collect();
+                    let requests: Vec<Vec<Item<'_>>> = raw
+                        .iter()
+                        .map(|r| {
+                            r.iter()
+                                .map(|&(i, cost, shadow)| {
+                                    let i = i % limits.len();
+                                    Item {
+                                        key: &keys[i],
+                                        limit: &limits[i],
+                                        cost,
+                                        enforce: !shadow,
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+                    let got = rt
+                        .block_on(redis.decide_batch(&refs))
+                        .map_err(|e| TestCaseError::fail(format!("redis batch: {e}")))?;
+                    prop_assert_eq!(got.len(), requests.len());
+                    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
+                        let want = memory
+                            .decide_now(items)
+                            .map_err(|e| TestCaseError::fail(format!("memory: {e}")))?;
+                        for (j, (w, g)) in want.iter().zip(got).enumerate() {
+                            prop_assert!(
+                                same(w, g),
+                                "step {n}, request {q} of the batch, item {j} ({:?}, cost {}): \
+                                 rust {w:?} != lua {g:?}",
+                                items[j].limit,
+                                items[j].cost
+                            );
+                        }
+                        for (j, (w, g)) in want.iter().zip(got).enumerate() {
+                            if let (Some(a), Some(b)) = (w.lease, g.lease)
+                                && flowgate_core::store::admitted(items, &want)
+                            {
+                                let i = raw[q][j].0 % limits.len();
+                                held.push((i, a, b, clock.now() + limits[i].window()));
+                            }
+                        }
+                    }
+                }
                 Step::Release(k) => {
                     if held.is_empty() {
                         continue;
@@ -210,4 +290,51 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+/// Requests of one batch that give one key different limits (a rule changed between them) are
+/// decided as if one after another, each under its own limit: the client cannot replay a key
+/// under two limits, so such a call goes to the general script.
+#[test]
+fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let redis = rt.block_on(single(&server, test_options(&clock)));
+    let memory = MemoryStore::with_clock(clock.clone());
+    let limit = |q: &str| {
+        Limit::new(
+            Algorithm::FixedWindow,
+            q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (three, five) = (limit("3/s"), limit("5/s"));
+    let requests: Vec<Vec<Item<'_>>> = (0..8)
+        .map(|i| {
+            vec![Item {
+                key: "two-limits",
+                limit: if i % 2 == 0 { &three } else { &five },
+                cost: 1,
+                enforce: true,
+            }]
+        })
+        .collect();
+    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+    let got = rt
+        .block_on(redis.decide_batch(&refs))
+        .unwrap_or_else(|e| panic!("redis batch: {e}"));
+    let mut admitted = 0;
+    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
+        let want = memory
+            .decide_now(items)
+            .unwrap_or_else(|e| panic!("memory: {e}"));
+        assert!(
+            same(&want[0], &got[0]),
+            "request {q}: rust {want:?} != lua {got:?}"
+        );
+        admitted += u64::from(got[0].allowed);
+    }
+    // 3/s admits the first 3 (0, 1, 2), 5/s then two more (3, 5).
+    assert_eq!(admitted, 5);
 }
