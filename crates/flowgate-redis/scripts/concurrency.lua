@@ -131,56 +131,81 @@ ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = con
 -- item carries `lease`. Reads the expired leases at the front only (the header holds the total;
 -- one unpack reads it with the first lease), and appends the new lease after the live ones
 -- (their order of expiry, unless the clock stepped back or the window changed).
+-- A key that several requests of the call share (a global limit) is not rebuilt as a string
+-- by every admitted request (Redis's Lua hashes every byte of every string it makes, and a hot
+-- lease list is kilobytes): its state within the call becomes a table { b = the stored value,
+-- o = where its live leases start in it, P = the leases appended in the call (packed), n = how
+-- many of P are this state's, held = the units held }, which fast.lua turns into the string
+-- once, when it writes the key. Every request of a call sees the same `now`, so the stored
+-- leases live at the first request stay live and the appended ones expire last, in order.
 local window = P1
-local n, total = 0, 0
-local x1, c1 = 0, 0 -- the first lease's expiry and cost
-if s and #s >= 4 and (#s - 4) % 20 == 0 then
-  n = (#s - 4) / 20
-  if n > 0 then
-    local _
-    total, x1, _, c1 = sunpack('<I4ddI4', s)
-  else
-    total = sunpack('<I4', s)
-  end
-end
-local k0, stale = 0, 0 -- the leases expired at now
-if n > 0 and x1 <= now then
-  k0, stale = 1, c1
-  while k0 < n do
-    local x, _, c = sunpack('<ddI4', s, 5 + 20 * k0)
-    if x > now then
-      break
+if type(s) == 'table' then
+  if s.held + cost <= limit then
+    allowed = 1
+    if cost > 0 then
+      -- (a request that ends rejected leaves P[n + 1] behind; the next admission overwrites it)
+      local n1 = s.n + 1
+      s.P[n1] = spack('<ddI4', now + window, lease, cost)
+      nv = { b = s.b, o = s.o, P = s.P, n = n1, held = s.held + cost }
+      ex = now + window
     end
-    stale = stale + c
-    k0 = k0 + 1
   end
-end
-local held = total - stale
-if held + cost <= limit then
-  allowed = 1
-  if cost > 0 then
-    local exp = now + window
+else
+  local n, total = 0, 0
+  local x1, c1 = 0, 0 -- the first lease's expiry and cost
+  if s and #s >= 4 and (#s - 4) % 20 == 0 then
+    n = (#s - 4) / 20
     if n > 0 then
-      ex0 = x1 -- the last lease's expiry
-      if n > 1 then
-        ex0 = sunpack('<d', s, 5 + 20 * (n - 1))
-      end
-    end
-    ex = exp
-    if k0 == n then
-      nv = spack('<I4ddI4', held + cost, exp, lease, cost)
-    elseif ex0 <= exp then
-      nv = spack('<I4', held + cost) .. ssub(s, 5 + 20 * k0) .. spack('<ddI4', exp, lease, cost)
+      local _
+      total, x1, _, c1 = sunpack('<I4ddI4', s)
     else
-      -- Keep the order of expiry: after the live leases that expire at or before this one.
-      local live = ssub(s, 5 + 20 * k0)
-      local at = n - k0
-      while at > 0 and sunpack('<d', live, 1 + 20 * (at - 1)) > exp do
-        at = at - 1
+      total = sunpack('<I4', s)
+    end
+  end
+  local k0, stale = 0, 0 -- the leases expired at now
+  if n > 0 and x1 <= now then
+    k0, stale = 1, c1
+    while k0 < n do
+      local x, _, c = sunpack('<ddI4', s, 5 + 20 * k0)
+      if x > now then
+        break
       end
-      nv = spack('<I4', held + cost) .. ssub(live, 1, 20 * at)
-        .. spack('<ddI4', exp, lease, cost) .. ssub(live, 20 * at + 1)
-      ex = ex0
+      stale = stale + c
+      k0 = k0 + 1
+    end
+  end
+  local held = total - stale
+  if held + cost <= limit then
+    allowed = 1
+    if cost > 0 then
+      local exp = now + window
+      if n > 0 then
+        ex0 = x1 -- the last lease's expiry
+        if n > 1 then
+          ex0 = sunpack('<d', s, 5 + 20 * (n - 1))
+        end
+      end
+      ex = exp
+      if k0 == n then
+        nv = spack('<I4ddI4', held + cost, exp, lease, cost)
+      elseif ex0 <= exp then
+        if shared == 1 then
+          nv = { b = s, o = 5 + 20 * k0, P = { spack('<ddI4', exp, lease, cost) }, n = 1,
+            held = held + cost }
+        else
+          nv = spack('<I4', held + cost) .. ssub(s, 5 + 20 * k0) .. spack('<ddI4', exp, lease, cost)
+        end
+      else
+        -- Keep the order of expiry: after the live leases that expire at or before this one.
+        local live = ssub(s, 5 + 20 * k0)
+        local at = n - k0
+        while at > 0 and sunpack('<d', live, 1 + 20 * (at - 1)) > exp do
+          at = at - 1
+        end
+        nv = spack('<I4', held + cost) .. ssub(live, 1, 20 * at)
+          .. spack('<ddI4', exp, lease, cost) .. ssub(live, 20 * at + 1)
+        ex = ex0
+      end
     end
   end
 end

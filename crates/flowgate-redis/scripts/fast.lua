@@ -54,7 +54,11 @@
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub (string), and the state `s` (string or false). It sets
 -- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
--- that is empty again, us) and `ex0` (when `s` was, -1 if none).
+-- that is empty again, us) and `ex0` (when `s` was, -1 if none). For a key several requests of
+-- the call share (`shared`), a fragment may keep its state within the call as a table instead
+-- of a string ({ b, o, P, n, held }: the string `held` as '<I4', then `b` from byte `o` on,
+-- then P[1 .. n]; see concurrency.lua), made into the string once, when the key is written;
+-- its next request then sees that table as `s`.
 
 local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
 local IT = ARGV[1]
@@ -67,6 +71,7 @@ if prod then
   now = t[1] * 1000000 + t[2] -- (arithmetic converts each with one strtod)
 end
 local mmax, call, sformat, srep, ssub = math.max, redis.call, string.format, string.rep, string.sub
+local tconcat = table.concat
 local nkeys = #KEYS
 -- The states, in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
@@ -173,6 +178,13 @@ while done < nitems do
   end
   for j = 1, nt, 5 do
     local key, v = KEYS[T[j]], T[j + 1]
+    if type(v) == 'table' then
+      local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
+      for i = 1, v.n do
+        parts[i + 2] = P[i]
+      end
+      v = tconcat(parts)
+    end
     if prod then
       -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant
       -- the state is empty (% is exact on these integers, below 2^53).

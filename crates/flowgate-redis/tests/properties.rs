@@ -338,3 +338,65 @@ fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
     // 3/s admits the first 3 (0, 1, 2), 5/s then two more (3, 5).
     assert_eq!(admitted, 5);
 }
+
+/// In one call, a request admitted by a shared concurrency limit but rejected by another limit
+/// leaves no lease behind, neither in the decisions of the call's later requests nor in the
+/// state written (the script keeps a shared lease list as a table within the call).
+#[test]
+fn a_batch_request_rejected_by_another_limit_leaves_no_lease() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let redis = rt.block_on(single(&server, test_options(&clock)));
+    let memory = MemoryStore::with_clock(clock.clone());
+    let limit = |a, q: &str| {
+        Limit::new(a, q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (conc, once) = (
+        limit(Algorithm::Concurrency, "10/s"),
+        limit(Algorithm::FixedWindow, "1/s"),
+    );
+    let c = Item {
+        key: "shared-leases",
+        limit: &conc,
+        cost: 1,
+        enforce: true,
+    };
+    let x = Item {
+        key: "once",
+        limit: &once,
+        cost: 1,
+        enforce: true,
+    };
+    // The second [c, x] is rejected by x (1/s): its lease must not count.
+    let requests: Vec<Vec<Item<'_>>> = vec![vec![c], vec![c, x], vec![c, x], vec![c], vec![c]];
+    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+    let got = rt
+        .block_on(redis.decide_batch(&refs))
+        .unwrap_or_else(|e| panic!("redis batch: {e}"));
+    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
+        let want = memory
+            .decide_now(items)
+            .unwrap_or_else(|e| panic!("memory: {e}"));
+        for (j, (w, g)) in want.iter().zip(got).enumerate() {
+            assert!(same(w, g), "request {q}, item {j}: rust {w:?} != lua {g:?}");
+        }
+    }
+    assert!(!got[2][1].allowed, "x admitted twice in a second");
+    // The state written holds 4 leases: 6 more fit, then none.
+    clock.advance(std::time::Duration::from_millis(1));
+    for more in 1..=7u64 {
+        let want = memory
+            .decide_now(&[c])
+            .unwrap_or_else(|e| panic!("memory: {e}"));
+        let got = rt
+            .block_on(redis.decide(&[c]))
+            .unwrap_or_else(|e| panic!("redis: {e}"));
+        assert!(
+            same(&want[0], &got[0]),
+            "lease {more}: rust {want:?} != lua {got:?}"
+        );
+        assert_eq!(got[0].allowed, more <= 6, "lease {more}");
+    }
+}
