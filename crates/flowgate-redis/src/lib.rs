@@ -10,10 +10,11 @@
 //!   ([`scripts`]). The clock is `redis.call('TIME')` in microseconds: app servers' clocks never
 //!   decide. Every state is a little-endian binary string (a sliding window, a sliding log or a
 //!   set of leases carries its total, so a decision reads only what has gone stale). The fast script only admits
-//!   and records: it answers its admission and the state each request was decided on (a state
-//!   that several requests of a call share is sent once, later requests name the earlier one),
-//!   and the client derives the decision with the same Rust transition as the memory store,
-//!   checking that both admit alike. Every key written expires at the next whole second of Redis's clock
+//!   and records: it answers its admission and the state each request was decided on (a key
+//!   that several requests of a call share sends its state once, as it was before the call, and
+//!   the client replays the call's requests on it), and the client derives the decision with the
+//!   same Rust transition as the memory store, checking that both admit alike. Within a call a
+//!   shared concurrency lease list is kept as a table and made into a string once, when written. Every key written expires at the next whole second of Redis's clock
 //!   after its state is empty again (so a key whose expiry would not move is overwritten in
 //!   place, `SETRANGE`, or with `KEEPTTL`); rejected requests write nothing.
 //! - **Several limits of one request in one round trip**, atomically, on a single server; on a
@@ -25,7 +26,8 @@
 //!   reconnects by itself; [`RedisStore::is_degraded`] and a `tracing` warning say when Redis is
 //!   failing. The failure policy (open, closed, local) is the limiter's.
 //! - **A blocked-keys cache** ([`blocked`]) answers requests for keys known to reject without a
-//!   round trip; **coalescing** ([`batch`]) shares one script call among the decisions in flight.
+//!   round trip; **coalescing** ([`batch`]) shares one script call among the decisions in flight,
+//!   and [`RedisStore::decide_batch`] decides a caller's batch of requests in one call.
 //!
 //! # Examples
 //! ```no_run
