@@ -112,6 +112,55 @@ fn same(a: &Decision, b: &Decision) -> bool {
         && a.lease.is_some() == b.lease.is_some()
 }
 
+/// The items of a request: `(limit index, cost, shadow)` each.
+fn request<'a>(
+    raw: &[(usize, u64, bool)],
+    keys: &'a [String],
+    limits: &'a [Limit],
+) -> Vec<Item<'a>> {
+    raw.iter()
+        .map(|&(i, cost, shadow)| {
+            let i = i % limits.len();
+            Item {
+                key: &keys[i],
+                limit: &limits[i],
+                cost,
+                enforce: !shadow,
+            }
+        })
+        .collect()
+}
+
+/// Compares one request's decisions (`want` the memory store's, `got` Redis's) and notes the
+/// leases it was granted in `held` (limit index, memory lease, Redis lease, expiry).
+fn compare(
+    at: &str,
+    (items, raw): (&[Item<'_>], &[(usize, u64, bool)]),
+    want: &[Decision],
+    got: &[Decision],
+    limits: &[Limit],
+    clock: &ManualClock,
+    held: &mut Vec<(usize, u64, u64, u64)>,
+) -> Result<(), TestCaseError> {
+    for (j, (w, g)) in want.iter().zip(got).enumerate() {
+        prop_assert!(
+            same(w, g),
+            "{at}, item {j} ({:?}, cost {}): rust {w:?} != lua {g:?}",
+            items[j].limit,
+            items[j].cost
+        );
+    }
+    for (j, (w, g)) in want.iter().zip(got).enumerate() {
+        if let (Some(a), Some(b)) = (w.lease, g.lease)
+            && flowgate_core::store::admitted(items, want)
+        {
+            let i = raw[j].0 % limits.len();
+            held.push((i, a, b, clock.now() + limits[i].window()));
+        }
+    }
+    Ok(())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -169,40 +218,15 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
             match step {
                 Step::Decide(dt, raw) => {
                     clock.advance(Duration::from_micros(*dt));
-                    let items: Vec<Item<'_>> = raw
-                        .iter()
-                        .map(|&(i, cost, shadow)| {
-                            let i = i % limits.len();
-                            Item {
-                                key: &keys[i],
-                                limit: &limits[i],
-                                cost,
-                                enforce: !shadow,
-                            }
-                        })
-                        .collect();
+                    let items = request(raw, &keys, &limits);
                     let want = memory
                         .decide_now(&items)
                         .map_err(|e| TestCaseError::fail(format!("memory: {e}")))?;
                     let got = rt
                         .block_on(redis.decide(&items))
                         .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
-                    for (j, (w, g)) in want.iter().zip(&got).enumerate() {
-                        prop_assert!(
-                            same(w, g),
-                            "step {n}, item {j} ({:?}, cost {}): rust {w:?} != lua {g:?}",
-                            items[j].limit,
-                            items[j].cost
-                        );
-                    }
-                    for (j, (w, g)) in want.iter().zip(&got).enumerate() {
-                        if let (Some(a), Some(b)) = (w.lease, g.lease)
-                            && flowgate_core::store::admitted(&items, &want)
-                        {
-                            let i = raw[j].0 % limits.len();
-                            held.push((i, a, b, clock.now() + limits[i].window()));
-                        }
-                    }
+                    let at = format!("step {n}");
+                    compare(&at, (&items, raw), &want, &got, &limits, clock, &mut held)?;
                 }
                 Step::Batch(dt, raw) => {
                     clock.advance(Duration::from_micros(*dt));
@@ -223,22 +247,8 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                                 .collect()
                         })
                         .collect();
-                    let requests: Vec<Vec<Item<'_>>> = raw
-                        .iter()
-                        .map(|r| {
-                            r.iter()
-                                .map(|&(i, cost, shadow)| {
-                                    let i = i % limits.len();
-                                    Item {
-                                        key: &keys[i],
-                                        limit: &limits[i],
-                                        cost,
-                                        enforce: !shadow,
-                                    }
-                                })
-                                .collect()
-                        })
-                        .collect();
+                    let requests: Vec<Vec<Item<'_>>> =
+                        raw.iter().map(|r| request(r, &keys, &limits)).collect();
                     let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
                     let got = rt
                         .block_on(redis.decide_batch(&refs))
@@ -248,23 +258,8 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                         let want = memory
                             .decide_now(items)
                             .map_err(|e| TestCaseError::fail(format!("memory: {e}")))?;
-                        for (j, (w, g)) in want.iter().zip(got).enumerate() {
-                            prop_assert!(
-                                same(w, g),
-                                "step {n}, request {q} of the batch, item {j} ({:?}, cost {}): \
-                                 rust {w:?} != lua {g:?}",
-                                items[j].limit,
-                                items[j].cost
-                            );
-                        }
-                        for (j, (w, g)) in want.iter().zip(got).enumerate() {
-                            if let (Some(a), Some(b)) = (w.lease, g.lease)
-                                && flowgate_core::store::admitted(items, &want)
-                            {
-                                let i = raw[q][j].0 % limits.len();
-                                held.push((i, a, b, clock.now() + limits[i].window()));
-                            }
-                        }
+                        let at = format!("step {n}, request {q} of the batch");
+                        compare(&at, (items, &raw[q]), &want, got, &limits, clock, &mut held)?;
                     }
                 }
                 Step::Release(k) => {
