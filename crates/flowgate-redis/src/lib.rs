@@ -8,15 +8,16 @@
 //!   shared by several requests of the call written once) for every request whose keys are
 //!   distinct, and a function-based driver for requests that repeat a key
 //!   ([`scripts`]). The clock is `redis.call('TIME')` in microseconds: app servers' clocks never
-//!   decide. Every state is a little-endian binary string (a sliding window, a sliding log or a
-//!   set of leases carries its total, so a decision reads only what has gone stale). The fast script only admits
-//!   and records: it answers its admission and the state each request was decided on (a key
-//!   that several requests of a call share sends its state once, as it was before the call, and
+//!   decide. Every state is a little-endian binary string (a sliding window, a sliding log or a set
+//!   of leases carries its total, so a decision reads only what has gone stale). The fast script
+//!   only admits and records: it answers its admission and the state each request was decided on (a
+//!   key that several requests of a call share sends its state once, as it was before the call, and
 //!   the client replays the call's requests on it), and the client derives the decision with the
 //!   same Rust transition as the memory store, checking that both admit alike. Within a call a
-//!   shared concurrency lease list is kept as a table and made into a string once, when written. Every key written expires at the next whole second of Redis's clock
-//!   after its state is empty again (so a key whose expiry would not move is overwritten in
-//!   place, `SETRANGE`, or with `KEEPTTL`); rejected requests write nothing.
+//!   shared concurrency lease list is kept as a table and made into a string once, when written.
+//!   Every key written expires at the next whole second of Redis's clock after its state is empty
+//!   again (so a key whose expiry would not move is overwritten in place, `SETRANGE`, or with
+//!   `KEEPTTL`); rejected requests write nothing.
 //! - **Several limits of one request in one round trip**, atomically, on a single server; on a
 //!   cluster, per slot in parallel with refunds when another slot rejects ([`cluster`]).
 //! - **Delay mode across app servers**: the reservation lives in Redis, so callers everywhere

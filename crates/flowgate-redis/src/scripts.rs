@@ -339,10 +339,13 @@ pub(crate) fn parse_fast<'a>(
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
     let mut rest = &vals[1..];
     let mut out = Vec::with_capacity(rest.len() / 2);
-    // Each item decided so far: the state it was decided on, and whether its request recorded
-    // it (taken by the next item on its key, at most one).
-    let mut seen: Vec<(&EncItem, State, bool)> = Vec::with_capacity(out.capacity());
-    for items in requests {
+    // Each item decided so far, but for the last request's (which no item follows): the state
+    // it was decided on, and whether its request recorded it (taken by the next item on its
+    // key, at most one). A call of one request (no coalescing) keeps nothing.
+    let mut seen: Vec<(&EncItem, State, bool)> = Vec::new();
+    let mut requests = requests.peekable();
+    while let Some(items) = requests.next() {
+        let keep = requests.peek().is_some();
         let first = seen.len();
         let mut admitted = true;
         for item in items {
@@ -390,9 +393,11 @@ pub(crate) fn parse_fast<'a>(
                     .then(|| charged(&item.limit, &st, now))
                     .flatten(),
             });
-            seen.push((item, st, d.allowed && item.cost > 0));
+            if keep {
+                seen.push((item, st, d.allowed && item.cost > 0));
+            }
         }
-        if !admitted {
+        if keep && !admitted {
             for s in &mut seen[first..] {
                 s.2 = false;
             }

@@ -287,24 +287,37 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
     }
 }
 
-/// Requests of one batch that give one key different limits (a rule changed between them) are
-/// decided as if one after another, each under its own limit: the client cannot replay a key
-/// under two limits, so such a call goes to the general script.
-#[test]
-fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
+/// A server, a runtime, a clock, a Redis store on them and a memory store on the same clock.
+fn batch_setup() -> (
+    RedisServer,
+    tokio::runtime::Runtime,
+    ManualClock,
+    RedisStore,
+    MemoryStore<ManualClock>,
+) {
     let server = RedisServer::start();
     let rt = runtime();
     let clock = ManualClock::new(1_700_000_000_000_000);
     let redis = rt.block_on(single(&server, test_options(&clock)));
     let memory = MemoryStore::with_clock(clock.clone());
-    let limit = |q: &str| {
-        Limit::new(
-            Algorithm::FixedWindow,
-            q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
-        )
+    (server, rt, clock, redis, memory)
+}
+
+fn limit(a: Algorithm, q: &str) -> Limit {
+    Limit::new(a, q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")))
         .unwrap_or_else(|e| panic!("{e}"))
-    };
-    let (three, five) = (limit("3/s"), limit("5/s"));
+}
+
+/// Requests of one batch that give one key different limits (a rule changed between them) are
+/// decided as if one after another, each under its own limit: the client cannot replay a key
+/// under two limits, so such a call goes to the general script.
+#[test]
+fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
+    let (_server, rt, _clock, redis, memory) = batch_setup();
+    let (three, five) = (
+        limit(Algorithm::FixedWindow, "3/s"),
+        limit(Algorithm::FixedWindow, "5/s"),
+    );
     let requests: Vec<Vec<Item<'_>>> = (0..8)
         .map(|i| {
             vec![Item {
@@ -339,15 +352,7 @@ fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
 /// state written (the script keeps a shared lease list as a table within the call).
 #[test]
 fn a_batch_request_rejected_by_another_limit_leaves_no_lease() {
-    let server = RedisServer::start();
-    let rt = runtime();
-    let clock = ManualClock::new(1_700_000_000_000_000);
-    let redis = rt.block_on(single(&server, test_options(&clock)));
-    let memory = MemoryStore::with_clock(clock.clone());
-    let limit = |a, q: &str| {
-        Limit::new(a, q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")))
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
+    let (_server, rt, clock, redis, memory) = batch_setup();
     let (conc, once) = (
         limit(Algorithm::Concurrency, "10/s"),
         limit(Algorithm::FixedWindow, "1/s"),
