@@ -5,8 +5,9 @@
 //! `cargo bench -p flowgate-redis --bench redis` (optionally `-- <seconds per figure>`).
 //! `-- <secs> only <algorithm>` measures one algorithm (INCR, plain, coalesced at 64 in flight);
 //! `FOCUS=incr|direct|coalesced` runs one of those alone, `BATCHES=n` sets the coalesced calls in
-//! flight and `WORKERS=n` the client runtime's worker threads (default 2); focus mode prints the
-//! CPU each side spent. `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it).
+//! flight, `INFLIGHT=n` the requests in flight (default 64) and `WORKERS=n` the client runtime's
+//! worker threads (default 2); focus mode prints the CPU each side spent.
+//! `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it).
 
 #![allow(missing_docs)]
 
@@ -342,9 +343,14 @@ async fn focus(url: &str, name: &str, secs: f64) {
     // FOCUS=incr|direct|coalesced runs that figure alone (to profile it); the others are NaN.
     let focus = std::env::var("FOCUS").unwrap_or_default();
     let run = |f: &str| focus.is_empty() || focus == f;
+    // INFLIGHT=n: requests in flight (default 64; the printed labels keep saying @64).
+    let n = std::env::var("INFLIGHT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let incr64 = if run("incr") {
         let before = Cpu::read(&direct).await;
-        let r = incr_rate(&direct, 64, secs).await;
+        let r = incr_rate(&direct, n, secs).await;
         Cpu::read(&direct).await.since(&before, "incr");
         r
     } else {
@@ -352,7 +358,7 @@ async fn focus(url: &str, name: &str, secs: f64) {
     };
     let r64 = if run("direct") {
         let before = Cpu::read(&direct).await;
-        let r = decide_rate(&direct, l.clone(), "focus", 64, secs).await;
+        let r = decide_rate(&direct, l.clone(), "focus", n, secs).await;
         Cpu::read(&direct).await.since(&before, "direct");
         r
     } else {
@@ -360,7 +366,7 @@ async fn focus(url: &str, name: &str, secs: f64) {
     };
     let c64 = if run("coalesced") {
         let before = Cpu::read(&direct).await;
-        let r = decide_rate(&coalesced, l.clone(), "focus", 64, secs).await;
+        let r = decide_rate(&coalesced, l.clone(), "focus", n, secs).await;
         Cpu::read(&direct).await.since(&before, "coalesced");
         r
     } else {
