@@ -296,17 +296,30 @@ fn algorithm(name: &str) -> Algorithm {
 
 /// `-- <secs> only three`: a 1-rule request (per user) against the field's 3-rule request
 /// (global, channel, user), at 1 and 64 in flight, coalesced (the store as shipped, cache off).
+/// `FOCUS=1|3` runs only that many rules, `INFLIGHT=n` only n in flight (to profile one).
 async fn focus_three(url: &str, secs: f64) {
     let s = store(url, true).await;
     let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
     let (three, spread) = field_rules();
-    for n in [1, 64] {
-        let before = Cpu::read(&s).await;
-        let r1 = decide_rate(&s, one.clone(), "f1", n, secs).await;
-        Cpu::read(&s).await.since(&before, "1 rule");
-        let before = Cpu::read(&s).await;
-        let r3 = decide_rate_spread(&s, three.clone(), spread.clone(), "f3", n, secs).await;
-        Cpu::read(&s).await.since(&before, "3 rules");
+    let focus = std::env::var("FOCUS").unwrap_or_default();
+    let run = |f: &str| focus.is_empty() || focus == f;
+    let inflight: Vec<usize> = match std::env::var("INFLIGHT").ok().and_then(|v| v.parse().ok()) {
+        Some(n) => vec![n],
+        None => vec![1, 64],
+    };
+    for n in inflight {
+        let mut r1 = f64::NAN;
+        if run("1") {
+            let before = Cpu::read(&s).await;
+            r1 = decide_rate(&s, one.clone(), "f1", n, secs).await;
+            Cpu::read(&s).await.since(&before, "1 rule");
+        }
+        let mut r3 = f64::NAN;
+        if run("3") {
+            let before = Cpu::read(&s).await;
+            r3 = decide_rate_spread(&s, three.clone(), spread.clone(), "f3", n, secs).await;
+            Cpu::read(&s).await.since(&before, "3 rules");
+        }
         println!(
             "{n} in flight: 1 rule {r1:.0}/s, 3 rules (global, channel, user) {r3:.0}/s: cost ratio {:.2}",
             r1 / r3

@@ -57,8 +57,10 @@
 -- that is empty again, us) and `ex0` (when `s` was, -1 if none). For a key several requests of
 -- the call share (`shared`), a fragment may keep its state within the call as a table instead
 -- of a string ({ b, o, P, n, held }: the string `held` as '<I4', then `b` from byte `o` on,
--- then P[1 .. n]; see concurrency.lua), made into the string once, when the key is written;
--- its next request then sees that table as `s`.
+-- then P[1 .. n]; see concurrency.lua) or as a number (a TAT, packed '<d'; see gcra.lua), made
+-- into the string once, when the key is written; its next request then sees that table or
+-- number as `s` (a key's state is a number only once a request of the call wrote it: W[k]).
+-- Only a shared key's state (F) is ever a table or a number.
 
 local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
 local IT = ARGV[1]
@@ -178,12 +180,18 @@ while done < nitems do
   end
   for j = 1, nt, 5 do
     local key, v = KEYS[T[j]], T[j + 1]
-    if type(v) == 'table' then
-      local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
-      for i = 1, v.n do
-        parts[i + 2] = P[i]
+    if j <= nd and T == F then
+      -- (a shared key's state within the call: a string, a number or a table)
+      local tv = type(v)
+      if tv == 'number' then
+        v = spack('<d', v)
+      elseif tv == 'table' then
+        local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
+        for i = 1, v.n do
+          parts[i + 2] = P[i]
+        end
+        v = tconcat(parts)
       end
-      v = tconcat(parts)
     end
     if prod then
       -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant

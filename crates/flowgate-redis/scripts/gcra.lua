@@ -66,9 +66,14 @@ ALG[1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcr
 -- Fast fragment (see fast.lua): admission and the new TAT. Block: limit, P1..P3 = T, tau, max_wait.
 -- Admits when the wait (new TAT - now - tau) is within max_wait, which also refuses a cost
 -- above burst + max_wait / T (Rust's max_cost).
+-- A key that several requests of the call share (a global or per-channel limit) keeps its TAT
+-- within the call as a number once a request of the call has written it (W[k]; fast.lua packs
+-- it when it writes the key): no unpack and no new string per admitted request.
 local t = P1
 local tat = 0
-if s and #s == 8 then
+if shared == 1 and W[k] then
+  tat = s
+elseif s and #s == 8 then
   tat = sunpack('<d', s)
   if not (tat >= 0 and tat < 4503599627370496) then -- no script writes it: no state
     tat, s = 0, false
@@ -81,7 +86,12 @@ end
 if new - now - P2 <= P3 then
   allowed = 1
   if cost > 0 then
-    nv, ex = spack('<d', new), new
+    if shared == 1 then
+      nv = new
+    else
+      nv = spack('<d', new)
+    end
+    ex = new
     if s then
       ex0 = tat
     end -- (s is false when its TAT was out of bounds)
