@@ -7,7 +7,8 @@
 //! `FOCUS=incr|direct|coalesced` runs one of those alone, `BATCHES=n` sets the coalesced calls in
 //! flight, `INFLIGHT=n` the requests in flight (default 64) and `WORKERS=n` the client runtime's
 //! worker threads (default 2); focus mode prints the CPU each side spent.
-//! `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it).
+//! `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it), `BENCH_CLUSTER=n`
+//! (focus mode) an n-master Redis Cluster started by the bench.
 
 #![allow(missing_docs)]
 
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
 use flowgate_redis::{RedisOptions, RedisStore};
-use flowgate_testkit::redis::RedisServer;
+use flowgate_testkit::redis::{RedisCluster, RedisServer};
 use tokio::time::Instant;
 
 /// Keys per figure: 10,000, or `BENCH_KEYS` (focus mode, e.g. to keep each key's rate when
@@ -68,13 +69,25 @@ fn limit(a: Algorithm, q: &str) -> Limit {
     Limit::new(a, q.parse::<Quota>().expect("quota")).expect("limit")
 }
 
+/// `BENCH_CLUSTER=n`: the nodes of an n-master Redis Cluster the bench started (focus mode).
+static CLUSTER: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// A store on the bench's server, or on its cluster (`BENCH_CLUSTER`).
+async fn connect(url: &str, options: RedisOptions) -> RedisStore {
+    match CLUSTER.get() {
+        Some(urls) => RedisStore::connect_cluster_with(urls, options).await,
+        None => RedisStore::connect_with(url, options).await,
+    }
+    .expect("connect")
+}
+
 async fn store(url: &str, coalesce: bool) -> Arc<RedisStore> {
     store_with(url, coalesce, RedisOptions::default().batches_in_flight).await
 }
 
 async fn store_with(url: &str, coalesce: bool, in_flight: usize) -> Arc<RedisStore> {
     Arc::new(
-        RedisStore::connect_with(
+        connect(
             url,
             RedisOptions::default()
                 .deadline(Duration::from_secs(5))
@@ -82,8 +95,7 @@ async fn store_with(url: &str, coalesce: bool, in_flight: usize) -> Arc<RedisSto
                 .coalesce(coalesce)
                 .batches_in_flight(in_flight),
         )
-        .await
-        .expect("connect"),
+        .await,
     )
 }
 
@@ -336,14 +348,13 @@ async fn focus(url: &str, name: &str, secs: f64) {
     let coalesced = match std::env::var("BATCHES").ok().and_then(|v| v.parse().ok()) {
         Some(n) => store_with(url, true, n).await,
         None => Arc::new(
-            RedisStore::connect_with(
+            connect(
                 url,
                 RedisOptions::default()
                     .deadline(Duration::from_secs(5))
                     .blocked_capacity(0),
             )
-            .await
-            .expect("connect"),
+            .await,
         ),
     };
     let a = algorithm(name);
@@ -410,10 +421,17 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // BENCH_CLUSTER=n (focus mode): an n-master Redis Cluster of ours instead of one server.
+    let cluster = std::env::var("BENCH_CLUSTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(RedisCluster::start);
+    if let Some(c) = &cluster {
+        let _ = CLUSTER.set(c.urls());
+    }
     // BENCH_REDIS_URL=redis://…: a server started by hand (to profile it) instead of one of ours.
-    let server = std::env::var("BENCH_REDIS_URL")
-        .is_err()
-        .then(RedisServer::start);
+    let server =
+        (std::env::var("BENCH_REDIS_URL").is_err() && cluster.is_none()).then(RedisServer::start);
     let url = std::env::var("BENCH_REDIS_URL")
         .unwrap_or_else(|_| server.as_ref().map(RedisServer::url).unwrap_or_default());
     // `-- <secs> only <algorithm>`: INCR and that algorithm at 64 in flight, plain and coalesced

@@ -1,6 +1,7 @@
 //! Coalescing: the decisions in flight at the same moment share one script call.
 //!
-//! Script calls in flight are bounded by a semaphore (`batches_in_flight`, default 2). A caller
+//! Script calls in flight are bounded by a semaphore (`batches_in_flight`, default 2) per lane:
+//! the only lane on a single server, one per hash slot on a Redis Cluster (`Lanes`). A caller
 //! that finds a free slot sends its request itself, at once (no added latency at 1 in flight);
 //! otherwise it hands the request to a batching task through a channel, and while calls are in
 //! flight requests accumulate there: the next call carries all of them (up to `max_batch`).
@@ -12,7 +13,7 @@
 //! and one write of a key that several requests share), never the decisions. A request whose
 //! caller has given up (deadline passed) is dropped before it is sent.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -31,8 +32,73 @@ pub(crate) struct Job {
     pub(crate) reply: oneshot::Sender<Reply>,
 }
 
+/// Where coalesced requests go: one lane on a single server; on a Redis Cluster one lane per
+/// hash slot (a script call's keys must share a slot there, so only requests of one slot can
+/// share a call: a hot limit's). Each lane has its own bound on calls in flight, made on first
+/// use, and a batching task, started the first time a request finds all its calls in flight (on
+/// a cluster with keys spread over many slots, few lanes ever need one).
+pub(crate) struct Lanes {
+    lanes: Box<[Lane]>,
+    in_flight: usize,
+    conn: Conn,
+    time: TimeSource,
+    counters: Arc<Counters>,
+    max_batch: usize,
+    deadline: Duration,
+}
+
+#[derive(Default)]
+struct Lane {
+    slots: OnceLock<Arc<Semaphore>>,
+    tx: OnceLock<mpsc::UnboundedSender<Job>>,
+}
+
+impl Lanes {
+    /// `lanes` lanes (1, or 16384 on a cluster), each with `in_flight` calls in flight at most.
+    pub(crate) fn new(
+        lanes: usize,
+        in_flight: usize,
+        conn: Conn,
+        time: TimeSource,
+        counters: Arc<Counters>,
+        max_batch: usize,
+        deadline: Duration,
+    ) -> Self {
+        Self {
+            lanes: (0..lanes).map(|_| Lane::default()).collect(),
+            in_flight: in_flight.max(1),
+            conn,
+            time,
+            counters,
+            max_batch,
+            deadline,
+        }
+    }
+
+    /// Lane `i`'s calls in flight.
+    pub(crate) fn slots(&self, i: usize) -> &Arc<Semaphore> {
+        self.lanes[i]
+            .slots
+            .get_or_init(|| Arc::new(Semaphore::new(self.in_flight)))
+    }
+
+    /// Lane `i`'s batching task (started on first use, within the caller's runtime).
+    pub(crate) fn sender(&self, i: usize) -> &mpsc::UnboundedSender<Job> {
+        self.lanes[i].tx.get_or_init(|| {
+            spawn(
+                self.slots(i).clone(),
+                self.conn.clone(),
+                self.time.clone(),
+                self.counters.clone(),
+                self.max_batch,
+                self.deadline,
+            )
+        })
+    }
+}
+
 /// Starts the batching task; it ends when the returned sender is dropped.
-pub(crate) fn spawn(
+fn spawn(
     slots: Arc<Semaphore>,
     conn: Conn,
     time: TimeSource,

@@ -29,7 +29,10 @@ pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
     k
 }
 
-/// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, modulo 16384).
+/// The number of hash slots of a Redis Cluster.
+pub const SLOTS: usize = 16384;
+
+/// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, modulo [`SLOTS`]).
 pub fn slot(key: &[u8]) -> u16 {
     let tagged = key
         .iter()
@@ -42,7 +45,7 @@ pub fn slot(key: &[u8]) -> u16 {
                 .map(|close| &rest[..close])
         })
         .unwrap_or(key);
-    crc16(tagged) % 16384
+    crc16(tagged) % SLOTS as u16
 }
 
 fn crc16(data: &[u8]) -> u16 {

@@ -27,8 +27,9 @@
 //!   reconnects by itself; [`RedisStore::is_degraded`] and a `tracing` warning say when Redis is
 //!   failing. The failure policy (open, closed, local) is the limiter's.
 //! - **A blocked-keys cache** ([`blocked`]) answers requests for keys known to reject without a
-//!   round trip; **coalescing** ([`batch`]) shares one script call among the decisions in flight,
-//!   and [`RedisStore::decide_batch`] decides a caller's batch of requests in one call.
+//!   round trip; **coalescing** ([`batch`]) shares one script call among the decisions in flight
+//!   (on a cluster, among those of one slot), and [`RedisStore::decide_batch`] decides a
+//!   caller's batch of requests in one call.
 //!
 //! # Examples
 //! ```no_run

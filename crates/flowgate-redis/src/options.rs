@@ -34,8 +34,9 @@ pub struct RedisOptions {
     /// The bound on the blocked-keys cache (see [`crate::blocked`]); 0 turns it off.
     /// Default 10,000.
     pub blocked_capacity: usize,
-    /// Whether decisions in flight at the same moment are coalesced into one script call
-    /// (single server only; see [`crate::batch`]). Default on.
+    /// Whether decisions in flight at the same moment are coalesced into one script call (on a
+    /// Redis Cluster, those whose keys share a slot: a hot limit's; see [`crate::batch`]).
+    /// Default on.
     pub coalesce: bool,
     /// The largest number of requests in one coalesced script call. Default 64.
     pub max_batch: usize,

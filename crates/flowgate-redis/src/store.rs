@@ -7,14 +7,14 @@ use std::time::Duration;
 use flowgate_core::{
     Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock,
 };
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use crate::batch::{self, Job};
+use crate::batch::{Job, Lanes};
 use crate::blocked::{Blocked, Record};
 use crate::call::{self, Encoded, TimeSource};
 use crate::cluster;
 use crate::conn::Conn;
-use crate::keys::redis_key;
+use crate::keys::{SLOTS, redis_key, slot};
 use crate::options::RedisOptions;
 use crate::scripts::{EncItem, Params, RELEASE_SCRIPT, Raw};
 use crate::stats::{Counters, RedisStats};
@@ -34,7 +34,7 @@ pub(crate) struct Inner {
     pub(crate) counters: Arc<Counters>,
     blocked: Blocked,
     local_clock: Arc<dyn Clock>,
-    batcher: Option<(Arc<Semaphore>, mpsc::UnboundedSender<Job>)>,
+    lanes: Option<Lanes>,
     leases: LeaseIds,
 }
 
@@ -119,17 +119,16 @@ impl RedisStore {
             (Some(c), _) | (None, Some(c)) => c.clone(),
             (None, None) => Arc::new(SystemClock::new()),
         };
-        let batcher = (options.coalesce && !conn.is_cluster()).then(|| {
-            let slots = Arc::new(Semaphore::new(options.batches_in_flight.max(1)));
-            let tx = batch::spawn(
-                slots.clone(),
+        let lanes = options.coalesce.then(|| {
+            Lanes::new(
+                if conn.is_cluster() { SLOTS } else { 1 },
+                options.batches_in_flight,
                 conn.clone(),
                 time.clone(),
                 counters.clone(),
                 options.max_batch,
                 options.deadline,
-            );
-            (slots, tx)
+            )
         });
         Self {
             inner: Arc::new(Inner {
@@ -139,7 +138,7 @@ impl RedisStore {
                 counters,
                 blocked: Blocked::new(options.blocked_capacity),
                 local_clock,
-                batcher,
+                lanes,
                 leases: LeaseIds::new(),
             }),
         }
@@ -262,35 +261,49 @@ impl RedisStore {
         }
     }
 
+    /// The coalescing lane of `encoded`: the only one on a single server; on a cluster its
+    /// slot's, when all its keys share one (a request spanning slots is decided per slot).
+    fn lane(&self, encoded: &Encoded) -> Option<(&Lanes, usize)> {
+        let lanes = self.inner.lanes.as_ref()?;
+        if !self.inner.conn.is_cluster() {
+            return Some((lanes, 0));
+        }
+        let mut slots = encoded.items.iter().map(|i| slot(i.key.as_bytes()));
+        let first = slots.next()?;
+        slots
+            .all(|s| s == first)
+            .then_some((lanes, usize::from(first)))
+    }
+
     async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let encoded = self.encode(items);
-        if self.inner.conn.is_cluster() {
-            return cluster::decide(&self.inner, items, encoded).await;
-        }
-        let (_, raws) = match &self.inner.batcher {
-            Some((slots, _)) if let Ok(permit) = slots.try_acquire() => {
-                Counters::add(&self.inner.counters.script_calls, 1);
-                let call = call::prepare(&self.inner.time, &[&encoded]);
-                let value = self.inner.conn.eval(call.script, &call.cmd).await;
-                // (the slot is free once Redis has answered)
-                drop(permit);
-                call.reply.parse(value?, &[&encoded])?
+        let inner = &self.inner;
+        let Some((lanes, lane)) = self.lane(&encoded) else {
+            if inner.conn.is_cluster() {
+                return cluster::decide(inner, items, encoded).await;
             }
-            Some((_, tx)) => {
-                let (reply, rx) = oneshot::channel();
-                tx.send(Job {
+            Counters::add(&inner.counters.script_calls, 1);
+            let (_, raws) = call::decide(&inner.conn, &inner.time, &[&encoded]).await?;
+            return Ok(attach(items, &raws));
+        };
+        let (_, raws) = if let Ok(permit) = lanes.slots(lane).try_acquire() {
+            Counters::add(&inner.counters.script_calls, 1);
+            let call = call::prepare(&inner.time, &[&encoded]);
+            let value = inner.conn.eval(call.script, &call.cmd).await;
+            // (the slot is free once Redis has answered)
+            drop(permit);
+            call.reply.parse(value?, &[&encoded])?
+        } else {
+            let (reply, rx) = oneshot::channel();
+            lanes
+                .sender(lane)
+                .send(Job {
                     request: encoded,
                     reply,
                 })
                 .map_err(|_| StoreError::Unavailable("the batching task has stopped".into()))?;
-                rx.await.map_err(|_| {
-                    StoreError::Unavailable("the batching task has stopped".into())
-                })??
-            }
-            None => {
-                Counters::add(&self.inner.counters.script_calls, 1);
-                call::decide(&self.inner.conn, &self.inner.time, &[&encoded]).await?
-            }
+            rx.await
+                .map_err(|_| StoreError::Unavailable("the batching task has stopped".into()))??
         };
         Ok(attach(items, &raws))
     }
