@@ -40,11 +40,17 @@ pub(crate) struct Job {
 pub(crate) struct Lanes {
     lanes: Box<[Lane]>,
     in_flight: usize,
-    conn: Conn,
-    time: TimeSource,
-    counters: Arc<Counters>,
-    max_batch: usize,
-    deadline: Duration,
+    batching: Batching,
+}
+
+/// What a batching task needs.
+#[derive(Clone)]
+pub(crate) struct Batching {
+    pub(crate) conn: Conn,
+    pub(crate) time: TimeSource,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) max_batch: usize,
+    pub(crate) deadline: Duration,
 }
 
 #[derive(Default)]
@@ -55,23 +61,11 @@ struct Lane {
 
 impl Lanes {
     /// `lanes` lanes (1, or 16384 on a cluster), each with `in_flight` calls in flight at most.
-    pub(crate) fn new(
-        lanes: usize,
-        in_flight: usize,
-        conn: Conn,
-        time: TimeSource,
-        counters: Arc<Counters>,
-        max_batch: usize,
-        deadline: Duration,
-    ) -> Self {
+    pub(crate) fn new(lanes: usize, in_flight: usize, batching: Batching) -> Self {
         Self {
             lanes: (0..lanes).map(|_| Lane::default()).collect(),
             in_flight: in_flight.max(1),
-            conn,
-            time,
-            counters,
-            max_batch,
-            deadline,
+            batching,
         }
     }
 
@@ -84,28 +78,21 @@ impl Lanes {
 
     /// Lane `i`'s batching task (started on first use, within the caller's runtime).
     pub(crate) fn sender(&self, i: usize) -> &mpsc::UnboundedSender<Job> {
-        self.lanes[i].tx.get_or_init(|| {
-            spawn(
-                self.slots(i).clone(),
-                self.conn.clone(),
-                self.time.clone(),
-                self.counters.clone(),
-                self.max_batch,
-                self.deadline,
-            )
-        })
+        self.lanes[i]
+            .tx
+            .get_or_init(|| spawn(self.slots(i).clone(), self.batching.clone()))
     }
 }
 
 /// Starts the batching task; it ends when the returned sender is dropped.
-fn spawn(
-    slots: Arc<Semaphore>,
-    conn: Conn,
-    time: TimeSource,
-    counters: Arc<Counters>,
-    max_batch: usize,
-    deadline: Duration,
-) -> mpsc::UnboundedSender<Job> {
+fn spawn(slots: Arc<Semaphore>, batching: Batching) -> mpsc::UnboundedSender<Job> {
+    let Batching {
+        conn,
+        time,
+        counters,
+        max_batch,
+        deadline,
+    } = batching;
     let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
     tokio::spawn(async move {
         loop {

@@ -9,7 +9,7 @@ use flowgate_core::{
 };
 use tokio::sync::oneshot;
 
-use crate::batch::{Job, Lanes};
+use crate::batch::{Batching, Job, Lanes};
 use crate::blocked::{Blocked, Record};
 use crate::call::{self, Encoded, TimeSource};
 use crate::cluster;
@@ -123,11 +123,13 @@ impl RedisStore {
             Lanes::new(
                 if conn.is_cluster() { SLOTS } else { 1 },
                 options.batches_in_flight,
-                conn.clone(),
-                time.clone(),
-                counters.clone(),
-                options.max_batch,
-                options.deadline,
+                Batching {
+                    conn: conn.clone(),
+                    time: time.clone(),
+                    counters: counters.clone(),
+                    max_batch: options.max_batch,
+                    deadline: options.deadline,
+                },
             )
         });
         Self {
