@@ -190,8 +190,11 @@ impl RedisStore {
     /// order, at one instant of Redis's clock, so requests that share a key (a global or
     /// per-channel limit) see each other. This is what coalescing does with the requests in
     /// flight; a caller holding a batch (an SMS campaign to many users) can ask for it
-    /// directly. The blocked-keys cache is neither consulted nor fed. On a Redis Cluster the
-    /// requests are decided one after another.
+    /// directly. The blocked-keys cache is neither consulted nor fed. On a Redis Cluster, when
+    /// each request's keys share a slot, the requests of each slot are decided in one script
+    /// call and the slots in parallel (requests of different slots share no key, so this is
+    /// still as if one after another); a batch with a request spanning slots is decided one
+    /// request after another.
     ///
     /// # Errors
     /// As a decision; one error fails the whole batch (no request of it was recorded, unless
@@ -203,6 +206,11 @@ impl RedisStore {
         let inner = &self.inner;
         Counters::add(&inner.counters.decisions, requests.len() as u64);
         let r = tokio::time::timeout(inner.deadline, async {
+            if inner.conn.is_cluster()
+                && let Some(d) = self.decide_batch_per_slot(requests).await
+            {
+                return d;
+            }
             if inner.conn.is_cluster() {
                 let mut out = Vec::with_capacity(requests.len());
                 for items in requests {
@@ -237,6 +245,49 @@ impl RedisStore {
         .unwrap_or(Err(StoreError::Timeout));
         inner.counters.outcome(&r);
         r
+    }
+
+    /// On a cluster: decides `requests` one script call per slot, the slots in parallel, when
+    /// each request's keys share a slot (else `None`).
+    async fn decide_batch_per_slot(
+        &self,
+        requests: &[&[Item<'_>]],
+    ) -> Option<Result<Vec<Decisions>, StoreError>> {
+        let inner = &self.inner;
+        let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
+        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+        for (i, e) in encoded.iter().enumerate() {
+            let mut slots = e.items.iter().map(|i| slot(i.key.as_bytes()));
+            let Some(first) = slots.next() else {
+                continue; // (an empty request: no decision to make)
+            };
+            if !slots.all(|s| s == first) {
+                return None;
+            }
+            match groups.iter_mut().find(|g| g.0 == first) {
+                Some(g) => g.1.push(i),
+                None => groups.push((first, vec![i])),
+            }
+        }
+        Counters::add(&inner.counters.script_calls, groups.len() as u64);
+        let calls = groups.iter().map(|(_, idx)| {
+            let refs: Vec<&Encoded> = idx.iter().map(|&i| &encoded[i]).collect();
+            async move { call::decide(&inner.conn, &inner.time, &refs).await }
+        });
+        let mut out = vec![Decisions::new(); requests.len()];
+        for ((_, idx), r) in groups.iter().zip(futures::future::join_all(calls).await) {
+            let raws = match r {
+                Ok((_, raws)) => raws,
+                Err(e) => return Some(Err(e)),
+            };
+            let mut rest = &raws[..];
+            for &i in idx {
+                let (mine, tail) = rest.split_at(requests[i].len().min(rest.len()));
+                rest = tail;
+                out[i] = attach(requests[i], mine);
+            }
+        }
+        Some(Ok(out))
     }
 
     /// Encodes `items` (keys in the order of the items).
