@@ -7,11 +7,12 @@
 //! flight requests accumulate there: the next call carries all of them (up to `max_batch`).
 //! The batching task builds the call and queues it on the connection itself; a task of the
 //! call's own awaits the reply, hands the decisions out, and frees the slot once the callers it
-//! answered have had a turn to ask again (so that the next call carries them). The script decides each request of the call in order, independently and
-//! all-or-nothing, exactly as if they had arrived one after another — so coalescing changes the
-//! per-call overhead (one EVALSHA, one `TIME`, one parameter block per distinct limit, one read
-//! and one write of a key that several requests share), never the decisions. A request whose
-//! caller has given up (deadline passed) is dropped before it is sent.
+//! answered have had a turn to ask again (so that the next call carries them). The script
+//! decides each request of the call in order, independently and all-or-nothing, exactly as if
+//! they had arrived one after another — so coalescing changes the per-call overhead (one
+//! EVALSHA, one `TIME`, one parameter block per distinct limit, one read and one write of a key
+//! that several requests share), never the decisions. A request whose caller has given up
+//! (deadline passed) is dropped before it is sent.
 
 use std::sync::{Arc, OnceLock};
 use std::task::Poll;
@@ -158,8 +159,8 @@ fn spawn(slots: Arc<Semaphore>, batching: Batching) -> mpsc::UnboundedSender<Job
                 // carries their requests rather than the first of them alone. Freed as soon as
                 // Redis answered, the slot went to a call of one or two requests while the
                 // others waited a whole call for the next: Redis idled between calls (session
-                // 6, BENCHMARKS.md: 20 -> 27 requests per call, about a quarter more decisions
-                // per second at 64 in flight on 10,000 keys).
+                // 6, BENCHMARKS.md: 19 -> 27 requests per call, a median of about 15 % more
+                // decisions per second at 64 in flight on 10,000 keys).
                 tokio::task::yield_now().await;
                 drop(permit);
             });

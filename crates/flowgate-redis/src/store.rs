@@ -1,5 +1,6 @@
 //! [`RedisStore`]: the [`Store`] on a single Redis server or a Redis Cluster.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -198,7 +199,8 @@ impl RedisStore {
     ///
     /// # Errors
     /// As a decision; one error fails the whole batch (no request of it was recorded, unless
-    /// the error came after Redis ran the script, such as a deadline passing).
+    /// the error came after Redis ran the script, such as a deadline passing; on a cluster,
+    /// the requests of other slots, or decided before the failing one, may have been).
     pub async fn decide_batch(
         &self,
         requests: &[&[Item<'_>]],
@@ -255,7 +257,10 @@ impl RedisStore {
     ) -> Option<Result<Vec<Decisions>, StoreError>> {
         let inner = &self.inner;
         let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
+        // The requests of each slot, in order, and each slot's group (a large batch can span
+        // thousands of slots).
         let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+        let mut group_of: HashMap<u16, usize> = HashMap::new();
         for (i, e) in encoded.iter().enumerate() {
             let mut slots = e.items.iter().map(|i| slot(i.key.as_bytes()));
             let Some(first) = slots.next() else {
@@ -264,10 +269,11 @@ impl RedisStore {
             if !slots.all(|s| s == first) {
                 return None;
             }
-            match groups.iter_mut().find(|g| g.0 == first) {
-                Some(g) => g.1.push(i),
-                None => groups.push((first, vec![i])),
-            }
+            let g = *group_of.entry(first).or_insert_with(|| {
+                groups.push((first, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
         }
         Counters::add(&inner.counters.script_calls, groups.len() as u64);
         let calls = groups.iter().map(|(_, idx)| {
