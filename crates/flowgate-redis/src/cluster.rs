@@ -28,6 +28,7 @@
 //! (towards admitting, across that one boundary); a fixed window whose request counted in a later
 //! window than its instant's is not given back (towards rejecting).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use flowgate_core::{Decisions, Item, Micros, StoreError, store::admitted};
@@ -44,18 +45,7 @@ pub(crate) async fn decide(
     items: &[Item<'_>],
     encoded: Encoded,
 ) -> Result<Decisions, StoreError> {
-    let slots: Vec<u16> = encoded
-        .items
-        .iter()
-        .map(|i| slot(i.key.as_bytes()))
-        .collect();
-    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-    for (i, &s) in slots.iter().enumerate() {
-        match groups.iter_mut().find(|g| g.0 == s) {
-            Some(g) => g.1.push(i),
-            None => groups.push((s, vec![i])),
-        }
-    }
+    let groups = by_slot(encoded.items.iter().map(|i| slot(i.key.as_bytes())));
     if groups.len() == 1 {
         Counters::add(&inner.counters.script_calls, 1);
         let (_, raws) = call::decide(&inner.conn, &inner.time, &[&encoded]).await?;
@@ -114,6 +104,21 @@ pub(crate) async fn decide(
         (None, Some(d)) => Ok(d),
         (None, None) => Err(StoreError::Internal("a slot group was not decided".into())),
     }
+}
+
+/// Groups positions by slot: each slot met in `slots`, in order of first appearance, with the
+/// positions (from 0) that have it, in order.
+pub(crate) fn by_slot(slots: impl IntoIterator<Item = u16>) -> Vec<(u16, Vec<usize>)> {
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<u16, usize> = HashMap::new();
+    for (i, s) in slots.into_iter().enumerate() {
+        let g = *group_of.entry(s).or_insert_with(|| {
+            groups.push((s, Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(i);
+    }
+    groups
 }
 
 /// Gives back what the `applied` groups recorded. Runs on its own task, so that the caller's

@@ -1,6 +1,5 @@
 //! [`RedisStore`]: the [`Store`] on a single Redis server or a Redis Cluster.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -208,24 +207,10 @@ impl RedisStore {
         let inner = &self.inner;
         Counters::add(&inner.counters.decisions, requests.len() as u64);
         let r = tokio::time::timeout(inner.deadline, async {
-            if inner.conn.is_cluster()
-                && let Some(d) = self.decide_batch_per_slot(requests).await
-            {
-                return d;
-            }
-            if inner.conn.is_cluster() {
-                let mut out = Vec::with_capacity(requests.len());
-                for items in requests {
-                    let d = if items.is_empty() {
-                        Decisions::new()
-                    } else {
-                        cluster::decide(inner, items, self.encode(items)).await?
-                    };
-                    out.push(d);
-                }
-                return Ok(out);
-            }
             let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
+            if inner.conn.is_cluster() {
+                return self.decide_batch_cluster(requests, encoded).await;
+            }
             let refs: Vec<&Encoded> = encoded.iter().filter(|e| e.items() > 0).collect();
             let raws = if refs.is_empty() {
                 Vec::new()
@@ -233,15 +218,7 @@ impl RedisStore {
                 Counters::add(&inner.counters.script_calls, 1);
                 call::decide(&inner.conn, &inner.time, &refs).await?.1
             };
-            let mut rest = &raws[..];
-            Ok(requests
-                .iter()
-                .map(|items| {
-                    let (mine, tail) = rest.split_at(items.len().min(rest.len()));
-                    rest = tail;
-                    attach(items, mine)
-                })
-                .collect())
+            Ok(attach_each(requests.iter().copied(), &raws))
         })
         .await
         .unwrap_or(Err(StoreError::Timeout));
@@ -249,51 +226,41 @@ impl RedisStore {
         r
     }
 
-    /// On a cluster: decides `requests` one script call per slot, the slots in parallel, when
-    /// each request's keys share a slot (else `None`).
-    async fn decide_batch_per_slot(
+    /// `decide_batch` on a cluster: when each request's keys share a slot, one script call per
+    /// slot, the slots in parallel; else one request after another.
+    async fn decide_batch_cluster(
         &self,
         requests: &[&[Item<'_>]],
-    ) -> Option<Result<Vec<Decisions>, StoreError>> {
+        encoded: Vec<Encoded>,
+    ) -> Result<Vec<Decisions>, StoreError> {
         let inner = &self.inner;
-        let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
-        // The requests of each slot, in order, and each slot's group (a large batch can span
-        // thousands of slots).
-        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-        let mut group_of: HashMap<u16, usize> = HashMap::new();
-        for (i, e) in encoded.iter().enumerate() {
-            let mut slots = e.items.iter().map(|i| slot(i.key.as_bytes()));
-            let Some(first) = slots.next() else {
-                continue; // (an empty request: no decision to make)
-            };
-            if !slots.all(|s| s == first) {
-                return None;
+        let mut out = vec![Decisions::new(); requests.len()];
+        // (empty requests need no decision)
+        let live: Vec<usize> = (0..requests.len())
+            .filter(|&i| !requests[i].is_empty())
+            .collect();
+        let slots: Option<Vec<u16>> = live.iter().map(|&i| one_slot(&encoded[i])).collect();
+        let Some(slots) = slots else {
+            for (i, e) in encoded.into_iter().enumerate() {
+                if e.items() > 0 {
+                    out[i] = cluster::decide(inner, requests[i], e).await?;
+                }
             }
-            let g = *group_of.entry(first).or_insert_with(|| {
-                groups.push((first, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i);
-        }
+            return Ok(out);
+        };
+        let groups = cluster::by_slot(slots);
         Counters::add(&inner.counters.script_calls, groups.len() as u64);
         let calls = groups.iter().map(|(_, idx)| {
-            let refs: Vec<&Encoded> = idx.iter().map(|&i| &encoded[i]).collect();
+            let refs: Vec<&Encoded> = idx.iter().map(|&j| &encoded[live[j]]).collect();
             async move { call::decide(&inner.conn, &inner.time, &refs).await }
         });
-        let mut out = vec![Decisions::new(); requests.len()];
         for ((_, idx), r) in groups.iter().zip(futures::future::join_all(calls).await) {
-            let raws = match r {
-                Ok((_, raws)) => raws,
-                Err(e) => return Some(Err(e)),
-            };
-            let mut rest = &raws[..];
-            for &i in idx {
-                let (mine, tail) = rest.split_at(requests[i].len().min(rest.len()));
-                rest = tail;
-                out[i] = attach(requests[i], mine);
+            let ds = attach_each(idx.iter().map(|&j| requests[live[j]]), &r?.1);
+            for (&j, d) in idx.iter().zip(ds) {
+                out[live[j]] = d;
             }
         }
-        Some(Ok(out))
+        Ok(out)
     }
 
     /// Encodes `items` (keys in the order of the items).
@@ -327,11 +294,7 @@ impl RedisStore {
         if !self.inner.conn.is_cluster() {
             return Some((lanes, 0));
         }
-        let mut slots = encoded.items.iter().map(|i| slot(i.key.as_bytes()));
-        let first = slots.next()?;
-        slots
-            .all(|s| s == first)
-            .then_some((lanes, usize::from(first)))
+        one_slot(encoded).map(|s| (lanes, usize::from(s)))
     }
 
     async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
@@ -366,6 +329,28 @@ impl RedisStore {
         };
         Ok(attach(items, &raws))
     }
+}
+
+/// The slot of all the keys of `encoded`, if they share one (and it has any).
+fn one_slot(encoded: &Encoded) -> Option<u16> {
+    let mut slots = encoded.items.iter().map(|i| slot(i.key.as_bytes()));
+    let first = slots.next()?;
+    slots.all(|s| s == first).then_some(first)
+}
+
+/// Attaches a call's decisions (every item of `requests`, in order) to each request.
+fn attach_each<'a, 'b: 'a>(
+    requests: impl Iterator<Item = &'a [Item<'b>]>,
+    raws: &[Raw],
+) -> Vec<Decisions> {
+    let mut rest = raws;
+    requests
+        .map(|items| {
+            let (mine, tail) = rest.split_at(items.len().min(rest.len()));
+            rest = tail;
+            attach(items, mine)
+        })
+        .collect()
 }
 
 /// Attaches the limits to the script's decisions.
