@@ -1,36 +1,45 @@
 -- sliding_log: the timestamp and cost of each admitted request in the last window.
 -- Mirrors flowgate-core src/algorithm/sliding_log.rs.
--- KEYS[i]: flowgate:{<key>}:l  -- string: the total cost of its entries (struct '<I4', a
---          little-endian u32), then one 12-byte entry per admission instant, oldest first
---          ('<dI4': the time in microseconds since the epoch as a little-endian double, and the
---          cost). Requests admitted in the same microsecond are merged into one entry carrying
+-- KEYS[i]: flowgate:{<key>}:L  -- string: one 12-byte entry per admission instant, newest
+--          first ('<dI4': the time in microseconds since the epoch as a little-endian double,
+--          and the cost), then the total cost of the entries (struct '<I4', a little-endian
+--          u32). Requests admitted in the same microsecond are merged into one entry carrying
 --          their summed cost (as the Rust log merges them), so same-instant requests all count.
---          The total lets a decision read only the stale entries at the front (usually none)
---          instead of the whole log; a log costs 12 bytes per entry, and an admitted decision
---          copies it (and the reply carries it to the client): O(limit) bytes per decision,
---          which is why large limits are better served by sliding_window.
+--          The total lets a decision read only the stale entries at the end (usually one or
+--          none) instead of the whole log, and newest first lets the new log be made in one
+--          struct.pack (the new entry, the live ones as a prefix of the old string, the new
+--          total): Redis's Lua hashes every byte of every string it makes, so each string
+--          made of the log costs as much as its length. A log costs 12 bytes per entry, and an
+--          admitted decision copies it (and the reply carries it to the client): O(limit)
+--          bytes per decision, which is why large limits are better served by sliding_window.
+--          (The suffix is `L`: the layout of the former `l`, oldest first with the total in
+--          front, reads as garbage in this one, so those keys are left to expire.)
 -- Item parameters used: p.window, p.limit, p.cost.
 
 -- The entries stored as `v` ({ ts, c } each, oldest first; none for anything else).
 local function log_decode(v)
   local entries = {}
   if v and #v >= 4 and (#v - 4) % 12 == 0 then
-    for i = 0, (#v - 4) / 12 - 1 do
-      local t, c = struct.unpack('<dI4', v, 5 + 12 * i)
-      entries[i + 1] = { ts = t, c = c }
+    local n = (#v - 4) / 12
+    for i = 0, n - 1 do
+      local t, c = struct.unpack('<dI4', v, 1 + 12 * i)
+      entries[n - i] = { ts = t, c = c }
     end
   end
   return entries
 end
 
+-- The stored form of `entries` (oldest first).
 local function log_encode(entries)
   local parts = {}
   local total = 0
-  for i = 1, #entries do
-    parts[i] = struct.pack('<dI4', entries[i].ts, entries[i].c)
+  local n = #entries
+  for i = 1, n do
+    parts[n + 1 - i] = struct.pack('<dI4', entries[i].ts, entries[i].c)
     total = total + entries[i].c
   end
-  return struct.pack('<I4', total) .. table.concat(parts)
+  parts[n + 1] = struct.pack('<I4', total)
+  return table.concat(parts)
 end
 
 -- The live entries (after now - window).
@@ -126,24 +135,25 @@ ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_st
 
 -- @@fast
 -- Fast fragment (see fast.lua): admission and the new log. Block: limit, P1 = window. Reads the
--- stale entries at the front only (the header holds the total), then writes the live ones and
--- the new entry.
+-- stale entries at the end only (the total is stored), then makes the new log in one pack: the
+-- new entry, the live entries (a prefix of `s`: its format, cached in SF, says how long), the
+-- new total.
 local window = P1
 local n, total = 0, 0
 if s and #s >= 4 and (#s - 4) % 12 == 0 then
   n = (#s - 4) / 12
-  total = sunpack('<I4', s)
+  total = sunpack('<I4', s, #s - 3)
 end
-local k0, stale = 0, 0 -- the entries at or before now - window (none while now < window)
+local live, stale = n, 0 -- the entries after now - window: the first `live` ones
 if now >= window then
   local horizon = now - window
-  while k0 < n do
-    local t, c = sunpack('<dI4', s, 5 + 12 * k0)
+  while live > 0 do
+    local t, c = sunpack('<dI4', s, 12 * live - 11)
     if t > horizon then
       break
     end
     stale = stale + c
-    k0 = k0 + 1
+    live = live - 1
   end
 end
 local sum = total - stale
@@ -152,20 +162,24 @@ if sum + cost <= limit then
   if cost > 0 then
     local lt, lc = 0, 0
     if n > 0 then
-      lt, lc = sunpack('<dI4', s, 5 + 12 * (n - 1))
+      lt, lc = sunpack('<dI4', s)
       ex0 = lt + window
     end
-    if n > k0 and lt >= now then
+    if live > 0 and lt >= now then
       -- Same instant (or a clock that stepped back): merge into the newest entry.
-      nv = spack('<I4', sum + cost) .. string.sub(s, 5 + 12 * k0, 4 + 12 * (n - 1))
-        .. spack('<dI4', lt, lc + cost)
+      nv = spack('<dI4c0I4', lt, lc + cost, ssub(s, 13, 12 * live), sum + cost)
       ex = lt + window
     else
-      local live = ''
-      if n > k0 then
-        live = string.sub(s, 5 + 12 * k0)
+      if live == 0 then
+        nv = spack('<dI4I4', now, cost, sum + cost)
+      else
+        local f = SF[live]
+        if not f then
+          f = sformat('<dI4c%dI4', 12 * live)
+          SF[live] = f
+        end
+        nv = spack(f, now, cost, s, sum + cost)
       end
-      nv = spack('<I4', sum + cost) .. live .. spack('<dI4', now, cost)
       ex = now + window
     end
   end

@@ -92,13 +92,13 @@ fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     }))
 }
 
-/// `<I4` (the total cost) then `<dI4` per entry, oldest first.
+/// `<dI4` per entry, newest first, then `<I4` (the total cost).
 fn sliding_log(limit: &Limit, v: &[u8]) -> State {
     if v.len() < 4 || !(v.len() - 4).is_multiple_of(12) {
         return State::Empty;
     }
-    let Some(entries) = v[4..]
-        .chunks_exact(12)
+    let Some(entries) = v[..v.len() - 4]
+        .rchunks_exact(12)
         .map(|e| Some((double(e)?, u64::from(u32le(&e[8..])))))
         .collect::<Option<std::collections::VecDeque<(u64, u64)>>>()
     else {
@@ -180,9 +180,9 @@ mod tests {
             ring.iter().map(|&c| u64::from(c)).collect::<Vec<_>>()
         );
         let l = limit(Algorithm::SlidingLog);
-        let mut v = 5u32.to_le_bytes().to_vec();
+        let mut v = le(4e6, &[3]);
         v.extend(le(3e6, &[2]));
-        v.extend(le(4e6, &[3]));
+        v.extend(5u32.to_le_bytes());
         let State::SlidingLog(s) = parse(&l, Some(&v)) else {
             panic!("not a sliding log");
         };

@@ -208,8 +208,8 @@ fn empty_at(l: &Limit, v: &[u8]) -> u64 {
     match l.algorithm() {
         Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::FixedWindow => double(v),
         Algorithm::SlidingWindow => (double(v) + 1) * l.bucket_width() + l.window() - 1,
-        // The newest entry (the last 12 bytes: time, cost) leaves the window.
-        Algorithm::SlidingLog => double(&v[v.len() - 12..]) + l.window(),
+        // The newest entry (the first 12 bytes: time, cost) leaves the window.
+        Algorithm::SlidingLog => double(v) + l.window(),
         // The last lease (20 bytes: expiry, id, cost; in order of expiry) expires.
         Algorithm::Concurrency => double(&v[v.len() - 20..]),
     }
