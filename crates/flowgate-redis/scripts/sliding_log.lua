@@ -139,30 +139,34 @@ ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_st
 -- new entry, the live entries (a prefix of `s`: its format, cached in SF, says how long), the
 -- new total.
 local window = P1
-local n, total = 0, 0
-if s and #s >= 4 and (#s - 4) % 12 == 0 then
+local n, total, live, stale = 0, 0, 0, 0 -- live: the entries after now - window, the first ones
+local t, c = 0, 0 -- the last entry read
+if s and #s >= 16 and (#s - 4) % 12 == 0 then
   n = (#s - 4) / 12
-  total = sunpack('<I4', s, #s - 3)
-end
-local live, stale = n, 0 -- the entries after now - window: the first `live` ones
-if now >= window then
-  local horizon = now - window
-  while live > 0 do
-    local t, c = sunpack('<dI4', s, 12 * live - 11)
-    if t > horizon then
-      break
+  live = n
+  -- The oldest entry and the total, then older to newer until an entry is live.
+  t, c, total = sunpack('<dI4I4', s, #s - 15)
+  if now >= window then
+    local horizon = now - window
+    while t <= horizon do
+      stale = stale + c
+      live = live - 1
+      if live == 0 then
+        break
+      end
+      t, c = sunpack('<dI4', s, 12 * live - 11)
     end
-    stale = stale + c
-    live = live - 1
   end
 end
 local sum = total - stale
 if sum + cost <= limit then
   allowed = 1
   if cost > 0 then
-    local lt, lc = 0, 0
+    local lt, lc = t, c -- the newest entry (the last read when it is the first)
     if n > 0 then
-      lt, lc = sunpack('<dI4', s)
+      if live ~= 1 then
+        lt, lc = sunpack('<dI4', s)
+      end
       ex0 = lt + window
     end
     if live > 0 and lt >= now then
