@@ -21,8 +21,8 @@
 -- request changed it: a limit shared by the requests of a call (a global or per-channel rule)
 -- costs one read and one write per call, not per request. A key is written with its expiry
 -- rounded up to the next whole second of Redis's clock: a key whose expiry does not move is
--- overwritten in place (SETRANGE from 0, when the new state is at least as long as the old one:
--- SETRANGE grows a string, and cannot shrink one) or written with KEEPTTL, which cost Redis less than a new expiry (and SETRANGE's integer reply costs the script
+-- overwritten in place (SETRANGE, when the new state has the old one's length: a SETRANGE that
+-- grows a string leaves it Redis's greedy spare room) or written with KEEPTTL, which cost Redis less than a new expiry (and SETRANGE's integer reply costs the script
 -- less than SET's status, which Redis hands to Lua as a new table). Every writer of these keys
 -- rounds so (common.lua `expiry`), so the expiry a key has is known from its state. No number is
 -- passed to redis.call: Redis would format it with %.17g, which costs more than the SET itself.
@@ -207,8 +207,8 @@ while done < nitems do
       end
       if e == e0 then
         -- The key exists (its state was read in this script, whose clock Redis freezes) and
-        -- keeps its expiry: a value at least as long is written over the old one in place.
-        if #v >= #T[j + 4] then
+        -- keeps its expiry: a value of the same length is overwritten in place.
+        if #v == #T[j + 4] then
           call('SETRANGE', key, '0', v)
         else
           call('SET', key, v, 'KEEPTTL')
