@@ -7,6 +7,8 @@
 //! `FOCUS=incr|direct|coalesced` runs one of those alone, `BATCHES=n` sets the coalesced calls in
 //! flight, `INFLIGHT=n` the requests in flight (default 64) and `WORKERS=n` the client runtime's
 //! worker threads (default 2); focus mode prints the CPU each side spent.
+//! `-- <secs> paired [algorithm...]` alternates INCR and the coalesced store in short rounds and
+//! prints the median ratio (`ROUNDS=n`, default 5).
 //! `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it), `BENCH_CLUSTER=n`
 //! (focus mode) an n-master Redis Cluster started by the bench.
 
@@ -406,6 +408,63 @@ async fn focus(url: &str, name: &str, secs: f64) {
     );
 }
 
+/// `-- <secs> paired [algorithm...]`: for each algorithm (default all six), `ROUNDS` rounds
+/// (default 5) of raw INCR then the coalesced store (as shipped, cache off), `secs` each, 64 in
+/// flight, 10,000 keys: the ratio of each adjacent pair, and their median. The machine's speed
+/// drifts by tens of percent over seconds; a ratio of two figures measured seconds apart
+/// cancels most of that drift, a ratio of figures a minute apart does not.
+async fn paired(url: &str, names: &[String], secs: f64) {
+    let all = [
+        "fixed_window",
+        "sliding_window",
+        "sliding_log",
+        "token_bucket",
+        "leaky_bucket",
+        "concurrency",
+    ];
+    let names: Vec<&str> = if names.is_empty() {
+        all.to_vec()
+    } else {
+        names.iter().map(String::as_str).collect()
+    };
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let direct = store(url, false).await;
+    let coalesced = store(url, true).await;
+    println!(
+        "| algorithm | INCR@64 /s, per round | coalesced@64 /s, per round | ratio per round | median ratio |"
+    );
+    println!("|---|---|---|---|---|");
+    for name in names {
+        let a = algorithm(name);
+        let q = if a == Algorithm::Concurrency {
+            "100/1ms"
+        } else {
+            "100/s"
+        };
+        let l = Arc::new(vec![limit(a, q)]);
+        let (mut incr, mut ours, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let i = incr_rate(&direct, 64, secs).await;
+            let c = decide_rate(&coalesced, l.clone(), "paired", 64, secs).await;
+            incr.push(format!("{:.0}k", i / 1e3));
+            ours.push(format!("{:.0}k", c / 1e3));
+            ratios.push(c / i);
+        }
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "| {name} | {} | {} | {} | {:.2} |",
+            incr.join(" "),
+            ours.join(" "),
+            shown.join(" "),
+            ratios[ratios.len() / 2]
+        );
+    }
+}
+
 fn main() {
     let secs: f64 = std::env::args()
         .skip(1)
@@ -443,6 +502,11 @@ fn main() {
             .cloned()
             .unwrap_or_else(|| "token_bucket".into());
         rt.block_on(focus(&url, &name, secs));
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "paired") {
+        let names: Vec<String> = args[i + 1..].to_vec();
+        rt.block_on(paired(&url, &names, secs));
         return;
     }
     rt.block_on(async move {
