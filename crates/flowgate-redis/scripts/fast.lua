@@ -53,7 +53,8 @@
 --          whole concurrency lease list or sliding log) travels once per call }.
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made
--- in this call, by a fragment's own index), and the state `s` (string or false). It sets
+-- in this call: the sliding log's at positive indexes, the sliding window's at negative ones),
+-- and the state `s` (string or false). It sets
 -- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
 -- that is empty again, us) and `ex0` (when `s` was, -1 if none). For a key several requests of
 -- the call share (`shared`), a fragment may keep its state within the call as a table instead

@@ -1,34 +1,41 @@
 -- sliding_window: a ring of buckets + 1 epoch-aligned counters of width ceil(window / buckets).
 -- Mirrors flowgate-core src/algorithm/sliding_window.rs: counts every bucket that intersects
 -- (now - window, now], including the partially expired oldest one.
--- KEYS[i]: flowgate:{<key>}:w  -- string of 16 + 4 * (buckets + 1) bytes (struct '<dd'
---          followed by buckets + 1 times 'I4'): the index (start / width) of the newest bucket
---          written and the total of the ring's counts, little-endian doubles, then the ring of
---          counts, little-endian u32s, bucket j at slot j % ring. The total lets a decision read
---          only the few slots that are not live (or only the live ones, when fewer) and rewrite
---          only the slots that change. A ring of another length (the rule changed its bucket
---          count) counts as no state.
+-- KEYS[i]: flowgate:{<key>}:W  -- string of 4 * (buckets + 1) + 16 bytes (struct 'I4' buckets
+--          + 1 times, then '<dd'): the counts of the buckets head, head - 1, ..., head - buckets
+--          (newest first; little-endian u32s, 0 for a bucket before the epoch), then the index
+--          (start / width) of the newest bucket written, head, and the total of the counts,
+--          little-endian doubles. The total lets a decision read only the few counts that are
+--          not live (or only the live ones, when fewer). Newest first lets the ring move on in
+--          one struct.pack: the new bucket's count, a zero per bucket skipped, and the kept
+--          counts as a prefix of the old string (Redis's Lua hashes every byte of every string
+--          it makes, so a cut-out piece costs as much as its length). A ring of another length
+--          (the rule changed its bucket count) counts as no state. (The suffix is `W`: the
+--          former `w` held the counts in ring order after the head and total, and its keys are
+--          left to expire rather than misread.)
 -- Item parameters used: p.window, p.width, p.buckets, p.limit, p.cost.
 
 -- The struct format of a ring of `ring` buckets.
 local function sw_format(ring)
-  return '<dd' .. string.rep('I4', ring)
+  return '<' .. string.rep('I4', ring) .. 'dd'
 end
 
+-- The state stored at `key`: `counts` in ring order (bucket j at index j % ring + 1).
 local function sw_load(key, p)
   local v = redis.call('GET', key)
   local s = { head = 0, n = 0, counts = {} }
   local ring = p.buckets + 1
   if v and #v == 16 + 4 * ring then
     local all = { struct.unpack(sw_format(ring), v) }
-    if not (all[1] >= 0 and all[1] < 4503599627370496 and all[2] >= 0
-        and all[2] < 4503599627370496 and all[2] % 1 == 0) then
+    local head, total = all[ring + 1], all[ring + 2]
+    if not (head >= 0 and head < 4503599627370496 and total >= 0
+        and total < 4503599627370496 and total % 1 == 0) then
       return s -- a head or total no script writes: no state
     end
-    s.head = all[1]
+    s.head = head
     s.n = 1
-    for i = 1, ring do
-      s.counts[i] = all[i + 2]
+    for q = 0, ring - 1 do
+      s.counts[(head - q) % ring + 1] = all[q + 1]
     end
   end
   return s
@@ -130,11 +137,16 @@ local function sw_apply(p, s, now, cost)
 end
 
 local function sw_encode(s)
+  local ring = #s.counts
   local total = 0
-  for i = 1, #s.counts do
-    total = total + s.counts[i]
+  local all = {}
+  for q = 0, ring - 1 do
+    local c = s.counts[(s.head - q) % ring + 1]
+    all[q + 1] = c
+    total = total + c
   end
-  return struct.pack(sw_format(#s.counts), s.head, total, unpack(s.counts))
+  all[ring + 1], all[ring + 2] = s.head, total
+  return struct.pack(sw_format(ring), unpack(all))
 end
 
 local function sw_store(key, s, now, slack)
@@ -162,13 +174,16 @@ ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store,
 
 -- @@fast
 -- Fast fragment (see fast.lua): admission and the new ring. Block: limit, P1..P3 = window,
--- width, buckets. Reads the header and the fewest slots that give the live sum (the stale ones,
--- to subtract from the total, or the live ones), and rewrites only the slots that change: the
--- head's, or those of the buckets the ring moves on to (the last of them takes the cost).
+-- width, buckets. Reads the header and the fewest counts that give the live sum (the stale
+-- ones, to subtract from the total, or the live ones); the new ring is one pack: when it moves
+-- on, of the new count, a zero per bucket skipped and the old counts kept (a prefix of `s`: its
+-- format, cached in SF at minus one minus its length, says how long); in the head's bucket, of
+-- the head's new count and the rest.
 local window, width, ring = P1, P2, P3 + 1
+local L = 4 * ring -- the counts' bytes
 local head, total = -1, 0
-if s and #s == 16 + 4 * ring then
-  head, total = sunpack('<dd', s)
+if s and #s == L + 16 then
+  head, total = sunpack('<dd', s, L + 1)
   -- A head or total no script writes (the head drives the loops below) counts as no state.
   if not (head >= 0 and head < 4503599627370496 and total >= 0 and total < 4503599627370496
       and total % 1 == 0) then
@@ -176,10 +191,10 @@ if s and #s == 16 + 4 * ring then
   end
 end
 local sum = 0
-local cs, cv = -1, 0 -- the last stale slot read, and its count (often the first to start over)
+local cs, cv = -1, 0 -- the last stale position read, and its count (the oldest: the first to go)
 if head >= 0 then
   -- The live buckets: from the oldest that intersects (now - window, now] (and is still held
-  -- in the ring) to head.
+  -- in the ring) to head; bucket j is at position head - j.
   local x = now + 1 - window
   if x < 0 then
     x = 0
@@ -195,14 +210,14 @@ if head >= 0 then
   if lo <= head then
     if lo - first <= head + 1 - lo then
       sum = total
-      for j = first, lo - 1 do
-        cs = j % ring
-        cv = sunpack('<I4', s, 17 + 4 * cs)
+      for q = head - lo + 1, head - first do
+        cs = q
+        cv = sunpack('<I4', s, 1 + 4 * q)
         sum = sum - cv
       end
     else
-      for j = lo, head do
-        sum = sum + sunpack('<I4', s, 17 + 4 * (j % ring))
+      for q = 0, head - lo do
+        sum = sum + sunpack('<I4', s, 1 + 4 * q)
       end
     end
   end
@@ -215,48 +230,34 @@ if sum + cost <= limit then
       ex0 = (head + 1) * width + window - 1 -- leaves_at(head)
     end
     if head < 0 or target - head >= ring then
-      -- A new ring: every slot starts over, the target's takes the cost.
-      local a = target % ring
-      nv = spack('<dd', target, cost) .. srep('\0', 4 * a) .. spack('<I4', cost)
-        .. srep('\0', 4 * (ring - 1 - a))
+      -- A new ring: every count starts over, the target's takes the cost.
+      nv = spack('<I4c0dd', cost, srep('\0', L - 4), target, cost)
       head = target
+    elseif target <= head then
+      -- The head's bucket (where a clock that stepped back counts too: conservative).
+      nv = spack('<I4c0dd', sunpack('<I4', s) + cost, ssub(s, 5, L), head, total + cost)
     else
-      -- Slots a .. a + z - 1 (circular) become z - 1 zeros then c.
-      local a, z, c
-      if target <= head then
-        -- The head's bucket (where a clock that stepped back counts too: conservative).
-        a, z = head % ring, 1
-        c = sunpack('<I4', s, 17 + 4 * a) + cost
-        total = total + cost
-      else
-        -- The buckets head + 1 .. target take over their slots.
-        a, z, c = (head + 1) % ring, target - head, cost
-        for j = head + 1, target do
-          local sl = j % ring
-          if sl == cs then
-            total = total - cv
-          else
-            total = total - sunpack('<I4', s, 17 + 4 * sl)
-          end
-        end
-        total = total + cost
-        head = target
-      end
-      local e = a + z -- one past the last slot replaced
-      if z == 1 then
-        -- (the usual case, in one pack)
-        nv = spack('<ddc0I4c0', head, total, ssub(s, 17, 16 + 4 * a), c, ssub(s, 17 + 4 * e))
-      else
-        local run = srep('\0', 4 * (z - 1)) .. spack('<I4', c)
-        local hd = spack('<dd', head, total)
-        if e <= ring then
-          nv = hd .. ssub(s, 17, 16 + 4 * a) .. run .. ssub(s, 17 + 4 * e)
+      -- The ring moves on by z buckets: its oldest z counts go.
+      local z = target - head
+      for q = ring - z, ring - 1 do
+        if q == cs then
+          total = total - cv
         else
-          local w = e - ring -- the run wraps: its last w slots are slots 0 .. w - 1
-          nv = hd .. ssub(run, 4 * (z - w) + 1) .. ssub(s, 17 + 4 * w, 16 + 4 * a)
-            .. ssub(run, 1, 4 * (z - w))
+          total = total - sunpack('<I4', s, 1 + 4 * q)
         end
       end
+      local n = L - 4 * z -- the bytes of the counts kept
+      local f = SF[-1 - n]
+      if not f then
+        f = sformat('<I4c0c%ddd', n)
+        SF[-1 - n] = f
+      end
+      local skipped = ''
+      if z > 1 then
+        skipped = srep('\0', 4 * (z - 1))
+      end
+      nv = spack(f, cost, skipped, s, target, total + cost)
+      head = target
     end
     ex = (head + 1) * width + window - 1 -- leaves_at(head)
   end

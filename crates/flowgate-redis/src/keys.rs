@@ -3,9 +3,9 @@
 //! The state key (built by `flowgate_core::ruleset::state_key`, percent-escaped so it holds no
 //! `{` or `}`) is the hash tag, so every Redis key of one limit lives in one slot. The suffix
 //! names the algorithm's state type, so a rule that changes its algorithm never reads a key of
-//! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`, `w`,
-//! `L`, `c` (`L`, not `l`: a sliding log's layout changed, and the former one's keys are left to
-//! expire rather than misread).
+//! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`, `W`,
+//! `L`, `c` (capitals where a layout changed: the former `w` and `l` keys are left to expire
+//! rather than misread).
 
 use flowgate_core::Algorithm;
 
@@ -14,7 +14,7 @@ pub(crate) fn suffix(a: Algorithm) -> &'static str {
     match a {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => "g",
         Algorithm::FixedWindow => "f",
-        Algorithm::SlidingWindow => "w",
+        Algorithm::SlidingWindow => "W",
         Algorithm::SlidingLog => "L",
         Algorithm::Concurrency => "c",
     }

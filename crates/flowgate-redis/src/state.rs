@@ -71,23 +71,27 @@ fn fixed_window(v: &[u8]) -> State {
     }
 }
 
-/// `<dd` then `buckets + 1` times `I4`: the head, the total of the ring (which the scripts read
-/// instead of the live slots; a decision here sums the ring itself, and a total no script
-/// writes makes the state none, as in the scripts), and the ring.
+/// `buckets + 1` times `I4` then `<dd`: the counts of buckets head, head - 1, ... (newest
+/// first), the head, and the total of the counts (which the scripts read instead of the live
+/// counts; a decision here sums the ring itself, and a total no script writes makes the state
+/// none, as in the scripts). Made into the Rust ring: bucket `j` at `j % (buckets + 1)`.
 fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     let ring = limit.buckets() as usize + 1;
-    if v.len() != 16 + 4 * ring {
+    let bytes = 4 * ring;
+    if v.len() != bytes + 16 {
         return State::Empty;
     }
-    let (Some(head), Some(_total)) = (double(v), double(&v[8..])) else {
+    let (Some(head), Some(_total)) = (double(&v[bytes..]), double(&v[bytes + 8..])) else {
         return State::Empty;
     };
+    let mut counts = vec![0; ring];
+    let at = (head % ring as u64) as usize; // the head's index in the ring
+    for (q, c) in v[..bytes].chunks_exact(4).enumerate() {
+        counts[(at + ring - q) % ring] = u64::from(u32le(c));
+    }
     State::SlidingWindow(Box::new(SlidingWindowState {
         head,
-        counts: v[16..]
-            .chunks_exact(4)
-            .map(|c| u64::from(u32le(c)))
-            .collect(),
+        counts,
         idle_at: (head + 1) * limit.bucket_width() + limit.window() - 1,
     }))
 }
@@ -146,11 +150,16 @@ mod tests {
         v
     }
 
-    /// A sliding window's state: `head`, the total of `counts`, then `counts`.
+    /// A sliding window's state as stored, from `counts` in ring order (bucket `j` at
+    /// `j % len`): the counts newest first, `head`, their total.
     fn sw(head: f64, counts: &[u32]) -> Vec<u8> {
-        let total: u32 = counts.iter().sum();
-        let mut v = le(head, &[]);
-        v.extend(le(f64::from(total), counts));
+        let n = counts.len();
+        let mut v = Vec::new();
+        for q in 0..n {
+            v.extend(counts[(head as usize % n + n - q) % n].to_le_bytes());
+        }
+        v.extend(head.to_le_bytes());
+        v.extend(f64::from(counts.iter().sum::<u32>()).to_le_bytes());
         v
     }
 

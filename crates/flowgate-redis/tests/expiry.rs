@@ -207,7 +207,10 @@ fn empty_at(l: &Limit, v: &[u8]) -> u64 {
     };
     match l.algorithm() {
         Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::FixedWindow => double(v),
-        Algorithm::SlidingWindow => (double(v) + 1) * l.bucket_width() + l.window() - 1,
+        // The head (the first of the last 16 bytes: head, total).
+        Algorithm::SlidingWindow => {
+            (double(&v[v.len() - 16..]) + 1) * l.bucket_width() + l.window() - 1
+        }
         // The newest entry (the first 12 bytes: time, cost) leaves the window.
         Algorithm::SlidingLog => double(v) + l.window(),
         // The last lease (20 bytes: expiry, id, cost; in order of expiry) expires.

@@ -10,20 +10,31 @@ use flowgate_redis::RedisOptions;
 use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 
-/// A value of the right length for `l` whose first double is `x` (a sliding window's total,
-/// the second double, is then 0, so that the head alone is foreign).
+/// A value of the right length for `l` whose first double is `x`: the state's time (a sliding
+/// window's head, after its counts; its total, the last double, is then 0, so that the head
+/// alone is foreign).
 fn value(l: &Limit, x: f64) -> Vec<u8> {
-    let mut v = x.to_le_bytes().to_vec();
-    let rest = match l.algorithm() {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => 0,
-        Algorithm::FixedWindow => 4,
+    match l.algorithm() {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => x.to_le_bytes().to_vec(),
+        Algorithm::FixedWindow => {
+            let mut v = x.to_le_bytes().to_vec();
+            v.extend([1; 4]);
+            v
+        }
         Algorithm::SlidingWindow => {
+            let mut v = vec![1; 4 * (l.buckets() as usize + 1)];
+            v.extend(x.to_le_bytes());
             v.extend(0f64.to_le_bytes());
-            4 * (l.buckets() as usize + 1)
+            v
         }
         a => panic!("{a:?} has no single-double state"),
-    };
-    v.resize(v.len() + rest, 1);
+    }
+}
+
+/// A sliding window's value `v` with its total (the last double) set to `x`.
+fn with_total(mut v: Vec<u8>, x: f64) -> Vec<u8> {
+    let at = v.len() - 8;
+    v[at..].copy_from_slice(&x.to_le_bytes());
     v
 }
 
@@ -54,15 +65,11 @@ async fn values_no_script_writes_count_as_no_state() {
                     values.push(value(&l, x));
                     if a == Algorithm::SlidingWindow {
                         // A good head (bucket 5 of the epoch), a foreign total.
-                        let mut v = value(&l, 5.0);
-                        v[8..16].copy_from_slice(&x.to_le_bytes());
-                        values.push(v);
+                        values.push(with_total(value(&l, 5.0), x));
                     }
                 }
                 if a == Algorithm::SlidingWindow {
-                    let mut v = value(&l, 5.0);
-                    v[8..16].copy_from_slice(&0.5f64.to_le_bytes());
-                    values.push(v);
+                    values.push(with_total(value(&l, 5.0), 0.5));
                 }
             }
             for v in values {

@@ -1,9 +1,9 @@
 //! The sliding window's stored ring is exactly the Rust transition's state after every decision.
 //!
-//! The script reads a ring through its header (head, total) and rewrites only the slots that
-//! change, wrapping around the ring's end; a slot written in the wrong place would only show in
-//! a decision much later (when that bucket leaves the window), so this test compares the stored
-//! bytes themselves with `flowgate_core::algorithm::transition` on random schedules (gaps of a
+//! The script reads a ring through its head and total and moves it on by keeping a prefix of the
+//! old counts (newest first); a count written in the wrong place would only show in a decision
+//! much later (when that bucket leaves the window), so this test compares the stored bytes
+//! themselves with `flowgate_core::algorithm::transition` on random schedules (gaps of a
 //! fraction of a bucket to several windows, costs 0 to 3, rings of 2 to 13 slots).
 
 mod common;
@@ -18,14 +18,19 @@ use flowgate_testkit::redis::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-/// The stored ring: head, total, counts (`<dd` then `I4` per slot).
+/// The stored ring: head, total, and the counts in ring order (bucket `j` at `j % len`); stored
+/// as the counts newest first (`I4` each: buckets head, head - 1, ...), then `<dd` head, total.
 fn stored(v: &[u8]) -> (u64, u64, Vec<u64>) {
     let double = |b: &[u8]| f64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])) as u64;
-    let counts = v[16..]
-        .chunks_exact(4)
-        .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-        .collect();
-    (double(v), double(&v[8..]), counts)
+    let bytes = v.len() - 16;
+    let (head, total) = (double(&v[bytes..]), double(&v[bytes + 8..]));
+    let n = bytes / 4;
+    let mut counts = vec![0; n];
+    for (q, c) in v[..bytes].chunks_exact(4).enumerate() {
+        counts[(head as usize % n + n - q) % n] =
+            u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    (head, total, counts)
 }
 
 #[test]
