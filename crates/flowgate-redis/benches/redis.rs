@@ -71,6 +71,17 @@ fn limit(a: Algorithm, q: &str) -> Limit {
     Limit::new(a, q.parse::<Quota>().expect("quota")).expect("limit")
 }
 
+/// The 1-rule request of the throughput figures: `a` at 100/s per key (concurrency: leases of
+/// 1 ms, so that keys never fill up, since the bench never releases them).
+fn one_limit(a: Algorithm) -> Arc<Vec<Limit>> {
+    let q = if a == Algorithm::Concurrency {
+        "100/1ms"
+    } else {
+        "100/s"
+    };
+    Arc::new(vec![limit(a, q)])
+}
+
 /// `BENCH_CLUSTER=n`: the nodes of an n-master Redis Cluster the bench started (focus mode).
 static CLUSTER: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 
@@ -360,12 +371,7 @@ async fn focus(url: &str, name: &str, secs: f64) {
         ),
     };
     let a = algorithm(name);
-    let q = if a == Algorithm::Concurrency {
-        "100/1ms"
-    } else {
-        "100/s"
-    };
-    let l = Arc::new(vec![limit(a, q)]);
+    let l = one_limit(a);
     // FOCUS=incr|direct|coalesced runs that figure alone (to profile it); the others are NaN.
     let focus = std::env::var("FOCUS").unwrap_or_default();
     let run = |f: &str| focus.is_empty() || focus == f;
@@ -439,12 +445,7 @@ async fn paired(url: &str, names: &[String], secs: f64) {
     println!("|---|---|---|---|---|");
     for name in names {
         let a = algorithm(name);
-        let q = if a == Algorithm::Concurrency {
-            "100/1ms"
-        } else {
-            "100/s"
-        };
-        let l = Arc::new(vec![limit(a, q)]);
+        let l = one_limit(a);
         let (mut incr, mut ours, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             let i = incr_rate(&direct, 64, secs).await;
@@ -528,9 +529,7 @@ fn main() {
         let incr64 = incr_rate(&direct, 64, secs).await;
         println!("| raw INCR | {incr1:.0} | {incr64:.0} | | 1.00 | 1.00 | |");
         for (name, a) in algs {
-            // Concurrency: leases of 1 ms so keys do not fill up (never released here).
-            let q = if a == Algorithm::Concurrency { "100/1ms" } else { "100/s" };
-            let l = Arc::new(vec![limit(a, q)]);
+            let l = one_limit(a);
             let r1 = decide_rate(&direct, l.clone(), name, 1, secs).await;
             let r64 = decide_rate(&direct, l.clone(), name, 64, secs).await;
             let c64 = decide_rate(&coalesced, l.clone(), name, 64, secs).await;
