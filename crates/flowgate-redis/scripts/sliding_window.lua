@@ -174,11 +174,11 @@ ALG[3] = { load = sw_load, check = sw_check, apply = sw_apply, store = sw_store,
 
 -- @@fast
 -- Fast fragment (see fast.lua): admission and the new ring. Block: limit, P1..P3 = window,
--- width, buckets. Reads the header and the fewest counts that give the live sum (the stale
--- ones, to subtract from the total, or the live ones); the new ring is one pack: when it moves
--- on, of the new count, a zero per bucket skipped and the old counts kept (a prefix of `s`: its
--- format, cached in SF at minus one minus its length, says how long); in the head's bucket, of
--- the head's new count and the rest.
+-- width, buckets. Reads the head, the total and the fewest counts that give the live sum (the
+-- stale ones, to subtract from the total, or the live ones). The new ring is one pack: when it
+-- moves on, of the new count, a zero per bucket skipped and the old counts kept (a prefix of
+-- `s`: its format, cached in SF at minus one minus its length, says how long); in the head's
+-- bucket, of the head's new count and the rest.
 local window, width, ring = P1, P2, P3 + 1
 local L = 4 * ring -- the counts' bytes
 local head, total = -1, 0
