@@ -415,7 +415,7 @@ async fn focus(url: &str, name: &str, secs: f64) {
 }
 
 /// `-- <secs> paired [algorithm...]`: for each algorithm (default all six), `ROUNDS` rounds
-/// (default 5) of raw INCR then the coalesced store (as shipped, cache off), `secs` each, 64 in
+/// (default 5) of raw INCR then the coalesced store (blocked-keys cache off), `secs` each, 64 in
 /// flight, 10,000 keys: the ratio of each adjacent pair, and their median. The machine's speed
 /// drifts by tens of percent over seconds; a ratio of two figures measured seconds apart
 /// cancels most of that drift, a ratio of figures a minute apart does not.
