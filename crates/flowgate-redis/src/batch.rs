@@ -3,23 +3,22 @@
 //! Script calls in flight are bounded by a semaphore (`batches_in_flight`, default 2) per lane:
 //! the only lane on a single server, one per hash slot on a Redis Cluster (`Lanes`). A caller
 //! that finds a free slot sends its request itself, at once (no added latency at 1 in flight);
-//! otherwise it hands the request to a batching task through a channel, and while calls are in
-//! flight requests accumulate there: the next call carries all of them (up to `max_batch`).
-//! The batching task builds the call and queues it on the connection itself; a task of the
-//! call's own awaits the reply, hands the decisions out, and frees the slot once the callers it
-//! answered have had a turn to ask again (so that the next call carries them). The script
-//! decides each request of the call in order, independently and all-or-nothing, exactly as if
-//! they had arrived one after another — so coalescing changes the per-call overhead (one
-//! EVALSHA, one `TIME`, one parameter block per distinct limit, one read and one write of a key
-//! that several requests share), never the decisions. A request whose caller has given up
-//! (deadline passed) is dropped before it is sent.
+//! otherwise it hands the request to the lane's batching workers through a channel, and while
+//! calls are in flight requests accumulate there: the next call carries all of them (up to
+//! `max_batch`). A worker builds a call, sends it, awaits its reply, hands the decisions out, and
+//! once the callers it answered have had a turn to ask again, sends the requests waiting by
+//! then in its next call, still holding its slot. The script decides each request of the call
+//! in order, independently and all-or-nothing, exactly as if they had arrived one after another
+//! — so coalescing changes the per-call overhead (one EVALSHA, one `TIME`, one parameter block
+//! per distinct limit, one read and one write of a key that several requests share), never the
+//! decisions. A request whose caller has given up (deadline passed) is dropped before it is
+//! sent.
 
 use std::sync::{Arc, OnceLock};
-use std::task::Poll;
 use std::time::Duration;
 
 use flowgate_core::{Micros, StoreError};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::call::{self, Encoded, Prepared, TimeSource};
 use crate::conn::Conn;
@@ -36,15 +35,16 @@ pub(crate) struct Job {
 /// Where coalesced requests go: one lane on a single server; on a Redis Cluster one lane per
 /// hash slot (a script call's keys must share a slot there, so only requests of one slot can
 /// share a call: a hot limit's). Each lane has its own bound on calls in flight, made on first
-/// use, and a batching task, started the first time a request finds all its calls in flight (on
-/// a cluster with keys spread over many slots, few lanes ever need one).
+/// use, and its batching workers, one per call in flight, started the first time a request
+/// finds all its calls in flight (on a cluster with keys spread over many slots, few lanes ever
+/// need them).
 pub(crate) struct Lanes {
     lanes: Box<[Lane]>,
     in_flight: usize,
     batching: Batching,
 }
 
-/// What a batching task needs.
+/// What a batching worker needs.
 #[derive(Clone)]
 pub(crate) struct Batching {
     pub(crate) conn: Conn,
@@ -77,16 +77,39 @@ impl Lanes {
             .get_or_init(|| Arc::new(Semaphore::new(self.in_flight)))
     }
 
-    /// Lane `i`'s batching task (started on first use, within the caller's runtime).
+    /// Lane `i`'s channel to its batching workers (started on first use, within the caller's
+    /// runtime).
     pub(crate) fn sender(&self, i: usize) -> &mpsc::UnboundedSender<Job> {
         self.lanes[i]
             .tx
-            .get_or_init(|| spawn(self.slots(i).clone(), self.batching.clone()))
+            .get_or_init(|| spawn(self.slots(i).clone(), self.in_flight, self.batching.clone()))
     }
 }
 
-/// Starts the batching task; it ends when the returned sender is dropped.
-fn spawn(slots: Arc<Semaphore>, batching: Batching) -> mpsc::UnboundedSender<Job> {
+/// Starts the lane's batching workers, one per call it may have in flight; they end when the
+/// returned sender is dropped.
+fn spawn(
+    slots: Arc<Semaphore>,
+    in_flight: usize,
+    batching: Batching,
+) -> mpsc::UnboundedSender<Job> {
+    let (tx, rx) = mpsc::unbounded_channel::<Job>();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    for _ in 0..in_flight {
+        tokio::spawn(worker(rx.clone(), slots.clone(), batching.clone()));
+    }
+    tx
+}
+
+/// One batching worker: takes the requests waiting, sends them in one call, hands out the
+/// decisions, and carries on with the requests that arrived meanwhile while it still holds the
+/// call's slot (no other task to wake: a worker that had to hand its slot over to a waiting one
+/// cost a wake-up between calls, which Redis spent idle).
+async fn worker(
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+    slots: Arc<Semaphore>,
+    batching: Batching,
+) {
     let Batching {
         conn,
         time,
@@ -94,77 +117,82 @@ fn spawn(slots: Arc<Semaphore>, batching: Batching) -> mpsc::UnboundedSender<Job
         max_batch,
         deadline,
     } = batching;
-    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-    tokio::spawn(async move {
-        loop {
-            // Wait for work first, then for a free call slot: an idle batcher holds no slot, so
-            // a caller that finds one free sends its request itself (no hop, no added latency).
-            let Some(first) = rx.recv().await else {
-                break;
-            };
-            let Ok(permit) = slots.clone().acquire_owned().await else {
-                break;
-            };
-            let mut jobs = vec![first];
-            while jobs.len() < max_batch {
-                match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
-                    Err(_) => break,
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    loop {
+        let mut jobs = Vec::new();
+        let permit = match held.take() {
+            // Just answered: carry on with what is waiting, unless another worker is already
+            // waiting for work (it holds the receiver), which then takes this slot.
+            Some(permit) => match rx.try_lock() {
+                Ok(mut rx) => {
+                    drain(&mut rx, &mut jobs, max_batch);
+                    permit
                 }
-            }
-            jobs.retain(|j| !j.reply.is_closed());
-            if jobs.is_empty() {
-                continue;
-            }
-            // Build the call and hand it to the connection now (one poll queues it on the
-            // multiplexed connection), so that Redis gets it without waiting for a task to be
-            // scheduled; its reply is awaited and handed out in a task of its own.
-            let Prepared { script, cmd, reply } = {
-                let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
-                call::prepare(&time, &requests)
-            };
-            let conn = conn.clone();
-            let mut sent = Box::pin(async move { conn.eval(script, &cmd).await });
-            let first = futures::poll!(sent.as_mut());
-            let counters = counters.clone();
-            tokio::spawn(async move {
-                Counters::add(&counters.script_calls, 1);
-                let value = match first {
-                    Poll::Ready(r) => r,
-                    Poll::Pending => tokio::time::timeout(deadline, sent)
-                        .await
-                        .unwrap_or(Err(StoreError::Timeout)),
+                Err(_) => continue,
+            },
+            None => {
+                // Wait for work first, then for a free call slot: an idle lane holds no slot,
+                // so a caller that finds one free sends its request itself (no hop, no added
+                // latency).
+                let mut rx = rx.lock().await;
+                let Some(first) = rx.recv().await else {
+                    return;
                 };
-                let r = value.and_then(|v| {
-                    let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
-                    reply.parse(v, &requests)
-                });
-                match r {
-                    Ok((now, raws)) => {
-                        let mut rest = &raws[..];
-                        for j in jobs {
-                            let (mine, tail) = rest.split_at(j.request.items().min(rest.len()));
-                            rest = tail;
-                            let _ = j.reply.send(Ok((now, mine.to_vec())));
-                        }
-                    }
-                    Err(e) => {
-                        for j in jobs {
-                            let _ = j.reply.send(Err(e.clone()));
-                        }
-                    }
-                }
-                // The slot is held until the callers just answered have had a turn to ask
-                // again (one yield: the tasks woken above run first), so that the next call
-                // carries their requests rather than the first of them alone. Freed as soon as
-                // Redis answered, the slot went to a call of one or two requests while the
-                // others waited a whole call for the next: Redis idled between calls (session
-                // 6, BENCHMARKS.md: 19 -> 27 requests per call, a median of about 15 % more
-                // decisions per second at 64 in flight on 10,000 keys).
-                tokio::task::yield_now().await;
-                drop(permit);
-            });
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                jobs.push(first);
+                drain(&mut rx, &mut jobs, max_batch);
+                permit
+            }
+        };
+        jobs.retain(|j| !j.reply.is_closed());
+        if jobs.is_empty() {
+            continue; // (the slot is freed: `permit` is dropped)
         }
-    });
-    tx
+        let Prepared { script, cmd, reply } = {
+            let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
+            call::prepare(&time, &requests)
+        };
+        Counters::add(&counters.script_calls, 1);
+        let r = tokio::time::timeout(deadline, conn.eval(script, &cmd))
+            .await
+            .unwrap_or(Err(StoreError::Timeout))
+            .and_then(|v| {
+                let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
+                reply.parse(v, &requests)
+            });
+        match r {
+            Ok((now, raws)) => {
+                let mut rest = &raws[..];
+                for j in jobs {
+                    let (mine, tail) = rest.split_at(j.request.items().min(rest.len()));
+                    rest = tail;
+                    let _ = j.reply.send(Ok((now, mine.to_vec())));
+                }
+            }
+            Err(e) => {
+                for j in jobs {
+                    let _ = j.reply.send(Err(e.clone()));
+                }
+            }
+        }
+        // The next call waits until the callers just answered have had a turn to ask again
+        // (one yield: the tasks woken above run first), so that it carries their requests
+        // rather than the first of them alone (session 6, BENCHMARKS.md: 19 -> 27 requests per
+        // call, a median of about 15 % more decisions per second at 64 in flight on 10,000
+        // keys).
+        tokio::task::yield_now().await;
+        held = Some(permit);
+    }
+}
+
+/// Moves the jobs waiting in `rx` into `jobs`, up to `max` in all.
+fn drain(rx: &mut mpsc::UnboundedReceiver<Job>, jobs: &mut Vec<Job>, max: usize) {
+    while jobs.len() < max {
+        match rx.try_recv() {
+            Ok(j) => jobs.push(j),
+            Err(_) => break,
+        }
+    }
 }

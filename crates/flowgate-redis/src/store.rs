@@ -323,9 +323,10 @@ impl RedisStore {
                     request: encoded,
                     reply,
                 })
-                .map_err(|_| StoreError::Unavailable("the batching task has stopped".into()))?;
-            rx.await
-                .map_err(|_| StoreError::Unavailable("the batching task has stopped".into()))??
+                .map_err(|_| StoreError::Unavailable("the batching workers have stopped".into()))?;
+            rx.await.map_err(|_| {
+                StoreError::Unavailable("the batching workers have stopped".into())
+            })??
         };
         Ok(attach(items, &raws))
     }
