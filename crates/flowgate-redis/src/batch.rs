@@ -128,6 +128,7 @@ async fn worker(
                     drain(&mut rx, &mut jobs, max_batch);
                     permit
                 }
+                // (`permit` is dropped: the slot goes to the waiting worker)
                 Err(_) => continue,
             },
             None => {
