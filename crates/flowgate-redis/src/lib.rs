@@ -9,7 +9,9 @@
 //!   distinct, and a function-based driver for requests that repeat a key
 //!   ([`scripts`]). The clock is `redis.call('TIME')` in microseconds: app servers' clocks never
 //!   decide. Every state is a little-endian binary string (a sliding window, a sliding log or a set
-//!   of leases carries its total, so a decision reads only what has gone stale). The fast script
+//!   of leases carries its total, so a decision reads only what has gone stale; a sliding window
+//!   or log stores its newest counts or entries first, so its new state is one `struct.pack` of a
+//!   prefix of the old one, Redis's Lua hashing every byte of every string it makes). The fast script
 //!   only admits and records: it answers its admission and the state each request was decided on (a
 //!   key that several requests of a call share sends its state once, as it was before the call, and
 //!   the client replays the call's requests on it), and the client derives the decision with the
