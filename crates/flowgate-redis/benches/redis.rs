@@ -8,7 +8,8 @@
 //! flight, `INFLIGHT=n` the requests in flight (default 64) and `WORKERS=n` the client runtime's
 //! worker threads (default 2); focus mode prints the CPU each side spent.
 //! `-- <secs> paired [algorithm...]` alternates INCR and the coalesced store in short rounds and
-//! prints the median ratio (`ROUNDS=n`, default 5).
+//! prints the median ratio (`ROUNDS=n`, default 5); `paired three` alternates the 1-rule and the
+//! field's 3-rule request instead.
 //! `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it), `BENCH_CLUSTER=n`
 //! (focus mode) an n-master Redis Cluster started by the bench.
 
@@ -444,6 +445,10 @@ async fn paired(url: &str, names: &[String], secs: f64) {
     );
     println!("|---|---|---|---|---|");
     for name in names {
+        if name == "three" {
+            paired_three(&coalesced, rounds, secs).await;
+            continue;
+        }
         let a = algorithm(name);
         let l = one_limit(a);
         let (mut incr, mut ours, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
@@ -464,6 +469,31 @@ async fn paired(url: &str, names: &[String], secs: f64) {
             ratios[ratios.len() / 2]
         );
     }
+}
+
+/// `paired three`: `rounds` pairs of the 1-rule request (per user) and the field's 3-rule
+/// request (global, channel, user), 64 in flight, coalesced; the cost ratio (1-rule rate /
+/// 3-rule rate) of each pair and their median.
+async fn paired_three(s: &Arc<RedisStore>, rounds: usize, secs: f64) {
+    let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
+    let (three, spread) = field_rules();
+    let (mut r1s, mut r3s, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let r1 = decide_rate(s, one.clone(), "p1", 64, secs).await;
+        let r3 = decide_rate_spread(s, three.clone(), spread.clone(), "p3", 64, secs).await;
+        r1s.push(format!("{:.0}k", r1 / 1e3));
+        r3s.push(format!("{:.0}k", r3 / 1e3));
+        ratios.push(r1 / r3);
+    }
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "| 3 rules (global, channel, user) vs 1 | 1 rule: {} | 3 rules: {} | cost ratio: {} | {:.2} |",
+        r1s.join(" "),
+        r3s.join(" "),
+        shown.join(" "),
+        ratios[ratios.len() / 2]
+    );
 }
 
 fn main() {
