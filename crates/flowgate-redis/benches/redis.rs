@@ -440,34 +440,57 @@ async fn paired(url: &str, names: &[String], secs: f64) {
         .unwrap_or(5);
     let direct = store(url, false).await;
     let coalesced = store(url, true).await;
-    println!(
-        "| algorithm | INCR@64 /s, per round | coalesced@64 /s, per round | ratio per round | median ratio |"
-    );
-    println!("|---|---|---|---|---|");
+    let mut header = true;
     for name in names {
         if name == "three" {
             paired_three(&coalesced, rounds, secs).await;
             continue;
         }
+        if std::mem::take(&mut header) {
+            println!(
+                "| algorithm | INCR@64 /s, per round | coalesced@64 /s, per round | ratio per round | median ratio |"
+            );
+            println!("|---|---|---|---|---|");
+        }
         let a = algorithm(name);
         let l = one_limit(a);
-        let (mut incr, mut ours, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let mut pairs = Pairs::default();
         for _ in 0..rounds {
             let i = incr_rate(&direct, 64, secs).await;
             let c = decide_rate(&coalesced, l.clone(), "paired", 64, secs).await;
-            incr.push(format!("{:.0}k", i / 1e3));
-            ours.push(format!("{:.0}k", c / 1e3));
-            ratios.push(c / i);
+            pairs.push(i, c, c / i);
         }
-        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-        ratios.sort_by(f64::total_cmp);
-        println!(
-            "| {name} | {} | {} | {} | {:.2} |",
-            incr.join(" "),
-            ours.join(" "),
+        println!("| {name} | {} |", pairs.row());
+    }
+}
+
+/// Rates measured in alternating pairs, and a ratio per pair.
+#[derive(Default)]
+struct Pairs {
+    first: Vec<String>,
+    second: Vec<String>,
+    ratios: Vec<f64>,
+}
+
+impl Pairs {
+    fn push(&mut self, first: f64, second: f64, ratio: f64) {
+        self.first.push(format!("{:.0}k", first / 1e3));
+        self.second.push(format!("{:.0}k", second / 1e3));
+        self.ratios.push(ratio);
+    }
+
+    /// The cells: the first rates, the second rates, the ratios, their median.
+    fn row(&self) -> String {
+        let shown: Vec<String> = self.ratios.iter().map(|r| format!("{r:.2}")).collect();
+        let mut sorted = self.ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        format!(
+            "{} | {} | {} | {:.2}",
+            self.first.join(" "),
+            self.second.join(" "),
             shown.join(" "),
-            ratios[ratios.len() / 2]
-        );
+            sorted[sorted.len() / 2]
+        )
     }
 }
 
@@ -477,23 +500,17 @@ async fn paired(url: &str, names: &[String], secs: f64) {
 async fn paired_three(s: &Arc<RedisStore>, rounds: usize, secs: f64) {
     let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
     let (three, spread) = field_rules();
-    let (mut r1s, mut r3s, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pairs = Pairs::default();
     for _ in 0..rounds {
         let r1 = decide_rate(s, one.clone(), "p1", 64, secs).await;
         let r3 = decide_rate_spread(s, three.clone(), spread.clone(), "p3", 64, secs).await;
-        r1s.push(format!("{:.0}k", r1 / 1e3));
-        r3s.push(format!("{:.0}k", r3 / 1e3));
-        ratios.push(r1 / r3);
+        pairs.push(r1, r3, r1 / r3);
     }
-    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-    ratios.sort_by(f64::total_cmp);
     println!(
-        "| 3 rules (global, channel, user) vs 1 | 1 rule: {} | 3 rules: {} | cost ratio: {} | {:.2} |",
-        r1s.join(" "),
-        r3s.join(" "),
-        shown.join(" "),
-        ratios[ratios.len() / 2]
+        "| 1 rule /s, per round | 3 rules (global, channel, user) /s, per round | cost ratio per round | median cost ratio |"
     );
+    println!("|---|---|---|---|");
+    println!("| {} |", pairs.row());
 }
 
 fn main() {

@@ -22,8 +22,9 @@
 -- costs one read and one write per call, not per request. A key is written with its expiry
 -- rounded up to the next whole second of Redis's clock: a key whose expiry does not move is
 -- overwritten in place (SETRANGE, when the new state has the old one's length: a SETRANGE that
--- grows a string leaves it Redis's greedy spare room) or written with KEEPTTL, which cost Redis less than a new expiry (and SETRANGE's integer reply costs the script
--- less than SET's status, which Redis hands to Lua as a new table). Every writer of these keys
+-- grows a string leaves it Redis's greedy spare room) or written with KEEPTTL, which cost Redis
+-- less than a new expiry (and SETRANGE's integer reply costs the script less than SET's status,
+-- which Redis hands to Lua as a new table). Every writer of these keys
 -- rounds so (common.lua `expiry`), so the expiry a key has is known from its state. No number is
 -- passed to redis.call: Redis would format it with %.17g, which costs more than the SET itself.
 --
@@ -52,17 +53,16 @@
 --          the call's requests on that state with the Rust transition, so a hot key's state (a
 --          whole concurrency lease list or sliding log) travels once per call }.
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
--- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made
--- in this call: the sliding log's at positive indexes, the sliding window's at negative ones),
--- and the state `s` (string or false). It sets
--- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
--- that is empty again, us) and `ex0` (when `s` was, -1 if none). For a key several requests of
--- the call share (`shared`), a fragment may keep its state within the call as a table instead
--- of a string ({ b, o, P, n, held }: the string `held` as '<I4', then `b` from byte `o` on,
--- then P[1 .. n]; see concurrency.lua) or as a number (a TAT, packed '<d'; see gcra.lua), made
--- into the string once, when the key is written; its next request then sees that table or
--- number as `s` (a key's state is a number only once a request of the call wrote it: W[k]).
--- Only a shared key's state (F) is ever a table or a number.
+-- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made in
+-- this call: the sliding log's at positive indexes, the sliding window's at negative ones), and the
+-- state `s` (string or false). It sets `allowed` (1 when it admits) and, when it admits with a
+-- cost, `nv` (the new state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if
+-- none). For a key several requests of the call share (`shared`), a fragment may keep its state
+-- within the call as a table instead of a string ({ b, o, P, n, held }: the string `held` as '<I4',
+-- then `b` from byte `o` on, then P[1 .. n]; see concurrency.lua) or as a number (a TAT, packed
+-- '<d'; see gcra.lua), made into the string once, when the key is written; its next request then
+-- sees that table or number as `s` (a key's state is a number only once a request of the call wrote
+-- it: W[k]). Only a shared key's state (F) is ever a table or a number.
 
 local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
 local IT = ARGV[1]
