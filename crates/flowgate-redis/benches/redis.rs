@@ -174,7 +174,8 @@ async fn decide_rate_spread(
 }
 
 /// The field's 3-rule request: a global limit, one per channel (10 channels) and one per user,
-/// token buckets high enough to admit everything here.
+/// token buckets high enough to admit everything here. `SPREAD=a,b,c` sets how many distinct keys
+/// each rule has instead (e.g. `10000,10000,10000`: three keys no request shares).
 fn field_rules() -> (Arc<Vec<Limit>>, Vec<u64>) {
     (
         Arc::new(vec![
@@ -182,7 +183,10 @@ fn field_rules() -> (Arc<Vec<Limit>>, Vec<u64>) {
             limit(Algorithm::TokenBucket, "100000/s"),
             limit(Algorithm::TokenBucket, "100/s"),
         ]),
-        vec![1, 10, *KEYS],
+        std::env::var("SPREAD")
+            .ok()
+            .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_else(|| vec![1, 10, *KEYS]),
     )
 }
 
@@ -543,7 +547,8 @@ fn main() {
         .unwrap_or_else(|_| server.as_ref().map(RedisServer::url).unwrap_or_default());
     // `-- <secs> only <algorithm>`: INCR and that algorithm at 64 in flight, plain and coalesced
     // (for profiling one figure at a time).
-    let args: Vec<String> = std::env::args().collect();
+    // (without the `--bench` flag cargo passes)
+    let args: Vec<String> = std::env::args().filter(|a| !a.starts_with("--")).collect();
     if let Some(i) = args.iter().position(|a| a == "only") {
         let name = args
             .get(i + 1)

@@ -101,13 +101,14 @@ fn sliding_log(limit: &Limit, v: &[u8]) -> State {
     if v.len() < 4 || !(v.len() - 4).is_multiple_of(12) {
         return State::Empty;
     }
-    let Some(entries) = v[..v.len() - 4]
-        .rchunks_exact(12)
-        .map(|e| Some((double(e)?, u64::from(u32le(&e[8..])))))
-        .collect::<Option<std::collections::VecDeque<(u64, u64)>>>()
-    else {
-        return State::Empty;
-    };
+    // (sized at once: a log of n entries is read on every decision of its key)
+    let mut entries = std::collections::VecDeque::with_capacity((v.len() - 4) / 12);
+    for e in v[..v.len() - 4].rchunks_exact(12) {
+        let Some(ts) = double(e) else {
+            return State::Empty;
+        };
+        entries.push_back((ts, u64::from(u32le(&e[8..]))));
+    }
     let idle_at = entries.back().map_or(0, |e| e.0 + limit.window());
     State::SlidingLog(Box::new(SlidingLogState { entries, idle_at }))
 }
