@@ -355,6 +355,8 @@ async fn focus_three(url: &str, secs: f64) {
             r1 / r3
         );
     }
+    // (the requests decided in all, warm-up included: what `script-cost.sh three` divides by)
+    println!("in all: {} decisions", s.stats().decisions);
 }
 
 async fn focus(url: &str, name: &str, secs: f64) {

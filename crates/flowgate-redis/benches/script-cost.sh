@@ -6,6 +6,7 @@
 #
 #   crates/flowgate-redis/benches/script-cost.sh [algorithm] [seconds] [keys]
 #   FOCUS=direct ...: one decision per call instead (the fixed cost of a call).
+#   FOCUS=1|3 INFLIGHT=64 ... three 4 400: per request of 1 rule or of the field's 3 rules.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 alg=${1:-token_bucket}
