@@ -449,7 +449,13 @@ async fn paired(url: &str, names: &[String], secs: f64) {
     let mut header = true;
     for name in names {
         if name == "three" {
-            paired_three(&coalesced, rounds, secs).await;
+            // PLAIN=1: without coalescing (one script call per request)
+            let s = if std::env::var("PLAIN").is_ok_and(|v| v == "1") {
+                &direct
+            } else {
+                &coalesced
+            };
+            paired_three(s, rounds, secs).await;
             continue;
         }
         if std::mem::take(&mut header) {
@@ -501,8 +507,8 @@ impl Pairs {
 }
 
 /// `paired three`: `rounds` pairs of the 1-rule request (per user) and the field's 3-rule
-/// request (global, channel, user), 64 in flight, coalesced; the cost ratio (1-rule rate /
-/// 3-rule rate) of each pair and their median.
+/// request (global, channel, user), 64 in flight, coalesced (`PLAIN=1`: one call per request);
+/// the cost ratio (1-rule rate / 3-rule rate) of each pair and their median.
 async fn paired_three(s: &Arc<RedisStore>, rounds: usize, secs: f64) {
     let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
     let (three, spread) = field_rules();
