@@ -151,18 +151,13 @@ async fn worker(
         if jobs.is_empty() {
             continue; // (the slot is freed: `permit` is dropped)
         }
-        let Prepared { script, cmd, reply } = {
-            let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
-            call::prepare(&time, &requests)
-        };
+        let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
+        let Prepared { script, cmd, reply } = call::prepare(&time, &requests);
         Counters::add(&counters.script_calls, 1);
         let r = tokio::time::timeout(deadline, conn.eval(script, &cmd))
             .await
             .unwrap_or(Err(StoreError::Timeout))
-            .and_then(|v| {
-                let requests: Vec<&Encoded> = jobs.iter().map(|j| &j.request).collect();
-                reply.parse(v, &requests)
-            });
+            .and_then(|v| reply.parse(v, &requests));
         match r {
             Ok((now, raws)) => {
                 let mut rest = &raws[..];
