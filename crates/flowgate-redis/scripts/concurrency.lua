@@ -189,7 +189,7 @@ else
       if k0 == n then
         nv = spack('<I4ddI4', held + cost, exp, lease, cost)
       elseif ex0 <= exp then
-        if shared == 1 then
+        if shared ~= 0 then
           nv = { b = s, o = 5 + 20 * k0, P = { spack('<ddI4', exp, lease, cost) }, n = 1,
             held = held + cost }
         else

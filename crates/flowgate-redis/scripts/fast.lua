@@ -17,9 +17,10 @@
 -- against its own (they agree: tests/properties.rs), so it never reports what Redis did not do.
 --
 -- Each distinct key of the call is read once (one MGET for the whole call; the states are kept in
--- a table as the call changes them) and written once, after the last request, if some admitted
--- request changed it: a limit shared by the requests of a call (a global or per-channel rule)
--- costs one read and one write per call, not per request. A key is written with its expiry
+-- a table as the call changes them) and written once, after its request (a key of one request)
+-- or after the last request (a key several share), if some admitted request changed it: a
+-- limit shared by the requests of a call (a global or per-channel rule) costs one read and one
+-- write per call, not per request. A key is written with its expiry
 -- rounded up to the next whole second of Redis's clock: a key whose expiry does not move is
 -- overwritten in place (SETRANGE, when the new state has the old one's length: a SETRANGE that
 -- grows a string leaves it Redis's greedy spare room) or written with KEEPTTL, which cost Redis
@@ -43,15 +44,16 @@
 --          parameters P1..P3: 1: T, tau = burst * T, max_wait; 3: window, bucket width,
 --          buckets; 2, 4, 5: window (then 0, 0).
 --          Then the items, in order: per item '<dHHBBB' = cost, block (from 0), key (its index in
---          KEYS), enforce (1 or 0), shared (1 if its key is in several requests of the call),
---          last (1 on the last item of a request); a concurrency item is followed by the lease
---          id to grant ('<d').
--- Returns { now, then for each item in order: the script's admission (1/0) and the key's state
---          before the request (a string, or nil when it has none); for a key that several
---          requests of the call share, only its first item carries the state (before the call),
---          a later one the number (from 0) of the item before it on the key: the client replays
---          the call's requests on that state with the Rust transition, so a hot key's state (a
---          whole concurrency lease list or sliding log) travels once per call }.
+--          KEYS), enforce (1 or 0), shared (0 if its key is in no other request of the call;
+--          else 1 on the call's first item on that key, 2 on a later one), last (1 on the last
+--          item of a request); a concurrency item is followed by the lease id to grant ('<d').
+-- Returns { now, then for each item in order: the script's admission (1/0), then, but on a
+--          later item on a shared key (shared 2), the key's state before the request (a string,
+--          or nil when it has none) }. A key that several requests of the call share carries its
+--          state (before the call) on its first item only: the client replays the call's
+--          requests on that state with the Rust transition, so a hot key's state (a whole
+--          concurrency lease list or sliding log) travels once per call, and a global or
+--          per-channel limit adds one integer per request to the reply.
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made in
 -- this call: the sliding log's at positive indexes, the sliding window's at negative ones), and the
@@ -62,7 +64,7 @@
 -- then `b` from byte `o` on, then P[1 .. n]; see concurrency.lua) or as a number (a TAT, packed
 -- '<d'; see gcra.lua), made into the string once, when the key is written; its next request then
 -- sees that table or number as `s` (a key's state is a number only once a request of the call wrote
--- it: W[k]). Only a shared key's state (F) is ever a table or a number.
+-- it: X[k]). Only a shared key's state is ever a table or a number.
 
 local spack, sunpack, unpack = struct.pack, struct.unpack, unpack
 local IT = ARGV[1]
@@ -96,16 +98,19 @@ end
 local pb, code, limit, P1, P2, P3 = -1, 0, 0, 0, 0, 0 -- the block of the last item
 -- (Tables are built with room for their usual size: `nil` entries of a constructor size its
 -- array part, so that it is not grown, and copied, one element at a time.)
--- The writes of the request being decided: key index, value, ex, ex0 and old state each.
+-- The writes of the request being decided to keys no other request of the call has: key index,
+-- value, ex, ex0 and old state each; after the last request, the call's writes to the others.
 local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
--- The writes to keys in several requests of the call (`shared`), staged like G (H, for the
--- request being decided) and then kept until the last request, once per key, in order:
--- F[j .. j + 4] = a key's index, its latest value and ex, its ex0 and state before the call;
--- W[k] = j for key k.
--- E[k]: the last item (from 0) on key k, for a shared key.
-local H, F, W, E, nd = nil, nil, nil, nil, 0
+-- The keys in several requests of the call (`shared`): an admitted item replaces the key's state
+-- in V at once (the keys of one request are distinct, so no item of its request reads it), and
+-- U[i .. i + 2] (key index, its state and X before) lets a rejected request put them back.
+-- X[k]: when key k's state in V, made in this call, is empty again (us); nil while V holds the
+-- state before the call. F[j .. j + 2]: a key's index, its ex0 and state before the call, once
+-- per key, from its first admitted item on (W[k] once it is there); written after the last
+-- request when X[k] is set.
+local U, X, F, W, nd = nil, nil, nil, nil, 0
 if dup == 1 then
-  H, F, W, E = {}, {}, {}, {}
+  U, X, F, W = {}, {}, {}, {}
 end
 local out = { now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
   nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
@@ -115,7 +120,7 @@ local oi = 1
 local done = 0
 while done < nitems do
   local admitted = true
-  local ns, nh = 0, 0
+  local ns, nu = 0, 0
   local last = 0
   repeat
     done = done + 1
@@ -136,72 +141,72 @@ while done < nitems do
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
     end
-    local rs = s
-    if shared == 1 then
-      rs = E[k] or s
-      E[k] = done - 1
+    -- (a later item on a shared key carries no state: the client replays the earlier ones)
+    if shared == 2 then
+      out[oi + 1] = allowed
+      oi = oi + 1
+    else
+      out[oi + 1], out[oi + 2] = allowed, s
+      oi = oi + 2
     end
-    out[oi + 1], out[oi + 2] = allowed, rs
-    oi = oi + 2
     if not nv then
     elseif shared == 0 then
       G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4], G[ns + 5] = k, nv, ex, ex0, s
       ns = ns + 5
     else
-      H[nh + 1], H[nh + 2], H[nh + 3], H[nh + 4], H[nh + 5] = k, nv, ex, ex0, s
-      nh = nh + 5
+      U[nu + 1], U[nu + 2], U[nu + 3] = k, V[k], X[k]
+      nu = nu + 3
+      V[k], X[k] = nv, ex
+      if not W[k] then
+        W[k] = true
+        F[nd + 1], F[nd + 2], F[nd + 3] = k, ex0, s
+        nd = nd + 3
+      end
     end
     if allowed == 0 and enforce == 1 then
       admitted = false
     end
   until last == 1
-  -- What to write now (T[1 .. nt], five entries per key: index, value, ex, ex0 and state
-  -- before the call): this request's changes to keys no other request of the call has, and
-  -- after the last request the changes to the others (F).
-  local T, nt = G, 0
+  local nt = 0
   if admitted then
     nt = ns
-    for i = 1, nh, 5 do
-      local k = H[i]
-      local j = W[k]
-      if not j then -- its first write in this call: its state was the one before the call
-        j = nd + 1
-        nd = nd + 5
-        W[k] = j
-        F[j], F[j + 3], F[j + 4] = k, H[i + 3], H[i + 4]
-      end
-      F[j + 1], F[j + 2] = H[i + 1], H[i + 2]
-      V[k] = H[i + 1]
+  else
+    for i = 1, nu, 3 do
+      local k = U[i]
+      V[k], X[k] = U[i + 1], U[i + 2]
     end
   end
-  if done == nitems and nd > 0 then
-    -- (with this request's own changes)
-    for j = 1, nt do
-      F[nd + j] = G[j]
+  -- After the last request, the shared keys' states (a string, a number or a table) join this
+  -- request's writes, made into strings.
+  if done == nitems then
+    for j = 1, nd, 3 do
+      local k = F[j]
+      local x = X[k]
+      if x then
+        local v = V[k]
+        local tv = type(v)
+        if tv == 'number' then
+          v = spack('<d', v)
+        elseif tv == 'table' then
+          local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
+          for i = 1, v.n do
+            parts[i + 2] = P[i]
+          end
+          v = tconcat(parts)
+        end
+        G[nt + 1], G[nt + 2], G[nt + 3], G[nt + 4], G[nt + 5] = k, v, x, F[j + 1], F[j + 2]
+        nt = nt + 5
+      end
     end
-    T, nt = F, nd + nt
   end
   for j = 1, nt, 5 do
-    local key, v = KEYS[T[j]], T[j + 1]
-    if j <= nd and T == F then
-      -- (a shared key's state within the call: a string, a number or a table)
-      local tv = type(v)
-      if tv == 'number' then
-        v = spack('<d', v)
-      elseif tv == 'table' then
-        local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
-        for i = 1, v.n do
-          parts[i + 2] = P[i]
-        end
-        v = tconcat(parts)
-      end
-    end
+    local key, v = KEYS[G[j]], G[j + 1]
     if prod then
       -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant
       -- the state is empty (% is exact on these integers, below 2^53).
-      local e = T[j + 2] + 999999
+      local e = G[j + 2] + 999999
       e = (e - e % 1000000) / 1000
-      local e0 = T[j + 3]
+      local e0 = G[j + 3]
       if e0 >= 0 then
         e0 = e0 + 999999
         e0 = (e0 - e0 % 1000000) / 1000
@@ -209,7 +214,7 @@ while done < nitems do
       if e == e0 then
         -- The key exists (its state was read in this script, whose clock Redis freezes) and
         -- keeps its expiry: a value of the same length is overwritten in place.
-        if #v == #T[j + 4] then
+        if #v == #G[j + 4] then
           call('SETRANGE', key, '0', v)
         else
           call('SET', key, v, 'KEEPTTL')
@@ -219,7 +224,7 @@ while done < nitems do
         call('SET', key, v, 'PXAT', sformat('%d', e))
       end
     else
-      local t = T[j + 2] - now + 999
+      local t = G[j + 2] - now + 999
       call('SET', key, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
     end
   end

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use crate::conn::Conn;
 use crate::scripts::{
     EncItem, FAST_BLOCK_BYTES, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, Lua, MAX_BLOCKS,
-    MAX_FAST_ITEMS, Params, Raw, parse_decide, parse_fast,
+    MAX_FAST_ITEMS, NO_PREV, Params, Raw, Shared, parse_decide, parse_fast,
 };
 
 /// One request (a batch of items), encoded for the decide scripts.
@@ -70,10 +70,11 @@ pub(crate) struct Prepared {
 }
 
 /// Which reply a decide script gives.
-#[derive(Clone, Copy)]
 pub(crate) enum Reply {
-    /// The fast script's: admissions and the states decided on.
-    Fast,
+    /// The fast script's: admissions and the states decided on; for each item of the call, the
+    /// item before it on its key, or `NO_PREV` when the reply carries its state (see
+    /// `parse_fast`).
+    Fast(Vec<u32>),
     /// The general script's: whole decisions.
     General,
 }
@@ -87,7 +88,7 @@ impl Reply {
         requests: &[&Encoded],
     ) -> Result<(Micros, Vec<Raw>), StoreError> {
         match self {
-            Reply::Fast => parse_fast(reply, requests.iter().map(|r| &r.items[..])),
+            Reply::Fast(prev) => parse_fast(reply, requests.iter().map(|r| &r.items[..]), &prev),
             Reply::General => parse_decide(
                 reply,
                 requests.iter().map(|r| r.items()).sum(),
@@ -117,8 +118,9 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         let script = &*FAST_SCRIPT;
         // The distinct keys, each sent (read, written) once; items name theirs by index, from
         // 1 as Lua's KEYS, and say whether another request of the call has it too (`shared`:
-        // the script then writes it once, after the last request). The keys of one request are
-        // distinct, so only calls of several requests can share one.
+        // the script then writes it once, after the last request, and only the first item on
+        // it carries its state in the reply). The keys of one request are distinct, so only
+        // calls of several requests can share one.
         let mut keys: SmallVec<[&str; 64]> = SmallVec::new();
         let mut uses: SmallVec<[u32; 64]> = SmallVec::new();
         let key_index: SmallVec<[u16; 64]> = if requests.len() == 1 {
@@ -160,11 +162,21 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         for b in &blocks {
             b.push_fast(&mut call);
         }
+        // Each key's latest item so far (from 0; `NO_PREV` before its first).
+        let mut latest: SmallVec<[u32; 64]> = SmallVec::from_elem(NO_PREV, keys.len());
+        let mut prev = Vec::with_capacity(n);
         let mut index = index.iter().zip(&key_index);
         for r in requests {
             let last = r.items.len().saturating_sub(1);
             for ((k, i), (b, key)) in r.items.iter().enumerate().zip(index.by_ref()) {
-                let shared = uses[usize::from(*key) - 1] > 1;
+                let at = usize::from(*key) - 1;
+                let p = std::mem::replace(&mut latest[at], prev.len() as u32);
+                let shared = match (uses[at] > 1, p == NO_PREV) {
+                    (false, _) => Shared::No,
+                    (true, true) => Shared::First,
+                    (true, false) => Shared::Later,
+                };
+                prev.push(p);
                 i.push_fast(*b, *key, shared, k == last, &mut call);
             }
         }
@@ -176,7 +188,7 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         return Prepared {
             script,
             cmd,
-            reply: Reply::Fast,
+            reply: Reply::Fast(prev),
         };
     }
     general(time, requests)

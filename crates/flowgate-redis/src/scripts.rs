@@ -223,6 +223,20 @@ pub(crate) const MAX_BLOCKS: usize = 1024;
 /// rejects the same, and exact as a double. The client decides with the real cost.
 const MAX_SENT_COST: u64 = 1 << 32;
 
+/// Whether an item's key is in other requests of its fast call (`shared` in `fast.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Shared {
+    /// The key is in this request only: the script writes it after the request.
+    No = 0,
+    /// The call's first item on a key several requests have: its reply carries the key's
+    /// state before the call, and the script writes the key after the last request.
+    First = 1,
+    /// A later item on such a key: its reply carries no state (the client replays the earlier
+    /// items on that key).
+    Later = 2,
+}
+
 /// Bytes of one item in the fast script's call string (a concurrency item adds 8).
 pub(crate) const FAST_ITEM_BYTES: usize = 15;
 /// Items one fast call can carry (their keys are named by 16-bit indexes).
@@ -233,14 +247,14 @@ pub(crate) const FAST_BLOCK_BYTES: usize = 33;
 impl EncItem {
     /// Appends the item to the fast script's call string (`'<dHHBBB'`: cost, its limit's
     /// `block`, its `key` (index in the call's keys, from 1), `enforce`, whether its key is
-    /// `shared` with another request of the call, whether it is the `last` of its request;
+    /// [`Shared`] with another request of the call, whether it is the `last` of its request;
     /// then `'<d'`, the lease, for a concurrency item). Doubles are exact: costs are capped at
     /// 2^32, lease ids below 2^52.
     pub(crate) fn push_fast(
         &self,
         block: usize,
         key: u16,
-        shared: bool,
+        shared: Shared,
         last: bool,
         items: &mut Vec<u8>,
     ) {
@@ -248,7 +262,7 @@ impl EncItem {
         items.extend_from_slice(&(block as u16).to_le_bytes());
         items.extend_from_slice(&key.to_le_bytes());
         items.push(u8::from(self.enforce));
-        items.push(u8::from(shared));
+        items.push(shared as u8);
         items.push(u8::from(last));
         if self.params.code == 5 {
             items.extend_from_slice(&(self.lease as f64).to_le_bytes());
@@ -324,54 +338,63 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
 /// `now` it used and a decision for every item, derived from the state the script decided the
 /// item on with the Rust transition.
 ///
-/// A key that several requests of the call share is sent once, with its state before the call;
-/// a later item on it names the item before it on that key, and decides on that item's state
-/// after that item's request, replayed here with the Rust transition exactly as the script
-/// recorded it (the item admitted with a cost, in an admitted request). The client so receives
-/// and parses a hot key's state once per call.
+/// A key that several requests of the call share is sent once, with its state before the call,
+/// on its first item. `prev` says, for each item of the call in order, the item (from 0) before
+/// it on its key, or [`NO_PREV`] when the reply carries its state: a later item on a key decides
+/// on that item's state after that item's request, replayed here with the Rust transition
+/// exactly as the script recorded it (the item admitted with a cost, in an admitted request).
+/// The client so receives and parses a hot key's state once per call.
 pub(crate) fn parse_fast<'a>(
     v: Value,
     requests: impl Iterator<Item = &'a [EncItem]>,
+    prev: &[u32],
 ) -> Result<(Micros, Vec<Raw>), StoreError> {
     let Value::Array(vals) = v else {
         return Err(bad("not an array"));
     };
     let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
     let mut rest = &vals[1..];
-    let mut out = Vec::with_capacity(rest.len() / 2);
+    let mut out = Vec::with_capacity(prev.len());
     // Each item decided so far, but for the last request's (which no item follows): the state
     // it was decided on, and whether its request recorded it (taken by the next item on its
     // key, at most one). A call of one request (no coalescing) keeps nothing.
     let mut seen: Vec<(&EncItem, State, bool)> = Vec::new();
     let mut requests = requests.peekable();
+    let mut prev = prev.iter();
     while let Some(items) = requests.next() {
         let keep = requests.peek().is_some();
         let first = seen.len();
         let mut admitted = true;
         for item in items {
-            let [allowed, v, tail @ ..] = rest else {
+            let p = *prev.next().ok_or_else(|| bad("more items than sent"))?;
+            let [allowed, tail @ ..] = rest else {
                 return Err(bad("too short"));
             };
             rest = tail;
-            let st = match v {
-                Value::Nil => state::parse(&item.limit, None),
-                Value::BulkString(b) => state::parse(&item.limit, Some(b)),
-                Value::Int(j) => {
-                    let Some((prev, st, recorded)) = usize::try_from(*j)
-                        .ok()
-                        .filter(|&j| j < first)
-                        .and_then(|j| seen.get_mut(j))
-                        .filter(|(p, _, _)| p.key == item.key && p.params == item.params)
-                    else {
-                        return Err(bad("a state of no earlier item on the key"));
-                    };
-                    let mut st = std::mem::take(st);
-                    if *recorded {
-                        algorithm::transition(&prev.limit, &mut st, now, prev.cost, prev.lease);
-                    }
-                    st
+            let st = if p == NO_PREV {
+                let [v, tail @ ..] = rest else {
+                    return Err(bad("too short"));
+                };
+                rest = tail;
+                match v {
+                    Value::Nil => state::parse(&item.limit, None),
+                    Value::BulkString(b) => state::parse(&item.limit, Some(b)),
+                    _ => return Err(bad("not a state")),
                 }
-                _ => return Err(bad("not a state")),
+            } else {
+                let Some((prev, st, recorded)) = usize::try_from(p)
+                    .ok()
+                    .filter(|&j| j < first)
+                    .and_then(|j| seen.get_mut(j))
+                    .filter(|(p, _, _)| p.key == item.key && p.params == item.params)
+                else {
+                    return Err(bad("a state of no earlier item on the key"));
+                };
+                let mut st = std::mem::take(st);
+                if *recorded {
+                    algorithm::transition(&prev.limit, &mut st, now, prev.cost, prev.lease);
+                }
+                st
             };
             let d = algorithm::check(&item.limit, &st, now, item.cost);
             // The script recorded (or not) by its own admission: a decision that disagreed
@@ -408,6 +431,9 @@ pub(crate) fn parse_fast<'a>(
     }
     Ok((now, out))
 }
+
+/// In `prev` (see [`parse_fast`]): the item's reply carries its key's state.
+pub(crate) const NO_PREV: u32 = u32::MAX;
 
 /// The bucket a sliding window admitted into from `st` at `now` (the newest one when the clock
 /// has stepped back behind it, as `algorithm::sliding_window::apply` counts); `None` for the
