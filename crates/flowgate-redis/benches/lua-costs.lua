@@ -9,7 +9,7 @@ for i = 1, n do
 end
 local item = {}
 for i = 1, n do
-  item[i] = spack('<dHHBBB', 1, 0, i, 1, 0, 1)
+  item[i] = string.char(1, 0, 0, i, 0, 1, 0, 1)
 end
 local IT = table.concat(item)
 local s, Q, acc = spack('<d', 1e15), {}, 0
@@ -27,9 +27,14 @@ for _ = 1, reps do
   elseif mode == 'decode' then -- decoding an item of the call string
     local ip = 1
     for _ = 1, n do
-      local _, _, k
-      _, _, k, _, _, _, ip = sunpack('<dHHBBB', IT, ip)
-      acc = acc + k
+      local cost, b, b1, k, k1 = string.byte(IT, ip, ip + 7)
+      ip = ip + 8
+      b = b + b1 * 256
+      k = k + k1 * 256
+      if cost == 255 then
+        cost, ip = sunpack('<d', IT, ip)
+      end
+      acc = acc + k + b
     end
   elseif mode == 'tat-string' then -- a shared TAT kept as a string: unpack and pack
     for _ = 1, n do

@@ -237,19 +237,24 @@ pub(crate) enum Shared {
     Later = 2,
 }
 
-/// Bytes of one item in the fast script's call string (a concurrency item adds 8).
-pub(crate) const FAST_ITEM_BYTES: usize = 15;
+/// Bytes of one item in the fast script's call string (a cost above 254 adds 8, a concurrency
+/// item 8).
+pub(crate) const FAST_ITEM_BYTES: usize = 8;
+
+/// The cost byte of an item whose cost follows as a double.
+const COST_FOLLOWS: u8 = 255;
 /// Items one fast call can carry (their keys are named by 16-bit indexes).
 pub(crate) const MAX_FAST_ITEMS: usize = u16::MAX as usize;
 /// Bytes of one block in the fast script's call string.
 pub(crate) const FAST_BLOCK_BYTES: usize = 33;
 
 impl EncItem {
-    /// Appends the item to the fast script's call string (`'<dHHBBB'`: cost, its limit's
-    /// `block`, its `key` (index in the call's keys, from 1), `enforce`, whether its key is
-    /// [`Shared`] with another request of the call, whether it is the `last` of its request;
-    /// then `'<d'`, the lease, for a concurrency item). Doubles are exact: costs are capped at
-    /// 2^32, lease ids below 2^52.
+    /// Appends the item to the fast script's call string (8 bytes: the cost, or 255 when it
+    /// follows as `'<d'`; its limit's `block` and its `key` (index in the call's keys, from 1),
+    /// two bytes each, low first; `enforce`; whether its key is [`Shared`] with another request
+    /// of the call; whether it is the `last` of its request; then the cost when it did not fit
+    /// in a byte and, for a concurrency item, the lease, as `'<d'`). Doubles are exact: costs are
+    /// capped at 2^32, lease ids below 2^52.
     pub(crate) fn push_fast(
         &self,
         block: usize,
@@ -258,12 +263,16 @@ impl EncItem {
         last: bool,
         items: &mut Vec<u8>,
     ) {
-        items.extend_from_slice(&(self.cost.min(MAX_SENT_COST) as f64).to_le_bytes());
+        let cost = u8::try_from(self.cost).ok().filter(|&c| c < COST_FOLLOWS);
+        items.push(cost.unwrap_or(COST_FOLLOWS));
         items.extend_from_slice(&(block as u16).to_le_bytes());
         items.extend_from_slice(&key.to_le_bytes());
         items.push(u8::from(self.enforce));
         items.push(shared as u8);
         items.push(u8::from(last));
+        if cost.is_none() {
+            items.extend_from_slice(&(self.cost.min(MAX_SENT_COST) as f64).to_le_bytes());
+        }
         if self.params.code == 5 {
             items.extend_from_slice(&(self.lease as f64).to_le_bytes());
         }
