@@ -113,13 +113,22 @@ async fn store_with(url: &str, coalesce: bool, in_flight: usize) -> Arc<RedisSto
     )
 }
 
+/// The names `<prefix>0` .. `<prefix>{n - 1}`. Every figure builds its keys before it runs, so
+/// that what it measures is the store's work, not `format!`'s (the same for INCR and the
+/// decisions).
+fn names(prefix: &str, n: u64) -> Arc<Vec<String>> {
+    Arc::new((0..n).map(|k| format!("{prefix}{k}")).collect())
+}
+
 async fn incr_rate(s: &Arc<RedisStore>, inflight: usize, secs: f64) -> f64 {
     let s = s.clone();
+    let keys = names("bench:incr:", *KEYS);
     rate(inflight, secs, move |i| {
         let s = s.clone();
+        let keys = keys.clone();
         async move {
             let mut c = redis::cmd("INCR");
-            c.arg(format!("bench:incr:{}", i % *KEYS));
+            c.arg(&keys[(i % *KEYS) as usize]);
             s.query(&c).await.expect("incr");
         }
     })
@@ -148,20 +157,21 @@ async fn decide_rate_spread(
     secs: f64,
 ) -> f64 {
     let s = s.clone();
-    let spread = Arc::new(spread);
+    let keys: Arc<Vec<Arc<Vec<String>>>> = Arc::new(
+        (0..limits.len())
+            .map(|r| names(&format!("bench:{tag}:{r}:"), spread[r]))
+            .collect(),
+    );
     rate(inflight, secs, move |i| {
         let s = s.clone();
         let limits = limits.clone();
-        let spread = spread.clone();
+        let keys = keys.clone();
         async move {
-            let keys: Vec<String> = (0..limits.len())
-                .map(|r| format!("bench:{tag}:{r}:{}", i % spread[r]))
-                .collect();
             let items: Vec<Item<'_>> = limits
                 .iter()
-                .zip(&keys)
+                .zip(keys.iter())
                 .map(|(l, k)| Item {
-                    key: k,
+                    key: &k[(i % k.len() as u64) as usize],
                     limit: l,
                     cost: 1,
                     enforce: true,
@@ -199,11 +209,12 @@ async fn hot_rate(
     secs: f64,
 ) -> f64 {
     let s = s.clone();
+    let key = Arc::new(format!("bench:hot:{tag}"));
     rate(inflight, secs, move |_| {
         let s = s.clone();
         let limit = limit.clone();
+        let key = key.clone();
         async move {
-            let key = format!("bench:hot:{tag}");
             s.decide(&[Item {
                 key: &key,
                 limit: &limit,
@@ -686,10 +697,12 @@ fn main() {
         println!("## naive 3-round-trip sliding log vs ours");
         let naive_rate = {
             let s = direct.clone();
+            let keys = names("bench:naive:", *KEYS);
             rate(64, secs, move |i| {
                 let s = s.clone();
+                let keys = keys.clone();
                 async move {
-                    naive_log(&s, &format!("bench:naive:{}", i % *KEYS), 100, 1_000_000, i).await;
+                    naive_log(&s, &keys[(i % *KEYS) as usize], 100, 1_000_000, i).await;
                 }
             })
             .await
