@@ -49,13 +49,15 @@
 --          0), shared (0 if its key is in no other request of the call; else 1 on the call's
 --          first item on that key, 2 on a later one), last (1 on the last item of a request);
 --          then a concurrency item's lease id to grant ('<d').
--- Returns { now, then for each item in order: the script's admission (1/0), then, but on a
---          later item on a shared key (shared 2), the key's state before the request (a string,
---          or nil when it has none) }. A key that several requests of the call share carries its
---          state (before the call) on its first item only: the client replays the call's
---          requests on that state with the Rust transition, so a hot key's state (a whole
---          concurrency lease list or sliding log) travels once per call, and a global or
---          per-channel limit adds one integer per request to the reply.
+-- Returns { now, the script's admission of every item in order (a string of one byte each, 1
+--          or 0: a reply of one element per item costs Redis and the client more than the
+--          states themselves), then for each item in order but a later item on a shared key
+--          (shared 2), the key's state before the request (a string, or nil when it has none) }.
+--          A key that several requests of the call share carries its state (before the call) on
+--          its first item only: the client replays the call's requests on that state with the
+--          Rust transition, so a hot key's state (a whole concurrency lease list or sliding log)
+--          travels once per call, and a global or per-channel limit adds one byte per request
+--          to the reply.
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made in
 -- this call: the sliding log's at positive indexes, the sliding window's at negative ones), and the
@@ -114,11 +116,16 @@ local U, X, F, W, nd = nil, nil, nil, nil, 0
 if dup == 1 then
   U, X, F, W = {}, {}, {}, {}
 end
-local out = { now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+-- The reply (out[2], the admissions, is made from A at the end) and the admissions, by item.
+local out = { now, '', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
   nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
   nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
   nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
-local oi = 1
+local A = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil, nil, nil, nil }
+local oi = 2
 local done = 0
 while done < nitems do
   local admitted = true
@@ -149,13 +156,11 @@ while done < nitems do
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
     end
+    A[done] = allowed
     -- (a later item on a shared key carries no state: the client replays the earlier ones)
-    if shared == 2 then
-      out[oi + 1] = allowed
+    if shared ~= 2 then
+      out[oi + 1] = s
       oi = oi + 1
-    else
-      out[oi + 1], out[oi + 2] = allowed, s
-      oi = oi + 2
     end
     if not nv then
     elseif shared == 0 then
@@ -236,5 +241,15 @@ while done < nitems do
       call('SET', key, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
     end
   end
+end
+-- (string.char takes the admissions in slices that unpack can hold)
+if nitems <= 4000 then
+  out[2] = string.char(unpack(A, 1, nitems))
+else
+  local parts = {}
+  for from = 1, nitems, 4000 do
+    parts[#parts + 1] = string.char(unpack(A, from, math.min(nitems, from + 3999)))
+  end
+  out[2] = tconcat(parts)
 end
 return out

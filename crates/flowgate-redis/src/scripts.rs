@@ -345,7 +345,8 @@ fn uint(v: &Value) -> Result<u64, StoreError> {
 
 /// Reads the fast script's reply to the requests `requests` (each its items, in order): the
 /// `now` it used and a decision for every item, derived from the state the script decided the
-/// item on with the Rust transition.
+/// item on with the Rust transition, and checked against the script's admission (one byte per
+/// item, in one string).
 ///
 /// A key that several requests of the call share is sent once, with its state before the call,
 /// on its first item. `prev` says, for each item of the call in order, the item (from 0) before
@@ -361,8 +362,18 @@ pub(crate) fn parse_fast<'a>(
     let Value::Array(vals) = v else {
         return Err(bad("not an array"));
     };
-    let now = uint(vals.first().ok_or_else(|| bad("empty"))?)?;
-    let mut rest = &vals[1..];
+    let [now, admissions, states @ ..] = &vals[..] else {
+        return Err(bad("too short"));
+    };
+    let now = uint(now)?;
+    let Value::BulkString(admissions) = admissions else {
+        return Err(bad("admissions are not a string"));
+    };
+    if admissions.len() != prev.len() {
+        return Err(bad("admissions of another number of items"));
+    }
+    let mut admissions = admissions.iter();
+    let mut rest = states;
     let mut out = Vec::with_capacity(prev.len());
     // Each item decided so far, but for the last request's (which no item follows): the state
     // it was decided on, and whether its request recorded it (taken by the next item on its
@@ -375,11 +386,9 @@ pub(crate) fn parse_fast<'a>(
         let first = seen.len();
         let mut admitted = true;
         for item in items {
-            let p = *prev.next().ok_or_else(|| bad("more items than sent"))?;
-            let [allowed, tail @ ..] = rest else {
-                return Err(bad("too short"));
+            let (Some(&p), Some(&allowed)) = (prev.next(), admissions.next()) else {
+                return Err(bad("more items than sent"));
             };
-            rest = tail;
             let st = if p == NO_PREV {
                 let [v, tail @ ..] = rest else {
                     return Err(bad("too short"));
@@ -408,7 +417,7 @@ pub(crate) fn parse_fast<'a>(
             let d = algorithm::check(&item.limit, &st, now, item.cost);
             // The script recorded (or not) by its own admission: a decision that disagreed
             // would report what Redis did not do.
-            if int(allowed)? != i64::from(d.allowed) {
+            if allowed != u8::from(d.allowed) {
                 return Err(StoreError::Internal(
                     "the decide script and the Rust transition disagree on an admission".into(),
                 ));

@@ -407,3 +407,50 @@ fn a_batch_request_rejected_by_another_limit_leaves_no_lease() {
         assert_eq!(got[0].allowed, more <= 6, "lease {more}");
     }
 }
+
+/// A call larger than one slice of the script's `unpack` (4,000 values): 4,100 requests of a
+/// per-user and a global limit in one batch (8,200 items, 4,101 keys) are decided as the memory
+/// store decides them one after another, and the global limit admits exactly its 3,000.
+#[test]
+fn a_batch_of_thousands_of_requests_decides_each_as_one_after_another() {
+    let (_server, rt, _clock, redis, memory) = batch_setup();
+    let (user, global) = (
+        limit(Algorithm::FixedWindow, "1/s"),
+        limit(Algorithm::TokenBucket, "3000/s"),
+    );
+    let keys: Vec<String> = (0..4_100).map(|u| format!("many:user:{u}")).collect();
+    let requests: Vec<Vec<Item<'_>>> = keys
+        .iter()
+        .map(|k| {
+            vec![
+                Item {
+                    key: k,
+                    limit: &user,
+                    cost: 1,
+                    enforce: true,
+                },
+                Item {
+                    key: "many:global",
+                    limit: &global,
+                    cost: 1,
+                    enforce: true,
+                },
+            ]
+        })
+        .collect();
+    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+    let got = rt
+        .block_on(redis.decide_batch(&refs))
+        .unwrap_or_else(|e| panic!("redis batch: {e}"));
+    let mut admitted = 0;
+    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
+        let want = memory
+            .decide_now(items)
+            .unwrap_or_else(|e| panic!("memory: {e}"));
+        for (j, (w, g)) in want.iter().zip(got).enumerate() {
+            assert!(same(w, g), "request {q}, item {j}: rust {w:?} != lua {g:?}");
+        }
+        admitted += u64::from(got.iter().all(|d| d.allowed));
+    }
+    assert_eq!(admitted, 3_000);
+}
