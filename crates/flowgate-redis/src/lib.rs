@@ -12,9 +12,9 @@
 //!   of leases carries its total, so a decision reads only what has gone stale; a sliding window
 //!   or log stores its newest counts or entries first, so its new state is one `struct.pack` of a
 //!   prefix of the old one, Redis's Lua hashing every byte of every string it makes). The fast script
-//!   only admits and records: it answers its admission and the state each request was decided on (a
-//!   key that several requests of a call share sends its state once, as it was before the call, and
-//!   the client replays the call's requests on it), and the client derives the decision with the
+//!   only admits and records: it answers its admissions (one byte per item, in one string) and the
+//!   state each request was decided on (a key that several requests of a call share sends its state
+//!   once, as it was before the call, and the client replays the call's requests on it), and the client derives the decision with the
 //!   same Rust transition as the memory store, checking that both admit alike. Within a call a
 //!   shared concurrency lease list is kept as a table and made into a string once, when written.
 //!   Every key written expires at the next whole second of Redis's clock after its state is empty
