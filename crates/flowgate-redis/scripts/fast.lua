@@ -61,7 +61,8 @@
 -- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made in
 -- this call: the sliding log's at positive indexes, the sliding window's at negative ones), and the
--- state `s` (string or false). It sets `allowed` (1 when it admits) and, when it admits with a
+-- state `s` (string or false; `x0` is set, not nil or false, when `s` is a shared key's state
+-- made in this call, see below). It sets `allowed` (1 when it admits) and, when it admits with a
 -- cost, `nv` (the new state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if
 -- none). For a key several requests of the call share (`shared`), a fragment may keep its state
 -- within the call as a table instead of a string ({ b, o, P, n, held }: the string `held` as '<I4',
@@ -151,7 +152,10 @@ while done < nitems do
     if code == 5 then
       lease, ip = sunpack('<d', IT, ip)
     end
-    local s = V[k]
+    local s0 = V[k]
+    local s = s0
+    -- (a shared key's X, read once: nil until an admitted item of the call replaced its state)
+    local x0 = shared ~= 0 and X[k]
     local nv, ex, ex0 = nil, 0, -1
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
@@ -167,10 +171,10 @@ while done < nitems do
       G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4], G[ns + 5] = k, nv, ex, ex0, s
       ns = ns + 5
     else
-      U[nu + 1], U[nu + 2], U[nu + 3] = k, V[k], X[k]
+      U[nu + 1], U[nu + 2], U[nu + 3] = k, s0, x0
       nu = nu + 3
       V[k], X[k] = nv, ex
-      if not W[k] then
+      if not x0 and not W[k] then
         W[k] = true
         F[nd + 1], F[nd + 2], F[nd + 3] = k, ex0, s
         nd = nd + 3

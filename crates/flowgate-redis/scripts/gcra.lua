@@ -67,11 +67,11 @@ ALG[1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcr
 -- Admits when the wait (new TAT - now - tau) is within max_wait, which also refuses a cost
 -- above burst + max_wait / T (Rust's max_cost).
 -- A key that several requests of the call share (a global or per-channel limit) keeps its TAT
--- within the call as a number once a request of the call has written it (X[k]; fast.lua packs
+-- within the call as a number once a request of the call has written it (x0; fast.lua packs
 -- it when it writes the key): no unpack and no new string per admitted request.
 local t = P1
 local tat = 0
-if shared ~= 0 and X[k] then
+if x0 then
   tat = s
 elseif s and #s == 8 then
   tat = sunpack('<d', s)
