@@ -131,11 +131,10 @@ local done = 0
 while done < nitems do
   local admitted = true
   local ns, nu = 0, 0
-  local last = 0
   repeat
     done = done + 1
-    local cost, b, b1, k, k1, enforce, shared
-    cost, b, b1, k, k1, enforce, shared, last = sbyte(IT, ip, ip + 7)
+    -- (locals made by the call itself land in their registers: no copies; `until` sees `last`)
+    local cost, b, b1, k, k1, enforce, shared, last = sbyte(IT, ip, ip + 7)
     ip = ip + 8
     b = b + b1 * 256
     k = k + k1 * 256
@@ -145,7 +144,12 @@ while done < nitems do
     if b ~= pb then
       pb = b
       local bk = BP[b + 1]
-      code, limit, P1, P2, P3 = bk[1], bk[2], bk[3], bk[4], bk[5]
+      -- (one at a time: each read goes straight to its register)
+      code = bk[1]
+      limit = bk[2]
+      P1 = bk[3]
+      P2 = bk[4]
+      P3 = bk[5]
     end
     local allowed = 0
     local lease = nil
@@ -168,15 +172,25 @@ while done < nitems do
     end
     if not nv then
     elseif shared == 0 then
-      G[ns + 1], G[ns + 2], G[ns + 3], G[ns + 4], G[ns + 5] = k, nv, ex, ex0, s
+      -- (one store per statement: a multiple assignment copies every value first)
+      G[ns + 1] = k
+      G[ns + 2] = nv
+      G[ns + 3] = ex
+      G[ns + 4] = ex0
+      G[ns + 5] = s
       ns = ns + 5
     else
-      U[nu + 1], U[nu + 2], U[nu + 3] = k, s0, x0
+      U[nu + 1] = k
+      U[nu + 2] = s0
+      U[nu + 3] = x0
       nu = nu + 3
-      V[k], X[k] = nv, ex
+      V[k] = nv
+      X[k] = ex
       if not x0 and not W[k] then
         W[k] = true
-        F[nd + 1], F[nd + 2], F[nd + 3] = k, ex0, s
+        F[nd + 1] = k
+        F[nd + 2] = ex0
+        F[nd + 3] = s
         nd = nd + 3
       end
     end
@@ -190,7 +204,8 @@ while done < nitems do
   else
     for i = 1, nu, 3 do
       local k = U[i]
-      V[k], X[k] = U[i + 1], U[i + 2]
+      V[k] = U[i + 1]
+      X[k] = U[i + 2]
     end
   end
   -- After the last request, the shared keys' states (a string, a number or a table) join this
@@ -211,7 +226,11 @@ while done < nitems do
           end
           v = tconcat(parts)
         end
-        G[nt + 1], G[nt + 2], G[nt + 3], G[nt + 4], G[nt + 5] = k, v, x, F[j + 1], F[j + 2]
+        G[nt + 1] = k
+        G[nt + 2] = v
+        G[nt + 3] = x
+        G[nt + 4] = F[j + 1]
+        G[nt + 5] = F[j + 2]
         nt = nt + 5
       end
     end
