@@ -1,0 +1,121 @@
+-- Lua VM instructions the fast decide script runs per request, 1 rule against the field's 3 rules
+-- (global, channel, user; token buckets that admit everything), counted by a count hook in a
+-- stand-alone Lua 5.1 (Redis's Lua) with Redis's struct library: deterministic, unlike rates, and
+-- per source line with `lines`. See vm-count.sh.
+--   lua5.1 vm-count.lua <struct.so> <assembled fast.lua> [lines]
+local so, script, lines = arg[1], arg[2], arg[3] == 'lines'
+struct = package.loadlib(so, 'luaopen_struct')()
+local store = {}
+-- Redis, as far as the fast script uses it.
+redis = {
+  call = function(cmd, ...)
+    local a = { ... }
+    if cmd == 'TIME' then
+      return { '1700000000', '123456' }
+    elseif cmd == 'MGET' then
+      local r = {}
+      for i = 1, #a do
+        r[i] = store[a[i]] or false
+      end
+      return r
+    elseif cmd == 'SET' then
+      store[a[1]] = a[2]
+      return { ok = 'OK' }
+    elseif cmd == 'SETRANGE' then
+      store[a[1]] = a[3]
+      return #a[3]
+    end
+    error('unexpected command ' .. cmd)
+  end,
+}
+local chunk = assert(loadfile(script))
+local src = {}
+for l in io.lines(script) do
+  src[#src + 1] = l
+end
+-- One coalesced call of `nreq` requests, encoded as the client does (call.rs, scripts.rs).
+-- Block b: limit, T (us), tau = limit * T (burst = limit), no delay.
+local BLOCKS = {
+  [1] = { { 100, 10000 } },
+  [3] = { { 1000000, 1 }, { 100000, 10 }, { 100, 10000 } },
+}
+local function build(nreq, rules, round)
+  local keys, kidx, uses, reqs = {}, {}, {}, {}
+  for r = 1, nreq do
+    local u = round * nreq + r
+    local names = { { 'user:' .. u, 0 } }
+    if rules == 3 then
+      names = { { 'global', 0 }, { 'channel:' .. (u % 10), 1 }, { 'user:' .. u, 2 } }
+    end
+    reqs[r] = names
+    for _, n in ipairs(names) do
+      if not kidx[n[1]] then
+        keys[#keys + 1] = n[1]
+        kidx[n[1]] = #keys
+        uses[#keys] = 0
+      end
+      uses[kidx[n[1]]] = uses[kidx[n[1]]] + 1
+    end
+  end
+  local nitems = nreq * rules
+  local parts = { struct.pack('<ddHI4B', 0, 0, rules, nitems, (#keys < nitems) and 1 or 0) }
+  for _, b in ipairs(BLOCKS[rules]) do
+    parts[#parts + 1] = struct.pack('<Bdddd', 1, b[1], b[2], b[1] * b[2], 0)
+  end
+  local seen = {}
+  for r = 1, nreq do
+    for i, n in ipairs(reqs[r]) do
+      local k = kidx[n[1]]
+      local shared = 0
+      if uses[k] > 1 then
+        shared = seen[k] and 2 or 1
+      end
+      seen[k] = true
+      parts[#parts + 1] = string.char(1, n[2], 0, k % 256, math.floor(k / 256), 1, shared,
+        (i == #reqs[r]) and 1 or 0)
+    end
+  end
+  return keys, table.concat(parts)
+end
+local count, H = 0, {}
+local function hook()
+  local info = debug.getinfo(2, 'Sl')
+  if info.source == '@' .. script then
+    count = count + 1
+    H[info.currentline] = (H[info.currentline] or 0) + 1
+  end
+end
+local NREQ, ROUNDS = 27, 5
+for _, rules in ipairs({ 1, 3 }) do
+  store, H = {}, {}
+  local total = 0
+  for round = 0, ROUNDS do
+    local keys, call = build(NREQ, rules, round)
+    KEYS, ARGV = keys, { call }
+    count = 0
+    debug.sethook(hook, '', 1)
+    local out = chunk()
+    debug.sethook()
+    assert(#out[2] == NREQ * rules and not out[2]:find('\0'), 'a request was rejected')
+    if round == 0 then
+      H = {} -- (the first call creates the keys)
+    else
+      total = total + count
+    end
+  end
+  print(string.format('%d rule(s): %.1f VM instructions per request (%d requests per call)',
+    rules, total / (ROUNDS * NREQ), NREQ))
+  if lines then
+    local ls = {}
+    for l in pairs(H) do
+      ls[#ls + 1] = l
+    end
+    table.sort(ls)
+    for _, l in ipairs(ls) do
+      local per = H[l] / (ROUNDS * NREQ)
+      if per >= 0.1 then
+        print(string.format('%5d %6.1f  %s', l, per, src[l]:sub(1, 90)))
+      end
+    end
+  end
+end
