@@ -71,7 +71,7 @@ local function build(nreq, rules, round)
         shared = seen[k] and 2 or 1
       end
       seen[k] = true
-      parts[#parts + 1] = string.char(1, n[2], 0, k % 256, math.floor(k / 256), 1, shared,
+      parts[#parts + 1] = string.char(1, n[2] + 1, k % 256, math.floor(k / 256), 1, shared,
         (i == #reqs[r]) and 1 or 0)
     end
   end

@@ -139,6 +139,11 @@ ALG[5] = { load = conc_load, check = conc_check, apply = conc_apply, store = con
 -- once, when it writes the key. Every request of a call sees the same `now`, so the stored
 -- leases live at the first request stay live and the appended ones expire last, in order.
 local window = P1
+-- (the item's lease id follows it in the call when it has a cost: fast.lua)
+local lease = 0
+if cost > 0 then
+  lease, ip = sunpack('<d', IT, ip)
+end
 if type(s) == 'table' then
   if s.held + cost <= limit then
     allowed = 1

@@ -43,12 +43,13 @@
 --          3 sliding window, 4 sliding log, 5 concurrency), limit, and the algorithm's
 --          parameters P1..P3: 1: T, tau = burst * T, max_wait; 3: window, bucket width,
 --          buckets; 2, 4, 5: window (then 0, 0).
---          Then the items, in order: per item 8 bytes, read with string.byte (a third of the
+--          Then the items, in order: per item 7 bytes, read with string.byte (a third of the
 --          cost of struct.unpack's format): the cost (255: the cost follows, '<d'), the block
---          (from 0) and the key (its index in KEYS) as two bytes each, low first, enforce (1 or
---          0), shared (0 if its key is in no other request of the call; else 1 on the call's
---          first item on that key, 2 on a later one), last (1 on the last item of a request);
---          then a concurrency item's lease id to grant ('<d').
+--          (from 1), the key (its index in KEYS) as two bytes, low first, enforce (1 or 0),
+--          shared (0 if its key is in no other request of the call; else 1 on the call's first
+--          item on that key, 2 on a later one), last (1 on the last item of a request); then,
+--          for a concurrency item whose fragment runs with a cost (limit and cost above 0), the
+--          lease id to grant ('<d', read by the fragment).
 -- Returns { now, the script's admission of every item in order (a string of one byte each, 1
 --          or 0: a reply of one element per item costs Redis and the client more than the
 --          states themselves), then for each item in order but a later item on a shared key
@@ -58,7 +59,8 @@
 --          Rust transition, so a hot key's state (a whole concurrency lease list or sliding log)
 --          travels once per call, and a global or per-channel limit adds one byte per request
 --          to the reply.
--- Each fragment sees: cost, limit and P1..P3 (its block), lease (concurrency), now, prod, spack,
+-- Each fragment sees: cost, limit and P1..P3 (its block), IT and ip (concurrency reads its lease
+-- there), now, prod, spack,
 -- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made in
 -- this call: the sliding log's at positive indexes, the sliding window's at negative ones), and the
 -- state `s` (string or false; `x0` is set, not nil or false, when `s` is a shared key's state
@@ -93,7 +95,7 @@ for from = 4001, nkeys, 4000 do
     V[from + i - 1] = more[i]
   end
 end
--- The blocks: block j (from 0) is BP[j + 1] = { code, limit, P1, P2, P3 }.
+-- The blocks: block j (from 1) is BP[j] = { code, limit, P1, P2, P3 }.
 local BP = {}
 for j = 1, nb do
   local c, l, p1, p2, p3
@@ -134,16 +136,15 @@ while done < nitems do
   repeat
     done = done + 1
     -- (locals made by the call itself land in their registers: no copies; `until` sees `last`)
-    local cost, b, b1, k, k1, enforce, shared, last = sbyte(IT, ip, ip + 7)
-    ip = ip + 8
-    b = b + b1 * 256
+    local cost, b, k, k1, enforce, shared, last = sbyte(IT, ip, ip + 6)
+    ip = ip + 7
     k = k + k1 * 256
     if cost == 255 then
       cost, ip = sunpack('<d', IT, ip)
     end
     if b ~= pb then
       pb = b
-      local bk = BP[b + 1]
+      local bk = BP[b]
       -- (one at a time: each read goes straight to its register)
       code = bk[1]
       limit = bk[2]
@@ -152,15 +153,11 @@ while done < nitems do
       P3 = bk[5]
     end
     local allowed = 0
-    local lease = nil
-    if code == 5 then
-      lease, ip = sunpack('<d', IT, ip)
-    end
     local s0 = V[k]
     local s = s0
     -- (a shared key's X, read once: nil until an admitted item of the call replaced its state)
     local x0 = shared ~= 0 and X[k]
-    local nv, ex, ex0 = nil, 0, -1
+    local nv, ex, ex0 = nil, nil, -1
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
     end

@@ -69,7 +69,6 @@ ALG[1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcr
 -- A key that several requests of the call share (a global or per-channel limit) keeps its TAT
 -- within the call as a number once a request of the call has written it (x0; fast.lua packs
 -- it when it writes the key): no unpack and no new string per admitted request.
-local t = P1
 local tat = 0
 if x0 then
   tat = s
@@ -79,9 +78,9 @@ elseif s and #s == 8 then
     tat, s = 0, false
   end
 end
-local new = now + cost * t
+local new = now + cost * P1
 if tat > now then
-  new = tat + cost * t
+  new = tat + cost * P1
 end
 if new - now - P2 <= P3 then
   allowed = 1

@@ -215,9 +215,8 @@ pub(crate) struct EncItem {
     pub(crate) lease: u64,
 }
 
-/// Distinct limits one fast call can carry (an item's block is a 16-bit number; the scripts'
-/// block table stays small).
-pub(crate) const MAX_BLOCKS: usize = 1024;
+/// Distinct limits one fast call can carry (an item names its block in one byte, from 1).
+pub(crate) const MAX_BLOCKS: usize = 255;
 
 /// The largest cost sent to the fast script: above any limit (`MAX_LIMIT` = 2^32 - 1), so it
 /// rejects the same, and exact as a double. The client decides with the real cost.
@@ -238,8 +237,8 @@ pub(crate) enum Shared {
 }
 
 /// Bytes of one item in the fast script's call string (a cost above 254 adds 8, a concurrency
-/// item 8).
-pub(crate) const FAST_ITEM_BYTES: usize = 8;
+/// item's lease 8).
+pub(crate) const FAST_ITEM_BYTES: usize = 7;
 
 /// The cost byte of an item whose cost follows as a double.
 const COST_FOLLOWS: u8 = 255;
@@ -249,12 +248,13 @@ pub(crate) const MAX_FAST_ITEMS: usize = u16::MAX as usize;
 pub(crate) const FAST_BLOCK_BYTES: usize = 33;
 
 impl EncItem {
-    /// Appends the item to the fast script's call string (8 bytes: the cost, or 255 when it
-    /// follows as `'<d'`; its limit's `block` and its `key` (index in the call's keys, from 1),
-    /// two bytes each, low first; `enforce`; whether its key is [`Shared`] with another request
-    /// of the call; whether it is the `last` of its request; then the cost when it did not fit
-    /// in a byte and, for a concurrency item, the lease, as `'<d'`). Doubles are exact: costs are
-    /// capped at 2^32, lease ids below 2^52.
+    /// Appends the item to the fast script's call string (7 bytes: the cost, or 255 when it
+    /// follows as `'<d'`; its limit's `block` (from 0, sent from 1) in a byte; its `key` (index
+    /// in the call's keys, from 1) in two bytes, low first; `enforce`; whether its key is
+    /// [`Shared`] with another request of the call; whether it is the `last` of its request;
+    /// then the cost when it did not fit in a byte and, for a concurrency item with a cost under
+    /// a limit above 0, the lease, as `'<d'`). Doubles are exact: costs are capped at 2^32,
+    /// lease ids below 2^52.
     pub(crate) fn push_fast(
         &self,
         block: usize,
@@ -265,7 +265,7 @@ impl EncItem {
     ) {
         let cost = u8::try_from(self.cost).ok().filter(|&c| c < COST_FOLLOWS);
         items.push(cost.unwrap_or(COST_FOLLOWS));
-        items.extend_from_slice(&(block as u16).to_le_bytes());
+        items.push((block + 1) as u8);
         items.extend_from_slice(&key.to_le_bytes());
         items.push(u8::from(self.enforce));
         items.push(shared as u8);
@@ -273,7 +273,8 @@ impl EncItem {
         if cost.is_none() {
             items.extend_from_slice(&(self.cost.min(MAX_SENT_COST) as f64).to_le_bytes());
         }
-        if self.params.code == 5 {
+        // (read by the concurrency fragment, which runs with a cost only under a limit above 0)
+        if self.params.code == 5 && self.params.limit > 0 && self.cost > 0 {
             items.extend_from_slice(&(self.lease as f64).to_le_bytes());
         }
     }

@@ -454,3 +454,57 @@ fn a_batch_of_thousands_of_requests_decides_each_as_one_after_another() {
     }
     assert_eq!(admitted, 3_000);
 }
+
+/// A call carries at most 255 distinct limits in the fast script (an item names its limit in one
+/// byte); batches with 255 (the fast script), 256 and 300 (the general script) decide as one
+/// after another, concurrency leases granted (limit 1) and refused (limit 0) among them.
+#[test]
+fn batches_of_many_distinct_limits_decide_each_as_one_after_another() {
+    let (_server, rt, _clock, redis, memory) = batch_setup();
+    for distinct in [255usize, 256, 300] {
+        let windows = distinct - 2;
+        let mut limits: Vec<Limit> = (1..=windows)
+            .map(|n| limit(Algorithm::FixedWindow, &format!("{n}/s")))
+            .collect();
+        limits.push(limit(Algorithm::Concurrency, "0/s"));
+        limits.push(limit(Algorithm::Concurrency, "1/s"));
+        let keys: Vec<String> = (0..distinct)
+            .map(|n| format!("blocks:{distinct}:{n}"))
+            .collect();
+        // Each fixed window's key twice (a limit of 1 rejects the second), then each concurrency
+        // key twice (a limit of 1 grants one lease).
+        let order = (0..2 * windows).map(|i| i % windows).chain([
+            windows,
+            windows + 1,
+            windows,
+            windows + 1,
+        ]);
+        let requests: Vec<Vec<Item<'_>>> = order
+            .map(|n| {
+                vec![Item {
+                    key: &keys[n],
+                    limit: &limits[n],
+                    cost: 1,
+                    enforce: true,
+                }]
+            })
+            .collect();
+        let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+        let got = rt
+            .block_on(redis.decide_batch(&refs))
+            .unwrap_or_else(|e| panic!("redis batch: {e}"));
+        let mut admitted = 0;
+        for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
+            let want = memory
+                .decide_now(items)
+                .unwrap_or_else(|e| panic!("memory: {e}"));
+            assert!(
+                same(&want[0], &got[0]),
+                "{distinct} limits, request {q}: rust {want:?} != lua {got:?}"
+            );
+            admitted += usize::from(got[0].allowed);
+        }
+        // Every window once, all but the limit of 1 twice, one lease.
+        assert_eq!(admitted, 2 * windows - 1 + 1, "{distinct} limits");
+    }
+}
