@@ -315,6 +315,37 @@ fn limit(a: Algorithm, q: &str) -> Limit {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Decides `requests` in one batch on Redis and one after another on the memory store, asserts
+/// that every item's decision agrees (`what` names the case in a failure), and answers the
+/// decisions and how many requests were admitted in full.
+fn batch_agrees(
+    rt: &tokio::runtime::Runtime,
+    redis: &RedisStore,
+    memory: &MemoryStore<ManualClock>,
+    requests: &[Vec<Item<'_>>],
+    what: &str,
+) -> (Vec<flowgate_core::Decisions>, usize) {
+    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+    let got = rt
+        .block_on(redis.decide_batch(&refs))
+        .unwrap_or_else(|e| panic!("{what}: redis batch: {e}"));
+    assert_eq!(got.len(), requests.len(), "{what}");
+    let mut admitted = 0;
+    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
+        let want = memory
+            .decide_now(items)
+            .unwrap_or_else(|e| panic!("{what}: memory: {e}"));
+        for (j, (w, g)) in want.iter().zip(got.iter()).enumerate() {
+            assert!(
+                same(w, g),
+                "{what}, request {q}, item {j}: rust {w:?} != lua {g:?}"
+            );
+        }
+        admitted += usize::from(got.iter().all(|d| d.allowed));
+    }
+    (got, admitted)
+}
+
 /// Requests of one batch that give one key different limits (a rule changed between them) are
 /// decided as if one after another, each under its own limit: the client cannot replay a key
 /// under two limits, so such a call goes to the general script.
@@ -335,21 +366,7 @@ fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
             }]
         })
         .collect();
-    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
-    let got = rt
-        .block_on(redis.decide_batch(&refs))
-        .unwrap_or_else(|e| panic!("redis batch: {e}"));
-    let mut admitted = 0;
-    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
-        let want = memory
-            .decide_now(items)
-            .unwrap_or_else(|e| panic!("memory: {e}"));
-        assert!(
-            same(&want[0], &got[0]),
-            "request {q}: rust {want:?} != lua {got:?}"
-        );
-        admitted += u64::from(got[0].allowed);
-    }
+    let (_, admitted) = batch_agrees(&rt, &redis, &memory, &requests, "two limits");
     // 3/s admits the first 3 (0, 1, 2), 5/s then two more (3, 5).
     assert_eq!(admitted, 5);
 }
@@ -378,18 +395,7 @@ fn a_batch_request_rejected_by_another_limit_leaves_no_lease() {
     };
     // The second [c, x] is rejected by x (1/s): its lease must not count.
     let requests: Vec<Vec<Item<'_>>> = vec![vec![c], vec![c, x], vec![c, x], vec![c], vec![c]];
-    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
-    let got = rt
-        .block_on(redis.decide_batch(&refs))
-        .unwrap_or_else(|e| panic!("redis batch: {e}"));
-    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
-        let want = memory
-            .decide_now(items)
-            .unwrap_or_else(|e| panic!("memory: {e}"));
-        for (j, (w, g)) in want.iter().zip(got).enumerate() {
-            assert!(same(w, g), "request {q}, item {j}: rust {w:?} != lua {g:?}");
-        }
-    }
+    let (got, _) = batch_agrees(&rt, &redis, &memory, &requests, "no lease");
     assert!(!got[2][1].allowed, "x admitted twice in a second");
     // The state written holds 4 leases: 6 more fit, then none.
     clock.advance(std::time::Duration::from_millis(1));
@@ -438,20 +444,7 @@ fn a_batch_of_thousands_of_requests_decides_each_as_one_after_another() {
             ]
         })
         .collect();
-    let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
-    let got = rt
-        .block_on(redis.decide_batch(&refs))
-        .unwrap_or_else(|e| panic!("redis batch: {e}"));
-    let mut admitted = 0;
-    for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
-        let want = memory
-            .decide_now(items)
-            .unwrap_or_else(|e| panic!("memory: {e}"));
-        for (j, (w, g)) in want.iter().zip(got).enumerate() {
-            assert!(same(w, g), "request {q}, item {j}: rust {w:?} != lua {g:?}");
-        }
-        admitted += u64::from(got.iter().all(|d| d.allowed));
-    }
+    let (_, admitted) = batch_agrees(&rt, &redis, &memory, &requests, "4,100 requests");
     assert_eq!(admitted, 3_000);
 }
 
@@ -489,21 +482,8 @@ fn batches_of_many_distinct_limits_decide_each_as_one_after_another() {
                 }]
             })
             .collect();
-        let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
-        let got = rt
-            .block_on(redis.decide_batch(&refs))
-            .unwrap_or_else(|e| panic!("redis batch: {e}"));
-        let mut admitted = 0;
-        for (q, (items, got)) in requests.iter().zip(&got).enumerate() {
-            let want = memory
-                .decide_now(items)
-                .unwrap_or_else(|e| panic!("memory: {e}"));
-            assert!(
-                same(&want[0], &got[0]),
-                "{distinct} limits, request {q}: rust {want:?} != lua {got:?}"
-            );
-            admitted += usize::from(got[0].allowed);
-        }
+        let what = format!("{distinct} limits");
+        let (_, admitted) = batch_agrees(&rt, &redis, &memory, &requests, &what);
         // Every window once, all but the limit of 1 twice, one lease.
         assert_eq!(admitted, 2 * windows - 1 + 1, "{distinct} limits");
     }
