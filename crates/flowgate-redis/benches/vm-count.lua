@@ -2,8 +2,12 @@
 -- (global, channel, user; token buckets that admit everything), counted by a count hook in a
 -- stand-alone Lua 5.1 (Redis's Lua) with Redis's struct library: deterministic, unlike rates, and
 -- per source line with `lines`. See vm-count.sh.
---   lua5.1 vm-count.lua <struct.so> <assembled fast.lua> [lines]
+--   lua5.1 vm-count.lua <struct.so> <assembled fast.lua> [lines] [algorithm code of the 1 rule]
+-- (1 token bucket, 2 fixed window, 3 sliding window, 4 sliding log, 5 concurrency: 100 per s; each
+-- call 10 ms after the one before)
 local so, script, lines = arg[1], arg[2], arg[3] == 'lines'
+local ONE = tonumber(arg[4] or '1')
+local clock = 1700000000000000
 struct = package.loadlib(so, 'luaopen_struct')()
 local store = {}
 -- Redis, as far as the fast script uses it.
@@ -11,7 +15,7 @@ redis = {
   call = function(cmd, ...)
     local a = { ... }
     if cmd == 'TIME' then
-      return { '1700000000', '123456' }
+      return { tostring(math.floor(clock / 1000000)), tostring(clock % 1000000) }
     elseif cmd == 'MGET' then
       local r = {}
       for i = 1, #a do
@@ -42,7 +46,7 @@ local BLOCKS = {
 local function build(nreq, rules, round)
   local keys, kidx, uses, reqs = {}, {}, {}, {}
   for r = 1, nreq do
-    local u = round * nreq + r
+    local u = (round * nreq + r) % (ONE == 1 and 1000000 or 54) -- (other algorithms: keys reused)
     local names = { { 'user:' .. u, 0 } }
     if rules == 3 then
       names = { { 'global', 0 }, { 'channel:' .. (u % 10), 1 }, { 'user:' .. u, 2 } }
@@ -60,7 +64,13 @@ local function build(nreq, rules, round)
   local nitems = nreq * rules
   local parts = { struct.pack('<ddHI4B', 0, 0, rules, nitems, (#keys < nitems) and 1 or 0) }
   for _, b in ipairs(BLOCKS[rules]) do
-    parts[#parts + 1] = struct.pack('<Bdddd', 1, b[1], b[2], b[1] * b[2], 0)
+    if rules == 1 and ONE ~= 1 then
+      -- limit, then window (2, 4, 5), or window, bucket width and buckets (3: 10 buckets)
+      local p = ONE == 3 and { 1000000, 100000, 10 } or { 1000000, 0, 0 }
+      parts[#parts + 1] = struct.pack('<Bdddd', ONE, 100, p[1], p[2], p[3])
+    else
+      parts[#parts + 1] = struct.pack('<Bdddd', 1, b[1], b[2], b[1] * b[2], 0)
+    end
   end
   local seen = {}
   for r = 1, nreq do
@@ -73,6 +83,9 @@ local function build(nreq, rules, round)
       seen[k] = true
       parts[#parts + 1] = string.char(1, n[2] + 1, k % 256, math.floor(k / 256), 1, shared,
         (i == #reqs[r]) and 1 or 0)
+      if rules == 1 and ONE == 5 then
+        parts[#parts + 1] = struct.pack('<d', r) -- the lease id
+      end
     end
   end
   return keys, table.concat(parts)
@@ -86,7 +99,7 @@ local function hook()
   end
 end
 local NREQ, ROUNDS = 27, 5
-for _, rules in ipairs({ 1, 3 }) do
+for _, rules in ipairs(ONE == 1 and { 1, 3 } or { 1 }) do
   store, H = {}, {}
   local total = 0
   for round = 0, ROUNDS do
@@ -97,6 +110,7 @@ for _, rules in ipairs({ 1, 3 }) do
     local out = chunk()
     debug.sethook()
     assert(#out[2] == NREQ * rules and not out[2]:find('\0'), 'a request was rejected')
+    clock = clock + 10000
     if round == 0 then
       H = {} -- (the first call creates the keys)
     else

@@ -3,7 +3,8 @@
 # rules, counted in a stand-alone Lua 5.1 (see vm-count.lua). `lines` adds the count per line of
 # the assembled script.
 #
-#   REDIS_SRC=<redis source> crates/flowgate-redis/benches/vm-count.sh [lines]
+#   REDIS_SRC=<redis source> crates/flowgate-redis/benches/vm-count.sh [lines|-] [code]
+#   (code: the 1-rule request's algorithm instead of a token bucket, e.g. 4 for a sliding log)
 #
 # Needs lua5.1 and liblua5.1-0-dev (apt) and Redis's struct library, deps/lua/src/lua_struct.c,
 # from a Redis source tree (`apt-get source redis` with deb-src enabled).
@@ -24,4 +25,4 @@ for i, a in enumerate(algs):
 d += 'end'
 open(sys.argv[1], 'w').write(open('../scripts/fast.lua').read().replace('@ALGORITHMS@', d))
 PY
-lua5.1 vm-count.lua "$out/struct.so" "$out/fast.lua" "${1:-}"
+lua5.1 vm-count.lua "$out/struct.so" "$out/fast.lua" "${1:-}" "${2:-1}"

@@ -1,5 +1,5 @@
--- Flowgate decide, fast path: straight-line code with no function definitions (Redis would
--- create every closure again on each call). Assembled at startup as this driver with the
+-- Flowgate decide, fast path: straight-line code with one function definition, `put` (Redis
+-- creates every closure again on each call). Assembled at startup as this driver with the
 -- `-- @@fast` fragment of each algorithm's file in the dispatch marked below.
 --
 -- One or more requests, each of one or more items (limits), decided in order, each request
@@ -87,6 +87,36 @@ local mmax, call, sformat, srep, ssub = math.max, redis.call, string.format, str
 local tconcat = table.concat
 local SF = {}
 local nkeys = #KEYS
+-- Writes key KEYS[k]'s new state v, empty again at ex (us); ex0: when its state before (s) was
+-- empty again, -1 if none. The script's one function (Redis makes its closure once per call):
+-- writing at once the last item of a request that is admitted costs less than staging it.
+local function put(k, v, ex, ex0, s)
+  local key = KEYS[k]
+  if prod then
+    -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant
+    -- the state is empty (% is exact on these integers, below 2^53).
+    local e = ex + 999999
+    e = (e - e % 1000000) / 1000
+    if ex0 >= 0 then
+      local e0 = ex0 + 999999
+      if e == (e0 - e0 % 1000000) / 1000 then
+        -- The key exists (its state was read in this script, whose clock Redis freezes) and
+        -- keeps its expiry: a value of the same length is overwritten in place.
+        if #v == #s then
+          call('SETRANGE', key, '0', v)
+        else
+          call('SET', key, v, 'KEEPTTL')
+        end
+        return
+      end
+    end
+    -- (a string: Redis formats a number argument with %.17g, ten times the cost)
+    call('SET', key, v, 'PXAT', sformat('%d', e))
+  else
+    local t = ex - now + 999
+    call('SET', key, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
+  end
+end
 -- The states, in slices that unpack can hold.
 local V = call('MGET', unpack(KEYS, 1, math.min(nkeys, 4000)))
 for from = 4001, nkeys, 4000 do
@@ -105,8 +135,9 @@ end
 local pb, code, limit, P1, P2, P3 = -1, 0, 0, 0, 0, 0 -- the block of the last item
 -- (Tables are built with room for their usual size: `nil` entries of a constructor size its
 -- array part, so that it is not grown, and copied, one element at a time.)
--- The writes of the request being decided to keys no other request of the call has: key index,
--- value, ex, ex0 and old state each; after the last request, the call's writes to the others.
+-- The writes of the request being decided to keys no other request of the call has, but for its
+-- last item's (written at once when the request is admitted): key index, value, ex, ex0 and old
+-- state each.
 local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- The keys in several requests of the call (`shared`): an admitted item replaces the key's state
 -- in V at once (the keys of one request are distinct, so no item of its request reads it), and
@@ -169,13 +200,18 @@ while done < nitems do
     end
     if not nv then
     elseif shared == 0 then
-      -- (one store per statement: a multiple assignment copies every value first)
-      G[ns + 1] = k
-      G[ns + 2] = nv
-      G[ns + 3] = ex
-      G[ns + 4] = ex0
-      G[ns + 5] = s
-      ns = ns + 5
+      if last == 1 and admitted then
+        -- (the request's last item, admitting, and every item before it too: recorded)
+        put(k, nv, ex, ex0, s)
+      else
+        -- (one store per statement: a multiple assignment copies every value first)
+        G[ns + 1] = k
+        G[ns + 2] = nv
+        G[ns + 3] = ex
+        G[ns + 4] = ex0
+        G[ns + 5] = s
+        ns = ns + 5
+      end
     else
       U[nu + 1] = k
       U[nu + 2] = s0
@@ -195,9 +231,10 @@ while done < nitems do
       admitted = false
     end
   until last == 1
-  local nt = 0
   if admitted then
-    nt = ns
+    for j = 1, ns, 5 do
+      put(G[j], G[j + 1], G[j + 2], G[j + 3], G[j + 4])
+    end
   else
     for i = 1, nu, 3 do
       local k = U[i]
@@ -205,8 +242,8 @@ while done < nitems do
       X[k] = U[i + 2]
     end
   end
-  -- After the last request, the shared keys' states (a string, a number or a table) join this
-  -- request's writes, made into strings.
+  -- After the last request, the shared keys' states (a string, a number or a table), made into
+  -- strings.
   if done == nitems then
     for j = 1, nd, 3 do
       local k = F[j]
@@ -223,42 +260,8 @@ while done < nitems do
           end
           v = tconcat(parts)
         end
-        G[nt + 1] = k
-        G[nt + 2] = v
-        G[nt + 3] = x
-        G[nt + 4] = F[j + 1]
-        G[nt + 5] = F[j + 2]
-        nt = nt + 5
+        put(k, v, x, F[j + 1], F[j + 2])
       end
-    end
-  end
-  for j = 1, nt, 5 do
-    local key, v = KEYS[G[j]], G[j + 1]
-    if prod then
-      -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant
-      -- the state is empty (% is exact on these integers, below 2^53).
-      local e = G[j + 2] + 999999
-      e = (e - e % 1000000) / 1000
-      local e0 = G[j + 3]
-      if e0 >= 0 then
-        e0 = e0 + 999999
-        e0 = (e0 - e0 % 1000000) / 1000
-      end
-      if e == e0 then
-        -- The key exists (its state was read in this script, whose clock Redis freezes) and
-        -- keeps its expiry: a value of the same length is overwritten in place.
-        if #v == #G[j + 4] then
-          call('SETRANGE', key, '0', v)
-        else
-          call('SET', key, v, 'KEEPTTL')
-        end
-      else
-        -- (a string: Redis formats a number argument with %.17g, ten times the cost)
-        call('SET', key, v, 'PXAT', sformat('%d', e))
-      end
-    else
-      local t = G[j + 2] - now + 999
-      call('SET', key, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
     end
   end
 end
