@@ -14,8 +14,9 @@
 //!   prefix of the old one, Redis's Lua hashing every byte of every string it makes). The fast script
 //!   only admits and records: it answers its admissions (one byte per item, in one string) and the
 //!   state each request was decided on (a key that several requests of a call share sends its state
-//!   once, as it was before the call, and the client replays the call's requests on it), and the client derives the decision with the
-//!   same Rust transition as the memory store, checking that both admit alike. Within a call a
+//!   once, as it was before the call, and the client replays the call's requests on it), and the
+//!   client derives the decision with the same Rust transition as the memory store, checking that
+//!   both admit alike. Within a call a
 //!   shared concurrency lease list is kept as a table and made into a string once, when written.
 //!   Every key written expires at the next whole second of Redis's clock after its state is empty
 //!   again (so a key whose expiry would not move is overwritten in place, `SETRANGE`, or with
