@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Microseconds per piece of a decide script inside Redis's Lua: reading a key (MGET), writing
-# one (SET KEEPTTL, SETRANGE, SET PXAT), decoding an item, a shared TAT as a string or a number.
+# one (SET KEEPTTL, SETRANGE, SET PXAT), decoding an item (fast.lua's bytes, or struct.unpack as
+# before session 9), a shared TAT as a string or a number, a new sliding log by pack or by
+# concatenation.
 # Starts a redis-server on a free loopback port and stops it.
 #
 #   crates/flowgate-redis/benches/lua-costs.sh [value bytes ...]   (default: 8 148)
@@ -18,6 +20,11 @@ for bytes in "$@"; do
     echo "$bytes-byte values, $mode: $(redis-cli -p "$port" --eval lua-costs.lua $keys , "$mode" "$bytes") us"
   done
 done
-for mode in decode tat-string tat-number; do
+for mode in decode decode-struct tat-string tat-number; do
   echo "$mode: $(redis-cli -p "$port" --eval lua-costs.lua $keys , "$mode" 8) us"
+done
+for entries in 8 50; do
+  for mode in log-pack log-concat; do
+    echo "$entries-entry log, $mode: $(redis-cli -p "$port" --eval lua-costs.lua $keys , "$mode" "$entries") us"
+  done
 done
