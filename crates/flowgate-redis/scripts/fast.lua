@@ -242,27 +242,25 @@ while done < nitems do
       X[k] = U[i + 2]
     end
   end
-  -- After the last request, the shared keys' states (a string, a number or a table), made into
-  -- strings.
-  if done == nitems then
-    for j = 1, nd, 3 do
-      local k = F[j]
-      local x = X[k]
-      if x then
-        local v = V[k]
-        local tv = type(v)
-        if tv == 'number' then
-          v = spack('<d', v)
-        elseif tv == 'table' then
-          local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
-          for i = 1, v.n do
-            parts[i + 2] = P[i]
-          end
-          v = tconcat(parts)
-        end
-        put(k, v, x, F[j + 1], F[j + 2])
+end
+-- After the last request, the shared keys' states (a string, a number or a table), made into
+-- strings.
+for j = 1, nd, 3 do
+  local k = F[j]
+  local x = X[k]
+  if x then
+    local v = V[k]
+    local tv = type(v)
+    if tv == 'number' then
+      v = spack('<d', v)
+    elseif tv == 'table' then
+      local parts, P = { spack('<I4', v.held), ssub(v.b, v.o) }, v.P
+      for i = 1, v.n do
+        parts[i + 2] = P[i]
       end
+      v = tconcat(parts)
     end
+    put(k, v, x, F[j + 1], F[j + 2])
   end
 end
 -- (string.char takes the admissions in slices that unpack can hold)
