@@ -61,12 +61,14 @@
 --          to the reply.
 -- Each fragment sees: cost, limit and P1..P3 (its block), IT and ip (concurrency reads its lease
 -- there), now, prod, spack,
--- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of struct formats made in
--- this call: the sliding log's at positive indexes, the sliding window's at negative ones), and the
+-- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of strings made in this
+-- call: the sliding log's offsets and formats at positive indexes, the sliding window's formats at
+-- negative ones), and the
 -- state `s` (string or false; `x0` is set, not nil or false, when `s` is a shared key's state
 -- made in this call, see below). It sets `allowed` (1 when it admits) and, when it admits with a
 -- cost, `nv` (the new state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if
--- none). For a key several requests of the call share (`shared`), a fragment may keep its state
+-- none), and may set `off` (for a key of one request only: `nv` is then not the whole state but
+-- what replaces `s` from that byte on; see `put`). For a key several requests of the call share (`shared`), a fragment may keep its state
 -- within the call as a table instead of a string ({ b, o, P, n, held }: the string `held` as '<I4',
 -- then `b` from byte `o` on, then P[1 .. n]; see concurrency.lua) or as a number (a TAT, packed
 -- '<d'; see gcra.lua), made into the string once, when the key is written; its next request then
@@ -88,9 +90,11 @@ local tconcat = table.concat
 local SF = {}
 local nkeys = #KEYS
 -- Writes key KEYS[k]'s new state v, empty again at ex (us); ex0: when its state before (s) was
--- empty again, -1 if none. The script's one function (Redis makes its closure once per call):
--- writing at once the last item of a request that is admitted costs less than staging it.
-local function put(k, v, ex, ex0, s)
+-- empty again, -1 if none; off: nil, or the byte (a decimal string) from which v replaces the
+-- end of s (a key of one request, so the key holds s; see sliding_log.lua). The script's one
+-- function (Redis makes its closure once per call): writing at once the last item of a request
+-- that is admitted costs less than staging it.
+local function put(k, v, ex, ex0, s, off)
   local key = KEYS[k]
   if prod then
     -- common.lua `expiry`: the next whole second (ms since the epoch) at or after the instant
@@ -102,7 +106,9 @@ local function put(k, v, ex, ex0, s)
       if e == (e0 - e0 % 1000000) / 1000 then
         -- The key exists (its state was read in this script, whose clock Redis freezes) and
         -- keeps its expiry: a value of the same length is overwritten in place.
-        if #v == #s then
+        if off then
+          call('SETRANGE', key, off, v)
+        elseif #v == #s then
           call('SETRANGE', key, '0', v)
         else
           call('SET', key, v, 'KEEPTTL')
@@ -111,10 +117,21 @@ local function put(k, v, ex, ex0, s)
       end
     end
     -- (a string: Redis formats a number argument with %.17g, ten times the cost)
-    call('SET', key, v, 'PXAT', sformat('%d', e))
+    if off then
+      call('SETRANGE', key, off, v)
+      call('PEXPIREAT', key, sformat('%d', e))
+    else
+      call('SET', key, v, 'PXAT', sformat('%d', e))
+    end
   else
     local t = ex - now + 999
-    call('SET', key, v, 'PX', mmax(1, (t - t % 1000) / 1000 + slack))
+    t = mmax(1, (t - t % 1000) / 1000 + slack)
+    if off then
+      call('SETRANGE', key, off, v)
+      call('PEXPIRE', key, t)
+    else
+      call('SET', key, v, 'PX', t)
+    end
   end
 end
 -- The states, in slices that unpack can hold.
@@ -136,9 +153,9 @@ local pb, code, limit, P1, P2, P3 = -1, 0, 0, 0, 0, 0 -- the block of the last i
 -- (Tables are built with room for their usual size: `nil` entries of a constructor size its
 -- array part, so that it is not grown, and copied, one element at a time.)
 -- The writes of the request being decided to keys no other request of the call has, but for its
--- last item's (written at once when the request is admitted): key index, value, ex, ex0 and old
--- state each.
-local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
+-- last item's (written at once when the request is admitted): key index, value, ex, ex0, old
+-- state and off each.
+local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- The keys in several requests of the call (`shared`): an admitted item replaces the key's state
 -- in V at once (the keys of one request are distinct, so no item of its request reads it), and
 -- U[i .. i + 2] (key index, its state and X before) lets a rejected request put them back.
@@ -188,7 +205,7 @@ while done < nitems do
     local s = s0
     -- (a shared key's X, read once: nil until an admitted item of the call replaced its state)
     local x0 = shared ~= 0 and X[k]
-    local nv, ex, ex0 = nil, nil, -1
+    local nv, ex, off, ex0 = nil, nil, nil, -1
     if limit > 0 or cost == 0 then
 @ALGORITHMS@
     end
@@ -202,7 +219,7 @@ while done < nitems do
     elseif shared == 0 then
       if last == 1 and admitted then
         -- (the request's last item, admitting, and every item before it too: recorded)
-        put(k, nv, ex, ex0, s)
+        put(k, nv, ex, ex0, s, off)
       else
         -- (one store per statement: a multiple assignment copies every value first)
         G[ns + 1] = k
@@ -210,7 +227,8 @@ while done < nitems do
         G[ns + 3] = ex
         G[ns + 4] = ex0
         G[ns + 5] = s
-        ns = ns + 5
+        G[ns + 6] = off
+        ns = ns + 6
       end
     else
       U[nu + 1] = k
@@ -232,8 +250,8 @@ while done < nitems do
     end
   until last == 1
   if admitted then
-    for j = 1, ns, 5 do
-      put(G[j], G[j + 1], G[j + 2], G[j + 3], G[j + 4])
+    for j = 1, ns, 6 do
+      put(G[j], G[j + 1], G[j + 2], G[j + 3], G[j + 4], G[j + 5])
     end
   else
     for i = 1, nu, 3 do

@@ -1,44 +1,52 @@
 -- sliding_log: the timestamp and cost of each admitted request in the last window.
 -- Mirrors flowgate-core src/algorithm/sliding_log.rs.
--- KEYS[i]: flowgate:{<key>}:L  -- string: one 12-byte entry per admission instant, newest
+-- KEYS[i]: flowgate:{<key>}:S  -- string: one 12-byte entry per admission instant, oldest
 --          first ('<dI4': the time in microseconds since the epoch as a little-endian double,
---          and the cost), then the total cost of the entries (struct '<I4', a little-endian
---          u32). Requests admitted in the same microsecond are merged into one entry carrying
---          their summed cost (as the Rust log merges them), so same-instant requests all count.
---          The total lets a decision read only the stale entries at the end (usually one or
---          none) instead of the whole log, and newest first lets the new log be made in one
---          struct.pack (the new entry, the live ones as a prefix of the old string, the new
---          total): Redis's Lua hashes every byte of every string it makes, so each string
---          made of the log costs as much as its length. A log costs 12 bytes per entry, and an
---          admitted decision copies it (and the reply carries it to the client): O(limit)
---          bytes per decision, which is why large limits are better served by sliding_window.
---          (The suffix is `L`: the layout of the former `l`, oldest first with the total in
---          front, reads as garbage in this one, so those keys are left to expire.)
+--          and the cost), then a trailer '<I4I4' (little-endian u32s): `dead`, how many entries
+--          at the front had left the window when the log was last written (they count as
+--          absent: the fast script leaves them in place rather than copy the log), and the
+--          total cost of the entries after them. Requests admitted in the same microsecond are
+--          merged into one entry carrying their summed cost (as the Rust log merges them), so
+--          same-instant requests all count.
+--          The total lets a decision read only the entries that have gone stale since (usually
+--          one or none), from the front, instead of the whole log; oldest first lets the fast
+--          script record an admission by writing only the new (or merged) entry and the trailer
+--          in place (SETRANGE of 20 bytes at the log's end) instead of making the whole new log
+--          as a Lua string, which Redis's Lua hashes byte by byte, and writing it. It rewrites
+--          the log without its dead entries when they outweigh what copying the log costs
+--          (fast.lua `put`; every other writer writes the log whole, with no dead entries).
+--          A log costs 12 bytes per entry (plus the room Redis leaves a string that grows, and
+--          the dead entries not yet dropped), and each decision reads it whole (the reply carries
+--          it to the client): O(limit) bytes per decision, which is why large limits are
+--          better served by sliding_window.
+--          (The suffix is `S`: the former layouts, `l` and `L`, read as garbage in this one,
+--          so those keys are left to expire.)
 -- Item parameters used: p.window, p.limit, p.cost.
 
--- The entries stored as `v` ({ ts, c } each, oldest first; none for anything else).
+-- The entries stored as `v` but the dead ones ({ ts, c } each, oldest first; none for anything
+-- else).
 local function log_decode(v)
   local entries = {}
-  if v and #v >= 4 and (#v - 4) % 12 == 0 then
-    local n = (#v - 4) / 12
-    for i = 0, n - 1 do
+  if v and #v >= 8 and (#v - 8) % 12 == 0 then
+    local n = (#v - 8) / 12
+    local dead = struct.unpack('<I4', v, #v - 7)
+    for i = dead, n - 1 do -- (none when dead > n: not a log any script writes)
       local t, c = struct.unpack('<dI4', v, 1 + 12 * i)
-      entries[n - i] = { ts = t, c = c }
+      entries[#entries + 1] = { ts = t, c = c }
     end
   end
   return entries
 end
 
--- The stored form of `entries` (oldest first).
+-- The stored form of `entries` (oldest first), with no dead entries.
 local function log_encode(entries)
   local parts = {}
   local total = 0
-  local n = #entries
-  for i = 1, n do
-    parts[n + 1 - i] = struct.pack('<dI4', entries[i].ts, entries[i].c)
+  for i = 1, #entries do
+    parts[i] = struct.pack('<dI4', entries[i].ts, entries[i].c)
     total = total + entries[i].c
   end
-  parts[n + 1] = struct.pack('<I4', total)
+  parts[#entries + 1] = struct.pack('<I4I4', 0, total)
   return table.concat(parts)
 end
 
@@ -134,57 +142,79 @@ end
 ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_store, refund = log_refund }
 
 -- @@fast
--- Fast fragment (see fast.lua): admission and the new log. Block: limit, P1 = window. Reads the
--- stale entries at the end only (the total is stored), then makes the new log in one pack: the
--- new entry, the live entries (a prefix of `s`: its format, cached in SF, says how long), the
--- new total.
+-- Fast fragment (see fast.lua): admission and the write. Block: limit, P1 = window. Reads the
+-- newest entry and the trailer (one unpack), then the entries gone stale since the log was
+-- written, from the first live one on (the total is stored). An admission on a key of one
+-- request (`shared` 0) whose dead entries are few writes only the new (or merged) entry and the
+-- trailer, at the log's end (`off`, the byte offset as a string, cached in SF at that offset:
+-- `put` writes them with SETRANGE). Otherwise the new log is made whole: the entries as they
+-- are, dead ones included (a prefix of `s`, copied by the pack; its format, cached in SF at the
+-- prefix's length plus 1, says how long), then the new entry and the trailer; or, when the dead
+-- entries outweigh what copying the log costs, the live entries alone. (The dead entries are
+-- worth dropping once their bytes, read on every decision, cost more than a rewrite: about when
+-- dead^2 > 4 live + 150, counted in Redis instructions.)
 local window = P1
-local n, total, live, stale = 0, 0, 0, 0 -- live: the entries after now - window, the first ones
-local t, c = 0, 0 -- the last entry read
-if s and #s >= 16 and (#s - 4) % 12 == 0 then
-  n = (#s - 4) / 12
-  live = n
-  -- The oldest entry and the total, then older to newer until an entry is live.
-  t, c, total = sunpack('<dI4I4', s, #s - 15)
-  if now >= window then
+local n, first, total, stale = 0, 0, 0, 0 -- first: the index (from 0) of the first live entry
+local lt, lc = 0, 0 -- the newest entry
+if s and #s >= 8 and (#s - 8) % 12 == 0 then
+  n = (#s - 8) / 12
+  if n > 0 then
+    lt, lc, first, total = sunpack('<dI4I4I4', s, #s - 19)
+  else
+    first, total = sunpack('<I4I4', s)
+  end
+  if first > n then -- not a log any script writes: no state
+    n, first, total = 0, 0, 0
+  elseif first < n and now >= window then
     local horizon = now - window
-    while t <= horizon do
-      stale = stale + c
-      live = live - 1
-      if live == 0 then
-        break
+    if lt <= horizon then
+      first = n -- (all of them)
+      stale = total
+    else
+      local t, c = sunpack('<dI4', s, 12 * first + 1)
+      while t <= horizon do -- (the newest is live: the loop stops before it)
+        stale = stale + c
+        first = first + 1
+        t, c = sunpack('<dI4', s, 12 * first + 1)
       end
-      t, c = sunpack('<dI4', s, 12 * live - 11)
     end
   end
 end
+local live = n - first
 local sum = total - stale
 if sum + cost <= limit then
   allowed = 1
   if cost > 0 then
-    local lt, lc = t, c -- the newest entry (the last read when it is the first)
+    local at = 12 * n -- where the new entry goes (bytes from 0)
+    local t, c = now, cost
     if n > 0 then
-      if live ~= 1 then
-        lt, lc = sunpack('<dI4', s)
-      end
       ex0 = lt + window
-    end
-    if live > 0 and lt >= now then
-      -- Same instant (or a clock that stepped back): merge into the newest entry.
-      nv = spack('<dI4c0I4', lt, lc + cost, ssub(s, 13, 12 * live), sum + cost)
-      ex = lt + window
-    else
-      if live == 0 then
-        nv = spack('<dI4I4', now, cost, sum + cost)
-      else
-        local f = SF[live]
-        if not f then
-          f = sformat('<dI4c%dI4', 12 * live)
-          SF[live] = f
-        end
-        nv = spack(f, now, cost, s, sum + cost)
+      if live > 0 and lt >= now then
+        -- Same instant (or a clock that stepped back): merge into the newest entry.
+        at = at - 12
+        t = lt
+        c = lc + cost
       end
-      ex = now + window
+    end
+    ex = t + window
+    if live == 0 or at == 0 then
+      nv = spack('<dI4I4I4', t, c, 0, sum + cost)
+    elseif first * first > 4 * live + 150 then
+      nv = ssub(s, 12 * first + 1, at) .. spack('<dI4I4I4', t, c, 0, sum + cost)
+    elseif shared == 0 then
+      nv = spack('<dI4I4I4', t, c, first, sum + cost)
+      off = SF[at]
+      if not off then
+        off = sformat('%d', at)
+        SF[at] = off
+      end
+    else
+      local f = SF[at + 1]
+      if not f then
+        f = sformat('<c%ddI4I4I4', at)
+        SF[at + 1] = f
+      end
+      nv = spack(f, s, t, c, first, sum + cost)
     end
   end
 end

@@ -4,8 +4,8 @@
 //! `{` or `}`) is the hash tag, so every Redis key of one limit lives in one slot. The suffix
 //! names the algorithm's state type, so a rule that changes its algorithm never reads a key of
 //! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`, `W`,
-//! `L`, `c` (capitals where a layout changed: the former `w` and `l` keys are left to expire
-//! rather than misread).
+//! `S` (sliding log), `c` (a new letter where a layout changed: the former `w`, `l` and `L` keys
+//! are left to expire rather than misread).
 
 use flowgate_core::Algorithm;
 
@@ -15,7 +15,7 @@ pub(crate) fn suffix(a: Algorithm) -> &'static str {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => "g",
         Algorithm::FixedWindow => "f",
         Algorithm::SlidingWindow => "W",
-        Algorithm::SlidingLog => "L",
+        Algorithm::SlidingLog => "S",
         Algorithm::Concurrency => "c",
     }
 }
@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn one_limit_one_slot() {
         let a = redis_key("r=1|user=7", Algorithm::SlidingLog);
-        assert_eq!(a, "flowgate:{r=1|user=7}:L");
+        assert_eq!(a, "flowgate:{r=1|user=7}:S");
         assert_eq!(slot(a.as_bytes()), slot(b"r=1|user=7"));
     }
 }

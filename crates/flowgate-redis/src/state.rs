@@ -96,14 +96,21 @@ fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     }))
 }
 
-/// `<dI4` per entry, newest first, then `<I4` (the total cost).
+/// `<dI4` per entry, oldest first, then `<I4I4`: how many entries at the front are dead (left the
+/// window when the log was written; they count as absent), the total cost of the others.
 fn sliding_log(limit: &Limit, v: &[u8]) -> State {
-    if v.len() < 4 || !(v.len() - 4).is_multiple_of(12) {
+    if v.len() < 8 || !(v.len() - 8).is_multiple_of(12) {
+        return State::Empty;
+    }
+    let (log, trailer) = v.split_at(v.len() - 8);
+    let n = log.len() / 12;
+    let dead = u32le(trailer) as usize;
+    if dead > n {
         return State::Empty;
     }
     // (sized at once: a log of n entries is read on every decision of its key)
-    let mut entries = std::collections::VecDeque::with_capacity((v.len() - 4) / 12);
-    for e in v[..v.len() - 4].rchunks_exact(12) {
+    let mut entries = std::collections::VecDeque::with_capacity(n - dead);
+    for e in log[12 * dead..].chunks_exact(12) {
         let Some(ts) = double(e) else {
             return State::Empty;
         };
@@ -190,9 +197,10 @@ mod tests {
             ring.iter().map(|&c| u64::from(c)).collect::<Vec<_>>()
         );
         let l = limit(Algorithm::SlidingLog);
-        let mut v = le(4e6, &[3]);
+        // One dead entry (skipped), then two.
+        let mut v = le(1e6, &[7]);
         v.extend(le(3e6, &[2]));
-        v.extend(5u32.to_le_bytes());
+        v.extend(le(4e6, &[3, 1, 5]));
         let State::SlidingLog(s) = parse(&l, Some(&v)) else {
             panic!("not a sliding log");
         };
@@ -201,6 +209,10 @@ mod tests {
             vec![(3_000_000, 2), (4_000_000, 3)]
         );
         assert_eq!(s.idle_at, 4_000_000 + l.window());
+        // More dead entries than entries: no log a script writes.
+        let mut v = le(1e6, &[7]);
+        v.extend([2u32.to_le_bytes(), 7u32.to_le_bytes()].concat());
+        assert_eq!(parse(&l, Some(&v)), State::Empty);
         let mut v = 2u32.to_le_bytes().to_vec();
         v.extend(le(9e6, &[]));
         v.extend(le(12345.0, &[2]));

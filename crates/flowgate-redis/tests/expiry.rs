@@ -211,8 +211,9 @@ fn empty_at(l: &Limit, v: &[u8]) -> u64 {
         Algorithm::SlidingWindow => {
             (double(&v[v.len() - 16..]) + 1) * l.bucket_width() + l.window() - 1
         }
-        // The newest entry (the first 12 bytes: time, cost) leaves the window.
-        Algorithm::SlidingLog => double(v) + l.window(),
+        // The newest entry (the last 12 bytes before the 8-byte trailer: time, cost) leaves the
+        // window.
+        Algorithm::SlidingLog => double(&v[v.len() - 20..]) + l.window(),
         // The last lease (20 bytes: expiry, id, cost; in order of expiry) expires.
         Algorithm::Concurrency => double(&v[v.len() - 20..]),
     }
