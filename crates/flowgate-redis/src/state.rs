@@ -25,7 +25,6 @@ pub(crate) fn parse(limit: &Limit, v: Option<&[u8]>) -> State {
     }
 }
 
-/// A little-endian double holding an integer (saturating at 0 and `u64::MAX`, as Lua's would).
 /// A little-endian double holding an integer in `[0, 2^52)`, as every value the scripts write
 /// does (instants in microseconds, bucket indexes, lease ids); `None` for anything else, which
 /// makes the whole state count as none (the scripts check the same bound where a value drives
@@ -34,8 +33,10 @@ fn double(b: &[u8]) -> Option<u64> {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[..8]);
     let x = f64::from_le_bytes(a);
-    // Exact: the bound is a power of two and the fraction check is exact.
-    ((0.0..BOUND).contains(&x) && x.fract() == 0.0).then_some(x as u64)
+    // Exact: the bound is a power of two, and within it the conversion truncates exactly, so a
+    // round trip keeps only integers (NaN fails the range; `fract` is a libm call, this is not).
+    let n = x as u64;
+    ((0.0..BOUND).contains(&x) && n as f64 == x).then_some(n)
 }
 
 /// 2^52: above any value written (microseconds since the epoch are about 2^51 until the year
@@ -108,14 +109,16 @@ fn sliding_log(limit: &Limit, v: &[u8]) -> State {
     if dead > n {
         return State::Empty;
     }
-    // (sized at once: a log of n entries is read on every decision of its key)
-    let mut entries = std::collections::VecDeque::with_capacity(n - dead);
+    // (a Vec sized at once, which the deque then takes over as it is: a log of n entries is read
+    // on every decision of its key)
+    let mut entries = Vec::with_capacity(n - dead);
     for e in log[12 * dead..].chunks_exact(12) {
         let Some(ts) = double(e) else {
             return State::Empty;
         };
-        entries.push_back((ts, u64::from(u32le(&e[8..]))));
+        entries.push((ts, u64::from(u32le(&e[8..]))));
     }
+    let entries = std::collections::VecDeque::from(entries);
     let idle_at = entries.back().map_or(0, |e| e.0 + limit.window());
     State::SlidingLog(Box::new(SlidingLogState { entries, idle_at }))
 }
