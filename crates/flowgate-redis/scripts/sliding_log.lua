@@ -149,8 +149,10 @@ ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_st
 -- trailer, at the log's end (`off`, the byte offset as a string, cached in SF at that offset:
 -- `put` writes them with SETRANGE). Otherwise the new log is made whole: the entries as they
 -- are, dead ones included (a prefix of `s`, copied by the pack; its format, cached in SF at the
--- prefix's length plus 1, says how long), then the new entry and the trailer; or, when the dead
--- entries outweigh what copying the log costs, the live entries alone. (The dead entries are
+-- prefix's length plus 1, says how long), then the new entry and the trailer; or the live entries
+-- alone, when the dead entries outweigh what copying the log costs or the log reaches its limit
+-- (so that a full log holds neither dead entries nor the spare room Redis gives a string that
+-- SETRANGE grows). (The dead entries are
 -- worth dropping once their bytes, read on every decision, cost more than a rewrite: about when
 -- dead^2 > 4 live + 150, counted in Redis instructions.)
 local window = P1
@@ -199,7 +201,9 @@ if sum + cost <= limit then
     ex = t + window
     if live == 0 or at == 0 then
       nv = spack('<dI4I4I4', t, c, 0, sum + cost)
-    elseif first * first > 4 * live + 150 then
+    elseif sum + cost >= limit or first * first > 4 * live + 150 then
+      -- (a log that reaches its limit stops growing until entries leave it: it is written at
+      -- its size, as Redis keeps the spare room it gave a string that grows)
       nv = ssub(s, 12 * first + 1, at) .. spack('<dI4I4I4', t, c, 0, sum + cost)
     elseif shared == 0 then
       nv = spack('<dI4I4I4', t, c, first, sum + cost)

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::{bounded, single, test_options};
 use flowgate_core::algorithm::{self, SlidingLogState};
-use flowgate_core::{Algorithm, Clock, Item, Limit, ManualClock, Quota, State};
+use flowgate_core::{Algorithm, Clock, Item, Limit, ManualClock, Quota, State, Store};
 use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 use proptest::prelude::*;
@@ -143,4 +143,66 @@ fn stored_logs_are_the_rust_transitions_state() {
     // Both paths ran: a test that never took them would assert nothing about them.
     let (kept, dropped) = (kept.get(), dropped.get());
     assert!(kept > 0 && dropped > 0, "kept {kept}, dropped {dropped}");
+}
+
+/// A log written in place grows as Redis grows a string (with spare room up to its length); one
+/// that reaches its limit is written at its size, so a full log costs its 12 bytes per entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_log_is_stored_at_its_size() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        let store = single(
+            &server,
+            flowgate_redis::RedisOptions::default()
+                .deadline(common::TEST_DEADLINE)
+                .blocked_capacity(0),
+        )
+        .await;
+        let l = Limit::new(
+            Algorithm::SlidingLog,
+            "100/1h".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let rk = redis_key("full", Algorithm::SlidingLog);
+        let memory = || async {
+            let v = store
+                .query(
+                    redis::cmd("MEMORY")
+                        .arg("USAGE")
+                        .arg(&rk)
+                        .arg("SAMPLES")
+                        .arg(0),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            redis::from_redis_value::<i64>(v).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let mut grown = 0;
+        for i in 1..=100 {
+            let item = Item {
+                key: "full",
+                limit: &l,
+                cost: 1,
+                enforce: true,
+            };
+            let d = store
+                .decide(&[item])
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(d[0].allowed, "request {i}");
+            if i == 90 {
+                grown = memory().await;
+            }
+        }
+        let full = memory().await;
+        // 100 entries and the trailer: 1,208 bytes, plus the key and Redis's headers.
+        assert!(full < 1_500, "a full log of 100 entries takes {full} bytes");
+        // (and the log below its limit did grow in place, with room to spare: else this test
+        // would not tell the write at the limit from any other)
+        assert!(
+            grown > full,
+            "90 entries took {grown} bytes, 100 took {full}"
+        );
+    })
+    .await;
 }
