@@ -121,16 +121,16 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         // the script then writes it once, after the last request, and only the first item on
         // it carries its state in the reply). The keys of one request are distinct, so only
         // calls of several requests can share one.
-        let mut keys: SmallVec<[&str; 64]> = SmallVec::new();
+        let mut keys: SmallVec<[&[u8]; 64]> = SmallVec::new();
         let mut uses: SmallVec<[u32; 64]> = SmallVec::new();
         let key_index: SmallVec<[u16; 256]> = if requests.len() == 1 {
-            keys.extend(items().map(|i| i.key.as_str()));
+            keys.extend(items().map(|i| &i.key[..]));
             uses.resize(n, 1);
             (1..=n as u16).collect()
         } else {
             // (foldhash, seeded per process: the default SipHash cost about 3% of the client's
             // instructions on 3-rule requests)
-            let mut seen: HashMap<&str, u16, foldhash::fast::RandomState> =
+            let mut seen: HashMap<&[u8], u16, foldhash::fast::RandomState> =
                 HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default());
             // Each key's block: a key whose requests carry different limits (a rule that
             // changed between them) goes to the general script, as the client replays a shared
@@ -140,7 +140,7 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
             let key_index = items()
                 .zip(&index)
                 .map(|(i, b)| {
-                    let k = *seen.entry(i.key.as_str()).or_insert_with(|| {
+                    let k = *seen.entry(&i.key[..]).or_insert_with(|| {
                         keys.push(&i.key);
                         uses.push(0);
                         key_block.push(*b);
@@ -185,7 +185,7 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         }
         let mut cmd = script.cmd(keys.len(), keys.len() + 1);
         for k in &keys {
-            cmd.arg(k.as_bytes());
+            cmd.arg(*k);
         }
         cmd.arg(call);
         return Prepared {
@@ -205,7 +205,7 @@ fn general(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
     let script = &GENERAL[mask];
     let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);
     for i in items() {
-        cmd.arg(i.key.as_bytes());
+        cmd.arg(&i.key[..]);
     }
     time.push(&mut cmd);
     cmd.arg(requests.len());

@@ -45,7 +45,7 @@ pub(crate) async fn decide(
     items: &[Item<'_>],
     encoded: Encoded,
 ) -> Result<Decisions, StoreError> {
-    let groups = by_slot(encoded.items.iter().map(|i| slot(i.key.as_bytes())));
+    let groups = by_slot(encoded.items.iter().map(|i| slot(&i.key)));
     if groups.len() == 1 {
         Counters::add(&inner.counters.script_calls, 1);
         let (_, raws) = call::decide(&inner.conn, &inner.time, &[&encoded]).await?;
@@ -162,7 +162,7 @@ async fn refund(
                 let script = &*REFUND_SCRIPT;
                 let mut cmd = script.cmd(given.len(), given.len() * 12 + 2);
                 for i in given {
-                    cmd.arg(i.key.as_bytes());
+                    cmd.arg(&i.key[..]);
                 }
                 cmd.arg(*now).arg(given.len());
                 for i in given {

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use flowgate_core::{Algorithm, Decision, Limit, Micros, State, StoreError, algorithm};
 
+use crate::keys::KeyBytes;
 use crate::state;
 use redis::{Cmd, Value};
 
@@ -206,7 +207,7 @@ impl Params {
 /// One item of a request, encoded.
 #[derive(Clone, Debug)]
 pub(crate) struct EncItem {
-    pub(crate) key: String,
+    pub(crate) key: KeyBytes,
     pub(crate) limit: Limit,
     pub(crate) params: Params,
     pub(crate) cost: u64,

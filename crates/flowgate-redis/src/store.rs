@@ -14,7 +14,7 @@ use crate::blocked::{Blocked, Record};
 use crate::call::{self, Encoded, TimeSource};
 use crate::cluster;
 use crate::conn::Conn;
-use crate::keys::{SLOTS, redis_key, slot};
+use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
 use crate::scripts::{EncItem, Params, RELEASE_SCRIPT, Raw};
 use crate::stats::{Counters, RedisStats};
@@ -271,7 +271,7 @@ impl RedisStore {
                 .map(|item| {
                     let a = item.limit.algorithm();
                     EncItem {
-                        key: redis_key(item.key, a),
+                        key: redis_key_bytes(item.key, a),
                         limit: item.limit.clone(),
                         params: Params::of(item.limit),
                         cost: item.cost,
@@ -334,7 +334,7 @@ impl RedisStore {
 
 /// The slot of all the keys of `encoded`, if they share one (and it has any).
 fn one_slot(encoded: &Encoded) -> Option<u16> {
-    let mut slots = encoded.items.iter().map(|i| slot(i.key.as_bytes()));
+    let mut slots = encoded.items.iter().map(|i| slot(&i.key));
     let first = slots.next()?;
     slots.all(|s| s == first).then_some(first)
 }
