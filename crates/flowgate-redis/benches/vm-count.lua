@@ -26,8 +26,15 @@ redis = {
       store[a[1]] = a[2]
       return { ok = 'OK' }
     elseif cmd == 'SETRANGE' then
-      store[a[1]] = a[3]
-      return #a[3]
+      local old, at = store[a[1]] or '', tonumber(a[2])
+      if #old < at then
+        old = old .. string.rep('\0', at - #old)
+      end
+      local v = old:sub(1, at) .. a[3] .. old:sub(at + #a[3] + 1)
+      store[a[1]] = v
+      return #v
+    elseif cmd == 'PEXPIREAT' or cmd == 'PEXPIRE' then
+      return 1
     end
     error('unexpected command ' .. cmd)
   end,
