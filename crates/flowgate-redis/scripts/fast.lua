@@ -60,20 +60,19 @@
 --          travels once per call, and a global or per-channel limit adds one byte per request
 --          to the reply.
 -- Each fragment sees: cost, limit and P1..P3 (its block), IT and ip (concurrency reads its lease
--- there), now, prod, spack,
--- sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache of strings made in this
--- call: the sliding log's offsets and formats at positive indexes, the sliding window's formats at
--- negative ones), and the
--- state `s` (string or false; `x0` is set, not nil or false, when `s` is a shared key's state
--- made in this call, see below). It sets `allowed` (1 when it admits) and, when it admits with a
--- cost, `nv` (the new state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if
--- none), and may set `off` (for a key of one request only: `nv` is then not the whole state but
--- what replaces `s` from that byte on; see `put`). For a key several requests of the call share (`shared`), a fragment may keep its state
--- within the call as a table instead of a string ({ b, o, P, n, held }: the string `held` as '<I4',
--- then `b` from byte `o` on, then P[1 .. n]; see concurrency.lua) or as a number (a TAT, packed
--- '<d'; see gcra.lua), made into the string once, when the key is written; its next request then
--- sees that table or number as `s` (a key's state is a number only once a request of the call wrote
--- it: X[k]). Only a shared key's state is ever a table or a number.
+-- there), now, prod, spack, sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache
+-- of strings made in this call: the sliding log's offsets and formats at positive indexes, the
+-- sliding window's formats at negative ones), and the state `s` (string or false; `x0` is set,
+-- not nil or false, when `s` is a shared key's state made in this call, see below). It sets
+-- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
+-- that is empty again, us) and `ex0` (when `s` was, -1 if none), and may set `off` (on a key of
+-- one request only: `nv` is then not the whole state but what replaces the end of `s` from that
+-- byte on; see `put`). For a key several requests of the call share (`shared`), a fragment may
+-- keep its state within the call as a table instead of a string ({ b, o, P, n, held }: the
+-- string `held` as '<I4', then `b` from byte `o` on, then P[1 .. n]; see concurrency.lua) or as a
+-- number (a TAT, packed '<d'; see gcra.lua), made into the string once, when the key is written;
+-- its next request then sees that table or number as `s` (a key's state is a number only once a
+-- request of the call wrote it: X[k]). Only a shared key's state is ever a table or a number.
 
 local spack, sunpack, unpack, sbyte = struct.pack, struct.unpack, unpack, string.byte
 local IT = ARGV[1]
