@@ -158,7 +158,7 @@ ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_st
 local window = P1
 local n, first, total, stale = 0, 0, 0, 0 -- first: the index (from 0) of the first live entry
 local lt, lc = 0, 0 -- the newest entry
-if s and #s >= 8 and (#s - 8) % 12 == 0 then
+if s and (#s - 8) % 12 == 0 then -- (% is floored: never 0 below 8 bytes)
   n = (#s - 8) / 12
   if n > 0 then
     lt, lc, first, total = sunpack('<dI4I4I4', s, #s - 19)
@@ -183,8 +183,8 @@ if s and #s >= 8 and (#s - 8) % 12 == 0 then
   end
 end
 local live = n - first
-local sum = total - stale
-if sum + cost <= limit then
+local used = total - stale + cost -- (the live costs and this one)
+if used <= limit then
   allowed = 1
   if cost > 0 then
     local at = 12 * n -- where the new entry goes (bytes from 0)
@@ -200,13 +200,13 @@ if sum + cost <= limit then
     end
     ex = t + window
     if live == 0 or at == 0 then
-      nv = spack('<dI4I4I4', t, c, 0, sum + cost)
-    elseif sum + cost >= limit or first * first > 4 * live + 150 then
+      nv = spack('<dI4I4I4', t, c, 0, used)
+    elseif used >= limit or first * first > 4 * live + 150 then
       -- (a log that reaches its limit stops growing until entries leave it: it is written at
       -- its size, as Redis keeps the spare room it gave a string that grows)
-      nv = ssub(s, 12 * first + 1, at) .. spack('<dI4I4I4', t, c, 0, sum + cost)
+      nv = ssub(s, 12 * first + 1, at) .. spack('<dI4I4I4', t, c, 0, used)
     elseif shared == 0 then
-      nv = spack('<dI4I4I4', t, c, first, sum + cost)
+      nv = spack('<dI4I4I4', t, c, first, used)
       off = SF[at]
       if not off then
         off = sformat('%d', at)
@@ -218,7 +218,7 @@ if sum + cost <= limit then
         f = sformat('<c%ddI4I4I4', at)
         SF[at + 1] = f
       end
-      nv = spack(f, s, t, c, first, sum + cost)
+      nv = spack(f, s, t, c, first, used)
     end
   end
 end
