@@ -13,13 +13,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, single, test_options};
+use common::{bounded, runner, runtime, single, stored_value, test_options};
 use flowgate_core::algorithm::{self, SlidingLogState};
 use flowgate_core::{Algorithm, Clock, Item, Limit, ManualClock, Quota, State, Store};
 use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 /// The stored log: its entries (time, cost; oldest first), the dead count and the total.
 fn stored(v: &[u8]) -> (Vec<(u64, u64)>, usize, u64) {
@@ -38,11 +38,7 @@ fn stored(v: &[u8]) -> (Vec<(u64, u64)>, usize, u64) {
 #[test]
 fn stored_logs_are_the_rust_transitions_state() {
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = runtime();
     let clock = ManualClock::new(0);
     let store = rt.block_on(single(&server, test_options(&clock)));
     // Gaps mostly well inside the window, so that logs hold many entries and entries keep
@@ -59,11 +55,7 @@ fn stored_logs_are_the_rust_transitions_state() {
             1..300,
         ),
     );
-    let mut runner = TestRunner::new(Config {
-        cases: 64,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(64);
     let cases = std::sync::atomic::AtomicU64::new(0);
     // Over all cases: writes that left dead entries in place, and rewrites that dropped them.
     let (kept, dropped) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
@@ -101,11 +93,7 @@ fn stored_logs_are_the_rust_transitions_state() {
                 let want = algorithm::transition(&l, &mut state, now, cost, 0);
                 prop_assert_eq!(d[0].allowed, want.allowed, "cost {} at {}", cost, now);
             }
-            let v = match rt.block_on(store.query(redis::cmd("GET").arg(&rk))) {
-                Ok(redis::Value::BulkString(b)) => Some(b),
-                Ok(redis::Value::Nil) => None,
-                other => return Err(TestCaseError::fail(format!("GET: {other:?}"))),
-            };
+            let v = stored_value(&rt, &store, &rk)?;
             match (&state, v) {
                 (State::Empty, None) => {}
                 (State::SlidingLog(s), Some(v)) => {

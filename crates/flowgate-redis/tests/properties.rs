@@ -10,14 +10,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, single, test_options};
+use common::{cluster, runner, runtime, single, test_options};
 use flowgate_core::{
     Algorithm, Clock, Decision, Item, Limit, ManualClock, MemoryStore, Mode, Quota, Store,
 };
 use flowgate_redis::RedisStore;
 use flowgate_testkit::redis::{RedisCluster, RedisServer};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 #[derive(Clone, Debug)]
 struct LimitCase {
@@ -168,14 +168,6 @@ fn compare(
     Ok(())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"))
-}
-
 #[test]
 fn lua_agrees_with_rust_transitions() {
     let server = RedisServer::start();
@@ -202,11 +194,7 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
         let n = limits.len();
         (Just(limits), schedule(n), 0u64..10_000_000)
     });
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(cases);
     let case_counter = std::sync::atomic::AtomicU64::new(0);
     let result = runner.run(&strategy, |(cases, steps, offset)| {
         let case_no = case_counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -10,13 +10,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, single, test_options};
+use common::{bounded, runner, runtime, single, stored_value, test_options};
 use flowgate_core::algorithm::{self, SlidingWindowState};
 use flowgate_core::{Algorithm, Clock, Item, Limit, ManualClock, Quota, State, Store};
 use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 /// The stored ring: head, total, and the counts in ring order (bucket `j` at `j % len`); stored
 /// as the counts newest first (`I4` each: buckets head, head - 1, ...), then `<dd` head, total.
@@ -36,11 +36,7 @@ fn stored(v: &[u8]) -> (u64, u64, Vec<u64>) {
 #[test]
 fn stored_rings_are_the_rust_transitions_state() {
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = runtime();
     let clock = ManualClock::new(0);
     let store = rt.block_on(single(&server, test_options(&clock)));
     let strategy = (
@@ -55,11 +51,7 @@ fn stored_rings_are_the_rust_transitions_state() {
             1..60,
         ),
     );
-    let mut runner = TestRunner::new(Config {
-        cases: 96,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(96);
     let cases = std::sync::atomic::AtomicU64::new(0);
     let result = runner.run(&strategy, |(buckets, window, limit, steps)| {
         let case = cases.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -89,11 +81,7 @@ fn stored_rings_are_the_rust_transitions_state() {
             let d = d.map_err(|e| TestCaseError::fail(e.to_string()))?;
             let want = algorithm::transition(&l, &mut state, now, cost, 0);
             prop_assert_eq!(d[0].allowed, want.allowed);
-            let v = match rt.block_on(store.query(redis::cmd("GET").arg(&rk))) {
-                Ok(redis::Value::BulkString(b)) => Some(b),
-                Ok(redis::Value::Nil) => None,
-                other => return Err(TestCaseError::fail(format!("GET: {other:?}"))),
-            };
+            let v = stored_value(&rt, &store, &rk)?;
             match (&state, v) {
                 (State::Empty, None) => {}
                 (State::SlidingWindow(s), Some(v)) => {

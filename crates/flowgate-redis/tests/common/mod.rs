@@ -32,6 +32,39 @@ pub async fn cluster(cluster: &RedisCluster, options: RedisOptions) -> RedisStor
         .unwrap_or_else(|e| panic!("connect cluster: {e}"))
 }
 
+/// The runtime of a test that drives the store from a proptest runner (2 workers).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
+}
+
+/// A proptest runner of `cases` cases that writes no regression files.
+pub fn runner(cases: u32) -> proptest::test_runner::TestRunner {
+    proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })
+}
+
+/// The value stored at Redis key `key` (none when it is missing), as bytes.
+pub fn stored_value(
+    rt: &tokio::runtime::Runtime,
+    store: &RedisStore,
+    key: &str,
+) -> Result<Option<Vec<u8>>, proptest::test_runner::TestCaseError> {
+    match rt.block_on(store.query(redis::cmd("GET").arg(key))) {
+        Ok(redis::Value::BulkString(b)) => Ok(Some(b)),
+        Ok(redis::Value::Nil) => Ok(None),
+        other => Err(proptest::test_runner::TestCaseError::fail(format!(
+            "GET {key}: {other:?}"
+        ))),
+    }
+}
+
 /// Bounds a whole test.
 pub async fn bounded<F: Future>(secs: u64, f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(secs), f)
