@@ -13,10 +13,11 @@
 --          script record an admission by writing only the new (or merged) entry and the trailer
 --          in place (SETRANGE of 20 bytes at the log's end) instead of making the whole new log
 --          as a Lua string, which Redis's Lua hashes byte by byte, and writing it. It rewrites
---          the log without its dead entries when they outweigh what copying the log costs
---          (fast.lua `put`; every other writer writes the log whole, with no dead entries).
---          A log costs 12 bytes per entry (plus the room Redis leaves a string that grows, and
---          the dead entries not yet dropped), and each decision reads it whole (the reply carries
+--          the log without its dead entries when they outweigh what copying the log costs, or
+--          when the log reaches its limit (see its fragment below; every other writer writes
+--          the log whole, with no dead entries). A log costs 12 bytes per entry (below its
+--          limit, plus the room Redis leaves a string that grows and the dead entries not yet
+--          dropped), and each decision reads it whole (the reply carries
 --          it to the client): O(limit) bytes per decision, which is why large limits are
 --          better served by sliding_window.
 --          (The suffix is `S`: the former layouts, `l` and `L`, read as garbage in this one,
@@ -152,9 +153,9 @@ ALG[4] = { load = log_load, check = log_check, apply = log_apply, store = log_st
 -- prefix's length plus 1, says how long), then the new entry and the trailer; or the live entries
 -- alone, when the dead entries outweigh what copying the log costs or the log reaches its limit
 -- (so that a full log holds neither dead entries nor the spare room Redis gives a string that
--- SETRANGE grows). (The dead entries are
--- worth dropping once their bytes, read on every decision, cost more than a rewrite: about when
--- dead^2 > 4 live + 150, counted in Redis instructions.)
+-- SETRANGE grows). (The dead entries are worth dropping once their bytes, read on every
+-- decision, cost more than a rewrite: about when dead^2 > 4 live + 150, counted in Redis
+-- instructions.)
 local window = P1
 local n, first, total, stale = 0, 0, 0, 0 -- first: the index (from 0) of the first live entry
 local lt, lc = 0, 0 -- the newest entry
