@@ -7,7 +7,8 @@
 //! offset, dead count or total would only show in a decision much later, so this test compares
 //! the stored bytes themselves with `flowgate_core::algorithm::transition` on random schedules:
 //! single requests (the in-place write) and batches of requests on the one key (a key the call's
-//! requests share: the log made whole in the script).
+//! requests share: the log made whole in the script); and that the entries it leaves dead stay
+//! absent for the general script too when the clock steps back behind them.
 
 mod common;
 
@@ -193,4 +194,57 @@ async fn a_full_log_is_stored_at_its_size() {
         );
     })
     .await;
+}
+
+/// Entries the fast script left dead count as absent for every reader, the general script too,
+/// even once Redis's clock steps back behind them (so that they would be inside the window
+/// again): the Rust log dropped them, and the scripts must decide as it does.
+#[test]
+fn dead_entries_stay_absent_when_the_clock_steps_back() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let clock = ManualClock::new(10_000_000);
+    let store = rt.block_on(single(&server, test_options(&clock)));
+    let limit = |q: &str| {
+        Limit::new(
+            Algorithm::SlidingLog,
+            q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (three, four) = (limit("3/s"), limit("4/s"));
+    let item = |l| Item {
+        key: "back",
+        limit: l,
+        cost: 1,
+        enforce: true,
+    };
+    let mut state = State::Empty;
+    // 10 s, 10.8 s, then 11.5 s: the first entry has left the window and is left in place,
+    // dead, beside a live one; then the clock steps back to 10.2 s, where the dead one would be
+    // live again (and the request under 3/s rejected). Two requests of one call under
+    // different limits for the key: the general script.
+    for (at, requests) in [
+        (10_000_000, vec![vec![item(&three)]]),
+        (10_800_000, vec![vec![item(&three)]]),
+        (11_500_000, vec![vec![item(&three)]]),
+        (10_200_000, vec![vec![item(&three)], vec![item(&four)]]),
+    ] {
+        clock.set(at);
+        let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+        let got = rt
+            .block_on(bounded(10, store.decide_batch(&refs)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        for (r, d) in requests.iter().zip(&got) {
+            let want = algorithm::transition(r[0].limit, &mut state, at, 1, 0);
+            assert_eq!(d[0].allowed, want.allowed, "at {at}");
+            assert!(d[0].allowed, "at {at}");
+        }
+        if at == 11_500_000 {
+            let v = stored_value(&rt, &store, &redis_key("back", Algorithm::SlidingLog))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("no log"));
+            assert_eq!(stored(&v).1, 1, "the first entry is not left dead");
+        }
+    }
 }
