@@ -320,3 +320,69 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
     })
     .await;
 }
+
+/// A sliding log that an admission extends in place (the new entry and the trailer written at its
+/// end, `SETRANGE`) still moves its expiry when the newest entry's whole second moves. Four
+/// admissions 600 ms apart under 100/s: the first makes the log, the other three find a live
+/// entry, few dead ones and the log far from its limit, so each is written in place; they span
+/// more than a second, so at least one of them moves the expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_in_place_moves_its_expiry() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        let store = single(
+            &server,
+            RedisOptions::default()
+                .deadline(TEST_DEADLINE)
+                .blocked_capacity(0),
+        )
+        .await;
+        let l = Limit::new(
+            Algorithm::SlidingLog,
+            "100/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let key = redis_key("in-place", Algorithm::SlidingLog);
+        let mut expiries = Vec::new();
+        for i in 0..4 {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+            }
+            let d = store
+                .decide(&[Item {
+                    key: "in-place",
+                    limit: &l,
+                    cost: 1,
+                    enforce: true,
+                }])
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(d[0].allowed);
+            let mut c = redis::cmd("EVAL");
+            c.arg("return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }")
+                .arg(1)
+                .arg(&key);
+            let (v, at): (Vec<u8>, i64) =
+                redis::from_redis_value(store.query(&c).await.unwrap_or_else(|e| panic!("{e}")))
+                    .unwrap_or_else(|e| panic!("reply: {e}"));
+            // Every entry but the first is written while the one before is live (600 ms ago).
+            assert_eq!(
+                v.len(),
+                12 * (i + 1) + 8,
+                "admission {i}: not written in place"
+            );
+            let want = empty_at(&l, &v).div_ceil(1_000_000) * 1_000;
+            assert_eq!(
+                at, want as i64,
+                "admission {i}: expires at {at} ms, not {want}"
+            );
+            expiries.push(at);
+        }
+        // (the test's premise: an expiry moved while the log was written in place)
+        assert!(
+            expiries[1..].windows(2).any(|w| w[0] != w[1]),
+            "{expiries:?}"
+        );
+    })
+    .await;
+}
