@@ -32,7 +32,8 @@ pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
 }
 
 /// A Redis key held inline when it fits in 64 bytes, as most do: the store builds one per item
-/// of every decision, and allocating each was about 2 % of the client's instructions per item.
+/// of every decision, and allocating each cost 2 % (1 rule) to 6 % (3 rules) of the client's
+/// instructions per request.
 pub(crate) type KeyBytes = SmallVec<[u8; 64]>;
 
 /// [`redis_key`] as [`KeyBytes`].
