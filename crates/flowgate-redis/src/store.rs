@@ -193,13 +193,14 @@ impl RedisStore {
     /// directly. The blocked-keys cache is neither consulted nor fed. On a Redis Cluster, when
     /// each request's keys share a slot, the requests of each slot are decided in one script
     /// call and the slots in parallel (requests of different slots share no key, so this is
-    /// still as if one after another); a batch with a request spanning slots is decided one
-    /// request after another.
+    /// still as if one after another); a batch with a request spanning slots is decided in
+    /// waves, each request (per slot, in parallel) as soon as every earlier request that shares
+    /// a key with it is decided, so a wave's requests share no key.
     ///
     /// # Errors
     /// As a decision; one error fails the whole batch (no request of it was recorded, unless
     /// the error came after Redis ran the script, such as a deadline passing; on a cluster,
-    /// the requests of other slots, or decided before the failing one, may have been).
+    /// the requests of other slots, or of the failing one's wave or before it, may have been).
     pub async fn decide_batch(
         &self,
         requests: &[&[Item<'_>]],
@@ -227,7 +228,7 @@ impl RedisStore {
     }
 
     /// `decide_batch` on a cluster: when each request's keys share a slot, one script call per
-    /// slot, the slots in parallel; else one request after another.
+    /// slot, the slots in parallel; else in waves of requests that share no key.
     async fn decide_batch_cluster(
         &self,
         requests: &[&[Item<'_>]],
@@ -241,9 +242,15 @@ impl RedisStore {
             .collect();
         let slots: Option<Vec<u16>> = live.iter().map(|&i| one_slot(&encoded[i])).collect();
         let Some(slots) = slots else {
-            for (i, e) in encoded.into_iter().enumerate() {
-                if e.items() > 0 {
-                    out[i] = cluster::decide(inner, requests[i], e).await?;
+            let waves = waves(live.iter().map(|&i| (i, &encoded[i])));
+            let mut encoded: Vec<Option<Encoded>> = encoded.into_iter().map(Some).collect();
+            for wave in waves {
+                let calls = wave.iter().map(|&i| {
+                    let e = encoded[i].take().unwrap_or_default();
+                    cluster::decide(inner, requests[i], e)
+                });
+                for (&i, d) in wave.iter().zip(futures::future::join_all(calls).await) {
+                    out[i] = d?;
                 }
             }
             return Ok(out);
@@ -332,6 +339,30 @@ impl RedisStore {
     }
 }
 
+/// `requests` (index, encoded) in waves: a request goes in the wave after the latest one holding
+/// an earlier request with one of its keys (the first if none), so the requests of a wave share
+/// no key and deciding them at once is as if one after another, in order.
+fn waves<'a>(requests: impl Iterator<Item = (usize, &'a Encoded)>) -> Vec<Vec<usize>> {
+    let mut waves: Vec<Vec<usize>> = Vec::new();
+    let mut latest: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+    for (i, e) in requests {
+        let w = e
+            .items
+            .iter()
+            .filter_map(|it| latest.get(&it.key[..]).map(|w| w + 1))
+            .max()
+            .unwrap_or(0);
+        for it in &e.items {
+            latest.insert(&it.key[..], w);
+        }
+        if w == waves.len() {
+            waves.push(Vec::new());
+        }
+        waves[w].push(i);
+    }
+    waves
+}
+
 /// The slot of all the keys of `encoded`, if they share one (and it has any).
 fn one_slot(encoded: &Encoded) -> Option<u16> {
     let mut slots = encoded.items.iter().map(|i| slot(&i.key));
@@ -409,5 +440,45 @@ impl Store for RedisStore {
                 "unexpected reply from the release script: {other:?}"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowgate_core::{Limit, Quota};
+
+    #[test]
+    fn waves_hold_requests_that_share_no_key() {
+        let limit = Limit::new(
+            Algorithm::TokenBucket,
+            "5/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let request = |keys: &[&str]| Encoded {
+            items: keys
+                .iter()
+                .map(|k| EncItem {
+                    key: redis_key_bytes(k, Algorithm::TokenBucket),
+                    limit: limit.clone(),
+                    params: Params::of(&limit),
+                    cost: 1,
+                    enforce: true,
+                    lease: 0,
+                })
+                .collect(),
+        };
+        let batch = [
+            request(&["a"]),
+            request(&["b"]),
+            request(&["a", "c"]),
+            request(&["c"]),
+            request(&["d"]),
+            request(&["b", "c", "e"]),
+        ];
+        assert_eq!(
+            waves(batch.iter().enumerate()),
+            vec![vec![0, 1, 4], vec![2], vec![3], vec![5]]
+        );
     }
 }
