@@ -12,6 +12,8 @@
 //! field's 3-rule request instead.
 //! `BENCH_REDIS_URL=redis://…` uses a server started by hand (to profile it), `BENCH_CLUSTER=n`
 //! (focus mode) an n-master Redis Cluster started by the bench.
+//! `-- <secs> batch` (with `BENCH_CLUSTER=3`): `decide_batch` of 64 two-rule requests (keys on
+//! two slots, shared by no other request) against the same requests decided one after another.
 
 #![allow(missing_docs)]
 
@@ -517,6 +519,65 @@ impl Pairs {
     }
 }
 
+/// `batch`: batches of 64 requests of two token buckets (a user's and its account's, keys on two
+/// slots of a cluster, each in one request of the batch): `decide_batch` against `decide` one
+/// request after another (what `decide_batch` did with such a batch before it decided in waves).
+async fn batch(url: &str, secs: f64) {
+    let s = store(url, false).await;
+    let l = limit(Algorithm::TokenBucket, "1000000/s");
+    let mut round = 0u64;
+    let mut keys = || {
+        round += 1;
+        (0..64)
+            .map(|i| {
+                [
+                    format!("batch:user:{round}:{i}"),
+                    format!("batch:account:{round}:{i}"),
+                ]
+            })
+            .collect::<Vec<_>>()
+    };
+    for (name, batched) in [("decide_batch", true), ("decide, one after another", false)] {
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed().as_secs_f64() < secs {
+            let keys = keys();
+            let requests: Vec<[Item<'_>; 2]> = keys
+                .iter()
+                .map(|[u, a]| {
+                    [
+                        Item {
+                            key: u,
+                            limit: &l,
+                            cost: 1,
+                            enforce: true,
+                        },
+                        Item {
+                            key: a,
+                            limit: &l,
+                            cost: 1,
+                            enforce: true,
+                        },
+                    ]
+                })
+                .collect();
+            if batched {
+                let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+                let d = s.decide_batch(&refs).await.expect("batch");
+                assert!(d.iter().all(|d| d.iter().all(|d| d.allowed)));
+            } else {
+                for r in &requests {
+                    let d = s.decide(r).await.expect("decide");
+                    assert!(d.iter().all(|d| d.allowed));
+                }
+            }
+            n += 64;
+        }
+        let rate = n as f64 / start.elapsed().as_secs_f64();
+        println!("| {name} | {rate:.0} requests/s |");
+    }
+}
+
 /// `paired three`: `rounds` pairs of the 1-rule request (per user) and the field's 3-rule
 /// request (global, channel, user), 64 in flight, coalesced (`PLAIN=1`: one call per request);
 /// the cost ratio (1-rule rate / 3-rule rate) of each pair and their median.
@@ -574,6 +635,10 @@ fn main() {
             .cloned()
             .unwrap_or_else(|| "token_bucket".into());
         rt.block_on(focus(&url, &name, secs));
+        return;
+    }
+    if args.iter().any(|a| a == "batch") {
+        rt.block_on(batch(&url, secs));
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "paired") {
