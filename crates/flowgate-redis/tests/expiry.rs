@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TEST_DEADLINE, bounded, single};
+use common::{TEST_DEADLINE, bounded, live_options, single};
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
 use flowgate_redis::keys::redis_key;
 use flowgate_redis::{RedisOptions, RedisStore};
@@ -27,14 +27,7 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
     let server = RedisServer::start();
     bounded(60, async {
         for coalesce in [false, true] {
-            let store = single(
-                &server,
-                RedisOptions::default()
-                    .deadline(TEST_DEADLINE)
-                    .blocked_capacity(0)
-                    .coalesce(coalesce),
-            )
-            .await;
+            let store = single(&server, live_options().coalesce(coalesce)).await;
             let q = Quota::new(10, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
             let limits: Vec<Limit> = Algorithm::ALL
                 .iter()
@@ -242,16 +235,8 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
         ]);
         let mut tasks = Vec::new();
         for coalesce in [false, true] {
-            let store = std::sync::Arc::new(
-                single(
-                    &server,
-                    RedisOptions::default()
-                        .deadline(TEST_DEADLINE)
-                        .blocked_capacity(0)
-                        .coalesce(coalesce),
-                )
-                .await,
-            );
+            let store =
+                std::sync::Arc::new(single(&server, live_options().coalesce(coalesce)).await);
             for t in 0..4u64 {
                 let (store, limits) = (store.clone(), limits.clone());
                 tasks.push(tokio::spawn(async move {
@@ -330,13 +315,7 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
 async fn a_log_written_in_place_moves_its_expiry() {
     let server = RedisServer::start();
     bounded(60, async {
-        let store = single(
-            &server,
-            RedisOptions::default()
-                .deadline(TEST_DEADLINE)
-                .blocked_capacity(0),
-        )
-        .await;
+        let store = single(&server, live_options()).await;
         let l = Limit::new(
             Algorithm::SlidingLog,
             "100/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),

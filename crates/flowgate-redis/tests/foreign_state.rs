@@ -4,9 +4,8 @@
 
 mod common;
 
-use common::{TEST_DEADLINE, bounded, single};
+use common::{bounded, live_options, single};
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store};
-use flowgate_redis::RedisOptions;
 use flowgate_redis::keys::redis_key;
 use flowgate_testkit::redis::RedisServer;
 
@@ -42,13 +41,7 @@ fn with_total(mut v: Vec<u8>, x: f64) -> Vec<u8> {
 async fn values_no_script_writes_count_as_no_state() {
     let server = RedisServer::start();
     bounded(60, async {
-        let store = single(
-            &server,
-            RedisOptions::default()
-                .deadline(TEST_DEADLINE)
-                .blocked_capacity(0),
-        )
-        .await;
+        let store = single(&server, live_options()).await;
         let q: Quota = "5/s".parse().unwrap_or_else(|e| panic!("{e}"));
         let mut n = 0;
         for a in Algorithm::ALL {

@@ -140,13 +140,7 @@ fn stored_logs_are_the_rust_transitions_state() {
 async fn a_full_log_is_stored_at_its_size() {
     let server = RedisServer::start();
     bounded(60, async {
-        let store = single(
-            &server,
-            flowgate_redis::RedisOptions::default()
-                .deadline(common::TEST_DEADLINE)
-                .blocked_capacity(0),
-        )
-        .await;
+        let store = single(&server, common::live_options()).await;
         let l = Limit::new(
             Algorithm::SlidingLog,
             "100/1h".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),

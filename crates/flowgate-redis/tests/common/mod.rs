@@ -18,6 +18,13 @@ pub fn test_options(clock: &ManualClock) -> RedisOptions {
         .clock_override(clock.clone())
 }
 
+/// Options for tests on Redis's own clock: the test deadline, no blocked-keys cache.
+pub fn live_options() -> RedisOptions {
+    RedisOptions::default()
+        .deadline(TEST_DEADLINE)
+        .blocked_capacity(0)
+}
+
 /// A store on a single server.
 pub async fn single(server: &RedisServer, options: RedisOptions) -> RedisStore {
     RedisStore::connect_with(&server.url(), options)
