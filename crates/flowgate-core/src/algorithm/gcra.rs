@@ -39,30 +39,36 @@ pub fn check(l: &Limit, s: &GcraState, now: Micros, cost: u64) -> Decision {
     let t = l.emission_interval();
     let tau = l.burst() * t;
     let base = s.tat.max(now);
-    let mut d = Decision {
+    // (a rejection reports the state as it is, an admission the state after it: each is
+    // computed on its own path only)
+    let rejected = |retry_after| Decision {
         allowed: false,
         limit: l.limit(),
         remaining: l.per_emission((now + tau).saturating_sub(base)),
         reset_after: us(base - now),
-        retry_after: None,
+        retry_after,
         wait: us(0),
         lease: None,
     };
     if cost > max_cost(l) {
-        return d;
+        return rejected(None);
     }
     let new_tat = base + cost * t;
     let wait = (new_tat - now).saturating_sub(tau);
     if wait <= l.max_wait() {
-        d.allowed = true;
-        d.wait = us(wait);
-        d.remaining = l.per_emission((now + tau).saturating_sub(new_tat));
-        d.reset_after = us(new_tat - now);
+        Decision {
+            allowed: true,
+            limit: l.limit(),
+            remaining: l.per_emission((now + tau).saturating_sub(new_tat)),
+            reset_after: us(new_tat - now),
+            retry_after: None,
+            wait: us(wait),
+            lease: None,
+        }
     } else {
         // new_tat - tau - max_wait > now here, and since cost*T <= tau + max_wait, base == tat.
-        d.retry_after = Some(us(new_tat - tau - l.max_wait() - now));
+        rejected(Some(us(new_tat - tau - l.max_wait() - now)))
     }
-    d
 }
 
 /// Applies an admitted request: reserves its slot.
