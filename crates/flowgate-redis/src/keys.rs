@@ -21,14 +21,14 @@ pub(crate) fn suffix(a: Algorithm) -> &'static str {
     }
 }
 
+/// The pieces of the Redis key holding the state of `key` under `algorithm`, in order.
+fn key_parts(key: &str, algorithm: Algorithm) -> [&str; 4] {
+    ["flowgate:{", key, "}:", suffix(algorithm)]
+}
+
 /// The Redis key holding the state of `key` under `algorithm`.
 pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
-    let mut k = String::with_capacity(key.len() + 14);
-    k.push_str("flowgate:{");
-    k.push_str(key);
-    k.push_str("}:");
-    k.push_str(suffix(algorithm));
-    k
+    key_parts(key, algorithm).concat()
 }
 
 /// A Redis key held inline when it fits in 64 bytes, as most do: the store builds one per item
@@ -38,22 +38,17 @@ pub(crate) type KeyBytes = SmallVec<[u8; 64]>;
 
 /// [`redis_key`] as [`KeyBytes`].
 pub(crate) fn redis_key_bytes(key: &str, algorithm: Algorithm) -> KeyBytes {
-    let parts = [
-        &b"flowgate:{"[..],
-        key.as_bytes(),
-        b"}:",
-        suffix(algorithm).as_bytes(),
-    ];
+    let parts = key_parts(key, algorithm);
     let len = parts.iter().map(|p| p.len()).sum();
     if len > 64 {
-        return KeyBytes::from_vec(parts.concat());
+        return KeyBytes::from_vec(parts.concat().into_bytes());
     }
     // (copied into the buffer directly: SmallVec's extend_from_slice cost more than the
     // allocation it saves)
     let mut buf = [0u8; 64];
     let mut at = 0;
     for p in parts {
-        buf[at..at + p.len()].copy_from_slice(p);
+        buf[at..at + p.len()].copy_from_slice(p.as_bytes());
         at += p.len();
     }
     KeyBytes::from_buf_and_len(buf, len)
