@@ -48,8 +48,9 @@
 --          (from 1), the key (its index in KEYS) as two bytes, low first, enforce (1 or 0),
 --          shared (0 if its key is in no other request of the call; else 1 on the call's first
 --          item on that key, 2 on a later one), last (1 on the last item of a request); then,
---          for a concurrency item whose fragment runs with a cost (limit and cost above 0), the
---          lease id to grant ('<d', read by the fragment).
+--          on the first item on a shared key (shared 1), the costs of all the call's items on
+--          that key ('<d', `tot`); then, for a concurrency item whose fragment runs with a cost
+--          (limit and cost above 0), the lease id to grant ('<d', read by the fragment).
 -- Returns { now, the script's admission of every item in order (a string of one byte each, 1
 --          or 0: a reply of one element per item costs Redis and the client more than the
 --          states themselves), then for each item in order but a later item on a shared key
@@ -59,8 +60,8 @@
 --          Rust transition, so a hot key's state (a whole concurrency lease list or sliding log)
 --          travels once per call, and a global or per-channel limit adds one byte per request
 --          to the reply.
--- Each fragment sees: cost, limit and P1..P3 (its block), IT and ip (concurrency reads its lease
--- there), now, prod, spack, sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache
+-- Each fragment sees: cost, limit and P1..P3 (its block), k (its key's index), tot, IT and ip
+-- (concurrency reads its lease there), now, prod, spack, sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache
 -- of strings made in this call: the sliding log's offsets and formats at positive indexes, the
 -- sliding window's formats at negative ones), and the state `s` (string or false; `x0` is set,
 -- not nil or false, when `s` is a shared key's state made in this call, see below). It sets
@@ -73,6 +74,11 @@
 -- number (a TAT, packed '<d'; see gcra.lua), made into the string once, when the key is written;
 -- its next request then sees that table or number as `s` (a key's state is a number only once a
 -- request of the call wrote it: X[k]). Only a shared key's state is ever a table or a number.
+-- A fragment may instead decide a shared key in bulk, on its first item, when no item of the
+-- call on it can reject whichever requests are admitted (see gcra.lua): it then admits without
+-- setting `nv` and sets Z[k] (the costs the call's items take from the key, `tot`, which a
+-- rejected request gives back) and L; the key's later items are admitted unread, and the key is
+-- written once, after the last request.
 
 local spack, sunpack, unpack, sbyte = struct.pack, struct.unpack, unpack, string.byte
 local IT = ARGV[1]
@@ -162,9 +168,12 @@ local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- state before the call. F[j .. j + 2]: a key's index, its ex0 and state before the call, once
 -- per key, from its first admitted item on (W[k] once it is there); written after the last
 -- request when X[k] is set.
-local U, X, F, W, nd = nil, nil, nil, nil, 0
+-- Z[k]: for a key decided in bulk (below), the cost its admitted requests take in all (the
+-- call's total on it, less the items of rejected requests); L[j .. j + 3]: such a key's index,
+-- its TAT before the call, its T, and its state before the call.
+local U, X, F, W, Z, L, nd, nl, tot = nil, nil, nil, nil, nil, nil, 0, 0, 0
 if dup == 1 then
-  U, X, F, W = {}, {}, {}, {}
+  U, X, F, W, Z, L = {}, {}, {}, {}, {}, {}
 end
 -- The reply (out[2], the admissions, is made from A at the end) and the admissions, by item.
 local out = { now, '', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
@@ -180,6 +189,7 @@ local done = 0
 while done < nitems do
   local admitted = true
   local ns, nu = 0, 0
+  local ip0 = ip -- (where the request's items start)
   repeat
     done = done + 1
     -- (locals made by the call itself land in their registers: no copies; `until` sees `last`)
@@ -189,64 +199,77 @@ while done < nitems do
     if cost == 255 then
       cost, ip = sunpack('<d', IT, ip)
     end
-    if b ~= pb then
-      pb = b
-      local bk = BP[b]
-      -- (one at a time: each read goes straight to its register)
-      code = bk[1]
-      limit = bk[2]
-      P1 = bk[3]
-      P2 = bk[4]
-      P3 = bk[5]
-    end
-    local allowed = 0
-    local s0 = V[k]
-    local s = s0
-    -- (a shared key's X, read once: nil until an admitted item of the call replaced its state)
-    local x0 = shared ~= 0 and X[k]
-    local nv, ex, off, ex0 = nil, nil, nil, -1
-    if limit > 0 or cost == 0 then
+    -- (one pass: `break` ends an item on a key decided in bulk)
+    repeat
+      -- (a shared key's X, read once: nil until an admitted item of the call replaced its state)
+      local x0 = false
+      if shared ~= 0 then
+        if shared == 1 then
+          tot, ip = sunpack('<d', IT, ip)
+        elseif Z[k] then
+          -- A later item on a key decided in bulk (see gcra.lua): admitted, counted in Z[k].
+          A[done] = 1
+          break
+        end
+        x0 = X[k]
+      end
+      if b ~= pb then
+        pb = b
+        local bk = BP[b]
+        -- (one at a time: each read goes straight to its register)
+        code = bk[1]
+        limit = bk[2]
+        P1 = bk[3]
+        P2 = bk[4]
+        P3 = bk[5]
+      end
+      local allowed = 0
+      local s0 = V[k]
+      local s = s0
+      local nv, ex, off, ex0 = nil, nil, nil, -1
+      if limit > 0 or cost == 0 then
 @ALGORITHMS@
-    end
-    A[done] = allowed
-    -- (a later item on a shared key carries no state: the client replays the earlier ones)
-    if shared ~= 2 then
-      out[oi + 1] = s
-      oi = oi + 1
-    end
-    if not nv then
-    elseif shared == 0 then
-      if last == 1 and admitted then
-        -- (the request's last item, admitting, and every item before it too: recorded)
-        put(k, nv, ex, ex0, s, off)
+      end
+      A[done] = allowed
+      -- (a later item on a shared key carries no state: the client replays the earlier ones)
+      if shared ~= 2 then
+        out[oi + 1] = s
+        oi = oi + 1
+      end
+      if not nv then
+      elseif shared == 0 then
+        if last == 1 and admitted then
+          -- (the request's last item, admitting, and every item before it too: recorded)
+          put(k, nv, ex, ex0, s, off)
+        else
+          -- (one store per statement: a multiple assignment copies every value first)
+          G[ns + 1] = k
+          G[ns + 2] = nv
+          G[ns + 3] = ex
+          G[ns + 4] = ex0
+          G[ns + 5] = s
+          G[ns + 6] = off
+          ns = ns + 6
+        end
       else
-        -- (one store per statement: a multiple assignment copies every value first)
-        G[ns + 1] = k
-        G[ns + 2] = nv
-        G[ns + 3] = ex
-        G[ns + 4] = ex0
-        G[ns + 5] = s
-        G[ns + 6] = off
-        ns = ns + 6
+        U[nu + 1] = k
+        U[nu + 2] = s0
+        U[nu + 3] = x0
+        nu = nu + 3
+        V[k] = nv
+        X[k] = ex
+        if not x0 and not W[k] then
+          W[k] = true
+          F[nd + 1] = k
+          F[nd + 2] = ex0
+          F[nd + 3] = s
+          nd = nd + 3
+        end
       end
-    else
-      U[nu + 1] = k
-      U[nu + 2] = s0
-      U[nu + 3] = x0
-      nu = nu + 3
-      V[k] = nv
-      X[k] = ex
-      if not x0 and not W[k] then
-        W[k] = true
-        F[nd + 1] = k
-        F[nd + 2] = ex0
-        F[nd + 3] = s
-        nd = nd + 3
+      if allowed == 0 and enforce == 1 then
+        admitted = false
       end
-    end
-    if allowed == 0 and enforce == 1 then
-      admitted = false
-    end
+    until true
   until last == 1
   if admitted then
     for j = 1, ns, 6 do
@@ -258,6 +281,43 @@ while done < nitems do
       V[k] = U[i + 1]
       X[k] = U[i + 2]
     end
+    if nl > 0 then
+      -- The request's items on keys decided in bulk take nothing: read its items again.
+      local q = ip0
+      while q < ip do
+        local c, b2, k2, k3, _, sh = sbyte(IT, q, q + 5)
+        q = q + 7
+        if c == 255 then
+          c, q = sunpack('<d', IT, q)
+        end
+        if sh == 1 then
+          q = q + 8 -- (tot)
+        end
+        local bk = BP[b2]
+        if bk[1] == 5 and bk[2] > 0 and c > 0 then
+          q = q + 8 -- (a concurrency item's lease)
+        end
+        k2 = k2 + k3 * 256
+        local z = sh ~= 0 and Z[k2]
+        if z then
+          Z[k2] = z - c
+        end
+      end
+    end
+  end
+end
+-- The keys decided in bulk: their TATs moved by what the admitted requests took.
+for j = 1, nl, 4 do
+  local k = L[j]
+  local adm = Z[k]
+  if adm > 0 then
+    local tat, s = L[j + 1], L[j + 3]
+    local new = mmax(tat, now) + adm * L[j + 2]
+    local ex0 = -1
+    if s then
+      ex0 = tat
+    end
+    put(k, spack('<d', new), new, ex0, s)
   end
 end
 -- After the last request, the shared keys' states (a string, a number or a table), made into

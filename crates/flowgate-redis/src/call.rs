@@ -123,6 +123,9 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         // calls of several requests can share one.
         let mut keys: SmallVec<[&[u8]; 64]> = SmallVec::new();
         let mut uses: SmallVec<[u32; 64]> = SmallVec::new();
+        // (each key's items' costs in all, as sent: a shared token or leaky bucket's first item
+        // carries it, see `gcra.lua`)
+        let mut tots: SmallVec<[u64; 64]> = SmallVec::new();
         let key_index: SmallVec<[u16; 256]> = if requests.len() == 1 {
             keys.extend(items().map(|i| &i.key[..]));
             uses.resize(n, 1);
@@ -143,10 +146,12 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
                     let k = *seen.entry(&i.key[..]).or_insert_with(|| {
                         keys.push(&i.key);
                         uses.push(0);
+                        tots.push(0);
                         key_block.push(*b);
                         keys.len() as u16
                     });
                     uses[usize::from(k) - 1] += 1;
+                    tots[usize::from(k) - 1] += i.sent_cost();
                     conflict |= key_block[usize::from(k) - 1] != *b;
                     k
                 })
@@ -176,7 +181,7 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
                 let p = std::mem::replace(&mut latest[at], prev.len() as u32);
                 let shared = match (uses[at] > 1, p == NO_PREV) {
                     (false, _) => Shared::No,
-                    (true, true) => Shared::First,
+                    (true, true) => Shared::First(tots[at]),
                     (true, false) => Shared::Later,
                 };
                 prev.push(p);

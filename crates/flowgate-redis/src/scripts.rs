@@ -225,16 +225,27 @@ const MAX_SENT_COST: u64 = 1 << 32;
 
 /// Whether an item's key is in other requests of its fast call (`shared` in `fast.lua`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
 pub(crate) enum Shared {
     /// The key is in this request only: the script writes it after the request.
-    No = 0,
-    /// The call's first item on a key several requests have: its reply carries the key's
-    /// state before the call, and the script writes the key after the last request.
-    First = 1,
+    No,
+    /// The call's first item on a key several requests have, with the costs (as sent) of all
+    /// the call's items on it: its reply carries the key's state before the call, and the
+    /// script writes the key after the last request.
+    First(u64),
     /// A later item on such a key: its reply carries no state (the client replays the earlier
     /// items on that key).
-    Later = 2,
+    Later,
+}
+
+impl Shared {
+    /// The item's `shared` byte.
+    fn code(self) -> u8 {
+        match self {
+            Shared::No => 0,
+            Shared::First(_) => 1,
+            Shared::Later => 2,
+        }
+    }
 }
 
 /// Bytes of one item in the fast script's call string (a cost above 254 adds 8, a concurrency
@@ -269,15 +280,23 @@ impl EncItem {
         items.push((block + 1) as u8);
         items.extend_from_slice(&key.to_le_bytes());
         items.push(u8::from(self.enforce));
-        items.push(shared as u8);
+        items.push(shared.code());
         items.push(u8::from(last));
         if cost.is_none() {
-            items.extend_from_slice(&(self.cost.min(MAX_SENT_COST) as f64).to_le_bytes());
+            items.extend_from_slice(&(self.sent_cost() as f64).to_le_bytes());
+        }
+        if let Shared::First(tot) = shared {
+            items.extend_from_slice(&(tot as f64).to_le_bytes());
         }
         // (read by the concurrency fragment, which runs with a cost only under a limit above 0)
         if self.params.code == 5 && self.params.limit > 0 && self.cost > 0 {
             items.extend_from_slice(&(self.lease as f64).to_le_bytes());
         }
+    }
+
+    /// The cost the fast script is sent (see [`MAX_SENT_COST`]).
+    pub(crate) fn sent_cost(&self) -> u64 {
+        self.cost.min(MAX_SENT_COST)
     }
 
     /// Appends the item's parameters for the general script (see `read_item` in `items.lua`).
@@ -411,8 +430,9 @@ pub(crate) fn parse_fast<'a>(
                     return Err(bad("a state of no earlier item on the key"));
                 };
                 let mut st = std::mem::take(st);
+                // (recorded: that item admitted, so its check need not run again)
                 if *recorded {
-                    algorithm::transition(&prev.limit, &mut st, now, prev.cost, prev.lease);
+                    algorithm::apply(&prev.limit, &mut st, now, prev.cost, prev.lease);
                 }
                 st
             };
