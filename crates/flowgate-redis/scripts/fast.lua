@@ -169,8 +169,9 @@ local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- per key, from its first admitted item on (W[k] once it is there); written after the last
 -- request when X[k] is set.
 -- Z[k]: for a key decided in bulk (below), the cost its admitted requests take in all (the
--- call's total on it, less the items of rejected requests); L[j .. j + 3]: such a key's index,
--- its TAT before the call, its T, and its state before the call.
+-- call's total on it, less the items of rejected requests); L[j .. j + 5]: such a key's index,
+-- its algorithm's code, two numbers for its write (see the end), its ex0 and its state before
+-- the call.
 local U, X, F, W, Z, L, nd, nl, tot = nil, nil, nil, nil, nil, nil, 0, 0, 0
 if dup == 1 then
   U, X, F, W, Z, L = {}, {}, {}, {}, {}, {}
@@ -306,18 +307,20 @@ while done < nitems do
     end
   end
 end
--- The keys decided in bulk: their TATs moved by what the admitted requests took.
-for j = 1, nl, 4 do
+-- The keys decided in bulk, written with what the admitted requests took (adm): a token or
+-- leaky bucket's TAT (L: 1, the TAT before the call, T) or a fixed window's count (L: 2, the
+-- window's end, the count before the call).
+for j = 1, nl, 6 do
   local k = L[j]
   local adm = Z[k]
   if adm > 0 then
-    local tat, s = L[j + 1], L[j + 3]
-    local new = mmax(tat, now) + adm * L[j + 2]
-    local ex0 = -1
-    if s then
-      ex0 = tat
+    local x = L[j + 2]
+    if L[j + 1] == 1 then
+      local new = mmax(x, now) + adm * L[j + 3]
+      put(k, spack('<d', new), new, L[j + 4], L[j + 5])
+    else
+      put(k, spack('<dI4', x, L[j + 3] + adm), x, L[j + 4], L[j + 5])
     end
-    put(k, spack('<d', new), new, ex0, s)
   end
 end
 -- After the last request, the shared keys' states (a string, a number or a table), made into

@@ -85,6 +85,18 @@ end
 if count + cost <= limit then
   allowed = 1
   if cost > 0 then
-    nv, ex, ex0 = spack('<dI4', e, count + cost), e, se
+    if shared == 1 and count + tot <= limit then
+      -- Decided in bulk (see gcra.lua): every item of the call on the key fits in the window.
+      Z[k] = tot
+      L[nl + 1] = k
+      L[nl + 2] = 2
+      L[nl + 3] = e
+      L[nl + 4] = count
+      L[nl + 5] = se
+      L[nl + 6] = s
+      nl = nl + 6
+    else
+      nv, ex, ex0 = spack('<dI4', e, count + cost), e, se
+    end
   end
 end

@@ -97,10 +97,12 @@ if new - now - P2 <= P3 then
         -- what the admitted requests took (Z[k]), as deciding them one after another moves it.
         Z[k] = tot
         L[nl + 1] = k
-        L[nl + 2] = tat
-        L[nl + 3] = P1
-        L[nl + 4] = s
-        nl = nl + 4
+        L[nl + 2] = 1
+        L[nl + 3] = tat
+        L[nl + 4] = P1
+        L[nl + 5] = s and tat or -1 -- (ex0)
+        L[nl + 6] = s
+        nl = nl + 6
       end
     else
       nv = spack('<d', new)

@@ -365,3 +365,70 @@ async fn a_log_written_in_place_moves_its_expiry() {
     })
     .await;
 }
+
+/// A hot key decided in bulk (several requests of one call on a token bucket or a fixed window
+/// that admits them all: its later items are not decided one by one, and the key is written
+/// once, after the call) still expires at the next whole second of the instant its state is
+/// empty, whether that second moved or not. Batches of 5 requests 300 ms apart for 2.1 s: the
+/// bucket (10/s, burst 20) takes 500 ms of its TAT per batch and gives back 300, so its TAT runs
+/// 0.5 to 1.9 s ahead and the key is still there when the next batch moves its expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_decided_in_bulk_moves_its_expiry() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        let store = single(&server, live_options()).await;
+        for (a, q, burst) in [
+            (Algorithm::TokenBucket, "10/s", 20),
+            (Algorithm::FixedWindow, "1000/300ms", 1000),
+        ] {
+            let l = Limit::builder(a, q.parse::<Quota>().unwrap_or_else(|e| panic!("{e}")))
+                .burst(burst)
+                .build()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let item = Item {
+                key: "bulk",
+                limit: &l,
+                cost: 1,
+                enforce: true,
+            };
+            let requests = [[item]; 5];
+            let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
+            let key = redis_key("bulk", a);
+            let mut expiries = Vec::new();
+            for i in 0..8 {
+                if i > 0 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                let got = store
+                    .decide_batch(&refs)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert!(got.iter().all(|d| d[0].allowed), "{a:?}, batch {i}");
+                let mut c = redis::cmd("EVAL");
+                c.arg("return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }")
+                    .arg(1)
+                    .arg(&key);
+                let (v, at): (Vec<u8>, i64) = redis::from_redis_value(
+                    store.query(&c).await.unwrap_or_else(|e| panic!("{e}")),
+                )
+                .unwrap_or_else(|e| panic!("reply: {e}"));
+                let want = empty_at(&l, &v).div_ceil(1_000_000) * 1_000;
+                assert_eq!(
+                    at, want as i64,
+                    "{a:?}, batch {i}: expires at {at} ms, not {want}"
+                );
+                expiries.push(at);
+            }
+            // (the test's premise: the expiry both moved and stayed between batches)
+            assert!(
+                expiries.windows(2).any(|w| w[0] != w[1]),
+                "{a:?}: {expiries:?}"
+            );
+            assert!(
+                expiries.windows(2).any(|w| w[0] == w[1]),
+                "{a:?}: {expiries:?}"
+            );
+        }
+    })
+    .await;
+}
