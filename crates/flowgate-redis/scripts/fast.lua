@@ -169,9 +169,9 @@ local G = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 -- per key, from its first admitted item on (W[k] once it is there); written after the last
 -- request when X[k] is set.
 -- Z[k]: for a key decided in bulk (below), the cost its admitted requests take in all (the
--- call's total on it, less the items of rejected requests); L[j .. j + 5]: such a key's index,
--- its algorithm's code, two numbers for its write (see the end), its ex0 and its state before
--- the call.
+-- call's total on it, less the items of rejected requests); L[j .. j + 7]: such a key's index,
+-- its algorithm's code, its nv, ex and ex0 as if every item of the call on it were admitted,
+-- its state before the call, the call's total on it (tot) and its block's P1.
 local U, X, F, W, Z, L, nd, nl, tot = nil, nil, nil, nil, nil, nil, 0, 0, 0
 if dup == 1 then
   U, X, F, W, Z, L = {}, {}, {}, {}, {}, {}
@@ -252,6 +252,18 @@ while done < nitems do
           G[ns + 6] = off
           ns = ns + 6
         end
+      elseif shared == 1 and Z[k] then
+        -- Decided in bulk (the fragment set Z[k]): nv is the state after every item of the call
+        -- on the key, written after the last request, less what rejected requests give back.
+        L[nl + 1] = k
+        L[nl + 2] = code
+        L[nl + 3] = nv
+        L[nl + 4] = ex
+        L[nl + 5] = ex0
+        L[nl + 6] = s
+        L[nl + 7] = tot
+        L[nl + 8] = P1
+        nl = nl + 8
       else
         U[nu + 1] = k
         U[nu + 2] = s0
@@ -307,20 +319,37 @@ while done < nitems do
     end
   end
 end
--- The keys decided in bulk, written with what the admitted requests took (adm): a token or
--- leaky bucket's TAT (L: 1, the TAT before the call, T) or a fixed window's count (L: 2, the
--- window's end, the count before the call).
-for j = 1, nl, 6 do
+-- The keys decided in bulk: their state after every item of the call on them (nv), less what
+-- the items of rejected requests gave back (d): from a bucket's TAT (a number), d * T; from a
+-- window's count or a log's newest entry, and from the total, d (the rest of the state does
+-- not depend on the cost: the window or bucket and the entry's instant are the call's).
+for j = 1, nl, 8 do
   local k = L[j]
   local adm = Z[k]
   if adm > 0 then
-    local x = L[j + 2]
-    if L[j + 1] == 1 then
-      local new = mmax(x, now) + adm * L[j + 3]
-      put(k, spack('<d', new), new, L[j + 4], L[j + 5])
-    else
-      put(k, spack('<dI4', x, L[j + 3] + adm), x, L[j + 4], L[j + 5])
+    local code, v, ex, d = L[j + 1], L[j + 2], L[j + 3], L[j + 6] - adm
+    if code == 1 then
+      if d > 0 then
+        v = v - d * L[j + 7]
+        ex = v
+      end
+      v = spack('<d', v)
+    elseif d > 0 then
+      local n = #v
+      if code == 2 then
+        local e, c = sunpack('<dI4', v)
+        v = spack('<dI4', e, c - d)
+      elseif code == 3 then
+        -- (the head's count first, the total last)
+        v = spack('<I4', sunpack('<I4', v) - d) .. ssub(v, 5, n - 8)
+          .. spack('<d', sunpack('<d', v, n - 7) - d)
+      else
+        -- (the newest entry and the trailer last)
+        local t, c, dead, used = sunpack('<dI4I4I4', v, n - 19)
+        v = ssub(v, 1, n - 20) .. spack('<dI4I4I4', t, c - d, dead, used - d)
+      end
     end
+    put(k, v, ex, L[j + 4], L[j + 5])
   end
 end
 -- After the last request, the shared keys' states (a string, a number or a table), made into

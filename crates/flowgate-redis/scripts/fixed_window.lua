@@ -85,18 +85,11 @@ end
 if count + cost <= limit then
   allowed = 1
   if cost > 0 then
+    -- (in bulk, see fast.lua, when every item of the call on it fits)
     if shared == 1 and count + tot <= limit then
-      -- Decided in bulk (see gcra.lua): every item of the call on the key fits in the window.
+      cost = tot
       Z[k] = tot
-      L[nl + 1] = k
-      L[nl + 2] = 2
-      L[nl + 3] = e
-      L[nl + 4] = count
-      L[nl + 5] = se
-      L[nl + 6] = s
-      nl = nl + 6
-    else
-      nv, ex, ex0 = spack('<dI4', e, count + cost), e, se
     end
+    nv, ex, ex0 = spack('<dI4', e, count + cost), e, se
   end
 end

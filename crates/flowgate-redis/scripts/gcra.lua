@@ -86,24 +86,12 @@ if new - now - P2 <= P3 then
   allowed = 1
   if cost > 0 then
     if shared ~= 0 then
-      if shared == 2 or new + (tot - cost) * P1 - now - P2 > P3 then
-        nv = new
-      else
-        -- A bucket several requests of the call share, on its first item (tot: the costs of all
-        -- the call's items on it), is decided in bulk when its TAT would still admit after every
-        -- one of them (new - cost * P1 is max(tat, now)): each item then admits, whichever
-        -- requests are admitted (the TAT only grows with them), so no later item on it is
-        -- decided (fast.lua), and its TAT is written once, after the last request, moved by
-        -- what the admitted requests took (Z[k]), as deciding them one after another moves it.
+      -- (in bulk, see fast.lua, when the TAT still admits after every item of the call on it)
+      if shared == 1 and new + (tot - cost) * P1 - now - P2 <= P3 then
+        new = new + (tot - cost) * P1
         Z[k] = tot
-        L[nl + 1] = k
-        L[nl + 2] = 1
-        L[nl + 3] = tat
-        L[nl + 4] = P1
-        L[nl + 5] = s and tat or -1 -- (ex0)
-        L[nl + 6] = s
-        nl = nl + 6
       end
+      nv = new
     else
       nv = spack('<d', new)
     end

@@ -188,6 +188,12 @@ local used = total - stale + cost -- (the live costs and this one)
 if used <= limit then
   allowed = 1
   if cost > 0 then
+    -- (in bulk, see fast.lua, when every item of the call on it fits)
+    if shared == 1 and used - cost + tot <= limit then
+      used = used - cost + tot
+      cost = tot
+      Z[k] = tot
+    end
     local at = 12 * n -- where the new entry goes (bytes from 0)
     local t, c = now, cost
     if n > 0 then

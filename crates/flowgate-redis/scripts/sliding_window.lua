@@ -225,6 +225,11 @@ end
 if sum + cost <= limit then
   allowed = 1
   if cost > 0 then
+    -- (in bulk, see fast.lua, when every item of the call on it fits)
+    if shared == 1 and sum + tot <= limit then
+      cost = tot
+      Z[k] = tot
+    end
     local target = (now - now % width) / width -- idiv(now, width)
     if head >= 0 then
       ex0 = (head + 1) * width + window - 1 -- leaves_at(head)

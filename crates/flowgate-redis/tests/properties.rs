@@ -402,6 +402,66 @@ fn a_batch_request_rejected_by_another_limit_leaves_no_lease() {
     }
 }
 
+/// A limit that every request of a call fits is decided in bulk (the script does not decide its
+/// later items one by one, and writes its state once, from the call's total on it), yet a
+/// request rejected by another limit still takes nothing from it: 6 requests of [hot, tight],
+/// the tight limit (2/s, shared) rejecting the last 4, then a second batch and single requests
+/// on the hot key alone, whose decisions show the state written. For every algorithm that has a
+/// bulk path (all but concurrency), in each of its states: new (first batch), and with the window,
+/// bucket or log in use (second batch, same instant and 30 ms later).
+#[test]
+fn a_limit_decided_in_bulk_gives_back_what_rejected_requests_took() {
+    let (_server, rt, clock, redis, memory) = batch_setup();
+    let tight = limit(Algorithm::FixedWindow, "2/s");
+    // (a leaky bucket takes the token bucket's path, GCRA, but admits one unit per instant)
+    for a in [
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ] {
+        let hot = limit(a, "1000/s");
+        let key = format!("bulk:{a:?}");
+        let tight_key = format!("bulk-tight:{a:?}");
+        let h = Item {
+            key: &key,
+            limit: &hot,
+            cost: 3,
+            enforce: true,
+        };
+        let t = Item {
+            key: &tight_key,
+            limit: &tight,
+            cost: 1,
+            enforce: true,
+        };
+        let what = format!("{a:?}");
+        let mixed: Vec<Vec<Item<'_>>> = (0..6).map(|_| vec![h, t]).collect();
+        let (_, admitted) = batch_agrees(&rt, &redis, &memory, &mixed, &what);
+        assert_eq!(admitted, 2, "{what}");
+        let alone: Vec<Vec<Item<'_>>> = (0..3).map(|_| vec![h]).collect();
+        batch_agrees(&rt, &redis, &memory, &alone, &what);
+        clock.advance(std::time::Duration::from_millis(30));
+        batch_agrees(&rt, &redis, &memory, &mixed, &what);
+        let mut left = 0;
+        for _ in 0..3 {
+            let (got, _) = batch_agrees(&rt, &redis, &memory, &alone[..1], &what);
+            left = got[0][0].remaining;
+        }
+        // Up to the limit exactly, then one unit more: the script admits by the state it wrote
+        // (a count or total it got wrong shows here, as a disagreement with the Rust transition).
+        for cost in [left, 1] {
+            let r = vec![vec![Item { cost, ..h }]];
+            let (got, _) = batch_agrees(&rt, &redis, &memory, &r, &what);
+            assert_eq!(
+                got[0][0].allowed,
+                cost == left,
+                "{what}: cost {cost} of {left} left"
+            );
+        }
+    }
+}
+
 /// A call larger than one slice of the script's `unpack` (4,000 values): 4,100 requests of a
 /// per-user and a global limit in one batch (8,200 items, 4,101 keys) are decided as the memory
 /// store decides them one after another, and the global limit admits exactly its 3,000.
