@@ -21,7 +21,7 @@ algs = ['gcra', 'fixed_window', 'sliding_window', 'sliding_log', 'concurrency']
 d = ''
 for i, a in enumerate(algs):
     frag = open('../scripts/%s.lua' % a).read().split('\n-- @@fast\n', 1)[1]
-    d += ('if' if i == 0 else 'elseif') + ' code == %d then\n' % (i + 1) + frag + '\n'
+    d += ('if' if i == 0 else 'elseif') + ' code < %d then\n' % (i + 2) + frag + '\n'
 d += 'end'
 open(sys.argv[1], 'w').write(open('../scripts/fast.lua').read().replace('@ALGORITHMS@', d))
 PY

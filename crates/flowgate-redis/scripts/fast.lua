@@ -187,6 +187,9 @@ local A = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
   nil, nil, nil, nil, nil, nil, nil, nil, nil }
 local oi = 2
 local done = 0
+-- (The item loop compares its small integer fields with < and >, not == and ~=: Redis's Lua
+-- 5.1 calls a function for every == between two values of one type, while an order comparison
+-- of two numbers is inline.)
 while done < nitems do
   local admitted = true
   local ns, nu = 0, 0
@@ -197,15 +200,15 @@ while done < nitems do
     local cost, b, k, k1, enforce, shared, last = sbyte(IT, ip, ip + 6)
     ip = ip + 7
     k = k + k1 * 256
-    if cost == 255 then
+    if cost > 254 then
       cost, ip = sunpack('<d', IT, ip)
     end
     -- (one pass: `break` ends an item on a key decided in bulk)
     repeat
       -- (a shared key's X, read once: nil until an admitted item of the call replaced its state)
       local x0 = false
-      if shared ~= 0 then
-        if shared == 1 then
+      if shared > 0 then
+        if shared < 2 then
           tot, ip = sunpack('<d', IT, ip)
         elseif Z[k] then
           -- A later item on a key decided in bulk (see gcra.lua): admitted, counted in Z[k].
@@ -228,18 +231,18 @@ while done < nitems do
       local s0 = V[k]
       local s = s0
       local nv, ex, off, ex0 = nil, nil, nil, -1
-      if limit > 0 or cost == 0 then
+      if limit > 0 or cost < 1 then
 @ALGORITHMS@
       end
       A[done] = allowed
       -- (a later item on a shared key carries no state: the client replays the earlier ones)
-      if shared ~= 2 then
+      if shared < 2 then
         out[oi + 1] = s
         oi = oi + 1
       end
       if not nv then
-      elseif shared == 0 then
-        if last == 1 and admitted then
+      elseif shared < 1 then
+        if last > 0 and admitted then
           -- (the request's last item, admitting, and every item before it too: recorded)
           put(k, nv, ex, ex0, s, off)
         else
@@ -252,7 +255,7 @@ while done < nitems do
           G[ns + 6] = off
           ns = ns + 6
         end
-      elseif shared == 1 and Z[k] then
+      elseif shared < 2 and Z[k] then
         -- Decided in bulk (the fragment set Z[k]): nv is the state after every item of the call
         -- on the key, written after the last request, less what rejected requests give back.
         L[nl + 1] = k
@@ -279,11 +282,11 @@ while done < nitems do
           nd = nd + 3
         end
       end
-      if allowed == 0 and enforce == 1 then
+      if allowed < 1 and enforce > 0 then
         admitted = false
       end
     until true
-  until last == 1
+  until last > 0
   if admitted then
     for j = 1, ns, 6 do
       put(G[j], G[j + 1], G[j + 2], G[j + 3], G[j + 4], G[j + 5])

@@ -85,9 +85,9 @@ end
 if new - now - P2 <= P3 then
   allowed = 1
   if cost > 0 then
-    if shared ~= 0 then
+    if shared > 0 then
       -- (in bulk, see fast.lua, when the TAT still admits after every item of the call on it)
-      if shared == 1 and new + (tot - cost) * P1 - now - P2 <= P3 then
+      if shared < 2 and new + (tot - cost) * P1 - now - P2 <= P3 then
         new = new + (tot - cost) * P1
         Z[k] = tot
       end

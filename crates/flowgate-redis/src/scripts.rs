@@ -77,7 +77,8 @@ pub fn fast_lua() -> String {
         let mut d = String::new();
         for c in codes.clone() {
             let kw = if c == *codes.start() { "if" } else { "elseif" };
-            d.push_str(&format!("{kw} code == {c} then\n"));
+            // (`code < c + 1`, not `code == c`: see the comparisons in fast.lua)
+            d.push_str(&format!("{kw} code < {} then\n", c + 1));
             d.push_str(fast_section(ALGORITHMS[c - 1]));
             d.push('\n');
         }
