@@ -16,7 +16,10 @@
 //!   state each request was decided on (a key that several requests of a call share sends its state
 //!   once, as it was before the call, and the client replays the call's requests on it), and the
 //!   client derives the decision with the same Rust transition as the memory store, checking that
-//!   both admit alike. Within a call a
+//!   both admit alike. A key shared by several requests of a call that admits them all, whichever
+//!   are admitted (a global or per-channel limit far from its limit; any algorithm but
+//!   concurrency), is decided in bulk: its later items are admitted without being decided, and its
+//!   state is written once, for the requests admitted. Within a call a
 //!   shared concurrency lease list is kept as a table and made into a string once, when written.
 //!   Every key written expires at the next whole second of Redis's clock after its state is empty
 //!   again (so a key whose expiry would not move is overwritten in place, `SETRANGE`, or with

@@ -528,3 +528,94 @@ pub(crate) fn parse_decide<'a>(
     }
     Ok((now, out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::redis_key_bytes;
+    use flowgate_core::Quota;
+
+    const NOW: i64 = 1_700_000_000_000_000;
+
+    /// Two 1-item requests on distinct token buckets (10/s).
+    fn items() -> Vec<EncItem> {
+        let limit = Limit::new(
+            Algorithm::TokenBucket,
+            "10/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        (0..2)
+            .map(|i| EncItem {
+                key: redis_key_bytes(&format!("k{i}"), Algorithm::TokenBucket),
+                limit: limit.clone(),
+                params: Params::of(&limit),
+                cost: 1,
+                enforce: true,
+                lease: 0,
+            })
+            .collect()
+    }
+
+    /// A fast reply: now, the admissions, then `states`.
+    fn reply(admissions: &[u8], states: Vec<Value>) -> Value {
+        let mut v = vec![Value::Int(NOW), Value::BulkString(admissions.to_vec())];
+        v.extend(states);
+        Value::Array(v)
+    }
+
+    #[test]
+    fn each_item_decides_on_its_own_state() {
+        let items = items();
+        let requests = [&items[..1], &items[1..]];
+        // The first key's TAT is 50 ms ahead: one token of 10 is taken (1 per 100 ms, burst 10);
+        // the second key has none.
+        let tat = ((NOW + 50_000) as f64).to_le_bytes();
+        let states = vec![Value::BulkString(tat.to_vec()), Value::Nil];
+        let (now, raws) = parse_fast(
+            reply(&[1, 1], states),
+            requests.iter().copied(),
+            &[NO_PREV; 2],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(now, NOW as u64);
+        assert_eq!(raws.iter().map(|r| r.remaining).collect::<Vec<_>>(), [8, 9]);
+    }
+
+    #[test]
+    fn a_reply_cut_short_or_too_long_is_an_error_not_a_panic() {
+        let items = items();
+        let requests = [&items[..1], &items[1..]];
+        let b = |v: &[u8]| Value::BulkString(v.to_vec());
+        for (what, admissions, states) in [
+            ("one state for two items", &[1u8, 1][..], vec![b(&[7])]),
+            (
+                "a state too many",
+                &[1, 1],
+                vec![b(&[7]), Value::Nil, b(&[7])],
+            ),
+            ("a state not a string", &[1, 1], vec![b(&[7]), Value::Okay]),
+            (
+                "one admission for two items",
+                &[1],
+                vec![b(&[7]), Value::Nil],
+            ),
+            (
+                "an admission Rust disagrees with",
+                &[1, 0],
+                vec![b(&[7]), Value::Nil],
+            ),
+        ] {
+            let got = parse_fast(
+                reply(admissions, states),
+                requests.iter().copied(),
+                &[NO_PREV; 2],
+            );
+            assert!(
+                matches!(got, Err(StoreError::Internal(_))),
+                "{what}: {got:?}"
+            );
+        }
+        let got = parse_fast(Value::Okay, requests.iter().copied(), &[NO_PREV; 2]);
+        assert!(matches!(got, Err(StoreError::Internal(_))), "{got:?}");
+    }
+}
