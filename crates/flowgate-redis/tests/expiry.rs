@@ -190,6 +190,22 @@ async fn expiry_rounding_is_an_exact_ceiling() {
     .await;
 }
 
+/// A key's state and its expiry (ms since the epoch, PEXPIRETIME), read in one atomic call.
+async fn state_and_expiry(store: &RedisStore, key: &str) -> (Vec<u8>, i64) {
+    let mut c = redis::cmd("EVAL");
+    c.arg("return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }")
+        .arg(1)
+        .arg(key);
+    redis::from_redis_value(store.query(&c).await.unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("reply: {e}"))
+}
+
+/// When a key holding state `v` must expire (ms since the epoch): the next whole second at or
+/// after the instant the state is empty again.
+fn expires_at(l: &Limit, v: &[u8]) -> i64 {
+    i64::try_from(empty_at(l, v).div_ceil(1_000_000) * 1_000).unwrap_or(i64::MAX)
+}
+
 /// The instant (us) a state is empty again, from the state as the scripts store it (binary, see
 /// `src/state.rs`).
 fn empty_at(l: &Limit, v: &[u8]) -> u64 {
@@ -286,11 +302,8 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
                     )
                     .unwrap_or_else(|e| panic!("reply: {e}"));
                     let Some(v) = v else { continue };
-                    let want = empty_at(l, &v).div_ceil(1_000_000) * 1_000;
-                    assert_eq!(
-                        at, want as i64,
-                        "{key} = {v:?}: expires at {at} ms, not {want}"
-                    );
+                    let want = expires_at(l, &v);
+                    assert_eq!(at, want, "{key} = {v:?}: expires at {at} ms, not {want}");
                     checked += 1;
                 }
             }
@@ -337,24 +350,15 @@ async fn a_log_written_in_place_moves_its_expiry() {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(d[0].allowed);
-            let mut c = redis::cmd("EVAL");
-            c.arg("return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }")
-                .arg(1)
-                .arg(&key);
-            let (v, at): (Vec<u8>, i64) =
-                redis::from_redis_value(store.query(&c).await.unwrap_or_else(|e| panic!("{e}")))
-                    .unwrap_or_else(|e| panic!("reply: {e}"));
+            let (v, at) = state_and_expiry(&store, &key).await;
             // Every entry but the first is written while the one before is live (600 ms ago).
             assert_eq!(
                 v.len(),
                 12 * (i + 1) + 8,
                 "admission {i}: not written in place"
             );
-            let want = empty_at(&l, &v).div_ceil(1_000_000) * 1_000;
-            assert_eq!(
-                at, want as i64,
-                "admission {i}: expires at {at} ms, not {want}"
-            );
+            let want = expires_at(&l, &v);
+            assert_eq!(at, want, "admission {i}: expires at {at} ms, not {want}");
             expiries.push(at);
         }
         // (the test's premise: an expiry moved while the log was written in place)
@@ -404,19 +408,9 @@ async fn a_key_decided_in_bulk_moves_its_expiry() {
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
                 assert!(got.iter().all(|d| d[0].allowed), "{a:?}, batch {i}");
-                let mut c = redis::cmd("EVAL");
-                c.arg("return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }")
-                    .arg(1)
-                    .arg(&key);
-                let (v, at): (Vec<u8>, i64) = redis::from_redis_value(
-                    store.query(&c).await.unwrap_or_else(|e| panic!("{e}")),
-                )
-                .unwrap_or_else(|e| panic!("reply: {e}"));
-                let want = empty_at(&l, &v).div_ceil(1_000_000) * 1_000;
-                assert_eq!(
-                    at, want as i64,
-                    "{a:?}, batch {i}: expires at {at} ms, not {want}"
-                );
+                let (v, at) = state_and_expiry(&store, &key).await;
+                let want = expires_at(&l, &v);
+                assert_eq!(at, want, "{a:?}, batch {i}: expires at {at} ms, not {want}");
                 expiries.push(at);
             }
             // (the test's premise: the expiry both moved and stayed between batches)
