@@ -190,8 +190,9 @@ async fn expiry_rounding_is_an_exact_ceiling() {
     .await;
 }
 
-/// A key's state and its expiry (ms since the epoch, PEXPIRETIME), read in one atomic call.
-async fn state_and_expiry(store: &RedisStore, key: &str) -> (Vec<u8>, i64) {
+/// A key's state (`None` if it has none) and its expiry (ms since the epoch, PEXPIRETIME), read
+/// in one atomic call.
+async fn state_and_expiry(store: &RedisStore, key: &str) -> (Option<Vec<u8>>, i64) {
     let mut c = redis::cmd("EVAL");
     c.arg("return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }")
         .arg(1)
@@ -291,17 +292,9 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
                 for k in 0..4 {
                     let key = redis_key(&format!("sec:{k}"), l.algorithm());
                     // State and expiry in one atomic read.
-                    let mut c = redis::cmd("EVAL");
-                    c.arg(
-                        "return { redis.call('GET', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1]) }",
-                    )
-                    .arg(1)
-                    .arg(&key);
-                    let (v, at): (Option<Vec<u8>>, i64) = redis::from_redis_value(
-                        checker.query(&c).await.unwrap_or_else(|e| panic!("{e}")),
-                    )
-                    .unwrap_or_else(|e| panic!("reply: {e}"));
-                    let Some(v) = v else { continue };
+                    let (Some(v), at) = state_and_expiry(&checker, &key).await else {
+                        continue;
+                    };
                     let want = expires_at(l, &v);
                     assert_eq!(at, want, "{key} = {v:?}: expires at {at} ms, not {want}");
                     checked += 1;
@@ -350,7 +343,9 @@ async fn a_log_written_in_place_moves_its_expiry() {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(d[0].allowed);
-            let (v, at) = state_and_expiry(&store, &key).await;
+            let (Some(v), at) = state_and_expiry(&store, &key).await else {
+                panic!("admission {i}: no state");
+            };
             // Every entry but the first is written while the one before is live (600 ms ago).
             assert_eq!(
                 v.len(),
@@ -408,7 +403,9 @@ async fn a_key_decided_in_bulk_moves_its_expiry() {
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
                 assert!(got.iter().all(|d| d[0].allowed), "{a:?}, batch {i}");
-                let (v, at) = state_and_expiry(&store, &key).await;
+                let (Some(v), at) = state_and_expiry(&store, &key).await else {
+                    panic!("admission {i}: no state");
+                };
                 let want = expires_at(&l, &v);
                 assert_eq!(at, want, "{a:?}, batch {i}: expires at {at} ms, not {want}");
                 expiries.push(at);
