@@ -91,7 +91,7 @@ local function build(nreq, rules, round)
       parts[#parts + 1] = string.char(1, n[2] + 1, k % 256, math.floor(k / 256), 1, shared,
         (i == #reqs[r]) and 1 or 0)
       if shared == 1 then
-        parts[#parts + 1] = struct.pack('<d', uses[k]) -- the key's costs in all (a bucket's)
+        parts[#parts + 1] = struct.pack('<d', uses[k]) -- the key's costs in all (tot)
       end
       if rules == 1 and ONE == 5 then
         parts[#parts + 1] = struct.pack('<d', r) -- the lease id

@@ -61,24 +61,26 @@
 --          travels once per call, and a global or per-channel limit adds one byte per request
 --          to the reply.
 -- Each fragment sees: cost, limit and P1..P3 (its block), k (its key's index), tot, IT and ip
--- (concurrency reads its lease there), now, prod, spack, sunpack (struct), unpack, srep, ssub, sformat (string), SF (a cache
--- of strings made in this call: the sliding log's offsets and formats at positive indexes, the
--- sliding window's formats at negative ones), and the state `s` (string or false; `x0` is set,
--- not nil or false, when `s` is a shared key's state made in this call, see below). It sets
--- `allowed` (1 when it admits) and, when it admits with a cost, `nv` (the new state), `ex` (when
--- that is empty again, us) and `ex0` (when `s` was, -1 if none), and may set `off` (on a key of
--- one request only: `nv` is then not the whole state but what replaces the end of `s` from that
--- byte on; see `put`). For a key several requests of the call share (`shared`), a fragment may
+-- (concurrency reads its lease there), now, prod, spack, sunpack (struct), unpack, srep, ssub,
+-- sformat (string), SF (a cache of strings made in this call: the sliding log's offsets and
+-- formats at positive indexes, the sliding window's formats at negative ones), Z, and the state
+-- `s` (string or false; `x0` is set, not nil or false, when `s` is a shared key's state made in
+-- this call, see below). It sets `allowed` (1 when it admits) and, when it admits with a cost,
+-- `nv` (the new state), `ex` (when that is empty again, us) and `ex0` (when `s` was, -1 if
+-- none), and may set `off` (on a key of one request only: `nv` is then not the whole state but
+-- what replaces the end of `s` from that byte on; see `put`). For a key several requests of the call share (`shared`), a fragment may
 -- keep its state within the call as a table instead of a string ({ b, o, P, n, held }: the
 -- string `held` as '<I4', then `b` from byte `o` on, then P[1 .. n]; see concurrency.lua) or as a
 -- number (a TAT, packed '<d'; see gcra.lua), made into the string once, when the key is written;
 -- its next request then sees that table or number as `s` (a key's state is a number only once a
 -- request of the call wrote it: X[k]). Only a shared key's state is ever a table or a number.
--- A fragment may instead decide a shared key in bulk, on its first item, when no item of the
--- call on it can reject whichever requests are admitted (see gcra.lua): it then admits without
--- setting `nv` and sets Z[k] (the costs the call's items take from the key, `tot`, which a
--- rejected request gives back) and L; the key's later items are admitted unread, and the key is
--- written once, after the last request.
+-- Bulk: on the call's first item on a shared key (shared 1), a fragment that admits with a cost
+-- may find that `tot` more fits (the costs of all the call's items on the key, this one's
+-- included). The key then admits every one of them whichever requests are admitted (its state
+-- only grows with them), so the fragment sets Z[k] = tot and makes `nv` (and `ex`) the state
+-- after all of them (every algorithm but concurrency, whose state lists each lease). The loop
+-- below then records the key in L instead of V, admits its later items without deciding them,
+-- and writes it once, after the last request, less what rejected requests gave back.
 
 local spack, sunpack, unpack, sbyte = struct.pack, struct.unpack, unpack, string.byte
 local IT = ARGV[1]
@@ -211,7 +213,7 @@ while done < nitems do
         if shared < 2 then
           tot, ip = sunpack('<d', IT, ip)
         elseif Z[k] then
-          -- A later item on a key decided in bulk (see gcra.lua): admitted, counted in Z[k].
+          -- A later item on a key decided in bulk (see Bulk above): admitted, counted in Z[k].
           A[done] = 1
           break
         end

@@ -123,8 +123,8 @@ pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
         // calls of several requests can share one.
         let mut keys: SmallVec<[&[u8]; 64]> = SmallVec::new();
         let mut uses: SmallVec<[u32; 64]> = SmallVec::new();
-        // (each key's items' costs in all, as sent: a shared token or leaky bucket's first item
-        // carries it, see `gcra.lua`)
+        // (each key's items' costs in all, as sent: a shared key's first item carries it, for
+        // the script's bulk decisions, see `fast.lua`)
         let mut tots: SmallVec<[u64; 64]> = SmallVec::new();
         let key_index: SmallVec<[u16; 256]> = if requests.len() == 1 {
             keys.extend(items().map(|i| &i.key[..]));
