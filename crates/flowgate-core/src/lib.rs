@@ -14,6 +14,7 @@ pub mod direct;
 pub mod error;
 pub mod limit;
 pub mod memory;
+pub mod queue;
 pub mod quota;
 pub mod rule;
 pub mod ruleset;

@@ -1,6 +1,7 @@
 //! Test support for Flowgate (not published): real `redis-server` processes and a Redis Cluster
-//! on free loopback ports, owned by guards that kill them on drop; the store conformance suite;
+//! on free loopback ports, owned by guards that kill them on drop; the store and queue conformance suites;
 //! proptest strategies.
 
 pub mod conformance;
+pub mod queue_conformance;
 pub mod redis;

@@ -26,6 +26,7 @@
 pub mod layer;
 mod limiter;
 mod permit;
+pub mod queue;
 mod verdict;
 
 pub use flowgate_core::{
@@ -36,6 +37,7 @@ pub use flowgate_core::{
 pub use layer::RateLimitLayer;
 pub use limiter::Limiter;
 pub use permit::Permit;
+pub use queue::{DiskQueueStore, Queue, Worker};
 pub use verdict::{Status, Verdict};
 
 #[cfg(feature = "redis")]

@@ -1,0 +1,533 @@
+//! One queue instance in memory: its jobs, its release schedule, and every transition, as pure
+//! functions of `now`. The embedded store keeps its instances here and persists what each
+//! transition changed ([`Instance::take_changes`]); the Redis store runs the same transitions
+//! in Lua, and the queue conformance table holds both to the same answers.
+//!
+//! A job is in exactly one state: ready (ordered by id, so submission order), delayed (until an
+//! instant), in flight (until its lease deadline) or dead. Every operation first applies what
+//! time has done ([`Instance::sweep`]): due delayed jobs become ready, expired leases give their
+//! job back (or to the dead letters after its last attempt), and idempotency keys past their
+//! retention are forgotten.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::job::{
+    DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, Submitted,
+};
+use super::release::{Slot, next_slot};
+use super::spec::QueueSpec;
+use crate::clock::Micros;
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobState {
+    /// Waiting for its release slot.
+    Ready,
+    /// Waiting until this instant (`not_before`, or a retry's delay).
+    Delayed(Micros),
+    /// Leased until this instant.
+    InFlight(Micros),
+    /// In the dead letters since this instant.
+    Dead(Micros),
+}
+
+/// A job held by an instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// Its id.
+    pub id: u64,
+    /// Its payload.
+    pub payload: Arc<[u8]>,
+    /// When it was submitted.
+    pub submitted: Micros,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// The nonce of its last delivery (0: never delivered).
+    pub nonce: u64,
+    /// Its idempotency key.
+    pub key: Option<String>,
+    /// Where it is.
+    pub state: JobState,
+}
+
+/// Counters of an instance since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Jobs submitted (duplicates not counted).
+    pub submitted: u64,
+    /// Releases, retries included.
+    pub released: u64,
+    /// Jobs acked.
+    pub acked: u64,
+    /// Jobs sent to the dead letters.
+    pub dead: u64,
+}
+
+/// The instance-wide values: the last id given, the TAT, the totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// The last id given.
+    pub seq: u64,
+    /// The release schedule's theoretical arrival time.
+    pub tat: Micros,
+    /// The totals.
+    pub totals: Totals,
+}
+
+/// Something a transition changed, to persist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The instance's [`Meta`].
+    Meta,
+    /// A new job: write it with its payload.
+    New(u64),
+    /// A job's state: write it as it is now (its payload is unchanged), or delete it (with its
+    /// payload) if it is gone.
+    Job(u64),
+    /// A finished job's idempotency key: write it (with its id and finish time) or delete it.
+    Key(String),
+}
+
+/// One queue instance. See the [module documentation](self).
+#[derive(Clone, Debug, Default)]
+pub struct Instance {
+    meta: Meta,
+    jobs: HashMap<u64, Job>,
+    ready: BTreeSet<u64>,
+    delayed: BTreeSet<(Micros, u64)>,
+    in_flight: BTreeSet<(Micros, u64)>,
+    dead: BTreeSet<(Micros, u64)>,
+    /// Idempotency keys of live jobs and of finished jobs within their retention.
+    keys: HashMap<String, u64>,
+    /// Finished jobs' keys: key -> (id, finished at), and the same ordered by time.
+    finished: HashMap<String, (u64, Micros)>,
+    finished_by_time: BTreeSet<(Micros, String)>,
+    changes: Vec<Change>,
+}
+
+impl Instance {
+    /// An empty instance.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rebuilds an instance from what was persisted.
+    pub fn restore(
+        meta: Meta,
+        jobs: impl IntoIterator<Item = Job>,
+        finished: impl IntoIterator<Item = (String, u64, Micros)>,
+    ) -> Self {
+        let mut inst = Self {
+            meta,
+            ..Self::default()
+        };
+        for job in jobs {
+            if let Some(k) = &job.key {
+                inst.keys.insert(k.clone(), job.id);
+            }
+            inst.index(job.id, job.state);
+            inst.jobs.insert(job.id, job);
+        }
+        for (key, id, at) in finished {
+            inst.keys.insert(key.clone(), id);
+            inst.finished_by_time.insert((at, key.clone()));
+            inst.finished.insert(key, (id, at));
+        }
+        inst
+    }
+
+    /// The instance-wide values.
+    pub fn meta(&self) -> Meta {
+        self.meta
+    }
+
+    /// A job held (not acked or purged).
+    pub fn job(&self, id: u64) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    /// A finished job's key: its id and when it finished, while retained.
+    pub fn finished_key(&self, key: &str) -> Option<(u64, Micros)> {
+        self.finished.get(key).copied()
+    }
+
+    /// What changed since the last call, in order (duplicates possible).
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Jobs held: waiting and in flight (dead letters not counted).
+    pub fn held(&self) -> u64 {
+        (self.jobs.len() - self.dead.len()) as u64
+    }
+
+    fn index(&mut self, id: u64, state: JobState) {
+        match state {
+            JobState::Ready => self.ready.insert(id),
+            JobState::Delayed(t) => self.delayed.insert((t, id)),
+            JobState::InFlight(t) => self.in_flight.insert((t, id)),
+            JobState::Dead(t) => self.dead.insert((t, id)),
+        };
+    }
+
+    fn unindex(&mut self, id: u64, state: JobState) {
+        match state {
+            JobState::Ready => self.ready.remove(&id),
+            JobState::Delayed(t) => self.delayed.remove(&(t, id)),
+            JobState::InFlight(t) => self.in_flight.remove(&(t, id)),
+            JobState::Dead(t) => self.dead.remove(&(t, id)),
+        };
+    }
+
+    /// Moves a job to `state` (no-op for an unknown id).
+    fn set_state(&mut self, id: u64, state: JobState) {
+        let Some(old) = self.jobs.get(&id).map(|j| j.state) else {
+            return;
+        };
+        self.unindex(id, old);
+        self.index(id, state);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.state = state;
+        }
+        self.changes.push(Change::Job(id));
+    }
+
+    /// Removes a finished job; its key, if any, is retained from `now`.
+    fn finish(&mut self, id: u64, now: Micros) {
+        let Some(job) = self.jobs.remove(&id) else {
+            return;
+        };
+        self.unindex(id, job.state);
+        self.changes.push(Change::Job(id));
+        if let Some(k) = job.key {
+            self.finished.insert(k.clone(), (id, now));
+            self.finished_by_time.insert((now, k.clone()));
+            self.changes.push(Change::Key(k));
+        }
+    }
+
+    /// Applies what time has done by `now`: expired leases give their job back (or, after its
+    /// last attempt, to the dead letters), due delayed jobs become ready, and finished jobs' keys
+    /// older than the retention are forgotten.
+    pub fn sweep(&mut self, spec: &QueueSpec, now: Micros) {
+        while let Some(&(deadline, id)) = self.in_flight.first() {
+            if deadline > now {
+                break;
+            }
+            let attempts = self.jobs.get(&id).map_or(0, |j| j.attempts);
+            if attempts >= spec.max_attempts() {
+                self.set_state(id, JobState::Dead(deadline));
+                self.meta.totals.dead += 1;
+                self.changes.push(Change::Meta);
+            } else {
+                self.set_state(id, JobState::Ready);
+            }
+        }
+        while let Some(&(due, id)) = self.delayed.first() {
+            if due > now {
+                break;
+            }
+            self.set_state(id, JobState::Ready);
+        }
+        let horizon = now.saturating_sub(spec.key_retention());
+        while let Some((at, key)) = self.finished_by_time.first().cloned() {
+            if at > horizon {
+                break;
+            }
+            self.finished_by_time.remove(&(at, key.clone()));
+            self.finished.remove(&key);
+            self.keys.remove(&key);
+            self.changes.push(Change::Key(key));
+        }
+    }
+
+    /// Submits a batch, all or nothing: [`QueueError::QueueFull`] stores nothing. A job whose key
+    /// is known (a live job's, a retained finished job's, or an earlier job's of this batch) is
+    /// answered with that job's id and stored again.
+    ///
+    /// # Errors
+    /// [`QueueError::QueueFull`] when the new jobs would hold more than `max_depth`.
+    pub fn submit(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Submitted>, QueueError> {
+        self.sweep(spec, now);
+        let mut seen: HashMap<&str, ()> = HashMap::new();
+        let fresh = jobs
+            .iter()
+            .filter(|j| match j.key.as_deref() {
+                None => true,
+                Some(k) => !self.keys.contains_key(k) && seen.insert(k, ()).is_none(),
+            })
+            .count() as u64;
+        let held = self.held();
+        if held + fresh > spec.max_depth() {
+            return Err(QueueError::QueueFull {
+                held,
+                asked: fresh,
+                max: spec.max_depth(),
+            });
+        }
+        let first_slot = now.max(self.meta.tat.saturating_sub(spec.tau()));
+        let mut out = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            if let Some(&id) = j.key.as_deref().and_then(|k| self.keys.get(k)) {
+                out.push(Submitted {
+                    id,
+                    duplicate: true,
+                    position: None,
+                    release_at: None,
+                });
+                continue;
+            }
+            self.meta.seq += 1;
+            let id = self.meta.seq;
+            let state = match j.not_before {
+                Some(t) if t > now => JobState::Delayed(t),
+                _ => JobState::Ready,
+            };
+            let position = self.ready.len() as u64;
+            let release_at = first_slot
+                .saturating_add(position.saturating_mul(spec.spacing()))
+                .max(j.not_before.unwrap_or(0));
+            if let Some(k) = &j.key {
+                self.keys.insert(k.clone(), id);
+            }
+            self.jobs.insert(
+                id,
+                Job {
+                    id,
+                    payload: j.payload.as_slice().into(),
+                    submitted: now,
+                    attempts: 0,
+                    nonce: 0,
+                    key: j.key.clone(),
+                    state,
+                },
+            );
+            self.index(id, state);
+            self.changes.push(Change::New(id));
+            out.push(Submitted {
+                id,
+                duplicate: false,
+                position: Some(position),
+                release_at: Some(release_at),
+            });
+        }
+        self.meta.totals.submitted += fresh;
+        self.changes.push(Change::Meta);
+        Ok(out)
+    }
+
+    /// Leases the next ready job at its release slot, if that slot is at most `horizon` µs away;
+    /// the delivery gets `nonce`.
+    pub fn lease(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        horizon: Micros,
+        nonce: u64,
+    ) -> LeaseOutcome {
+        self.sweep(spec, now);
+        let Some(&id) = self.ready.first() else {
+            let next = [self.delayed.first(), self.in_flight.first()]
+                .into_iter()
+                .flatten()
+                .map(|&(t, _)| t.saturating_sub(now))
+                .min();
+            return LeaseOutcome::Empty { next };
+        };
+        let (at, tat) = match next_slot(self.meta.tat, now, spec.spacing(), spec.tau(), horizon) {
+            Slot::Later(after) => return LeaseOutcome::Later(after),
+            Slot::Reserved { at, tat } => (at, tat),
+        };
+        self.meta.tat = tat;
+        self.meta.totals.released += 1;
+        self.changes.push(Change::Meta);
+        let deadline = at + spec.lease();
+        self.set_state(id, JobState::InFlight(deadline));
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return LeaseOutcome::Empty { next: None };
+        };
+        job.attempts += 1;
+        job.nonce = nonce;
+        LeaseOutcome::Leased(Leased {
+            id,
+            payload: job.payload.to_vec(),
+            attempt: job.attempts,
+            nonce,
+            submitted_at: job.submitted,
+            released_at: at,
+            lease_deadline: deadline,
+            now,
+        })
+    }
+
+    /// Acks a delivery: the job is finished and never delivered again. A late ack (the lease
+    /// expired, but the job was not delivered again) is accepted: its work is done.
+    ///
+    /// # Errors
+    /// [`QueueError::NotHeld`] when no job `id` holds delivery `nonce`.
+    pub fn ack(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        id: u64,
+        nonce: u64,
+    ) -> Result<(), QueueError> {
+        self.sweep(spec, now);
+        match self.jobs.get(&id) {
+            Some(j) if j.nonce == nonce && nonce != 0 => {
+                self.finish(id, now);
+                self.meta.totals.acked += 1;
+                self.changes.push(Change::Meta);
+                Ok(())
+            }
+            _ => Err(QueueError::NotHeld { id }),
+        }
+    }
+
+    /// Gives a leased job back: ready again after `retry_after` µs (default: the queue's
+    /// backoff for this attempt), or to the dead letters after its last attempt.
+    ///
+    /// # Errors
+    /// [`QueueError::NotHeld`] when job `id` is not in flight with delivery `nonce`.
+    pub fn nack(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        id: u64,
+        nonce: u64,
+        retry_after: Option<Micros>,
+    ) -> Result<Nacked, QueueError> {
+        self.sweep(spec, now);
+        let attempts = match self.jobs.get(&id) {
+            Some(j) if j.nonce == nonce && matches!(j.state, JobState::InFlight(_)) => j.attempts,
+            _ => return Err(QueueError::NotHeld { id }),
+        };
+        if attempts >= spec.max_attempts() {
+            self.set_state(id, JobState::Dead(now));
+            self.meta.totals.dead += 1;
+            self.changes.push(Change::Meta);
+            return Ok(Nacked::Dead);
+        }
+        let at = now.saturating_add(retry_after.unwrap_or_else(|| spec.backoff_after(attempts)));
+        let state = if at > now {
+            JobState::Delayed(at)
+        } else {
+            JobState::Ready
+        };
+        self.set_state(id, state);
+        Ok(Nacked::Retry { at })
+    }
+
+    /// The dead letters, oldest death first, from `offset`, at most `limit`.
+    pub fn dead(&self, offset: usize, limit: usize) -> Vec<DeadJob> {
+        self.dead
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .filter_map(|&(at, id)| {
+                self.jobs.get(&id).map(|j| DeadJob {
+                    id,
+                    payload: j.payload.to_vec(),
+                    attempts: j.attempts,
+                    submitted_at: j.submitted,
+                    died_at: at,
+                    key: j.key.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn dead_ids(&self, ids: Option<&[u64]>) -> Result<Vec<u64>, QueueError> {
+        match ids {
+            None => Ok(self.dead.iter().map(|&(_, id)| id).collect()),
+            Some(ids) => {
+                for &id in ids {
+                    if !matches!(self.jobs.get(&id).map(|j| j.state), Some(JobState::Dead(_))) {
+                        return Err(QueueError::NotDead { id });
+                    }
+                }
+                Ok(ids.to_vec())
+            }
+        }
+    }
+
+    /// Puts dead letters (`ids`, or all) back as ready, with their attempts reset; answers how
+    /// many.
+    ///
+    /// # Errors
+    /// [`QueueError::NotDead`] when an id is not a dead letter (then nothing changes).
+    pub fn requeue_dead(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        ids: Option<&[u64]>,
+    ) -> Result<u64, QueueError> {
+        self.sweep(spec, now);
+        let ids = self.dead_ids(ids)?;
+        for &id in &ids {
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.attempts = 0;
+            }
+            self.set_state(id, JobState::Ready);
+        }
+        Ok(ids.len() as u64)
+    }
+
+    /// Deletes dead letters (`ids`, or all); answers how many.
+    ///
+    /// # Errors
+    /// [`QueueError::NotDead`] when an id is not a dead letter (then nothing changes).
+    pub fn purge_dead(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        ids: Option<&[u64]>,
+    ) -> Result<u64, QueueError> {
+        self.sweep(spec, now);
+        let ids = self.dead_ids(ids)?;
+        for &id in &ids {
+            self.finish(id, now);
+        }
+        Ok(ids.len() as u64)
+    }
+
+    /// Deletes every job (waiting, in flight and dead); answers how many.
+    pub fn purge(&mut self, now: Micros) -> u64 {
+        let ids: Vec<u64> = self.jobs.keys().copied().collect();
+        for &id in &ids {
+            self.finish(id, now);
+        }
+        ids.len() as u64
+    }
+
+    /// The instance's state at `now` (after applying what time has done).
+    pub fn stats(&mut self, spec: &QueueSpec, now: Micros) -> InstanceStats {
+        self.sweep(spec, now);
+        let first_ready = self.ready.first().and_then(|id| self.jobs.get(id));
+        let first_delayed = self.delayed.first().and_then(|(_, id)| self.jobs.get(id));
+        let t = self.meta.totals;
+        InstanceStats {
+            ready: self.ready.len() as u64,
+            delayed: self.delayed.len() as u64,
+            in_flight: self.in_flight.len() as u64,
+            dead: self.dead.len() as u64,
+            oldest_submitted: [first_ready, first_delayed]
+                .into_iter()
+                .flatten()
+                .map(|j| j.submitted)
+                .min(),
+            submitted_total: t.submitted,
+            released_total: t.released,
+            acked_total: t.acked,
+            dead_total: t.dead,
+            next_slot: self.meta.tat.saturating_sub(spec.tau()).max(now),
+            now,
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Shaped queues: [`Queue`] over a [`QueueStore`] (the embedded [`DiskQueueStore`], or Redis's
+//! `RedisQueueStore`), and the [`Worker`] helper.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use flowgate::queue::{DiskQueueStore, NewJob, Queue, QueueSet, QueueSpec};
+//! use flowgate::{Descriptor, Matcher, SystemClock};
+//!
+//! let refunds = QueueSpec::new("payments", "refunds",
+//!     vec![Matcher::parse("biz=REFUND"), Matcher::parse("channel")], "1/s".parse()?)?;
+//! let store = DiskQueueStore::open("flowgate-data", SystemClock::new())?;
+//! let queue = Queue::new(QueueSet::new(vec![refunds])?, store);
+//! let wpg = Descriptor::new([("biz", "REFUND"), ("channel", "WPG")]);
+//! queue.submit("payments", &wpg, vec![NewJob::new(br#"{"refund":1}"#.to_vec()).with_key("r-1")]).await?;
+//! if let Some(job) = queue.lease("payments", &wpg, Duration::from_secs(5)).await? {
+//!     // ... call the channel ...
+//!     queue.ack(&job.token).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A lease long-polls: it waits up to `wait` for a job, and answers it at its release slot. Within
+//! one process the leasers of an instance take turns asking the store (so one request per slot
+//! reaches Redis, not one per worker), and a submit, nack or requeue through this process wakes
+//! them at once; jobs submitted through other processes are seen within [`POLL`].
+
+mod disk;
+mod meter;
+mod worker;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+pub use flowgate_core::queue::{
+    DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, QueueSet, QueueSpec,
+    QueueSpecError, QueueStore, Submitted, Token, instance_descriptor,
+};
+use flowgate_core::{Descriptor, Micros};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub use self::disk::{DiskQueueStore, FILE_NAME};
+use self::meter::Meter;
+pub use self::worker::Worker;
+
+/// How often a long-polling lease asks the store while its instance is empty.
+pub const POLL: Duration = Duration::from_millis(50);
+/// The furthest ahead a lease reserves a release slot: a worker holds a reserved job at most
+/// this long before it is released to it.
+pub const MAX_HORIZON: Duration = Duration::from_secs(1);
+
+/// A job delivered to a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The job's id in its instance.
+    pub id: u64,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// This delivery's number (1 for the first).
+    pub attempt: u32,
+    /// The lease token, for [`Queue::ack`] and [`Queue::nack`].
+    pub token: String,
+    /// The instance's key.
+    pub instance: String,
+    /// When it was submitted (µs since the epoch, the store's clock).
+    pub submitted_at: Micros,
+    /// Its release slot (µs since the epoch, the store's clock).
+    pub released_at: Micros,
+    /// When its lease ends (µs since the epoch, the store's clock).
+    pub lease_deadline: Micros,
+}
+
+/// One queue instance as `GET /v1/queues` shows it.
+#[derive(Clone, Debug)]
+pub struct InstanceInfo {
+    /// The instance's key.
+    pub instance: String,
+    /// Its queue, if declared (now, or before a reload removed it).
+    pub spec: Option<Arc<QueueSpec>>,
+    /// Whether its queue was removed from the configuration (it drains, takes no submissions).
+    pub retired: bool,
+    /// Its state (absent when its queue is not declared: the store needs the queue's bounds).
+    pub stats: Option<InstanceStats>,
+    /// Releases per second over the last minute, measured from the store's release count.
+    pub release_rate: Option<f64>,
+}
+
+#[derive(Default)]
+struct Local {
+    /// Leasers of this process take turns asking the store.
+    turn: tokio::sync::Mutex<()>,
+    /// Woken by a submit, nack or requeue through this process.
+    wake: Notify,
+}
+
+/// Shaped queues over a store. See the [module documentation](self).
+pub struct Queue<S: QueueStore> {
+    specs: ArcSwap<QueueSet>,
+    /// Queues removed by a reload, kept so their jobs can drain.
+    retired: ArcSwap<QueueSet>,
+    store: S,
+    locals: Mutex<HashMap<String, Arc<Local>>>,
+    meter: Mutex<Meter>,
+}
+
+fn nonce() -> u64 {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    // 52 bits (exact in the Redis scripts' doubles), never 0 (0 means never delivered).
+    (u64::from_le_bytes(b) >> 12).max(1)
+}
+
+fn micros(d: Duration) -> Micros {
+    flowgate_core::clock::micros(d)
+}
+
+impl<S: QueueStore> Queue<S> {
+    /// Queues `specs` in `store`.
+    pub fn new(specs: QueueSet, store: S) -> Self {
+        Self {
+            specs: ArcSwap::from_pointee(specs),
+            retired: ArcSwap::from_pointee(QueueSet::default()),
+            store,
+            locals: Mutex::new(HashMap::new()),
+            meter: Mutex::new(Meter::default()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The declared queues.
+    pub fn specs(&self) -> Arc<QueueSet> {
+        self.specs.load_full()
+    }
+
+    /// Replaces the declared queues. A changed rate applies from the next release. A queue
+    /// that is no longer declared takes no more submissions, but its jobs stay: workers drain it
+    /// at its last rate (or it is purged); declared again, it carries on.
+    pub fn set_specs(&self, specs: QueueSet) {
+        let old = self.specs.load_full();
+        let prev = self.retired.load_full();
+        let mut retired: Vec<QueueSpec> = Vec::new();
+        for s in prev.specs().iter().chain(old.specs()) {
+            let gone = specs.get(&s.domain, &s.name).is_none();
+            let seen = retired
+                .iter()
+                .any(|r| r.domain == s.domain && r.name == s.name);
+            if gone && !seen {
+                retired.push((**s).clone());
+            }
+        }
+        // Two retired queues of one domain with the same pattern (declared at different times)
+        // cannot be told apart: then none is kept.
+        let retired = QueueSet::new(retired).unwrap_or_default();
+        self.retired.store(Arc::new(retired));
+        self.specs.store(Arc::new(specs));
+    }
+
+    /// The declared (or retired) queue of a descriptor, and the instance key.
+    fn find(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        declared_only: bool,
+    ) -> Result<(Arc<QueueSpec>, String), QueueError> {
+        let specs = self.specs.load();
+        if let Some((s, i)) = specs.find(domain, descriptor) {
+            return Ok((Arc::clone(s), i));
+        }
+        if !declared_only {
+            let retired = self.retired.load();
+            if let Some((s, i)) = retired.find(domain, descriptor) {
+                return Ok((Arc::clone(s), i));
+            }
+        }
+        Err(QueueError::UnknownQueue {
+            domain: domain.to_owned(),
+            descriptor: descriptor.to_string(),
+        })
+    }
+
+    /// The queue of an instance key: declared, or retired.
+    pub fn spec_of(&self, instance: &str) -> Option<(Arc<QueueSpec>, bool)> {
+        if let Some(s) = self.specs.load().of_instance(instance) {
+            return Some((Arc::clone(s), false));
+        }
+        self.retired
+            .load()
+            .of_instance(instance)
+            .map(|s| (Arc::clone(s), true))
+    }
+
+    fn local(&self, instance: &str) -> Arc<Local> {
+        let mut locals = self.locals.lock();
+        if let Some(l) = locals.get(instance) {
+            return Arc::clone(l);
+        }
+        if locals.len() >= 100_000 {
+            locals.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        let l = Arc::new(Local::default());
+        locals.insert(instance.to_owned(), Arc::clone(&l));
+        l
+    }
+
+    fn wake(&self, instance: &str) {
+        if let Some(l) = self.locals.lock().get(instance) {
+            l.wake.notify_waiters();
+        }
+    }
+
+    /// Submits jobs to the instance of `descriptor`, all or nothing; answers one [`Submitted`]
+    /// per job, in order.
+    ///
+    /// # Errors
+    /// [`QueueError::UnknownQueue`], [`QueueError::PayloadTooLarge`], [`QueueError::QueueFull`]
+    /// (nothing stored), [`QueueError::Invalid`] for an empty batch, or the store's error.
+    pub async fn submit(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        jobs: Vec<NewJob>,
+    ) -> Result<Vec<Submitted>, QueueError> {
+        let (spec, instance) = self.find(domain, descriptor, true)?;
+        if jobs.is_empty() {
+            return Err(QueueError::Invalid("the batch has no job".into()));
+        }
+        if let Some((index, j)) = jobs
+            .iter()
+            .enumerate()
+            .find(|(_, j)| j.payload.len() > spec.max_payload())
+        {
+            return Err(QueueError::PayloadTooLarge {
+                index,
+                bytes: j.payload.len(),
+                max: spec.max_payload(),
+            });
+        }
+        let out = self.store.submit(&spec, &instance, &jobs).await?;
+        self.wake(&instance);
+        Ok(out)
+    }
+
+    /// Leases the next job of the instance of `descriptor`, waiting up to `wait` for one; the
+    /// answer comes at the job's release slot. `None` when no job was released within `wait`.
+    ///
+    /// # Errors
+    /// [`QueueError::UnknownQueue`], or the store's error.
+    pub async fn lease(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        wait: Duration,
+    ) -> Result<Option<Delivery>, QueueError> {
+        let (spec, instance) = self.find(domain, descriptor, false)?;
+        let deadline = Instant::now() + wait;
+        let local = self.local(&instance);
+        let Ok(turn) = tokio::time::timeout_at(deadline, local.turn.lock()).await else {
+            return Ok(None);
+        };
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let horizon = micros(left.min(MAX_HORIZON));
+            let outcome = self.store.lease(&spec, &instance, horizon, nonce()).await?;
+            let pause = match outcome {
+                LeaseOutcome::Leased(job) => {
+                    drop(turn);
+                    let hold = job.released_at.saturating_sub(job.now);
+                    if hold > 0 {
+                        tokio::time::sleep(Duration::from_micros(hold)).await;
+                    }
+                    return Ok(Some(Delivery {
+                        token: Token {
+                            instance: instance.clone(),
+                            id: job.id,
+                            nonce: job.nonce,
+                        }
+                        .to_string(),
+                        id: job.id,
+                        payload: job.payload,
+                        attempt: job.attempt,
+                        instance,
+                        submitted_at: job.submitted_at,
+                        released_at: job.released_at,
+                        lease_deadline: job.lease_deadline,
+                    }));
+                }
+                LeaseOutcome::Later(after) => Duration::from_micros(after),
+                LeaseOutcome::Empty { next } => {
+                    next.map_or(POLL, |n| Duration::from_micros(n).min(POLL))
+                }
+            };
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let pause = pause.min(left).max(Duration::from_micros(100));
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = local.wake.notified() => {}
+            }
+        }
+    }
+
+    fn token(&self, token: &str) -> Result<(Token, Arc<QueueSpec>), QueueError> {
+        let t: Token = token.parse()?;
+        let (spec, _) = self
+            .spec_of(&t.instance)
+            .ok_or_else(|| QueueError::BadToken(token.chars().take(200).collect()))?;
+        Ok((t, spec))
+    }
+
+    /// Acks a delivery: the job is done and never delivered again.
+    ///
+    /// # Errors
+    /// [`QueueError::BadToken`], [`QueueError::NotHeld`] (acked already, or delivered again
+    /// since), or the store's error.
+    pub async fn ack(&self, token: &str) -> Result<(), QueueError> {
+        let (t, spec) = self.token(token)?;
+        self.store.ack(&spec, &t.instance, t.id, t.nonce).await
+    }
+
+    /// Gives a delivery back, to be released again after `retry_after` (default: the queue's
+    /// backoff, doubling per attempt), or to the dead letters after its last attempt.
+    ///
+    /// # Errors
+    /// As [`Queue::ack`].
+    pub async fn nack(
+        &self,
+        token: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<Nacked, QueueError> {
+        let (t, spec) = self.token(token)?;
+        let out = self
+            .store
+            .nack(&spec, &t.instance, t.id, t.nonce, retry_after.map(micros))
+            .await?;
+        self.wake(&t.instance);
+        Ok(out)
+    }
+
+    /// The dead letters of the instance of `descriptor`, oldest first.
+    ///
+    /// # Errors
+    /// [`QueueError::UnknownQueue`], or the store's error.
+    pub async fn dead(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<DeadJob>, QueueError> {
+        let (spec, instance) = self.find(domain, descriptor, false)?;
+        self.store.dead(&spec, &instance, offset, limit).await
+    }
+
+    /// Puts dead letters (`ids`, or all) back in the queue with fresh attempts.
+    ///
+    /// # Errors
+    /// [`QueueError::UnknownQueue`], [`QueueError::NotDead`] (nothing changed), or the store's
+    /// error.
+    pub async fn requeue_dead(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        ids: Option<&[u64]>,
+    ) -> Result<u64, QueueError> {
+        let (spec, instance) = self.find(domain, descriptor, false)?;
+        let n = self.store.requeue_dead(&spec, &instance, ids).await?;
+        self.wake(&instance);
+        Ok(n)
+    }
+
+    /// Deletes dead letters (`ids`, or all).
+    ///
+    /// # Errors
+    /// As [`Queue::requeue_dead`].
+    pub async fn purge_dead(
+        &self,
+        domain: &str,
+        descriptor: &Descriptor,
+        ids: Option<&[u64]>,
+    ) -> Result<u64, QueueError> {
+        let (spec, instance) = self.find(domain, descriptor, false)?;
+        self.store.purge_dead(&spec, &instance, ids).await
+    }
+
+    /// Deletes every job of the instance of `descriptor` (waiting, in flight, dead).
+    ///
+    /// # Errors
+    /// [`QueueError::UnknownQueue`], or the store's error.
+    pub async fn purge(&self, domain: &str, descriptor: &Descriptor) -> Result<u64, QueueError> {
+        let (spec, instance) = self.find(domain, descriptor, false)?;
+        self.store.purge(&spec, &instance).await
+    }
+
+    /// The state of every instance the store holds, sorted by key.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn instances(&self) -> Result<Vec<InstanceInfo>, QueueError> {
+        let keys = self.store.instances().await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for instance in keys {
+            let Some((spec, retired)) = self.spec_of(&instance) else {
+                out.push(InstanceInfo {
+                    instance,
+                    spec: None,
+                    retired: false,
+                    stats: None,
+                    release_rate: None,
+                });
+                continue;
+            };
+            let stats = self.store.stats(&spec, &instance).await?;
+            let release_rate = self.meter.lock().sample(&instance, &stats);
+            out.push(InstanceInfo {
+                instance,
+                spec: Some(spec),
+                retired,
+                stats: Some(stats),
+                release_rate,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A worker helper for the instance of `descriptor`: see [`Worker`].
+    pub fn worker(self: &Arc<Self>, domain: &str, descriptor: Descriptor) -> Worker<S> {
+        Worker::new(Arc::clone(self), domain, descriptor)
+    }
+}

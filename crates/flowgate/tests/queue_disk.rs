@@ -1,0 +1,97 @@
+//! The embedded queue store: the queue conformance table, and durability across reopening.
+
+use flowgate::queue::{DiskQueueStore, NewJob, QueueSpec, QueueStore};
+use flowgate_core::{ManualClock, Matcher};
+
+#[tokio::test]
+async fn the_embedded_store_passes_the_queue_conformance_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+    flowgate_testkit::queue_conformance::run(&store, &clock, "disk:").await;
+}
+
+fn spec() -> QueueSpec {
+    QueueSpec::new(
+        "pay",
+        "refunds",
+        vec![Matcher::parse("channel")],
+        "1000/s".parse().unwrap(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn every_committed_change_survives_reopening_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let q = spec();
+    let inst = "pay:refunds:channel=WPG";
+    {
+        let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+        for batch in 0..10 {
+            let jobs: Vec<NewJob> = (0..100)
+                .map(|i| {
+                    NewJob::new(format!("job-{}", batch * 100 + i))
+                        .with_key(format!("k{}", batch * 100 + i))
+                })
+                .collect();
+            store.submit(&q, inst, &jobs).await.unwrap();
+        }
+        // Lease three: ack the first, nack the second to the dead letters later, keep the third.
+        let mut leased = Vec::new();
+        for n in 1..=3 {
+            clock.advance(std::time::Duration::from_millis(1));
+            match store.lease(&q, inst, 0, n).await.unwrap() {
+                flowgate::queue::LeaseOutcome::Leased(j) => leased.push(j),
+                other => panic!("{other:?}"),
+            }
+        }
+        store.ack(&q, inst, leased[0].id, 1).await.unwrap();
+        let before = store.stats(&q, inst).await.unwrap();
+        assert_eq!(
+            (before.ready, before.in_flight, before.acked_total),
+            (997, 2, 1)
+        );
+    }
+    // The store is dropped: reopen the same directory.
+    let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+    let after = store.stats(&q, inst).await.unwrap();
+    assert_eq!(
+        (
+            after.ready,
+            after.in_flight,
+            after.acked_total,
+            after.submitted_total
+        ),
+        (997, 2, 1, 1000)
+    );
+    assert_eq!(store.instances().await.unwrap(), vec![inst.to_owned()]);
+    // The in-flight jobs keep their tokens; the acked job's key is remembered.
+    store.ack(&q, inst, 2, 2).await.unwrap();
+    let dup = store
+        .submit(&q, inst, &[NewJob::new("again").with_key("k0")])
+        .await
+        .unwrap();
+    assert!(dup[0].duplicate && dup[0].id == 1);
+    // The rest come out in submission order.
+    for (n, want) in (4..=10).enumerate() {
+        clock.advance(std::time::Duration::from_millis(1));
+        match store.lease(&q, inst, 0, 100 + n as u64).await.unwrap() {
+            flowgate::queue::LeaseOutcome::Leased(j) => {
+                assert_eq!(j.id, want);
+                assert_eq!(j.payload, format!("job-{}", want - 1).into_bytes());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_data_directory_is_opened_by_one_process_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = DiskQueueStore::open(dir.path(), ManualClock::new(0)).unwrap();
+    let second = DiskQueueStore::open(dir.path(), ManualClock::new(0));
+    let err = second.err().unwrap().to_string();
+    assert!(err.contains("cannot open"), "{err}");
+}
