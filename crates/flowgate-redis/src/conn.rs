@@ -95,6 +95,17 @@ impl Conn {
         }
     }
 
+    /// Runs a script invocation (EVALSHA, loading the script on NOSCRIPT).
+    pub(crate) async fn invoke(
+        &self,
+        inv: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<Value> {
+        match self {
+            Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
+            Conn::Cluster(c) => inv.invoke_async(&mut c.clone()).await,
+        }
+    }
+
     /// Runs a plain command (benchmarks and tests).
     pub(crate) async fn query(&self, cmd: &Cmd) -> Result<Value, StoreError> {
         self.raw(cmd).await.map_err(|e| store_error(&e))

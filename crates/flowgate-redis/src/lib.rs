@@ -57,11 +57,13 @@ mod conn;
 mod error;
 pub mod keys;
 mod options;
+pub mod queue;
 pub mod scripts;
 mod state;
 mod stats;
 mod store;
 
 pub use options::{DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH, RedisOptions};
+pub use queue::RedisQueueStore;
 pub use stats::RedisStats;
 pub use store::RedisStore;

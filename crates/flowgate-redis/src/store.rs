@@ -146,6 +146,16 @@ impl RedisStore {
         }
     }
 
+    /// The connection.
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.inner.conn
+    }
+
+    /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.
+    pub(crate) fn clock_override(&self) -> Option<Micros> {
+        self.inner.time.0.as_ref().map(|c| c.now())
+    }
+
     /// Whether this store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.inner.conn.is_cluster()

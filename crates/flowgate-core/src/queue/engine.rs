@@ -498,7 +498,8 @@ impl Instance {
     }
 
     /// Deletes every job (waiting, in flight and dead); answers how many.
-    pub fn purge(&mut self, now: Micros) -> u64 {
+    pub fn purge(&mut self, spec: &QueueSpec, now: Micros) -> u64 {
+        self.sweep(spec, now);
         let ids: Vec<u64> = self.jobs.keys().copied().collect();
         for &id in &ids {
             self.finish(id, now);

@@ -490,8 +490,8 @@ impl QueueStore for DiskQueueStore {
             .await
     }
 
-    async fn purge(&self, _spec: &QueueSpec, instance: &str) -> Result<u64, QueueError> {
-        self.run(instance, |i, now| Ok(i.purge(now))).await
+    async fn purge(&self, spec: &QueueSpec, instance: &str) -> Result<u64, QueueError> {
+        self.run(instance, |i, now| Ok(i.purge(spec, now))).await
     }
 
     async fn stats(&self, spec: &QueueSpec, instance: &str) -> Result<InstanceStats, QueueError> {
