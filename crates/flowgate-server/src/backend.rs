@@ -1,7 +1,15 @@
 //! The store the server runs on, chosen at start: the embedded memory store, or Redis.
 
+use flowgate::queue::DiskQueueStore;
+use flowgate_core::queue::{
+    DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore,
+    Submitted,
+};
 use flowgate_core::store::Decisions;
-use flowgate_core::{Clock, Item, Limit, ManualClock, MemoryStore, Store, StoreError, SystemClock};
+use flowgate_core::{
+    Clock, Item, Limit, ManualClock, MemoryStore, Micros, Store, StoreError, SystemClock,
+};
+use flowgate_redis::RedisQueueStore;
 
 /// The clock of the embedded store: the real one, or a manual one for tests.
 #[derive(Clone, Debug)]
@@ -109,5 +117,124 @@ impl Store for Backend {
             Backend::Memory(m) => m.rules_changed(),
             Backend::Redis(r) => r.rules_changed(),
         }
+    }
+}
+
+/// The queue store behind the server: the embedded on-disk store, or Redis (the same Redis as
+/// the limits).
+#[derive(Clone)]
+pub enum QueueBackend {
+    /// Jobs in an embedded database under the data directory.
+    Disk(DiskQueueStore),
+    /// Jobs in Redis.
+    Redis(RedisQueueStore),
+}
+
+impl QueueBackend {
+    /// The queue store that goes with `backend`: Redis's, or an embedded one opened in
+    /// `data_dir` on `clock`.
+    ///
+    /// # Errors
+    /// When the data directory cannot be opened.
+    pub fn for_backend(
+        backend: &Backend,
+        data_dir: &std::path::Path,
+        clock: ServerClock,
+    ) -> Result<Self, StoreError> {
+        match backend {
+            Backend::Redis(r) => Ok(QueueBackend::Redis(r.queues())),
+            Backend::Memory(_) => DiskQueueStore::open(data_dir, clock).map(QueueBackend::Disk),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            QueueBackend::Disk($s) => $call.await,
+            QueueBackend::Redis($s) => $call.await,
+        }
+    };
+}
+
+impl QueueStore for QueueBackend {
+    async fn submit(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Submitted>, QueueError> {
+        dispatch!(self, s => s.submit(spec, instance, jobs))
+    }
+
+    async fn lease(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        horizon: Micros,
+        nonce: u64,
+    ) -> Result<LeaseOutcome, QueueError> {
+        dispatch!(self, s => s.lease(spec, instance, horizon, nonce))
+    }
+
+    async fn ack(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        id: u64,
+        nonce: u64,
+    ) -> Result<(), QueueError> {
+        dispatch!(self, s => s.ack(spec, instance, id, nonce))
+    }
+
+    async fn nack(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        id: u64,
+        nonce: u64,
+        retry_after: Option<Micros>,
+    ) -> Result<Nacked, QueueError> {
+        dispatch!(self, s => s.nack(spec, instance, id, nonce, retry_after))
+    }
+
+    async fn dead(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<DeadJob>, QueueError> {
+        dispatch!(self, s => s.dead(spec, instance, offset, limit))
+    }
+
+    async fn requeue_dead(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        ids: Option<&[u64]>,
+    ) -> Result<u64, QueueError> {
+        dispatch!(self, s => s.requeue_dead(spec, instance, ids))
+    }
+
+    async fn purge_dead(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        ids: Option<&[u64]>,
+    ) -> Result<u64, QueueError> {
+        dispatch!(self, s => s.purge_dead(spec, instance, ids))
+    }
+
+    async fn purge(&self, spec: &QueueSpec, instance: &str) -> Result<u64, QueueError> {
+        dispatch!(self, s => s.purge(spec, instance))
+    }
+
+    async fn stats(&self, spec: &QueueSpec, instance: &str) -> Result<InstanceStats, QueueError> {
+        dispatch!(self, s => s.stats(spec, instance))
+    }
+
+    async fn instances(&self) -> Result<Vec<String>, QueueError> {
+        dispatch!(self, s => s.instances())
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
-use crate::server::{DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig};
+use crate::server::{DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig};
 
 /// Flowgate: distributed rate limiting and shaping.
 #[derive(Debug, Parser)]
@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// Do not watch the configuration for changes (rules then change only through the admin API).
     #[arg(long, env = "FLOWGATE_NO_WATCH")]
     pub no_watch: bool,
+    /// Where the embedded store keeps queued jobs (a redb database, `queues.redb`); relative to
+    /// the working directory. Unused with Redis, where jobs live in Redis.
+    #[arg(long, env = "FLOWGATE_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
@@ -112,6 +116,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.redis_deadline = args.redis_deadline;
     cfg.admin_token = args.admin_token;
     cfg.watch = !args.no_watch;
+    cfg.data_dir = args.data_dir;
     let server = Server::bind(cfg).await?;
     terminated().await;
     tracing::info!("shutting down: finishing requests in flight");

@@ -37,13 +37,16 @@ pub mod grpc;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+mod queue_watch;
 pub mod reload;
 mod server;
 pub mod state;
 
-pub use backend::{Backend, ServerClock};
+pub use backend::{Backend, QueueBackend, ServerClock};
 pub use config::ConfigError;
-pub use server::{DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig, ServerError};
+pub use server::{
+    DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig, ServerError,
+};
 pub use state::AppState;
 pub mod bench;
 pub mod cli;

@@ -11,9 +11,17 @@
 //! | `flowgate_config_reloads_total` | `source`, `result` | rule reloads from `file` or `api`, `success` or `failure` |
 //! | `flowgate_rules` | | rules in force |
 //! | `flowgate_rejection_logs_suppressed_total` | | rejection log lines dropped by the log rate limit |
+//! | `flowgate_queues` | | queues declared |
+//! | `flowgate_queue_jobs` | `domain`, `queue`, `instance`, `state` | jobs of a queue instance by `state`: `ready`, `delayed`, `in_flight`, `dead` (the whole cluster's, read from the store every few seconds) |
+//! | `flowgate_queue_oldest_age_seconds` | `domain`, `queue`, `instance` | age of the oldest waiting job |
+//! | `flowgate_queue_drain_seconds` | `domain`, `queue`, `instance` | time to release the waiting jobs at the queue's rate |
+//! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | releases per second over the last minute, cluster-wide |
+//! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `error`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values (except with `detailed_metric`,
-//! where the descriptor label is the descriptor's text, truncated to 128 bytes).
+//! where the descriptor label is the descriptor's text, truncated to 128 bytes). Queue series are
+//! one per queue instance (one per matched descriptor value), for at most
+//! [`MAX_QUEUE_SERIES`] instances.
 
 use std::sync::atomic::AtomicU64;
 
@@ -24,6 +32,45 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+/// The most queue instances with series (beyond, instances are left out of the metrics; they
+/// stay in `GET /v1/queues`).
+pub const MAX_QUEUE_SERIES: usize = 1_000;
+
+/// Labels of a queue instance's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceLabels {
+    /// The domain.
+    pub domain: String,
+    /// The queue.
+    pub queue: String,
+    /// The instance's key.
+    pub instance: String,
+}
+
+/// Labels of `flowgate_queue_jobs`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    /// The domain.
+    pub domain: String,
+    /// The queue.
+    pub queue: String,
+    /// The instance's key.
+    pub instance: String,
+    /// `ready`, `delayed`, `in_flight` or `dead`.
+    pub state: &'static str,
+}
+
+/// Labels of `flowgate_queue_operations_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    /// The operation.
+    pub op: &'static str,
+    /// Its result.
+    pub result: &'static str,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// Labels of `flowgate_decisions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -107,6 +154,18 @@ pub struct Metrics {
     pub rules: Gauge,
     /// Rejection log lines dropped.
     pub logs_suppressed: Counter<u64, AtomicU64>,
+    /// Queues declared.
+    pub queues: Gauge,
+    /// Jobs per queue instance and state.
+    pub queue_jobs: Family<JobLabels, Gauge>,
+    /// Age of each instance's oldest waiting job.
+    pub queue_oldest: Family<InstanceLabels, FloatGauge>,
+    /// Time to drain each instance.
+    pub queue_drain: Family<InstanceLabels, FloatGauge>,
+    /// Measured release rate of each instance.
+    pub queue_rate: Family<InstanceLabels, FloatGauge>,
+    /// Queue operations through this node.
+    pub queue_ops: Family<OpLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -128,6 +187,38 @@ impl Metrics {
         let reloads = Family::<ReloadLabels, Counter>::default();
         let rules = Gauge::default();
         let logs_suppressed = Counter::default();
+        let queues = Gauge::default();
+        let queue_jobs = Family::<JobLabels, Gauge>::default();
+        let queue_oldest = Family::<InstanceLabels, FloatGauge>::default();
+        let queue_drain = Family::<InstanceLabels, FloatGauge>::default();
+        let queue_rate = Family::<InstanceLabels, FloatGauge>::default();
+        let queue_ops = Family::<OpLabels, Counter>::default();
+        registry.register("flowgate_queues", "Queues declared", queues.clone());
+        registry.register(
+            "flowgate_queue_jobs",
+            "Jobs of a queue instance by state (cluster-wide)",
+            queue_jobs.clone(),
+        );
+        registry.register(
+            "flowgate_queue_oldest_age_seconds",
+            "Age of the oldest waiting job of a queue instance",
+            queue_oldest.clone(),
+        );
+        registry.register(
+            "flowgate_queue_drain_seconds",
+            "Time to release the waiting jobs of a queue instance at its rate",
+            queue_drain.clone(),
+        );
+        registry.register(
+            "flowgate_queue_release_rate",
+            "Releases per second of a queue instance over the last minute (cluster-wide)",
+            queue_rate.clone(),
+        );
+        registry.register(
+            "flowgate_queue_operations",
+            "Queue operations through this node, by operation and result",
+            queue_ops.clone(),
+        );
         registry.register(
             "flowgate_decisions",
             "Decisions per request descriptor, by domain, rule and outcome",
@@ -180,7 +271,18 @@ impl Metrics {
             reloads,
             rules,
             logs_suppressed,
+            queues,
+            queue_jobs,
+            queue_oldest,
+            queue_drain,
+            queue_rate,
+            queue_ops,
         }
+    }
+
+    /// Counts a queue operation.
+    pub fn queue_op(&self, op: &'static str, result: &'static str) {
+        self.queue_ops.get_or_create(&OpLabels { op, result }).inc();
     }
 
     /// Counts a reload.

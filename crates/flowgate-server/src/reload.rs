@@ -66,10 +66,12 @@ pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::Co
             ))
         });
     match loaded {
-        Ok((cfg, set)) => {
-            let count = set.rules().len();
-            let version = state.apply_rules(set, "file", cfg.files);
-            tracing::info!(version, rules = count, path = %path.display(), "rules reloaded");
+        Ok(loaded) => {
+            let count = loaded.rules.rules().len();
+            let queues = loaded.queues.specs().len();
+            state.apply_queues(loaded.queues);
+            let version = state.apply_rules(loaded.rules, "file", loaded.config.files);
+            tracing::info!(version, rules = count, queues, path = %path.display(), "rules reloaded");
             Ok(version)
         }
         Err(e) => {

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::backend::{Backend, ServerClock};
+use crate::backend::{Backend, QueueBackend, ServerClock};
 use crate::config::{self, ConfigError};
 use crate::grpc::RlsService;
 use crate::state::AppState;
@@ -45,7 +45,12 @@ pub struct ServerConfig {
     pub clock: Option<ManualClock>,
     /// How long a graceful shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// Where the embedded store keeps queued jobs (unused on Redis).
+    pub data_dir: PathBuf,
 }
+
+/// The default data directory of the embedded store's queues, relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "flowgate-data";
 
 impl ServerConfig {
     /// Defaults: loopback addresses, the embedded store, watching the configuration.
@@ -65,6 +70,7 @@ impl ServerConfig {
             poll_interval: Duration::from_secs(2),
             clock: None,
             shutdown_grace: Duration::from_secs(30),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
         }
     }
 
@@ -116,13 +122,16 @@ pub struct Server {
     grace: Duration,
 }
 
-async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
-    let clock = match &cfg.clock {
+fn clock(cfg: &ServerConfig) -> ServerClock {
+    match &cfg.clock {
         Some(c) => ServerClock::Manual(c.clone()),
         None => ServerClock::System(SystemClock::new()),
-    };
+    }
+}
+
+async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     match &cfg.redis_url {
-        None => Ok(Backend::memory(clock)),
+        None => Ok(Backend::memory(clock(cfg))),
         Some(url) => Backend::redis(url, cfg.redis_deadline)
             .await
             .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}"))),
@@ -157,13 +166,17 @@ impl Server {
         })
         .await
         .map_err(|e| ServerError::Store(e.to_string()))?;
-        let (loaded, set) = loaded?;
+        let loaded = loaded?;
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
-        let limiter = Limiter::new(set, backend);
+        let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg))
+            .map_err(|e| ServerError::Store(e.to_string()))?;
+        let limiter = Limiter::new(loaded.rules, backend);
+        let queue = flowgate::Queue::new(loaded.queues, queues);
         let state = Arc::new(AppState::new(
             limiter,
-            loaded.files,
+            queue,
+            loaded.config.files,
             Some(cfg.config.clone()),
             cfg.admin_token.clone(),
         ));
@@ -239,6 +252,7 @@ impl Server {
                 }
             }
         }));
+        background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
         tracing::info!(%http_addr, %grpc_addr, store = store_name, config = %cfg.config.display(), "flowgate serving");
         Ok(Server {
             http_addr,

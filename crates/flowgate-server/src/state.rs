@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, QueueBackend};
 use crate::metrics::{ApiLabels, DecisionLabels, KindLabels, Metrics, RequestLabels, RuleLabels};
 
 /// Which front end a request came through.
@@ -85,6 +85,8 @@ const REJECTION_LOGS_PER_SECOND: u64 = 10;
 pub struct AppState {
     /// The limiter.
     pub limiter: Arc<Limiter<Backend>>,
+    /// The shaped queues.
+    pub queue: Arc<flowgate::Queue<QueueBackend>>,
     /// The metrics.
     pub metrics: Metrics,
     /// The admin token for `PUT /v1/rules`; the admin API is disabled without one.
@@ -102,6 +104,7 @@ impl AppState {
     /// State over a limiter whose rules came from `files`.
     pub fn new(
         limiter: Limiter<Backend>,
+        queue: flowgate::Queue<QueueBackend>,
         files: Vec<PathBuf>,
         config_path: Option<PathBuf>,
         admin_token: Option<String>,
@@ -117,8 +120,10 @@ impl AppState {
                     .ok()
             })
             .and_then(DirectBucket::new);
+        metrics.queues.set(queue.specs().specs().len() as i64);
         Self {
             limiter: Arc::new(limiter),
+            queue: Arc::new(queue),
             metrics,
             admin_token: admin_token.filter(|t| !t.is_empty()),
             config_path,
@@ -150,6 +155,12 @@ impl AppState {
         info.source = source;
         info.files = files;
         info.version
+    }
+
+    /// Puts `queues` in force (from the configuration files).
+    pub fn apply_queues(&self, queues: flowgate::queue::QueueSet) {
+        self.metrics.queues.set(queues.specs().len() as i64);
+        self.queue.set_specs(queues);
     }
 
     /// Counts a request refused as invalid.

@@ -67,6 +67,8 @@ struct Proc {
     child: Child,
     http: SocketAddr,
     grpc: SocketAddr,
+    /// The working directory (the embedded store's default data directory is under it).
+    _cwd: tempfile::TempDir,
 }
 
 impl Drop for Proc {
@@ -78,7 +80,9 @@ impl Drop for Proc {
 
 /// Starts `flowgate serve` on ephemeral ports and reads its addresses from its log.
 fn spawn(config: &std::path::Path, extra: &[&str]) -> Proc {
+    let cwd = tempfile::tempdir().unwrap();
     let mut child = Command::new(BIN)
+        .current_dir(cwd.path())
         .args(["serve", "--config"])
         .arg(config)
         .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
@@ -111,6 +115,7 @@ fn spawn(config: &std::path::Path, extra: &[&str]) -> Proc {
         http: addr("http_addr="),
         grpc: addr("grpc_addr="),
         child,
+        _cwd: cwd,
     }
 }
 

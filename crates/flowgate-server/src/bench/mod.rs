@@ -280,7 +280,7 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     };
     let library = match args.api {
         BenchApi::Library => {
-            let (_, set) = crate::config::load(&args.config)?;
+            let set = crate::config::load(&args.config)?.rules;
             let backend = match &args.redis_url {
                 Some(url) => crate::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?,
                 None => crate::Backend::memory(crate::ServerClock::System(

@@ -13,6 +13,7 @@ mod toml;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use flowgate_core::queue::{QueueSet, QueueSpec};
 use flowgate_core::{Rule, RuleSet, RuleSetError};
 
 pub use self::envoy::{envoy_unit, envoy_unit_seconds};
@@ -54,11 +55,26 @@ pub struct LocatedRule {
     pub field: String,
 }
 
-/// Rules loaded from one or more files.
+/// A queue and where it was declared.
+#[derive(Clone, Debug)]
+pub struct LocatedQueue {
+    /// The queue.
+    pub spec: QueueSpec,
+    /// The file it came from.
+    pub file: String,
+    /// The line of its declaration.
+    pub line: Option<u64>,
+    /// The field path of its declaration (`queue[0]`).
+    pub field: String,
+}
+
+/// Rules and queues loaded from one or more files.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     /// The rules, in file order.
     pub rules: Vec<LocatedRule>,
+    /// The queues, in file order.
+    pub queues: Vec<LocatedQueue>,
     /// The files read.
     pub files: Vec<PathBuf>,
 }
@@ -72,6 +88,37 @@ impl Config {
     pub fn rule_set(&self) -> Result<RuleSet, ConfigError> {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
         RuleSet::new(rules).map_err(|e| self.locate(&e))
+    }
+
+    /// Validates the queues as a whole (unique names and patterns per domain).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, line and queue in conflict.
+    pub fn queue_set(&self) -> Result<QueueSet, ConfigError> {
+        let specs = self.queues.iter().map(|q| q.spec.clone()).collect();
+        QueueSet::new(specs).map_err(|e| {
+            let (domain, name) = match &e {
+                RuleSetError::DuplicatePattern { domain, second, .. } => (domain, second),
+                RuleSetError::DuplicateName { domain, name } => (domain, name),
+                RuleSetError::EmptyPattern { domain, name } => (domain, name),
+                RuleSetError::EmptyName { name } => (name, name),
+                _ => return ConfigError::new("", None, "", e.to_string()),
+            };
+            let nth = usize::from(matches!(e, RuleSetError::DuplicateName { .. }));
+            let at = self
+                .queues
+                .iter()
+                .filter(|q| &q.spec.domain == domain && &q.spec.name == name)
+                .nth(nth);
+            let message = e
+                .to_string()
+                .replacen("rule", "queue", 1)
+                .replace("rules `", "queues `");
+            match at {
+                Some(q) => ConfigError::new(&q.file, q.line, &q.field, message),
+                None => ConfigError::new("", None, "", message),
+            }
+        })
     }
 
     fn locate(&self, e: &RuleSetError) -> ConfigError {
@@ -103,25 +150,52 @@ impl Config {
     }
 }
 
-/// Parses one file's text.
+/// Parses one file's text (rules only: queues are declared in the configuration files, and a
+/// `[[queue]]` here is refused).
 ///
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
 pub fn parse(file: &str, format: Format, text: &str) -> Result<Vec<LocatedRule>, ConfigError> {
     match format {
-        Format::Toml => toml::parse(file, text),
+        Format::Toml => {
+            let (rules, queues) = toml::parse(file, text)?;
+            match queues.first() {
+                Some(q) => Err(ConfigError::new(
+                    file,
+                    q.line,
+                    &q.field,
+                    "queues are declared in the configuration files, not through the admin API",
+                )),
+                None => Ok(rules),
+            }
+        }
         Format::EnvoyYaml => envoy::parse(file, text).map(|(_, rules)| rules),
     }
 }
 
-/// Loads a file, or every configuration file of a directory, and validates the rules.
+/// A loaded configuration, validated: its rules and its queues.
+pub struct Loaded {
+    /// What was read.
+    pub config: Config,
+    /// The rules.
+    pub rules: RuleSet,
+    /// The queues.
+    pub queues: QueueSet,
+}
+
+/// Loads a file, or every configuration file of a directory, and validates the rules and queues.
 ///
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
-pub fn load(path: &Path) -> Result<(Config, RuleSet), ConfigError> {
+pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
     let config = read(path)?;
-    let set = config.rule_set()?;
-    Ok((config, set))
+    let rules = config.rule_set()?;
+    let queues = config.queue_set()?;
+    Ok(Loaded {
+        config,
+        rules,
+        queues,
+    })
 }
 
 /// The configuration files at `path`: itself, or the configuration files of the directory, sorted.
@@ -202,7 +276,11 @@ pub fn read(path: &Path) -> Result<Config, ConfigError> {
                 }
                 config.rules.extend(rules);
             }
-            _ => config.rules.extend(toml::parse(&shown, &text)?),
+            _ => {
+                let (rules, queues) = toml::parse(&shown, &text)?;
+                config.rules.extend(rules);
+                config.queues.extend(queues);
+            }
         }
     }
     config.files = files;

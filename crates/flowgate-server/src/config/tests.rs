@@ -170,7 +170,7 @@ fn duplicate_rules_are_located() {
     .unwrap();
     let config = Config {
         rules,
-        files: vec![],
+        ..Config::default()
     };
     let e = config.rule_set().unwrap_err();
     assert_eq!((e.line, e.field.as_str()), (Some(7), "rule[1]"), "{e}");

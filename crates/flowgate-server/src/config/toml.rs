@@ -17,18 +17,31 @@
 //! shadow = false                 # evaluate and report, never block
 //! replaces = ["other-rule"]
 //! detailed_metric = false        # metrics per descriptor value
+//!
+//! [[queue]]                      # a shaped queue (see flowgate::queue)
+//! name = "refunds"               # unique among the domain's queues; part of every instance key
+//! match = ["biz=REFUND", "channel"]   # one queue instance per matched descriptor
+//! rate = "1/s"                   # releases per window, across the cluster (GCRA spacing)
+//! burst = 1                      # releases at once after idle (default 1)
+//! max_depth = 100000             # jobs held, waiting and in flight (default 1,000,000)
+//! lease = "30s"                  # a job not acked within it is delivered again (default 30s)
+//! max_attempts = 5               # deliveries before the dead letters (default 5)
+//! retry_backoff = "1s"           # first retry delay after a failure, doubling (default 1s)
+//! max_payload = 65536            # bytes per job (default 64 KiB)
+//! key_retention = "24h"          # idempotency keys kept after their job finished (default 24h)
 //! ```
 
 use std::ops::Range;
 use std::time::Duration;
 
+use flowgate_core::queue::QueueSpec;
 use flowgate_core::quota::parse_duration;
 use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule};
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::line_of;
-use super::{ConfigError, LocatedRule, key_on_line};
+use super::{ConfigError, LocatedQueue, LocatedRule, key_on_line};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +50,33 @@ struct File {
     domain: Option<Spanned<String>>,
     #[serde(default)]
     rule: Vec<Spanned<TomlRule>>,
+    #[serde(default)]
+    queue: Vec<Spanned<TomlQueue>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlQueue {
+    #[serde(default)]
+    domain: Option<Spanned<String>>,
+    name: Spanned<String>,
+    #[serde(rename = "match")]
+    pattern: Spanned<Pattern>,
+    rate: Spanned<String>,
+    #[serde(default)]
+    burst: Option<Spanned<u64>>,
+    #[serde(default)]
+    max_depth: Option<Spanned<u64>>,
+    #[serde(default)]
+    lease: Option<Spanned<String>>,
+    #[serde(default)]
+    max_attempts: Option<Spanned<u32>>,
+    #[serde(default)]
+    retry_backoff: Option<Spanned<String>>,
+    #[serde(default)]
+    max_payload: Option<Spanned<usize>>,
+    #[serde(default)]
+    key_retention: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -109,15 +149,18 @@ impl Ctx<'_> {
     }
 }
 
-/// Parses a Flowgate TOML file.
-pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<LocatedRule>, ConfigError> {
+/// Parses a Flowgate TOML file: its rules and its queues.
+pub(crate) fn parse(
+    file: &str,
+    text: &str,
+) -> Result<(Vec<LocatedRule>, Vec<LocatedQueue>), ConfigError> {
     let parsed: File = ::toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let field = key_on_line(text, span.start);
-        let nth = rule_index_at(text, span.start);
+        let nth = table_index_at(text, span.start);
         let field = match (nth, field.is_empty()) {
-            (Some(i), false) => format!("rule[{i}].{field}"),
-            (Some(i), true) => format!("rule[{i}]"),
+            (Some((t, i)), false) => format!("{t}[{i}].{field}"),
+            (Some((t, i)), true) => format!("{t}[{i}]"),
             (None, _) => field,
         };
         ConfigError::new(
@@ -128,6 +171,22 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<LocatedRule>, ConfigEr
         )
     })?;
     let default_domain = parsed.domain;
+    let mut queues = Vec::with_capacity(parsed.queue.len());
+    for (i, q) in parsed.queue.into_iter().enumerate() {
+        let ctx = Ctx {
+            file,
+            text,
+            prefix: format!("queue[{i}]."),
+        };
+        let span = q.span();
+        let spec = convert_queue(&ctx, q.into_inner(), default_domain.as_ref())?;
+        queues.push(LocatedQueue {
+            spec,
+            file: file.to_owned(),
+            line: Some(line_of(text, span.start)),
+            field: format!("queue[{i}]"),
+        });
+    }
     let mut out = Vec::with_capacity(parsed.rule.len());
     for (i, r) in parsed.rule.into_iter().enumerate() {
         let ctx = Ctx {
@@ -144,17 +203,135 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<LocatedRule>, ConfigEr
             field: format!("rule[{i}]"),
         });
     }
+    Ok((out, queues))
+}
+
+/// Which `[[rule]]` or `[[queue]]` table (its kind, 0-based index) contains `offset`, if any.
+fn table_index_at(text: &str, offset: usize) -> Option<(&'static str, usize)> {
+    let before = text.get(..offset.min(text.len()))?;
+    let (mut rules, mut queues, mut last) = (0, 0, None);
+    for l in before.lines().map(str::trim_start) {
+        if l.starts_with("[[rule]]") {
+            rules += 1;
+            last = Some("rule");
+        } else if l.starts_with("[[queue]]") {
+            queues += 1;
+            last = Some("queue");
+        }
+    }
+    match last? {
+        "rule" => Some(("rule", rules - 1)),
+        _ => Some(("queue", queues - 1)),
+    }
+}
+
+fn domain_of(
+    ctx: &Ctx<'_>,
+    own: Option<&Spanned<String>>,
+    default_domain: Option<&Spanned<String>>,
+    name_span: Range<usize>,
+    what: &str,
+) -> Result<String, ConfigError> {
+    match own.or(default_domain) {
+        Some(d) if d.get_ref().is_empty() => {
+            Err(ctx.err(d.span(), "domain", "the domain must not be empty"))
+        }
+        Some(d) => Ok(d.get_ref().clone()),
+        None => Err(ctx.err(
+            name_span,
+            "domain",
+            format!("no domain: set `domain` in the {what} or at the top of the file"),
+        )),
+    }
+}
+
+fn pattern_of(ctx: &Ctx<'_>, pattern: Spanned<Pattern>) -> Result<Vec<Matcher>, ConfigError> {
+    let span = pattern.span();
+    let parts: Vec<String> = match pattern.into_inner() {
+        Pattern::One(s) => s.split(',').map(str::to_owned).collect(),
+        Pattern::Many(v) => v,
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let m = Matcher::parse(p);
+        if m.key.is_empty() {
+            return Err(ctx.err(
+                span.clone(),
+                "match",
+                format!("`{p}` has an empty key: write `key`, `key=value` or `key=prefix*`"),
+            ));
+        }
+        out.push(m);
+    }
+    if out.is_empty() {
+        return Err(ctx.err(span, "match", "the pattern has no entry"));
+    }
     Ok(out)
 }
 
-/// Which `[[rule]]` table (0-based) contains `offset`, if any.
-fn rule_index_at(text: &str, offset: usize) -> Option<usize> {
-    let before = text.get(..offset.min(text.len()))?;
-    let n = before
-        .lines()
-        .filter(|l| l.trim_start().starts_with("[[rule]]"))
-        .count();
-    n.checked_sub(1)
+fn duration_of(ctx: &Ctx<'_>, field: &str, v: &Spanned<String>) -> Result<Duration, ConfigError> {
+    parse_duration(v.get_ref()).map_err(|e| ctx.err(v.span(), field, e.to_string()))
+}
+
+fn convert_queue(
+    ctx: &Ctx<'_>,
+    q: TomlQueue,
+    default_domain: Option<&Spanned<String>>,
+) -> Result<QueueSpec, ConfigError> {
+    let name_span = q.name.span();
+    let name = q.name.into_inner();
+    if name.trim().is_empty() {
+        return Err(ctx.err(name_span, "name", "the queue name must not be empty"));
+    }
+    let domain = domain_of(ctx, q.domain.as_ref(), default_domain, name_span, "queue")?;
+    let pattern = pattern_of(ctx, q.pattern)?;
+    let rate = q
+        .rate
+        .get_ref()
+        .parse::<Quota>()
+        .map_err(|e| ctx.err(q.rate.span(), "rate", e.to_string()))?;
+    let mut spec = QueueSpec::new(domain, name, pattern, rate)
+        .map_err(|e| ctx.err(q.rate.span(), "rate", e.to_string()))?;
+    let fail = |span: Range<usize>, field: &'static str| {
+        move |e: flowgate_core::queue::QueueSpecError| ctx.err(span, field, e.to_string())
+    };
+    if let Some(b) = &q.burst {
+        spec = spec
+            .with_burst(*b.get_ref())
+            .map_err(fail(b.span(), "burst"))?;
+    }
+    if let Some(m) = &q.max_depth {
+        spec = spec
+            .with_max_depth(*m.get_ref())
+            .map_err(fail(m.span(), "max_depth"))?;
+    }
+    if let Some(l) = &q.lease {
+        let d = duration_of(ctx, "lease", l)?;
+        spec = spec.with_lease(d).map_err(fail(l.span(), "lease"))?;
+    }
+    if let Some(m) = &q.max_attempts {
+        spec = spec
+            .with_max_attempts(*m.get_ref())
+            .map_err(fail(m.span(), "max_attempts"))?;
+    }
+    if let Some(b) = &q.retry_backoff {
+        let d = duration_of(ctx, "retry_backoff", b)?;
+        spec = spec
+            .with_retry_backoff(d)
+            .map_err(fail(b.span(), "retry_backoff"))?;
+    }
+    if let Some(m) = &q.max_payload {
+        spec = spec
+            .with_max_payload(*m.get_ref())
+            .map_err(fail(m.span(), "max_payload"))?;
+    }
+    if let Some(r) = &q.key_retention {
+        let d = duration_of(ctx, "key_retention", r)?;
+        spec = spec
+            .with_key_retention(d)
+            .map_err(fail(r.span(), "key_retention"))?;
+    }
+    Ok(spec)
 }
 
 fn convert(
@@ -167,41 +344,14 @@ fn convert(
     if name.trim().is_empty() {
         return Err(ctx.err(name_span, "name", "the rule name must not be empty"));
     }
-    let domain = match (&r.domain, default_domain) {
-        (Some(d), _) | (None, Some(d)) => {
-            if d.get_ref().is_empty() {
-                return Err(ctx.err(d.span(), "domain", "the domain must not be empty"));
-            }
-            d.get_ref().clone()
-        }
-        (None, None) => {
-            return Err(ctx.err(
-                name_span,
-                "domain",
-                "no domain: set `domain` in the rule or at the top of the file",
-            ));
-        }
-    };
-    let pattern_span = r.pattern.span();
-    let parts: Vec<String> = match r.pattern.into_inner() {
-        Pattern::One(s) => s.split(',').map(str::to_owned).collect(),
-        Pattern::Many(v) => v,
-    };
-    let mut pattern = Vec::with_capacity(parts.len());
-    for p in &parts {
-        let m = Matcher::parse(p);
-        if m.key.is_empty() {
-            return Err(ctx.err(
-                pattern_span.clone(),
-                "match",
-                format!("`{p}` has an empty key: write `key`, `key=value` or `key=prefix*`"),
-            ));
-        }
-        pattern.push(m);
-    }
-    if pattern.is_empty() {
-        return Err(ctx.err(pattern_span, "match", "the pattern has no entry"));
-    }
+    let domain = domain_of(
+        ctx,
+        r.domain.as_ref(),
+        default_domain,
+        name_span.clone(),
+        "rule",
+    )?;
+    let pattern = pattern_of(ctx, r.pattern)?;
 
     let algorithm = match &r.algorithm {
         Some(a) => a

@@ -19,7 +19,7 @@ use crate::state::{Api, AppState};
 
 type Shared = State<Arc<AppState>>;
 
-fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
         let status = e.status();
         let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -376,7 +376,7 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
     .into_response()
 }
 
-fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &state.admin_token else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -455,7 +455,7 @@ pub(super) async fn put_rules(
     let set = parsed.and_then(|rules| {
         Config {
             rules,
-            files: Vec::new(),
+            ..Config::default()
         }
         .rule_set()
     });

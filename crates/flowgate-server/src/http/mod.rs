@@ -7,6 +7,14 @@
 //! | `POST /v1/release` | release a concurrency lease: `{"domain", "descriptor", "lease"}` |
 //! | `GET /v1/rules` | the rules in force, their version and origin |
 //! | `PUT /v1/rules` | replace all rules, atomically (admin: `Authorization: Bearer <token>`); the body is Flowgate TOML (`application/toml`), envoyproxy/ratelimit YAML (`application/yaml`) or the TOML schema as JSON (`application/json`). Not persisted, and replaced by the next file reload: see [`crate::reload`] |
+//! | `POST /v1/queues/submit` | submit one job (`payload` or `payload_base64`, `key`, `not_before_ms`) or a batch (`jobs`, up to 10,000; body up to 32 MiB) to the queue instance of `domain` + `descriptor`: `id`, `position`, `release_at_ms` per job; 429 `queue_full` stores nothing |
+//! | `POST /v1/queues/lease` | the next released job (`wait_ms` long-poll, up to 60 s): `id`, `payload`, `token`, `attempt`, `lease_deadline_ms`; 204 when none |
+//! | `POST /v1/queues/ack` | `{"token"}`: the job is done |
+//! | `POST /v1/queues/nack` | `{"token", "retry_after_ms"}`: retry later (default: the queue's backoff), or dead letters after the last attempt |
+//! | `GET /v1/queues` | the declared queues and every instance's depth, in flight, dead letters, oldest age, release rate and time to drain |
+//! | `POST /v1/queues/dead` | list an instance's dead letters (`offset`, `limit`) |
+//! | `POST /v1/queues/dead/requeue`, `/v1/queues/dead/purge` | (admin) requeue or delete dead letters (`ids`, or all) |
+//! | `POST /v1/queues/purge` | (admin) delete every job of an instance |
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the store answers, else 503 |
 //! | `GET /metrics` | Prometheus text format |
@@ -21,6 +29,7 @@
 
 mod api;
 mod error;
+mod queues;
 
 use std::sync::Arc;
 
@@ -40,6 +49,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/acquire", post(api::acquire))
         .route("/v1/release", post(api::release))
         .route("/v1/rules", get(api::get_rules).put(api::put_rules))
+        .route(
+            "/v1/queues/submit",
+            post(queues::submit).layer(DefaultBodyLimit::max(queues::MAX_SUBMIT_BYTES)),
+        )
+        .route("/v1/queues/lease", post(queues::lease))
+        .route("/v1/queues/ack", post(queues::ack))
+        .route("/v1/queues/nack", post(queues::nack))
+        .route("/v1/queues", get(queues::list))
+        .route("/v1/queues/dead", post(queues::dead))
+        .route("/v1/queues/dead/requeue", post(queues::requeue))
+        .route("/v1/queues/dead/purge", post(queues::purge_dead))
+        .route("/v1/queues/purge", post(queues::purge))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))

@@ -43,6 +43,7 @@ impl TestServer {
         let mut cfg = ServerConfig::new(dir.path()).ephemeral();
         cfg.clock = Some(clock.clone());
         cfg.poll_interval = Duration::from_millis(200);
+        cfg.data_dir = dir.path().join("data");
         let cfg = tweak(cfg);
         let server = Server::bind(cfg).await.unwrap();
         TestServer { server, clock, dir }

@@ -36,7 +36,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 pub use flowgate_core::queue::{
     DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, QueueSet, QueueSpec,
-    QueueSpecError, QueueStore, Submitted, Token, instance_descriptor,
+    QueueSpecError, QueueStore, Submitted, Token, instance_descriptor, instance_names,
 };
 use flowgate_core::{Descriptor, Micros};
 use parking_lot::Mutex;

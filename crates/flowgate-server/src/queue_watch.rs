@@ -1,0 +1,131 @@
+//! The queues' state, read from the store every few seconds: it feeds the `flowgate_queue_*`
+//! gauges and logs each instance's changes of state (a backlog starts, it drains, jobs reach
+//! the dead letters). On Redis every node reads the whole cluster's state.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate::queue::{InstanceInfo, instance_names};
+
+use crate::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
+use crate::state::AppState;
+
+/// How often the state is read.
+pub(crate) const INTERVAL: Duration = Duration::from_secs(2);
+
+/// What was last seen of an instance.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    depth: u64,
+    busy: bool,
+    dead: u64,
+}
+
+/// The watcher's memory between two reads.
+#[derive(Default)]
+pub(crate) struct Watch {
+    seen: HashMap<String, Seen>,
+}
+
+fn labels(instance: &str) -> InstanceLabels {
+    let (domain, queue) = instance_names(instance).unwrap_or_default();
+    InstanceLabels {
+        domain,
+        queue,
+        instance: instance.to_owned(),
+    }
+}
+
+impl Watch {
+    /// Reads every instance once: updates the gauges and logs the changes.
+    pub(crate) async fn tick(&mut self, state: &AppState) {
+        let all = match state.queue.instances().await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the queues' state");
+                return;
+            }
+        };
+        let m = &state.metrics;
+        let mut now_seen = HashMap::with_capacity(all.len());
+        for i in all.iter().take(MAX_QUEUE_SERIES) {
+            let InstanceInfo {
+                instance,
+                spec: Some(spec),
+                stats: Some(s),
+                ..
+            } = i
+            else {
+                continue;
+            };
+            let l = labels(instance);
+            for (state, n) in [
+                ("ready", s.ready),
+                ("delayed", s.delayed),
+                ("in_flight", s.in_flight),
+                ("dead", s.dead),
+            ] {
+                m.queue_jobs
+                    .get_or_create(&JobLabels {
+                        domain: l.domain.clone(),
+                        queue: l.queue.clone(),
+                        instance: l.instance.clone(),
+                        state,
+                    })
+                    .set(n as i64);
+            }
+            m.queue_oldest
+                .get_or_create(&l)
+                .set(s.oldest_age().unwrap_or(0) as f64 / 1e6);
+            m.queue_drain
+                .get_or_create(&l)
+                .set(s.time_to_drain(spec.spacing()) as f64 / 1e6);
+            m.queue_rate
+                .get_or_create(&l)
+                .set(i.release_rate.unwrap_or(0.0));
+            let now = Seen {
+                depth: s.depth(),
+                busy: s.depth() + s.in_flight > 0,
+                dead: s.dead,
+            };
+            let before = self.seen.get(instance).copied().unwrap_or_default();
+            if now.depth > 0 && before.depth == 0 {
+                tracing::info!(%instance, depth = now.depth, drain_s = s.time_to_drain(spec.spacing()) / 1_000_000, "queue backlog");
+            }
+            if !now.busy && before.busy {
+                tracing::info!(%instance, "queue drained");
+            }
+            if now.dead > before.dead {
+                tracing::warn!(%instance, dead = now.dead, new = now.dead - before.dead, "jobs moved to the dead letters");
+            }
+            now_seen.insert(instance.clone(), now);
+        }
+        for gone in self.seen.keys().filter(|k| !now_seen.contains_key(*k)) {
+            let l = labels(gone);
+            for state in ["ready", "delayed", "in_flight", "dead"] {
+                m.queue_jobs.remove(&JobLabels {
+                    domain: l.domain.clone(),
+                    queue: l.queue.clone(),
+                    instance: l.instance.clone(),
+                    state,
+                });
+            }
+            m.queue_oldest.remove(&l);
+            m.queue_drain.remove(&l);
+            m.queue_rate.remove(&l);
+        }
+        self.seen = now_seen;
+    }
+}
+
+/// Runs the watcher every [`INTERVAL`] for ever (the server aborts it on shutdown).
+pub(crate) async fn run(state: Arc<AppState>) {
+    let mut watch = Watch::default();
+    let mut tick = tokio::time::interval(INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        watch.tick(&state).await;
+    }
+}
