@@ -4,9 +4,10 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader};
+use common::spawn_server;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
@@ -63,65 +64,9 @@ fn bad_config_exits_non_zero_naming_file_line_and_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
 }
 
-struct Proc {
-    child: Child,
-    http: SocketAddr,
-    grpc: SocketAddr,
-    /// The working directory (the embedded store's default data directory is under it).
-    _cwd: tempfile::TempDir,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `flowgate serve` on ephemeral ports and reads its addresses from its log.
-fn spawn(config: &std::path::Path, extra: &[&str]) -> Proc {
-    let cwd = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .current_dir(cwd.path())
-        .args(["serve", "--config"])
-        .arg(config)
-        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
-        .args(extra)
-        .env("FLOWGATE_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("flowgate serving") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("server start");
-    let addr = |name: &str| -> SocketAddr {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .unwrap_or_else(|| panic!("no {name} in {line}"))
-            .parse()
-            .unwrap()
-    };
-    Proc {
-        http: addr("http_addr="),
-        grpc: addr("grpc_addr="),
-        child,
-        _cwd: cwd,
-    }
-}
-
 #[tokio::test]
 async fn sigterm_exits_zero() {
-    let mut p = spawn(&examples().join("flowgate.toml"), &[]);
+    let mut p = spawn_server(&examples().join("flowgate.toml"), &[]);
     let r = common::post_json(
         p.http,
         "/v1/check",
@@ -158,8 +103,8 @@ async fn two_processes_on_one_redis_share_limits_exactly() {
     let url = redis.url();
     // A deadline for a loaded CI machine: past 25 ms the rule's failure policy (open) would
     // decide, and this test is about exactness, not the policy (tested in crates/flowgate).
-    let a = spawn(&cfg, &["--redis-url", &url, "--redis-deadline", "5s"]);
-    let b = spawn(&cfg, &["--redis-url", &url, "--redis-deadline", "5s"]);
+    let a = spawn_server(&cfg, &["--redis-url", &url, "--redis-deadline", "5s"]);
+    let b = spawn_server(&cfg, &["--redis-url", &url, "--redis-deadline", "5s"]);
     let r = common::http(a.http, "GET", "/readyz", &[], "").await;
     assert_eq!((r.status, r.json()["store"].clone()), (200, json!("redis")));
     // 40 requests, 20 to each, concurrently: exactly 25 admitted in total.
@@ -295,7 +240,7 @@ async fn sigterm_finishes_requests_in_flight_refuses_new_ones_and_exits_zero() {
          algorithm = \"leaky_bucket\"\nmode = \"delay\"\nmax_wait = \"10s\"\n",
     )
     .unwrap();
-    let mut p = spawn(&cfg, &[]);
+    let mut p = spawn_server(&cfg, &[]);
     // The gRPC call goes out first: its stream is open well before the SIGTERM below.
     let (send_body, body_gate) = tokio::sync::oneshot::channel();
     let grpc_call = tokio::spawn(slow_should_rate_limit(
@@ -448,7 +393,7 @@ async fn redis_cluster_through_the_binary_exact_and_all_or_nothing() {
         .collect::<Vec<_>>()
         .join(",");
     let url = format!("redis+cluster://{nodes}");
-    let p = spawn(&cfg, &["--redis-url", &url, "--redis-deadline", "5s"]);
+    let p = spawn_server(&cfg, &["--redis-url", &url, "--redis-deadline", "5s"]);
     let r = common::http(p.http, "GET", "/readyz", &[], "").await;
     assert_eq!((r.status, r.json()["store"].clone()), (200, json!("redis")));
     let mut client = envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient::connect(format!("http://{}", p.grpc))

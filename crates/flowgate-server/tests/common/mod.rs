@@ -2,8 +2,10 @@
 //! an HTTP client, and an Envoy gRPC client.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -177,4 +179,63 @@ pub fn write(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp-write");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A `flowgate serve` process, killed (SIGKILL) on drop.
+pub struct Proc {
+    pub child: Child,
+    pub http: SocketAddr,
+    pub grpc: SocketAddr,
+    /// The working directory (the embedded store's default data directory is under it).
+    _cwd: tempfile::TempDir,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `flowgate serve` on ephemeral ports and reads its addresses from its log.
+/// Starts `flowgate serve` on ephemeral ports in a fresh working directory and reads its
+/// addresses from its log.
+pub fn spawn_server(config: &std::path::Path, extra: &[&str]) -> Proc {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowgate"))
+        .current_dir(cwd.path())
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .args(extra)
+        .env("FLOWGATE_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("flowgate serving") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("server start");
+    let addr = |name: &str| -> SocketAddr {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    Proc {
+        http: addr("http_addr="),
+        grpc: addr("grpc_addr="),
+        child,
+        _cwd: cwd,
+    }
 }
