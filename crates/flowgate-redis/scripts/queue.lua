@@ -2,16 +2,24 @@
 --
 -- KEYS (one instance, one hash tag, one slot):
 --   1 m   hash: seq (last id), tat (release schedule), submitted, released, acked, dead (totals)
---   2 p   hash: id -> payload
---   3 j   hash: id -> "<submitted>:<attempts>:<nonce>:<key>" (key empty when none)
---   4 r   zset: ready jobs, score = id (submission order)
+--   2 j   hash: id -> job record "<submitted>:<attempts>:<nonce>:<key length>:<key><payload>";
+--         a job submitted ready is stored as the client built it, submitted 0: its instant is
+--         its batch's (bt), and is written into the record when the job leaves r
+--   3 r   list: ready jobs never delivered, in submission order (ids only grow)
+--   4 rz  zset: ready jobs back out of order (redelivered, retried, due, requeued), score = id;
+--         the next ready job is the lower id of the heads of r and rz (submission order)
 --   5 d   zset: delayed jobs, score = due instant
 --   6 f   zset: in-flight jobs, score = lease deadline
 --   7 x   zset: dead letters, score = instant of death
 --   8 k   hash: idempotency key -> id (live jobs, and finished jobs within the retention)
 --   9 kt  zset: finished jobs' keys, score = finish instant
+--  10 bt  zset: batches with jobs in r, member "<first id>:<instant>", score = first id
 -- ARGV: 1 op, 2 now (µs; empty: Redis's TIME), 3 max_attempts, 4 key_retention (µs), then:
---   submit       5 max_depth, 6 spacing, 7 tau, 8 n, then n × (payload, key, not_before or 0)
+--   submit       5 max_depth, 6 spacing, 7 tau, 8 n, 9 how many jobs have a key, then
+--                n × (record, options): the record "0:0:0:<key length>:<key><payload>",
+--                options '' or "<not_before or 0>:<key>"
+--                (records are stored as sent: building them here cost more than the rest of a
+--                submit, whose cost is per job)
 --   lease        5 spacing, 6 tau, 7 horizon, 8 lease, 9 nonce
 --   ack          5 id, 6 nonce
 --   nack         5 id, 6 nonce, 7 retry_after ('' for the backoff), 8 backoff, 9 backoff cap
@@ -21,8 +29,8 @@
 -- Every op first applies what time has done (sweep). Times are µs since the epoch; every value
 -- stays below 2^53, so Lua's doubles hold them exactly.
 
-local m, p, j, r, d, f, x, k, kt =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local m, j, r, rz, d, f, x, k, kt, bt =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op = ARGV[1]
 local now
 if ARGV[2] ~= '' then
@@ -38,16 +46,23 @@ local function num(v)
   return string.format('%.0f', v)
 end
 
--- A job's submitted instant, attempts, nonce (a string) and key ('' when none).
-local function info(id)
+-- A job record's fields: submitted instant, attempts, nonce (a string), key ('' when none) and
+-- payload; nil for an unknown job.
+local function job(id)
   local v = redis.call('HGET', j, id)
   if not v then return nil end
-  local s, a, n, key = string.match(v, '^(%d+):(%d+):(%d+):(.*)$')
-  return tonumber(s), tonumber(a), n, key
+  local s, a, n, kl, at = string.match(v, '^(%d+):(%d+):(%d+):(%d+):()')
+  local key_end = at + tonumber(kl)
+  s = tonumber(s)
+  if s == 0 then
+    local batch = redis.call('ZREVRANGEBYSCORE', bt, id, '-inf', 'LIMIT', 0, 1)[1]
+    s = batch and tonumber(string.match(batch, ':(%d+)$')) or now
+  end
+  return s, tonumber(a), n, string.sub(v, at, key_end - 1), string.sub(v, key_end)
 end
 
-local function set_info(id, s, a, n, key)
-  redis.call('HSET', j, id, num(s) .. ':' .. a .. ':' .. n .. ':' .. key)
+local function record(s, a, n, key, payload)
+  return num(s) .. ':' .. a .. ':' .. n .. ':' .. #key .. ':' .. key .. payload
 end
 
 local function meta(field)
@@ -66,18 +81,18 @@ local function sweep()
   for i = 1, #expired, 2 do
     local id, deadline = expired[i], expired[i + 1]
     redis.call('ZREM', f, id)
-    local _, a = info(id)
+    local _, a = job(id)
     if a and a >= max_attempts then
       redis.call('ZADD', x, deadline, id)
       redis.call('HINCRBY', m, 'dead', 1)
     else
-      redis.call('ZADD', r, id, id)
+      redis.call('ZADD', rz, id, id)
     end
   end
   local due = redis.call('ZRANGEBYSCORE', d, '-inf', now)
   for _, id in ipairs(due) do
     redis.call('ZREM', d, id)
-    redis.call('ZADD', r, id, id)
+    redis.call('ZADD', rz, id, id)
   end
   local old = redis.call('ZRANGEBYSCORE', kt, '-inf', now - retention)
   for _, key in ipairs(old) do
@@ -86,15 +101,24 @@ local function sweep()
   end
 end
 
--- Removes a finished job; its key is retained from now.
+-- The number of ready jobs, and the id of the next one (nil when none).
+local function ready_head()
+  local a = redis.call('LINDEX', r, 0)
+  local b = redis.call('ZRANGE', rz, 0, 0)[1]
+  local count = redis.call('LLEN', r) + redis.call('ZCARD', rz)
+  if a and (not b or tonumber(a) < tonumber(b)) then return count, a end
+  return count, b
+end
+
+-- Removes a finished job (not one in r: a job there was never delivered, so it is only ever
+-- finished by a purge, which deletes r); its key is retained from now.
 local function finish(id)
-  local _, _, _, key = info(id)
+  local _, _, _, key = job(id)
   if not key then return false end
-  redis.call('ZREM', r, id)
+  redis.call('ZREM', rz, id)
   redis.call('ZREM', d, id)
   redis.call('ZREM', f, id)
   redis.call('ZREM', x, id)
-  redis.call('HDEL', p, id)
   redis.call('HDEL', j, id)
   if key ~= '' then redis.call('ZADD', kt, now, key) end
   return true
@@ -103,61 +127,80 @@ end
 sweep()
 
 if op == 'submit' then
-  local max_depth, spacing, tau, n =
-    tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-  local seen, fresh = {}, 0
-  for i = 0, n - 1 do
-    local key = ARGV[10 + 3 * i]
-    if key == '' then
-      fresh = fresh + 1
-    elseif not seen[key] and redis.call('HEXISTS', k, key) == 0 then
-      seen[key] = true
-      fresh = fresh + 1
+  local max_depth, spacing, tau, n, keyed_jobs =
+    tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+  -- Options of job i: its not_before (0 when none) and key ('' when none).
+  local function options(i)
+    local opt = ARGV[9 + 2 * i]
+    if opt == '' then return 0, '' end
+    local nb, key = string.match(opt, '^(%d+):(.*)$')
+    return tonumber(nb), key
+  end
+  -- New jobs: all but those whose key names a job (known, or earlier in the batch).
+  local fresh = n
+  if keyed_jobs > 0 then
+    local seen = {}
+    for i = 1, n do
+      local _, key = options(i)
+      if key ~= '' then
+        if seen[key] or redis.call('HEXISTS', k, key) == 1 then fresh = fresh - 1 end
+        seen[key] = true
+      end
     end
   end
-  local held = redis.call('ZCARD', r) + redis.call('ZCARD', d) + redis.call('ZCARD', f)
+  local ready = ready_head()
+  local held = ready + redis.call('ZCARD', d) + redis.call('ZCARD', f)
   if held + fresh > max_depth then return {'full', held, fresh} end
   local first = math.max(now, meta('tat') - tau)
-  local ready = redis.call('ZCARD', r)
   local id = redis.call('HINCRBY', m, 'seq', fresh) - fresh
   redis.call('HINCRBY', m, 'submitted', fresh)
-  local out, payloads, infos, readies, keys, ids = {'ok'}, {}, {}, {}, {}, {}
-  for i = 0, n - 1 do
-    local payload, key, nb = ARGV[9 + 3 * i], ARGV[10 + 3 * i], tonumber(ARGV[11 + 3 * i])
+  -- The reply: the instant, the first release slot, the jobs ready before, the first new id,
+  -- then (index, id) of each duplicate; the client numbers the new jobs and their positions.
+  local out = {'ok', now, first, ready, id + 1}
+  if fresh > 0 then redis.call('ZADD', bt, id + 1, (id + 1) .. ':' .. num(now)) end
+  -- Records and ready ids are written in bulk after the loop: the batch's cost is this loop.
+  local records, readies, keyed, ids = {}, {}, {}, {}
+  local nr, nready = 0, 0
+  for i = 1, n do
+    local nb, key = options(i)
     local dup = key ~= '' and (ids[key] or redis.call('HGET', k, key))
     if dup then
-      out[#out + 1] = tonumber(dup); out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
+      out[#out + 1] = i - 1; out[#out + 1] = tonumber(dup)
     else
       id = id + 1
-      local pos = ready
-      payloads[#payloads + 1] = id; payloads[#payloads + 1] = payload
-      infos[#infos + 1] = id; infos[#infos + 1] = num(now) .. ':0:0:' .. key
-      if nb > now then
-        redis.call('ZADD', d, nb, id)
-      else
-        readies[#readies + 1] = id; readies[#readies + 1] = id
-        ready = ready + 1
-      end
+      records[nr + 1] = id
+      records[nr + 2] = ARGV[8 + 2 * i]
       if key ~= '' then
         ids[key] = id
-        keys[#keys + 1] = key; keys[#keys + 1] = id
+        keyed[#keyed + 1] = key; keyed[#keyed + 1] = id
       end
-      out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = pos
-      out[#out + 1] = math.max(first + pos * spacing, nb)
+      nr = nr + 2
+      if nb > now then
+        -- Not in r: its record carries its instant.
+        records[nr] = num(now) .. string.sub(ARGV[8 + 2 * i], 2)
+        redis.call('ZADD', d, nb, id)
+      else
+        nready = nready + 1
+        readies[nready] = id
+      end
+      if nr == 1000 then
+        redis.call('HSET', j, unpack(records))
+        redis.call('RPUSH', r, unpack(readies, 1, nready))
+        records, readies, nr, nready = {}, {}, 0, 0
+      end
     end
   end
-  bulk('HSET', p, payloads)
-  bulk('HSET', j, infos)
-  bulk('ZADD', r, readies)
-  bulk('HSET', k, keys)
+  if nr > 0 then redis.call('HSET', j, unpack(records)) end
+  if nready > 0 then redis.call('RPUSH', r, unpack(readies, 1, nready)) end
+  bulk('HSET', k, keyed)
   return out
 end
 
 if op == 'lease' then
   local spacing, tau, horizon, lease, nonce =
     tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
-  local head = redis.call('ZRANGE', r, 0, 0)
-  if #head == 0 then
+  local _, id = ready_head()
+  if not id then
     local next = -1
     for _, z in ipairs({d, f}) do
       local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
@@ -173,17 +216,26 @@ if op == 'lease' then
   if at - now > horizon then return {'later', at - now - horizon} end
   redis.call('HSET', m, 'tat', num(math.max(tat, at) + spacing))
   redis.call('HINCRBY', m, 'released', 1)
-  local id = head[1]
-  redis.call('ZREM', r, id)
+  local s, a, _, key, payload = job(id)
+  if redis.call('ZREM', rz, id) == 0 then
+    redis.call('LPOP', r)
+    -- Batches with no job left in r go.
+    local next = redis.call('LINDEX', r, 0)
+    if next then
+      local batch = redis.call('ZREVRANGEBYSCORE', bt, next, '-inf', 'LIMIT', 0, 1, 'WITHSCORES')
+      if batch[2] then redis.call('ZREMRANGEBYSCORE', bt, '-inf', '(' .. batch[2]) end
+    else
+      redis.call('DEL', bt)
+    end
+  end
   redis.call('ZADD', f, at + lease, id)
-  local s, a, _, key = info(id)
-  set_info(id, s, a + 1, nonce, key)
-  return {'job', tonumber(id), redis.call('HGET', p, id), a + 1, s, at, at + lease, now}
+  redis.call('HSET', j, id, record(s, a + 1, nonce, key, payload))
+  return {'job', tonumber(id), payload, a + 1, s, at, at + lease, now}
 end
 
 if op == 'ack' then
   local id, nonce = ARGV[5], ARGV[6]
-  local _, _, n = info(id)
+  local _, _, n = job(id)
   if n ~= nonce or nonce == '0' then return {'not_held'} end
   finish(id)
   redis.call('HINCRBY', m, 'acked', 1)
@@ -192,7 +244,7 @@ end
 
 if op == 'nack' then
   local id, nonce = ARGV[5], ARGV[6]
-  local s, a, n, key = info(id)
+  local _, a, n = job(id)
   if n ~= nonce or not redis.call('ZSCORE', f, id) then return {'not_held'} end
   redis.call('ZREM', f, id)
   if a >= max_attempts then
@@ -205,7 +257,7 @@ if op == 'nack' then
     delay = math.min(tonumber(ARGV[8]) * 2 ^ math.min(a - 1, 40), tonumber(ARGV[9]))
   end
   local at = now + delay
-  if at > now then redis.call('ZADD', d, at, id) else redis.call('ZADD', r, id, id) end
+  if at > now then redis.call('ZADD', d, at, id) else redis.call('ZADD', rz, id, id) end
   return {'retry', at}
 end
 
@@ -216,8 +268,8 @@ if op == 'dead' then
   local list = redis.call('ZRANGE', x, offset, offset + limit - 1, 'WITHSCORES')
   for i = 1, #list, 2 do
     local id = list[i]
-    local s, a, _, key = info(id)
-    out[#out + 1] = {tonumber(id), redis.call('HGET', p, id), a, s, tonumber(list[i + 1]), key}
+    local s, a, _, key, payload = job(id)
+    out[#out + 1] = {tonumber(id), payload, a, s, tonumber(list[i + 1]), key}
   end
   return out
 end
@@ -234,10 +286,10 @@ if op == 'requeue' or op == 'purge_dead' then
   end
   for _, id in ipairs(ids) do
     if op == 'requeue' then
-      local s, _, n, key = info(id)
-      set_info(id, s, 0, n, key)
+      local s, _, n, key, payload = job(id)
+      redis.call('HSET', j, id, record(s, 0, n, key, payload))
       redis.call('ZREM', x, id)
-      redis.call('ZADD', r, id, id)
+      redis.call('ZADD', rz, id, id)
     else
       finish(id)
     end
@@ -247,7 +299,11 @@ end
 
 if op == 'purge' then
   local count = 0
-  for _, z in ipairs({r, d, f, x}) do
+  for _, id in ipairs(redis.call('LRANGE', r, 0, -1)) do
+    if finish(id) then count = count + 1 end
+  end
+  redis.call('DEL', r, bt)
+  for _, z in ipairs({rz, d, f, x}) do
     for _, id in ipairs(redis.call('ZRANGE', z, 0, -1)) do
       if finish(id) then count = count + 1 end
     end
@@ -258,15 +314,14 @@ end
 if op == 'stats' then
   local tau = tonumber(ARGV[5])
   local oldest = -1
-  for _, z in ipairs({r, d}) do
-    local first = redis.call('ZRANGE', z, 0, 0)
-    if #first > 0 then
-      local s = info(first[1])
-      if s and (oldest < 0 or s < oldest) then oldest = s end
-    end
+  local ready, head = ready_head()
+  local next_due = redis.call('ZRANGE', d, 0, 0)[1]
+  for _, id in ipairs({head or next_due, next_due}) do
+    local s = job(id)
+    if s and (oldest < 0 or s < oldest) then oldest = s end
   end
   return {
-    redis.call('ZCARD', r), redis.call('ZCARD', d), redis.call('ZCARD', f), redis.call('ZCARD', x),
+    ready, redis.call('ZCARD', d), redis.call('ZCARD', f), redis.call('ZCARD', x),
     oldest, meta('submitted'), meta('released'), meta('acked'), meta('dead'),
     math.max(meta('tat') - tau, now), now,
   }

@@ -28,7 +28,7 @@ static SCRIPT: LazyLock<Script> =
 /// The set of every instance's key.
 pub const INSTANCES_KEY: &str = "flowgate:queues";
 /// The key suffixes of an instance, in the script's `KEYS` order.
-const SUFFIXES: [&str; 9] = ["m", "p", "j", "r", "d", "f", "x", "k", "kt"];
+const SUFFIXES: [&str; 10] = ["m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt"];
 /// How long a queue operation may take (a batch of thousands of jobs takes milliseconds).
 pub const QUEUE_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -137,6 +137,60 @@ fn not_held(tag: &str, id: u64, v: &Value) -> Result<(), QueueError> {
     }
 }
 
+/// The answers of a submit from the script's reply: `now`, the first release slot, the jobs
+/// ready before, the first new id, then `(index, id)` of each duplicate. New jobs are numbered in
+/// order and positioned as the engine does (a delayed job is not ahead of later ones).
+fn numbered(
+    spec: &QueueSpec,
+    jobs: &[NewJob],
+    rest: &[Value],
+) -> Result<Vec<Submitted>, QueueError> {
+    let now = uint(at(rest, 0)?)?;
+    let first = uint(at(rest, 1)?)?;
+    let mut ready = uint(at(rest, 2)?)?;
+    let mut id = uint(at(rest, 3)?)?;
+    let mut dups = rest[4.min(rest.len())..].chunks(2).peekable();
+    let mut out = Vec::with_capacity(jobs.len());
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some(&[ref at_index, ref dup]) = dups.peek().copied()
+            && uint(at_index)? == i as u64
+        {
+            out.push(Submitted {
+                id: uint(dup)?,
+                duplicate: true,
+                position: None,
+                release_at: None,
+            });
+            dups.next();
+            continue;
+        }
+        let position = ready;
+        if j.not_before.is_none_or(|t| t <= now) {
+            ready += 1;
+        }
+        out.push(Submitted {
+            id,
+            duplicate: false,
+            position: Some(position),
+            release_at: Some(
+                first
+                    .saturating_add(position.saturating_mul(spec.spacing()))
+                    .max(j.not_before.unwrap_or(0)),
+            ),
+        });
+        id += 1;
+    }
+    Ok(out)
+}
+
+/// A new job's record as the script stores it: `0:0:0:<key length>:<key><payload>`.
+fn record(j: &NewJob) -> Vec<u8> {
+    let key = j.key.as_deref().unwrap_or("");
+    let mut r = format!("0:0:0:{}:{key}", key.len()).into_bytes();
+    r.extend_from_slice(&j.payload);
+    r
+}
+
 impl QueueStore for RedisQueueStore {
     async fn submit(
         &self,
@@ -152,11 +206,18 @@ impl QueueStore for RedisQueueStore {
                 inv.arg(spec.max_depth())
                     .arg(spec.spacing())
                     .arg(spec.tau())
-                    .arg(jobs.len());
+                    .arg(jobs.len())
+                    .arg(jobs.iter().filter(|j| j.key.is_some()).count());
                 for j in jobs {
-                    inv.arg(&j.payload[..])
-                        .arg(j.key.as_deref().unwrap_or(""))
-                        .arg(j.not_before.unwrap_or(0));
+                    inv.arg(record(j));
+                    match (&j.key, j.not_before) {
+                        (None, None) => inv.arg(""),
+                        (key, nb) => inv.arg(format!(
+                            "{}:{}",
+                            nb.unwrap_or(0),
+                            key.as_deref().unwrap_or("")
+                        )),
+                    };
                 }
             })
             .await?;
@@ -167,18 +228,7 @@ impl QueueStore for RedisQueueStore {
                 asked: uint(at(rest, 1)?)?,
                 max: spec.max_depth(),
             }),
-            "ok" if rest.len() == jobs.len() * 4 => rest
-                .chunks(4)
-                .map(|c| {
-                    let duplicate = int(&c[1])? == 1;
-                    Ok(Submitted {
-                        id: uint(&c[0])?,
-                        duplicate,
-                        position: (!duplicate).then(|| uint(&c[2])).transpose()?,
-                        release_at: (!duplicate).then(|| uint(&c[3])).transpose()?,
-                    })
-                })
-                .collect(),
+            "ok" => numbered(spec, jobs, rest),
             _ => Err(internal("answer", &v)),
         }
     }

@@ -110,12 +110,13 @@ fn submitted(s: &[Submitted]) -> String {
 fn leased(o: &LeaseOutcome) -> String {
     match o {
         LeaseOutcome::Leased(j) => format!(
-            "job {} {} attempt {} at {} until {}",
+            "job {} {} attempt {} at {} until {} sub {}",
             j.id,
             String::from_utf8_lossy(&j.payload),
             j.attempt,
             t(j.released_at),
-            t(j.lease_deadline)
+            t(j.lease_deadline),
+            t(j.submitted_at)
         ),
         LeaseOutcome::Later(after) => format!("later {}", d(*after)),
         LeaseOutcome::Empty { next: None } => "empty".into(),
