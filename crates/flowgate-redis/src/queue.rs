@@ -152,7 +152,7 @@ fn numbered(
     let mut dups = rest[4.min(rest.len())..].chunks(2).peekable();
     let mut out = Vec::with_capacity(jobs.len());
     for (i, j) in jobs.iter().enumerate() {
-        if let Some(&[ref at_index, ref dup]) = dups.peek().copied()
+        if let Some([at_index, dup]) = dups.peek().copied()
             && uint(at_index)? == i as u64
         {
             out.push(Submitted {
