@@ -9,7 +9,10 @@
 //! Each starts its own `redis-server` on a free loopback port (persistence off) and stops it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Benchmarks measure wall time: tokio's Instant (not disallowed; the real clock here).
+use tokio::time::Instant;
 
 use flowgate::queue::{DiskQueueStore, NewJob, Queue, QueueSet, QueueSpec, QueueStore};
 use flowgate::{Descriptor, Matcher, RedisStore, SystemClock};
