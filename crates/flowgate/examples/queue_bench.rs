@@ -4,6 +4,7 @@
 //! cargo run --release -p flowgate --example queue_bench -- submit     # Redis batch submit vs pipelined LPUSH
 //! cargo run --release -p flowgate --example queue_bench -- disk       # embedded store, durable batch submit
 //! cargo run --release -p flowgate --example queue_bench -- release    # 1,000/s drained by 16 workers, Redis
+//! cargo run --release -p flowgate --example queue_bench -- release disk   # the same, embedded store
 //! ```
 //!
 //! Each starts its own `redis-server` on a free loopback port (persistence off) and stops it.
@@ -131,9 +132,19 @@ async fn disk() {
     println!("  database file: {:.1} MB", size as f64 / 1e6);
 }
 
-async fn release() {
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url()).await.unwrap().queues();
+async fn release(disk: bool) {
+    if disk {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DiskQueueStore::open(dir.path(), SystemClock::new()).unwrap();
+        drain("embedded store", store).await;
+    } else {
+        let server = RedisServer::start();
+        let store = RedisStore::connect(&server.url()).await.unwrap().queues();
+        drain("Redis", store).await;
+    }
+}
+
+async fn drain<S: QueueStore>(name: &str, store: S) {
     let (rate, workers, n) = (1_000u64, 16, 10_000usize);
     let queue = Arc::new(Queue::new(
         QueueSet::new(vec![spec(&format!("{rate}/s"))]).unwrap(),
@@ -182,7 +193,7 @@ async fn release() {
     let mut call: Vec<u64> = all.iter().map(|s| s.2).collect();
     call.sort_unstable();
     let p = |v: &[u64], q: f64| v[((v.len() - 1) as f64 * q) as usize];
-    println!("Redis, {rate}/s queue, {n} jobs, {workers} workers (each lease, then ack):");
+    println!("{name}, {rate}/s queue, {n} jobs, {workers} workers (each lease, then ack):");
     println!(
         "  measured rate {measured:.1}/s ({:+.2} % of the rate); closest releases {min_gap} us apart (spacing {spacing} us)",
         (measured / rate as f64 - 1.0) * 100.0
@@ -205,7 +216,7 @@ async fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("submit") => submit_vs_lpush().await,
         Some("disk") => disk().await,
-        Some("release") => release().await,
-        _ => eprintln!("usage: queue_bench submit|disk|release"),
+        Some("release") => release(std::env::args().nth(2).as_deref() == Some("disk")).await,
+        _ => eprintln!("usage: queue_bench submit|disk|release [disk]"),
     }
 }
