@@ -29,6 +29,6 @@ pub use error::{LimitError, QuotaError};
 pub use limit::{Algorithm, Limit, LimitBuilder, Mode};
 pub use memory::{MemoryStats, MemoryStore};
 pub use quota::Quota;
-pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch};
+pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};
 pub use ruleset::{Matched, RuleSet, RuleSetError};
 pub use store::{Decisions, Item, Store, StoreError};

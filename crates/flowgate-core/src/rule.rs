@@ -9,10 +9,58 @@ use crate::limit::Limit;
 pub enum ValueMatch {
     /// Any value; each distinct value gets its own counter (Envoy's key-only entry).
     Any,
-    /// Exactly this value. More specific than [`ValueMatch::Prefix`] and [`ValueMatch::Any`].
+    /// Exactly this value. More specific than [`ValueMatch::Wildcard`] and [`ValueMatch::Any`].
     Exact(String),
-    /// Values starting with this prefix (Envoy's `value: foo*`); each value gets its own counter.
-    Prefix(String),
+    /// Values matching a pattern with `*` anywhere (`foo*`, `bar*b`, `a*b*c`), each `*` standing
+    /// for any run of characters (Envoy's wildcard values); each value gets its own counter
+    /// unless the entry is shared ([`Matcher::share`]).
+    Wildcard(Wildcard),
+}
+
+/// A value pattern with `*` wildcards, split once at load time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Wildcard {
+    text: String,
+    parts: Vec<String>,
+}
+
+impl Wildcard {
+    /// The pattern `text` (which contains at least one `*`).
+    pub fn new(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            parts: text.split('*').map(str::to_owned).collect(),
+        }
+    }
+
+    /// The pattern as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether `value` matches: it starts with the part before the first `*`, ends with the part
+    /// after the last, and holds the parts between them in order, without overlap.
+    pub fn matches(&self, value: &str) -> bool {
+        let [first, middle @ .., last] = self.parts.as_slice() else {
+            return self.text == value;
+        };
+        if value.len() < first.len() + last.len() {
+            return false;
+        }
+        let Some(rest) = value.strip_prefix(first.as_str()) else {
+            return false;
+        };
+        let Some(mut rest) = rest.strip_suffix(last.as_str()) else {
+            return false;
+        };
+        for part in middle {
+            match rest.find(part.as_str()) {
+                Some(at) => rest = &rest[at + part.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
 }
 
 /// One entry of a rule's descriptor pattern.
@@ -22,27 +70,43 @@ pub struct Matcher {
     pub key: String,
     /// How its value matches.
     pub value: ValueMatch,
+    /// With a wildcard value: every matching value shares one counter (Envoy's
+    /// `share_threshold`) instead of one counter per value.
+    pub share: bool,
+    /// The entry's runtime value appears in the rule's metric label (Envoy's `value_to_metric`).
+    pub value_to_metric: bool,
 }
 
 impl Matcher {
-    /// Parses `key`, `key=value` or `key=prefix*`.
+    /// Parses `key`, `key=value` or a wildcard value `key=prefix*`, `key=a*b` (`key=*`: any value,
+    /// but more specific than `key` alone, as in Envoy).
     pub fn parse(text: &str) -> Self {
-        match text.split_once('=') {
-            None => Matcher {
-                key: text.trim().to_owned(),
-                value: ValueMatch::Any,
-            },
+        let (key, value) = match text.split_once('=') {
+            None => (text.trim().to_owned(), ValueMatch::Any),
             Some((k, v)) => {
                 let v = v.trim();
-                Matcher {
-                    key: k.trim().to_owned(),
-                    value: match v.strip_suffix('*') {
-                        Some("") => ValueMatch::Any,
-                        Some(p) => ValueMatch::Prefix(p.to_owned()),
-                        None => ValueMatch::Exact(v.to_owned()),
-                    },
-                }
+                let value = if v.contains('*') {
+                    ValueMatch::Wildcard(Wildcard::new(v))
+                } else {
+                    ValueMatch::Exact(v.to_owned())
+                };
+                (k.trim().to_owned(), value)
             }
+        };
+        Matcher {
+            key,
+            value,
+            share: false,
+            value_to_metric: false,
+        }
+    }
+
+    /// The value this entry is counted under: the pattern for a shared wildcard, else the
+    /// request's value.
+    pub fn counted_value<'a>(&'a self, value: &'a str) -> &'a str {
+        match &self.value {
+            ValueMatch::Wildcard(w) if self.share => w.text(),
+            _ => value,
         }
     }
 }
@@ -52,7 +116,7 @@ impl fmt::Display for Matcher {
         match &self.value {
             ValueMatch::Any => write!(f, "{}", self.key),
             ValueMatch::Exact(v) => write!(f, "{}={v}", self.key),
-            ValueMatch::Prefix(p) => write!(f, "{}={p}*", self.key),
+            ValueMatch::Wildcard(w) => write!(f, "{}={}", self.key, w.text()),
         }
     }
 }
@@ -91,6 +155,11 @@ pub struct Rule {
     pub replaces: Vec<String>,
     /// Report metrics per descriptor value, not only per rule (Envoy's `detailed_metric`).
     pub detailed_metric: bool,
+    /// Quota mode (Envoy's `quota_mode`): over its limit, this rule alone does not reject the
+    /// request; a request is rejected when every quota-mode rule it matched is over its limit.
+    pub quota_mode: bool,
+    /// Opaque metadata (JSON text), kept and shown with the rule (Envoy's `metadata`).
+    pub metadata: Option<String>,
 }
 
 impl Rule {
@@ -110,12 +179,54 @@ impl Rule {
             failure: FailurePolicy::default(),
             replaces: Vec::new(),
             detailed_metric: false,
+            quota_mode: false,
+            metadata: None,
         }
+    }
+
+    /// Whether some entry's counter is shared by every value its wildcard matches.
+    pub fn shares(&self) -> bool {
+        self.pattern.iter().any(|m| m.share)
     }
 
     /// The pattern as text: `biz=PAY, channel`.
     pub fn pattern_text(&self) -> String {
         let parts: Vec<String> = self.pattern.iter().map(|m| m.to_string()).collect();
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_as_envoy_does() {
+        let w = |p: &str, v: &str| Wildcard::new(p).matches(v);
+        assert!(w("foo*", "foo") && w("foo*", "foobar") && !w("foo*", "fo"));
+        assert!(w("bar*b", "barXb") && w("bar*b", "barb") && !w("bar*b", "bar"));
+        assert!(w("foo*bar*baz", "foo1bar2baz") && w("foo*bar*baz", "foobarbaz"));
+        assert!(!w("foo*bar*baz", "foobaz") && !w("foo*bar*baz", "foo1baz2bar"));
+        assert!(w("*", "") && w("*", "anything") && w("*.pdf", "a.pdf"));
+        // The parts may not overlap: "aba" has no room for "ab" then "ba".
+        assert!(!w("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn parse_reads_wildcards_anywhere() {
+        assert_eq!(Matcher::parse("user").value, ValueMatch::Any);
+        assert_eq!(
+            Matcher::parse("user=a").value,
+            ValueMatch::Exact("a".into())
+        );
+        assert!(matches!(
+            Matcher::parse("path=bar*b").value,
+            ValueMatch::Wildcard(_)
+        ));
+        assert_eq!(Matcher::parse("path=bar*b").to_string(), "path=bar*b");
+        let mut m = Matcher::parse("path=files/*");
+        assert_eq!(m.counted_value("files/a.pdf"), "files/a.pdf");
+        m.share = true;
+        assert_eq!(m.counted_value("files/a.pdf"), "files/*");
     }
 }

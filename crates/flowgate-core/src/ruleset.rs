@@ -2,8 +2,9 @@
 //! rule that applies, with envoyproxy/ratelimit's semantics:
 //!
 //! - entries are matched in order, one level of the rule tree per entry;
-//! - at each level an exact `key=value` rule entry beats a `key=prefix*` entry, which beats a
-//!   key-only entry; there is no backtracking to a less specific entry;
+//! - at each level an exact `key=value` rule entry beats a wildcard entry (`key=prefix*`,
+//!   `key=a*b`; among wildcards the first declared that matches wins), which beats a key-only
+//!   entry; there is no backtracking to a less specific entry;
 //! - a descriptor matches a rule only when it has exactly as many entries as the rule's pattern;
 //! - a descriptor with no matching rule, or whose rule has no limit, is unlimited;
 //! - when a matched rule names others in `replaces`, those are dropped from the request.
@@ -13,7 +14,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::descriptor::{Descriptor, Request};
-use crate::rule::{Rule, ValueMatch};
+use crate::rule::{Rule, ValueMatch, Wildcard};
 
 /// An invalid rule set.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -67,7 +68,8 @@ struct Node {
 #[derive(Debug, Default)]
 struct KeyChildren {
     exact: HashMap<String, Node>,
-    prefix: Vec<(String, Node)>,
+    /// In declaration order: the first that matches wins.
+    wildcards: Vec<(Wildcard, Node)>,
     any: Option<Box<Node>>,
 }
 
@@ -126,17 +128,15 @@ impl RuleSet {
                 node = match &m.value {
                     ValueMatch::Exact(v) => kc.exact.entry(v.clone()).or_default(),
                     ValueMatch::Any => kc.any.get_or_insert_with(Box::default),
-                    ValueMatch::Prefix(p) => {
-                        let at = match kc.prefix.iter().position(|(q, _)| q == p) {
+                    ValueMatch::Wildcard(w) => {
+                        let at = match kc.wildcards.iter().position(|(q, _)| q == w) {
                             Some(at) => at,
                             None => {
-                                kc.prefix.push((p.clone(), Node::default()));
-                                // Longest prefix first: the most specific wins.
-                                kc.prefix.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
-                                kc.prefix.iter().position(|(q, _)| q == p).unwrap_or(0)
+                                kc.wildcards.push((w.clone(), Node::default()));
+                                kc.wildcards.len() - 1
                             }
                         };
-                        &mut kc.prefix[at].1
+                        &mut kc.wildcards[at].1
                     }
                 };
             }
@@ -174,9 +174,9 @@ impl RuleSet {
                 .exact
                 .get(e.value.as_str())
                 .or_else(|| {
-                    kc.prefix
+                    kc.wildcards
                         .iter()
-                        .find(|(p, _)| e.value.starts_with(p.as_str()))
+                        .find(|(w, _)| w.matches(&e.value))
                         .map(|(_, n)| n)
                 })
                 .or(kc.any.as_deref())?;
@@ -197,7 +197,7 @@ impl RuleSet {
                 out.push(Matched {
                     rule,
                     descriptor: i,
-                    key: state_key(&request.domain, &rule.name, d),
+                    key: rule_state_key(&request.domain, rule, d),
                     cost: d.cost.unwrap_or(request.cost),
                 });
             }
@@ -233,6 +233,28 @@ fn escape_into(out: &mut String, text: &str) {
             out.push(c);
         }
     }
+}
+
+/// The state key of `rule` for a descriptor it matched: [`state_key`], except that an entry whose
+/// wildcard is shared ([`crate::Matcher::share`]) is counted under its pattern, so every value it
+/// matches shares one counter.
+pub fn rule_state_key(domain: &str, rule: &Rule, descriptor: &Descriptor) -> String {
+    if !rule.shares() {
+        return state_key(domain, &rule.name, descriptor);
+    }
+    let counted = Descriptor {
+        entries: descriptor
+            .entries
+            .iter()
+            .zip(&rule.pattern)
+            .map(|(e, m)| crate::descriptor::Entry {
+                key: e.key.clone(),
+                value: m.counted_value(&e.value).to_owned(),
+            })
+            .collect(),
+        cost: descriptor.cost,
+    };
+    state_key(domain, &rule.name, &counted)
 }
 
 /// The state key of a rule for a descriptor: `<domain>:<rule>:<k1>=<v1>,<k2>=<v2>`, escaped.
@@ -287,13 +309,19 @@ mod tests {
             rule("any-user", "user", Some("10/s")),
             rule("vip", "user=vip", Some("100/s")),
             rule("test-users", "user=test*", Some("1/s")),
+            rule("te-users", "user=te*", Some("1/s")),
+            rule("mid", "user=a*z", Some("1/s")),
             rule("pay-channel", "biz=PAY,channel", Some("20/s")),
             rule("pay-wpg", "biz=PAY,channel=WPG", Some("5/s")),
             rule("biz-any", "biz", None),
         ])
         .unwrap();
         assert_eq!(find(&set, "user=vip"), Some("vip"));
+        // Wildcards: the first declared that matches wins (as in envoyproxy/ratelimit).
         assert_eq!(find(&set, "user=testy"), Some("test-users"));
+        assert_eq!(find(&set, "user=tex"), Some("te-users"));
+        assert_eq!(find(&set, "user=abcz"), Some("mid"));
+        assert_eq!(find(&set, "user=abc"), Some("any-user"));
         assert_eq!(find(&set, "user=bob"), Some("any-user"));
         assert_eq!(find(&set, "biz=PAY, channel=WPG"), Some("pay-wpg"));
         assert_eq!(find(&set, "biz=PAY, channel=ALI"), Some("pay-channel"));
@@ -328,6 +356,22 @@ mod tests {
         assert!(e.to_string().contains("`a` and `b`"), "{e}");
         let e = RuleSet::new(vec![rule("a", "user", None), rule("a", "x", None)]).unwrap_err();
         assert!(matches!(e, RuleSetError::DuplicateName { .. }));
+    }
+
+    #[test]
+    fn a_shared_wildcard_counts_every_value_under_its_pattern() {
+        let mut shared = rule("files", "path=files/*", Some("10/s"));
+        shared.pattern[0].share = true;
+        let plain = rule("docs", "path=docs/*", Some("10/s"));
+        let set = RuleSet::new(vec![shared, plain]).unwrap();
+        let key = |d: &str| {
+            set.resolve(&Request::new("d", vec![d.parse().unwrap()]))[0]
+                .key
+                .clone()
+        };
+        assert_eq!(key("path=files/a.pdf"), key("path=files/b.csv"));
+        assert_eq!(key("path=files/a.pdf"), "d:files:path=files/*");
+        assert_ne!(key("path=docs/a"), key("path=docs/b"));
     }
 
     #[test]

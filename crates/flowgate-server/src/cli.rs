@@ -60,6 +60,18 @@ pub struct ServeArgs {
     /// the working directory. Unused with Redis, where jobs live in Redis.
     #[arg(long, env = "FLOWGATE_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
+    /// Global shadow mode: every rule is evaluated and reported, and no request is rejected
+    /// (envoyproxy/ratelimit's `SHADOW_MODE`).
+    #[arg(long, env = "FLOWGATE_SHADOW_MODE")]
+    pub shadow_mode: bool,
+    /// Global quota mode: every rule is in quota mode, a request is rejected only when all the
+    /// rules it matched are over their limits (envoyproxy/ratelimit's `QUOTA_MODE`).
+    #[arg(long, env = "FLOWGATE_QUOTA_MODE")]
+    pub quota_mode: bool,
+    /// Add `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` to gRPC answers for
+    /// Envoy to pass on (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`).
+    #[arg(long, env = "FLOWGATE_RESPONSE_HEADERS")]
+    pub response_headers: bool,
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
@@ -117,6 +129,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.admin_token = args.admin_token;
     cfg.watch = !args.no_watch;
     cfg.data_dir = args.data_dir;
+    cfg.shadow_mode = args.shadow_mode;
+    cfg.quota_mode = args.quota_mode;
+    cfg.response_headers = args.response_headers;
     let server = Server::bind(cfg).await?;
     terminated().await;
     tracing::info!("shutting down: finishing requests in flight");

@@ -7,7 +7,8 @@
 //!   `limit_remaining`, `duration_until_reset`. A descriptor with no rule, and every descriptor of
 //!   a domain with no rules, is `OK` with no `current_limit`; an `unlimited` rule is `OK` with
 //!   `limit_remaining` = `u32::MAX`; a shadow rule over its limit is `OK` (and counted in the
-//!   metrics). A window that Envoy's units cannot express is reported as
+//!   metrics); a quota-mode rule over its limit is `OVER_LIMIT` while the overall code is `OK`
+//!   unless every quota-mode rule matched is over. A window that Envoy's units cannot express is reported as
 //!   [`crate::config::envoy_unit`] says (`5/30s` is `10 per MINUTE`); `limit_remaining` stays in
 //!   the rule's own units.
 //! - An empty domain, an empty descriptor list, or a request over the bounds of
@@ -17,6 +18,7 @@
 
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
@@ -133,7 +135,7 @@ fn to_status(s: &Status) -> DescriptorStatus {
     let (unit, per_unit) = envoy_unit(limit.limit(), limit.quota().window());
     let d = &s.decision;
     DescriptorStatus {
-        code: if s.blocks() {
+        code: if s.over_limit() {
             Code::OverLimit as i32
         } else {
             Code::Ok as i32
@@ -149,15 +151,49 @@ fn to_status(s: &Status) -> DescriptorStatus {
     }
 }
 
-/// Converts a verdict to Envoy's response.
-pub fn to_response(v: &Verdict) -> RateLimitResponse {
+/// Converts a verdict to Envoy's response; with `headers`, the `RateLimit-Limit`,
+/// `RateLimit-Remaining` and `RateLimit-Reset` of the binding descriptor (the one over its limit,
+/// else the one with the fewest units left, as envoyproxy/ratelimit picks it) for Envoy to add.
+pub fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
+    let statuses: Vec<DescriptorStatus> = v.statuses.iter().map(to_status).collect();
+    let response_headers_to_add = match v.binding() {
+        Some(b) if headers => {
+            let i = v
+                .statuses
+                .iter()
+                .position(|s| std::ptr::eq(s, b))
+                .unwrap_or(0);
+            let limit = statuses[i]
+                .current_limit
+                .as_ref()
+                .map_or(0, |l| l.requests_per_unit);
+            let reset = b.decision.reset_after.as_micros().div_ceil(1_000_000);
+            [
+                ("RateLimit-Limit", limit.to_string()),
+                (
+                    "RateLimit-Remaining",
+                    statuses[i].limit_remaining.to_string(),
+                ),
+                ("RateLimit-Reset", reset.to_string()),
+            ]
+            .into_iter()
+            .map(|(key, value)| HeaderValue {
+                key: key.to_owned(),
+                value,
+                ..Default::default()
+            })
+            .collect()
+        }
+        _ => Vec::new(),
+    };
     RateLimitResponse {
         overall_code: if v.allowed {
             Code::Ok as i32
         } else {
             Code::OverLimit as i32
         },
-        statuses: v.statuses.iter().map(to_status).collect(),
+        statuses,
+        response_headers_to_add,
         ..Default::default()
     }
 }
@@ -176,6 +212,9 @@ impl RateLimitService for RlsService {
             }
         };
         let verdict = self.state.decide(Api::Grpc, &req).await;
-        Ok(Response::new(to_response(&verdict)))
+        Ok(Response::new(to_response(
+            &verdict,
+            self.state.response_headers,
+        )))
     }
 }

@@ -18,8 +18,12 @@
 //! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | releases per second over the last minute, cluster-wide |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `error`, ...) |
 //!
-//! Cardinality is bounded by the rules, not by descriptor values (except with `detailed_metric`,
-//! where the descriptor label is the descriptor's text, truncated to 128 bytes). Queue series are
+//! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
+//! unless the rule has `detailed_metric` (the descriptor's text, a shared wildcard entry written as
+//! its pattern) or `value_to_metric` (as envoyproxy/ratelimit builds it: `key=value` for an exact
+//! entry or one flagged `value_to_metric`, `key=pattern` for a wildcard entry, `key` alone for a
+//! key-only entry); it is cut to 128 bytes, and each rule has at most [`MAX_DESCRIPTOR_LABELS`]
+//! distinct labels: beyond, decisions are counted under `_other`. Queue series are
 //! one per queue instance (one per matched descriptor value), for at most
 //! [`MAX_QUEUE_SERIES`] instances.
 
@@ -32,6 +36,48 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+/// The most distinct `descriptor` labels of one rule; beyond, `_other`.
+pub const MAX_DESCRIPTOR_LABELS: usize = 1_000;
+
+/// The `descriptor` label of a decision of `rule` on `descriptor`: `None` unless the rule has
+/// `detailed_metric` or `value_to_metric` (see the module documentation).
+pub fn descriptor_label(
+    rule: &flowgate::Rule,
+    descriptor: &flowgate::Descriptor,
+) -> Option<String> {
+    use flowgate::ValueMatch;
+    let detailed = rule.detailed_metric;
+    if !detailed && !rule.pattern.iter().any(|m| m.value_to_metric) {
+        return None;
+    }
+    let mut out = String::new();
+    for (i, (e, m)) in descriptor.entries.iter().zip(&rule.pattern).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&e.key);
+        let value = match &m.value {
+            ValueMatch::Wildcard(w) if m.share => Some(w.text()),
+            _ if detailed || m.value_to_metric => Some(e.value.as_str()),
+            ValueMatch::Exact(v) => Some(v.as_str()),
+            ValueMatch::Wildcard(w) => Some(w.text()),
+            ValueMatch::Any => None,
+        };
+        if let Some(v) = value {
+            out.push('=');
+            out.push_str(v);
+        }
+    }
+    if out.len() > 128 {
+        let mut cut = 128;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+    }
+    Some(out)
+}
 
 /// The most queue instances with series (beyond, instances are left out of the metrics; they
 /// stay in `GET /v1/queues`).

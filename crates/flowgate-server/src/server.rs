@@ -47,6 +47,14 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Where the embedded store keeps queued jobs (unused on Redis).
     pub data_dir: PathBuf,
+    /// Global shadow mode: over the limit, requests are still admitted (envoyproxy/ratelimit's
+    /// `SHADOW_MODE`).
+    pub shadow_mode: bool,
+    /// Global quota mode: every rule in quota mode (envoyproxy/ratelimit's `QUOTA_MODE`).
+    pub quota_mode: bool,
+    /// gRPC answers carry `RateLimit-*` headers for Envoy to add (envoyproxy/ratelimit's
+    /// `LIMIT_RESPONSE_HEADERS_ENABLED`).
+    pub response_headers: bool,
 }
 
 /// The default data directory of the embedded store's queues, relative to the working directory.
@@ -71,6 +79,9 @@ impl ServerConfig {
             clock: None,
             shutdown_grace: Duration::from_secs(30),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            shadow_mode: false,
+            quota_mode: false,
+            response_headers: false,
         }
     }
 
@@ -172,14 +183,18 @@ impl Server {
         let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg))
             .map_err(|e| ServerError::Store(e.to_string()))?;
         let limiter = Limiter::new(loaded.rules, backend);
+        limiter.set_global_shadow(cfg.shadow_mode);
+        limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::Queue::new(loaded.queues, queues);
-        let state = Arc::new(AppState::new(
+        let mut state = AppState::new(
             limiter,
             queue,
             loaded.config.files,
             Some(cfg.config.clone()),
             cfg.admin_token.clone(),
-        ));
+        );
+        state.response_headers = cfg.response_headers;
+        let state = Arc::new(state);
         let http_listener = listen(cfg.http_addr).await?;
         let grpc_listener = listen(cfg.grpc_addr).await?;
         let http_addr = http_listener

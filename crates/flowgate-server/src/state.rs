@@ -98,6 +98,10 @@ pub struct AppState {
     /// Serialises rule changes (file reloads and the admin API).
     pub(crate) change: tokio::sync::Mutex<()>,
     hot: Hot,
+    /// The `descriptor` labels given so far, by rule (bounded).
+    labels: Mutex<HashMap<String, std::collections::HashSet<String>>>,
+    /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
+    pub response_headers: bool,
 }
 
 impl AppState {
@@ -135,6 +139,8 @@ impl AppState {
             log_bucket,
             change: tokio::sync::Mutex::new(()),
             hot: Hot::default(),
+            labels: Mutex::new(HashMap::new()),
+            response_headers: false,
         }
     }
 
@@ -264,7 +270,7 @@ impl AppState {
                     stored = true;
                     let outcome = if s.decision.allowed {
                         0
-                    } else if r.shadow {
+                    } else if r.shadow || verdict.shadowed {
                         m.shadow_hits
                             .get_or_create(&RuleLabels {
                                 domain: domain.to_owned(),
@@ -278,18 +284,11 @@ impl AppState {
                     (r, outcome)
                 }
             };
-            if !rule.detailed_metric {
+            let Some(label) = crate::metrics::descriptor_label(rule, d) else {
                 self.count_rule(domain, rule, outcome);
                 continue;
-            }
-            let mut descriptor = d.to_string();
-            if descriptor.len() > 128 {
-                let mut cut = 128;
-                while !descriptor.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                descriptor.truncate(cut);
-            }
+            };
+            let descriptor = self.bounded_label(domain, rule, label);
             m.decisions
                 .get_or_create(&DecisionLabels {
                     domain: domain.to_owned(),
@@ -320,6 +319,20 @@ impl AppState {
         }
     }
 
+    /// `label`, or `_other` once the rule has [`crate::metrics::MAX_DESCRIPTOR_LABELS`] others.
+    fn bounded_label(&self, domain: &str, rule: &Rule, label: String) -> String {
+        let mut seen = self.labels.lock();
+        let set = seen.entry(format!("{domain}:{}", rule.name)).or_default();
+        if set.contains(&label) {
+            return label;
+        }
+        if set.len() >= crate::metrics::MAX_DESCRIPTOR_LABELS {
+            return "_other".into();
+        }
+        set.insert(label.clone());
+        label
+    }
+
     fn log_rejection(&self, request: &Request, verdict: &Verdict) {
         let allowed = self.log_bucket.as_ref().is_none_or(|b| b.check(1).allowed);
         if !allowed {
@@ -331,6 +344,13 @@ impl AppState {
             .iter()
             .enumerate()
             .find(|(_, s)| s.blocks())
+            .or_else(|| {
+                verdict
+                    .statuses
+                    .iter()
+                    .enumerate()
+                    .find(|(_, s)| s.over_limit())
+            })
         else {
             return;
         };

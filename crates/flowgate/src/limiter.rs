@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use arc_swap::ArcSwap;
 use flowgate_core::store::{Decisions, admitted};
 use flowgate_core::{
@@ -25,6 +27,36 @@ pub struct Limiter<S: Store = MemoryStore> {
     rules: ArcSwap<RuleSet>,
     store: S,
     fallback: MemoryStore,
+    /// Every rule in shadow mode: over the limit, requests are still admitted (Envoy's global
+    /// `SHADOW_MODE`).
+    global_shadow: AtomicBool,
+    /// Every rule in quota mode (Envoy's global `QUOTA_MODE`).
+    global_quota: AtomicBool,
+}
+
+/// How an item of a request takes part in its verdict.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Rejects the request when over its limit.
+    Enforce,
+    /// Evaluated, never rejects (shadow mode).
+    Shadow,
+    /// Rejects the request only with every other quota-mode item of the request.
+    Quota,
+}
+
+/// Whether items in `roles` with `decisions` admit the request: every enforced item admits, and
+/// if there are quota-mode items, at least one of them does.
+fn verdict_of(roles: &[Role], decisions: &[Decision]) -> bool {
+    let mut quota = (0, 0);
+    for (r, d) in roles.iter().zip(decisions) {
+        match r {
+            Role::Enforce if !d.allowed => return false,
+            Role::Quota => quota = (quota.0 + 1, quota.1 + usize::from(d.allowed)),
+            _ => {}
+        }
+    }
+    quota.0 == 0 || quota.1 > 0
 }
 
 impl<S: Store> Limiter<S> {
@@ -34,7 +66,20 @@ impl<S: Store> Limiter<S> {
             rules: ArcSwap::from_pointee(rules),
             store,
             fallback: MemoryStore::new(),
+            global_shadow: AtomicBool::new(false),
+            global_quota: AtomicBool::new(false),
         }
+    }
+
+    /// Global shadow mode: requests over a limit are still admitted (their statuses still say
+    /// over limit, and the state evolves as if they had been rejected: they take nothing).
+    pub fn set_global_shadow(&self, on: bool) {
+        self.global_shadow.store(on, Ordering::Relaxed);
+    }
+
+    /// Global quota mode: every rule is in quota mode (see [`flowgate_core::Rule::quota_mode`]).
+    pub fn set_global_quota(&self, on: bool) {
+        self.global_quota.store(on, Ordering::Relaxed);
     }
 
     /// The store.
@@ -77,15 +122,24 @@ impl<S: Store> Limiter<S> {
             .iter()
             .map(|_| Status::unlimited(None))
             .collect();
+        let global_quota = self.global_quota.load(Ordering::Relaxed);
         let mut items: SmallVec<[Item<'_>; 4]> = SmallVec::new();
+        let mut roles: SmallVec<[Role; 4]> = SmallVec::new();
         for m in &matched {
-            statuses[m.descriptor].rule = Some(Arc::clone(m.rule));
+            let s = &mut statuses[m.descriptor];
+            s.rule = Some(Arc::clone(m.rule));
+            s.quota = !m.rule.shadow && (global_quota || m.rule.quota_mode);
             if let Some(limit) = &m.rule.limit {
                 items.push(Item {
                     key: &m.key,
                     limit,
                     cost: m.cost,
                     enforce: !m.rule.shadow,
+                });
+                roles.push(match (m.rule.shadow, s.quota) {
+                    (true, _) => Role::Shadow,
+                    (false, true) => Role::Quota,
+                    (false, false) => Role::Enforce,
                 });
             }
         }
@@ -94,16 +148,33 @@ impl<S: Store> Limiter<S> {
                 allowed: true,
                 statuses,
                 wait: std::time::Duration::ZERO,
+                shadowed: false,
             };
         }
-        let (decisions, error): (Decisions, _) = match self.store.decide(&items).await {
+        let (mut decisions, error): (Decisions, _) = match self.store.decide(&items).await {
             Ok(d) => (d, None),
             Err(e) => {
                 let policies = matched_policies(&matched, &items);
                 (self.on_failure(&items, &policies, &e).into(), Some(e))
             }
         };
-        let allowed = admitted(&items, &decisions);
+        let mut allowed = admitted(&items, &decisions);
+        if !allowed && error.is_none() && verdict_of(&roles, &decisions) {
+            // The store took nothing: some quota-mode item is over its limit, but another is
+            // not. Decide again without the exhausted ones, all or nothing as ever.
+            let keep: SmallVec<[usize; 4]> = (0..items.len())
+                .filter(|&i| roles[i] != Role::Quota || decisions[i].allowed)
+                .collect();
+            let again: SmallVec<[Item<'_>; 4]> = keep.iter().map(|&i| items[i]).collect();
+            if let Ok(second) = self.store.decide(&again).await {
+                allowed = admitted(&again, &second);
+                for (&i, d) in keep.iter().zip(second) {
+                    decisions[i] = d;
+                }
+            }
+        } else if !allowed {
+            allowed = error.is_some() && verdict_of(&roles, &decisions);
+        }
         drop(items);
         let mut wait = std::time::Duration::ZERO;
         // The matched rules with a limit are the items, in order: move their keys to the statuses.
@@ -117,10 +188,12 @@ impl<S: Store> Limiter<S> {
             s.decision = d;
             s.error.clone_from(&error);
         }
+        let shadowed = !allowed && self.global_shadow.load(Ordering::Relaxed);
         Verdict {
-            allowed,
+            allowed: allowed || shadowed,
             statuses,
             wait,
+            shadowed,
         }
     }
 

@@ -16,6 +16,9 @@ pub struct Status {
     pub key: String,
     /// Set when the store could not decide and the rule's failure policy did.
     pub error: Option<StoreError>,
+    /// The rule is in quota mode (its own `quota_mode`, or the limiter's global quota mode):
+    /// over its limit it rejects the request only with every other quota-mode rule matched.
+    pub quota: bool,
 }
 
 impl Status {
@@ -25,12 +28,19 @@ impl Status {
             decision: Decision::UNLIMITED,
             key: String::new(),
             error: None,
+            quota: false,
         }
     }
 
-    /// Whether this status blocks the request: a rejection by an enforced (non-shadow) rule.
-    pub fn blocks(&self) -> bool {
+    /// Whether this descriptor is over its rule's limit (Envoy's per-descriptor `OVER_LIMIT`):
+    /// rejected by a rule not in shadow mode.
+    pub fn over_limit(&self) -> bool {
         !self.decision.allowed && !self.rule.as_ref().is_some_and(|r| r.shadow)
+    }
+
+    /// Whether this status alone rejects the request: over the limit, and not in quota mode.
+    pub fn blocks(&self) -> bool {
+        self.over_limit() && !self.quota
     }
 
     /// Whether a limit applied (a rule with a limit matched).
@@ -48,6 +58,8 @@ pub struct Verdict {
     pub statuses: Vec<Status>,
     /// In `delay` mode: how long to wait before proceeding (the longest of the rules' waits).
     pub wait: Duration,
+    /// Over the limit, but admitted by the limiter's global shadow mode.
+    pub shadowed: bool,
 }
 
 impl Verdict {
@@ -61,6 +73,11 @@ impl Verdict {
         let mut latest = Duration::ZERO;
         for s in self.statuses.iter().filter(|s| s.blocks()) {
             latest = latest.max(s.decision.retry_after?);
+        }
+        // Rejected by its quota-mode rules, all over: the first of them to free up suffices.
+        let quota = self.statuses.iter().filter(|s| s.quota && s.is_limited());
+        if quota.clone().count() > 0 && quota.clone().all(Status::over_limit) {
+            latest = latest.max(quota.filter_map(|s| s.decision.retry_after).min()?);
         }
         Some(latest)
     }

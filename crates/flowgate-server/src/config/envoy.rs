@@ -15,18 +15,33 @@
 //!         rate_limit: { unlimited: true }
 //!         shadow_mode: true
 //!         detailed_metric: true
+//!   - key: path
+//!     value: files/*          # a wildcard anywhere in the value: files/*, bar*b, a*b*c
+//!     share_threshold: true   # every matching value shares one counter
+//!     value_to_metric: true   # the value in the metric label
+//!     quota_mode: true        # over the limit alone, does not reject (see below)
+//!     metadata: { team: storage }   # kept, shown in GET /v1/rules
+//!     rate_limit: { unit: minute, requests_per_unit: 100 }
 //! ```
 //!
 //! Each descriptor with a `rate_limit` becomes a rule: a fixed window of one unit (aligned to the
 //! Unix epoch, like envoyproxy/ratelimit), `requests_per_unit: 0` blocks everything, `unlimited`
 //! has no limit. A rule without `name` is named after its path, `database_users.collection`
 //! (ratelimit's own key, without the domain); the name is part of the counter's key.
+//!
+//! Every key of envoyproxy/ratelimit's schema is read, with its semantics: wildcards match as
+//! there (the exact value first, then the wildcards in file order, then the key alone);
+//! `share_threshold` (only on a wildcard value) makes the matching values of that entry, and of
+//! every rule below it, count together; `quota_mode` rules reject a request only when every
+//! quota-mode rule it matched is over its limit; `value_to_metric` and `detailed_metric` shape
+//! the `descriptor` label of `flowgate_decisions_total` (see [`crate::metrics`]). Every error its
+//! loader reports is reported here too, with file, line and field.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
-use flowgate_core::{Algorithm, Limit, Matcher, Quota, Rule, ValueMatch};
+use flowgate_core::{Algorithm, Limit, Matcher, Quota, Rule, ValueMatch, Wildcard};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
@@ -54,6 +69,14 @@ struct YamlDescriptor {
     shadow_mode: bool,
     #[serde(default)]
     detailed_metric: bool,
+    #[serde(default)]
+    quota_mode: bool,
+    #[serde(default)]
+    value_to_metric: bool,
+    #[serde(default)]
+    share_threshold: Option<Spanned<bool>>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -74,7 +97,8 @@ struct YamlRateLimit {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Replace {
-    name: String,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// The envoyproxy/ratelimit units and their lengths in seconds (month = 30 days, year = 365
@@ -219,14 +243,31 @@ fn load(
                 ),
             ));
         }
+        let share = d.share_threshold.as_ref().is_some_and(|s| s.value);
+        if share && !value.contains('*') {
+            let at = d
+                .share_threshold
+                .as_ref()
+                .map_or(line, |s| s.referenced.line());
+            return Err(ctx.err(
+                at,
+                &format!("{here}.share_threshold"),
+                format!(
+                    "share_threshold can only be used with wildcard values (containing '*'), but found key '{part}'"
+                ),
+            ));
+        }
         let matcher = Matcher {
             key: key.clone(),
-            value: match value.strip_suffix('*') {
-                _ if value.is_empty() => ValueMatch::Any,
-                Some("") => ValueMatch::Any,
-                Some(p) => ValueMatch::Prefix(p.to_owned()),
-                None => ValueMatch::Exact(value.clone()),
+            value: if value.is_empty() {
+                ValueMatch::Any
+            } else if value.contains('*') {
+                ValueMatch::Wildcard(Wildcard::new(&value))
+            } else {
+                ValueMatch::Exact(value.clone())
             },
+            share,
+            value_to_metric: d.value_to_metric,
         };
         let mut pattern = parent.to_vec();
         pattern.push(matcher);
@@ -289,25 +330,32 @@ fn load(
             let mut replaces = Vec::new();
             for (j, r) in rl.replaces.unwrap_or_default().into_iter().enumerate() {
                 let rf = format!("{rl_field}.replaces[{j}].name");
-                if r.value.name.is_empty() {
+                let name = r.value.name.unwrap_or_default();
+                if name.is_empty() {
                     return Err(ctx.err(
                         r.referenced.line(),
                         &rf,
                         "should not have an empty replaces entry",
                     ));
                 }
-                if Some(&r.value.name) == rl.name.as_ref() {
+                if Some(&name) == rl.name.as_ref() {
                     return Err(ctx.err(
                         r.referenced.line(),
                         &rf,
                         "replaces should not contain name of same descriptor",
                     ));
                 }
-                replaces.push(r.value.name);
+                replaces.push(name);
             }
             let mut rule = Rule::new(ctx.domain.clone(), name, pattern.clone(), limit);
             rule.shadow = d.shadow_mode;
             rule.detailed_metric = d.detailed_metric;
+            rule.quota_mode = d.quota_mode;
+            rule.metadata = d
+                .metadata
+                .as_ref()
+                .filter(|m| !m.is_null())
+                .map(ToString::to_string);
             rule.replaces = replaces;
             ctx.out.push(LocatedRule {
                 rule,

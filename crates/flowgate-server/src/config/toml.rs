@@ -17,6 +17,10 @@
 //! shadow = false                 # evaluate and report, never block
 //! replaces = ["other-rule"]
 //! detailed_metric = false        # metrics per descriptor value
+//! value_to_metric = false        # the descriptor's values in the metric label
+//! share_threshold = false        # wildcard entries (`path=files/*`): all values share one counter
+//! quota_mode = false             # over its limit alone, does not reject (Envoy's quota_mode)
+//! metadata = { team = "pay" }    # kept and shown in GET /v1/rules
 //!
 //! [[queue]]                      # a shaped queue (see flowgate::queue)
 //! name = "refunds"               # unique among the domain's queues; part of every instance key
@@ -36,7 +40,7 @@ use std::time::Duration;
 
 use flowgate_core::queue::QueueSpec;
 use flowgate_core::quota::parse_duration;
-use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule};
+use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, ValueMatch};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -113,6 +117,14 @@ struct TomlRule {
     replaces: Vec<String>,
     #[serde(default)]
     detailed_metric: bool,
+    #[serde(default)]
+    value_to_metric: bool,
+    #[serde(default)]
+    share_threshold: Option<Spanned<bool>>,
+    #[serde(default)]
+    quota_mode: bool,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -351,7 +363,27 @@ fn convert(
         name_span.clone(),
         "rule",
     )?;
-    let pattern = pattern_of(ctx, r.pattern)?;
+    let mut pattern = pattern_of(ctx, r.pattern)?;
+    if let Some(share) = r.share_threshold.as_ref().filter(|s| *s.get_ref()) {
+        let mut any = false;
+        for m in pattern
+            .iter_mut()
+            .filter(|m| matches!(m.value, ValueMatch::Wildcard(_)))
+        {
+            m.share = true;
+            any = true;
+        }
+        if !any {
+            return Err(ctx.err(
+                share.span(),
+                "share_threshold",
+                "share_threshold needs a wildcard value in `match` (e.g. `path=files/*`)",
+            ));
+        }
+    }
+    for m in &mut pattern {
+        m.value_to_metric = r.value_to_metric;
+    }
 
     let algorithm = match &r.algorithm {
         Some(a) => a
@@ -480,5 +512,7 @@ fn convert(
     rule.failure = failure;
     rule.replaces = r.replaces;
     rule.detailed_metric = r.detailed_metric;
+    rule.quota_mode = r.quota_mode;
+    rule.metadata = r.metadata.as_ref().map(ToString::to_string);
     Ok(rule)
 }

@@ -194,9 +194,10 @@ fn verdict_json(v: &Verdict) -> Value {
             let limited = s.is_limited();
             let rule = s.rule.as_ref();
             json!({
-                "code": if s.blocks() { "OVER_LIMIT" } else { "OK" },
+                "code": if s.over_limit() { "OVER_LIMIT" } else { "OK" },
                 "rule": rule.map(|r| r.name.as_str()),
                 "shadow": rule.is_some_and(|r| r.shadow),
+                "quota_mode": s.quota,
                 "over_limit": !d.allowed,
                 "limit": limited.then_some(d.limit),
                 "quota": rule.and_then(|r| r.limit.as_ref()).map(|l| l.quota().to_string()),
@@ -357,6 +358,19 @@ pub(crate) fn rule_json(r: &Rule) -> Value {
     }
     if r.detailed_metric {
         m.insert("detailed_metric".into(), json!(true));
+    }
+    if r.pattern.iter().any(|p| p.value_to_metric) {
+        m.insert("value_to_metric".into(), json!(true));
+    }
+    if r.shares() {
+        m.insert("share_threshold".into(), json!(true));
+    }
+    if r.quota_mode {
+        m.insert("quota_mode".into(), json!(true));
+    }
+    if let Some(meta) = &r.metadata {
+        let v: Value = serde_json::from_str(meta).unwrap_or_else(|_| json!(meta));
+        m.insert("metadata".into(), v);
     }
     Value::Object(m)
 }
