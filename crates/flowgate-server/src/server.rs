@@ -97,9 +97,9 @@ impl ServerConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
-    /// The configuration is invalid.
+    /// The configuration is invalid (not a `source`: the message already holds it).
     #[error("invalid configuration: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// An address cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -119,6 +119,12 @@ pub enum ServerError {
         /// What happened.
         detail: String,
     },
+}
+
+impl From<ConfigError> for ServerError {
+    fn from(e: ConfigError) -> Self {
+        ServerError::Config(e)
+    }
 }
 
 /// A running server.

@@ -1,5 +1,6 @@
 //! The limiter end to end on the memory store: rule matching, all-or-nothing, shadow, unlimited,
-//! delay-mode waits, leases, rule swaps, and failure policies.
+//! delay-mode waits, leases, rule swaps, and failure policies; quota mode and shared wildcards on
+//! the memory store and on Redis.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -245,4 +246,61 @@ async fn a_deciding_loop_does_not_starve_the_runtime() {
         n < 20_000_000,
         "the timer only fired after the loop: the runtime was starved"
     );
+}
+
+/// Quota mode and shared wildcards, on the memory store and on Redis alike: a request is
+/// rejected only when every quota-mode rule is over, takes nothing then, and the values of a
+/// shared wildcard count together.
+async fn quota_and_shared_wildcards<S: Store>(l: &Limiter<S>) {
+    let allowed = |v: &flowgate::Verdict| v.allowed;
+    // gold 1/min and silver 2/min in quota mode; user 3/min enforced.
+    let gold_silver = req(&["plan=gold", "plan=silver"]);
+    assert!(allowed(&l.check(&gold_silver).await));
+    let second = l.check(&gold_silver).await;
+    assert!(second.allowed);
+    assert!(second.statuses[0].over_limit() && !second.statuses[1].over_limit());
+    let third = l.check(&gold_silver).await;
+    assert!(!third.allowed);
+    assert!(third.statuses.iter().all(flowgate::Status::over_limit));
+    // Rejected by its only quota rule: the user's limit gave nothing.
+    assert!(!l.check(&req(&["plan=gold", "user=u"])).await.allowed);
+    for _ in 0..3 {
+        assert!(l.check(&req(&["user=u"])).await.allowed);
+    }
+    assert!(!l.check(&req(&["user=u"])).await.allowed);
+    // files/* shared: 2 across every file.
+    assert!(l.check(&req(&["path=files/a"])).await.allowed);
+    assert!(l.check(&req(&["path=files/b"])).await.allowed);
+    assert!(!l.check(&req(&["path=files/c"])).await.allowed);
+}
+
+fn quota_rules() -> Vec<Rule> {
+    let fw = |s| Some(Limit::new(Algorithm::FixedWindow, q(s)).unwrap());
+    let mut gold = rule("gold", "plan=gold", fw("1/1m"));
+    gold.quota_mode = true;
+    let mut silver = rule("silver", "plan=silver", fw("2/1m"));
+    silver.quota_mode = true;
+    let mut files = rule("files", "path=files/*", fw("2/1m"));
+    files.pattern[0].share = true;
+    vec![gold, silver, rule("user", "user", fw("3/1m")), files]
+}
+
+#[tokio::test]
+async fn quota_mode_and_shared_wildcards_on_memory() {
+    let (l, _clock) = limiter(quota_rules());
+    quota_and_shared_wildcards(&*l).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_mode_and_shared_wildcards_on_redis() {
+    let server = flowgate_testkit::redis::RedisServer::start();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let store = flowgate::RedisStore::connect_with(
+        &server.url(),
+        flowgate::RedisOptions::default().clock_override(clock.clone()),
+    )
+    .await
+    .unwrap();
+    let l = Limiter::new(RuleSet::new(quota_rules()).unwrap(), store);
+    quota_and_shared_wildcards(&l).await;
 }

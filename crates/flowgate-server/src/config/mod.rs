@@ -304,7 +304,7 @@ pub(crate) fn key_on_line(text: &str, offset: usize) -> String {
         .trim_matches(|c| c == '"' || c == '\'');
     if key
         .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
     {
         key.to_owned()
     } else {
