@@ -1,95 +1,53 @@
 -- fixed_window: one counter per epoch-aligned window.
 -- Mirrors flowgate-core src/algorithm/fixed_window.rs.
--- KEYS[i]: flowgate:{<key>}:f  -- string of 12 bytes (struct '<dI4'): the end of the window
---          counted (microseconds since the epoch, a multiple of the window; a little-endian
---          double) and the units admitted in it (a little-endian u32, as every limit fits).
--- Item parameters used: p.window, p.limit, p.cost.
+-- Key flowgate:{<key>}:f holds '<dI4' (12 bytes): the end of the window counted (us, a multiple
+-- of the window) and the units admitted in it.
 
-local function fw_load(key)
-  local v = redis.call('GET', key)
+-- The parameters the other functions take: the limit and the window.
+local function params(limit, window)
+  return limit, window
+end
+
+-- The window's end and count stored as `v` (0, 0 for none).
+local function window_of(v)
   if v and #v == 12 then
-    local e, c = struct.unpack('<dI4', v)
-    if e >= 0 and e < 4503599627370496 then
-      return { e = e, c = c }
+    local e, c = unpack_at('<dI4', v)
+    if e >= 0 and e < BOUND and e % 1 == 0 then
+      return e, c
     end
   end
-  return { e = 0, c = 0 }
+  return 0, 0
 end
 
--- The end of the current window and its count; a clock that stepped back keeps counting in
--- the newer window.
-local function fw_current(p, s, now)
-  local e = (idiv(now, p.window) + 1) * p.window
-  if s.e >= e then
-    return s.e, s.c
+local function admit(v, now, cost, _, limit, window)
+  -- The current window and its count; a clock that stepped back counts in the newer window.
+  local e0, c = window_of(v)
+  local e = idiv(now, window) * window + window
+  if e0 >= e then
+    e = e0
+  else
+    c = 0
   end
-  return e, 0
+  if c + cost > limit then
+    return false
+  end
+  if cost == 0 then
+    return true
+  end
+  return true, pack('<dI4', e, c + cost), e, e0
 end
 
-local function fw_check(p, s, now, cost)
-  local e, count = fw_current(p, s, now)
-  local d = decision()
-  d.allowed = count + cost <= p.limit
-  local used = count
-  if d.allowed then
-    used = count + cost
-  end
-  d.remaining = sat(p.limit - used)
-  if used > 0 then
-    d.reset = e - now
-  end
-  if not d.allowed and cost <= p.limit then
-    d.retry = e - now
-  end
-  return d
+local function idle_at(v)
+  return (window_of(v))
 end
 
-local function fw_apply(p, s, now, cost)
-  local e, count = fw_current(p, s, now)
-  s.e = e
-  s.c = count + cost
+-- Gives back `cost` units taken at `at`, if the window of `at` is still the one counted.
+local function refund(v, at, cost, _, limit, window)
+  local e, c = window_of(v)
+  if e == idiv(at, window) * window + window then
+    return pack('<dI4', e, max(c - cost, 0))
+  end
+  return v
 end
 
-local function fw_store(key, s, now, slack)
-  redis.call('SET', key, struct.pack('<dI4', s.e, s.c), expiry(s.e, now, slack))
-end
-
-local function fw_refund(key, p, at, cost)
-  local s = fw_load(key)
-  if s.c > 0 and s.e == (idiv(at, p.window) + 1) * p.window then
-    redis.call('SET', key, struct.pack('<dI4', s.e, sat(s.c - cost)), 'KEEPTTL')
-  end
-end
-
-ALG[2] = { load = fw_load, check = fw_check, apply = fw_apply, store = fw_store, refund = fw_refund }
-
--- @@fast
--- Fast fragment (see fast.lua): admission and the new count. Block: limit, P1 = window.
-local window = P1
--- The end of the current window: idiv(now, window) + 1 windows (% and the division of a
--- multiple are exact below 2^53).
-local e = now - now % window + window
-local count = 0
-local se = -1
-if s and #s == 12 then
-  local c
-  se, c = sunpack('<dI4', s)
-  if not (se >= 0 and se < 4503599627370496) then -- no script writes it: no state
-    se, c = -1, 0
-  end
-  if se >= e then
-    e = se
-    count = c
-  end
-end
-if count + cost <= limit then
-  allowed = 1
-  if cost > 0 then
-    -- (in bulk, see fast.lua, when every item of the call on it fits)
-    if shared == 1 and count + tot <= limit then
-      cost = tot
-      Z[k] = tot
-    end
-    nv, ex, ex0 = spack('<dI4', e, count + cost), e, se
-  end
-end
+ALG[FIXED_WINDOW] = { params = params, admit = admit, idle_at = idle_at, refund = refund }

@@ -1,103 +1,46 @@
 -- token_bucket / leaky_bucket: GCRA over one theoretical arrival time (TAT).
 -- Mirrors flowgate-core src/algorithm/gcra.rs.
--- KEYS[i]: flowgate:{<key>}:g  -- string of 8 bytes: the TAT, microseconds since the epoch, as a
---          little-endian double (struct '<d'; exact below 2^53). Binary states cost Redis less to
---          read and write than decimal ones, which it converts to and from integers.
--- Item parameters used: p.t (emission interval T), p.burst, p.max_wait (0 in reject mode),
--- p.limit, p.cost.
+-- Key flowgate:{<key>}:g holds the TAT, us since the epoch, as '<d' (8 bytes).
 
--- The TAT stored as `v` (0 for none, or anything else).
-local function gcra_decode(v)
+-- The parameters the other functions take, from the call's block: the emission interval T,
+-- tau = burst * T, max_wait (0 in reject mode).
+local function params(limit, t, tau, max_wait)
+  return t, tau, max_wait
+end
+
+-- The TAT stored as `v` (0 for none).
+local function tat_of(v)
   if v and #v == 8 then
-    local tat = struct.unpack('<d', v)
-    if tat >= 0 and tat < 4503599627370496 then
+    local tat = unpack_at('<d', v)
+    if tat >= 0 and tat < BOUND and tat % 1 == 0 then
       return tat
     end
   end
   return 0
 end
 
-local function gcra_load(key)
-  return { tat = gcra_decode(redis.call('GET', key)) }
-end
-
-local function gcra_check(p, s, now, cost)
-  local t = p.t
-  local tau = p.burst * t
-  local base = math.max(s.tat, now)
-  local d = decision()
-  d.remaining = idiv(sat(now + tau - base), t)
-  d.reset = base - now
-  if cost > p.burst + idiv(p.max_wait, t) then
-    return d
+-- Admits when the request's slot (the TAT after it) is within tau + max_wait of now; that also
+-- refuses a cost above burst + max_wait / T (Rust's max_cost). Answers whether it admits and,
+-- with a cost, the new state, when it is empty again and when `v` was (see decide.lua).
+local function admit(v, now, cost, _, t, tau, max_wait)
+  local tat = tat_of(v)
+  local new = max(tat, now) + cost * t
+  if new - now - tau > max_wait then
+    return false
   end
-  local new_tat = base + cost * t
-  local wait = sat(new_tat - now - tau)
-  if wait <= p.max_wait then
-    d.allowed = true
-    d.wait = wait
-    d.remaining = idiv(sat(now + tau - new_tat), t)
-    d.reset = new_tat - now
-  else
-    d.retry = new_tat - tau - p.max_wait - now
+  if cost == 0 then
+    return true
   end
-  return d
+  return true, pack('<d', new), new, tat
 end
 
-local function gcra_apply(p, s, now, cost)
-  s.tat = math.max(s.tat, now) + cost * p.t
+local function idle_at(v)
+  return tat_of(v)
 end
 
-local function gcra_store(key, s, now, slack)
-  redis.call('SET', key, struct.pack('<d', s.tat), expiry(s.tat, now, slack))
+-- Gives back `cost` units taken at `at`: the TAT moves back by cost * T.
+local function refund(v, at, cost, _, t)
+  return pack('<d', max(tat_of(v) - cost * t, 0))
 end
 
--- Gives back `cost` units taken at `at` (cluster compensation): the TAT moves back by cost * T.
-local function gcra_refund(key, p, at, cost)
-  local v = redis.call('GET', key)
-  if v and #v == 8 then
-    redis.call('SET', key, struct.pack('<d', sat(gcra_decode(v) - cost * p.t)), 'KEEPTTL')
-  end
-end
-
-ALG[1] = { load = gcra_load, check = gcra_check, apply = gcra_apply, store = gcra_store, refund = gcra_refund }
-
--- @@fast
--- Fast fragment (see fast.lua): admission and the new TAT. Block: limit, P1..P3 = T, tau, max_wait.
--- Admits when the wait (new TAT - now - tau) is within max_wait, which also refuses a cost
--- above burst + max_wait / T (Rust's max_cost).
--- A key that several requests of the call share (a global or per-channel limit) keeps its TAT
--- within the call as a number once a request of the call has written it (x0; fast.lua packs
--- it when it writes the key): no unpack and no new string per admitted request.
-local tat = 0
-if x0 then
-  tat = s
-elseif s and #s == 8 then
-  tat = sunpack('<d', s)
-  if not (tat >= 0 and tat < 4503599627370496) then -- no script writes it: no state
-    tat, s = 0, false
-  end
-end
-local new = now + cost * P1
-if tat > now then
-  new = tat + cost * P1
-end
-if new - now - P2 <= P3 then
-  allowed = 1
-  if cost > 0 then
-    if shared > 0 then
-      -- (in bulk, see fast.lua, when the TAT still admits after every item of the call on it)
-      if shared < 2 and new + (tot - cost) * P1 - now - P2 <= P3 then
-        new = new + (tot - cost) * P1
-        Z[k] = tot
-      end
-      nv = new
-    else
-      nv = spack('<d', new)
-    end
-    ex = new
-    if s then
-      ex0 = tat
-    end -- (s is false when its TAT was out of bounds)
-  end
-end
+ALG[GCRA] = { params = params, admit = admit, idle_at = idle_at, refund = refund }

@@ -1,31 +1,51 @@
-//! One decide script call: the requests it carries and their decisions.
+//! One decide script call: the requests it carries, encoded for `decide.lua`, and its answer,
+//! replayed with the Rust transitions into decisions.
+//!
+//! The script admits and records; the client derives every decision (remaining, reset, retry,
+//! wait) from the states the script decided on, with the same transitions the memory store runs,
+//! and checks that it admits what the script admitted. This is the one place that counts script
+//! calls.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use flowgate_core::{Clock, Micros, StoreError};
+use flowgate_core::{Algorithm, Clock, Decision, Limit, Micros, State, StoreError, algorithm};
+use redis::Value;
 use smallvec::SmallVec;
 
 use crate::conn::Conn;
-use crate::scripts::{
-    EncItem, FAST_BLOCK_BYTES, FAST_ITEM_BYTES, FAST_SCRIPT, GENERAL, ITEM_ARGS, Lua, MAX_BLOCKS,
-    MAX_FAST_ITEMS, NO_PREV, Params, Raw, Shared, parse_decide, parse_fast,
-};
+use crate::error::store_error;
+use crate::keys::KeyBytes;
+use crate::scripts::{DECIDE, code};
+use crate::state;
+use crate::stats::Counters;
 
-/// One request (a batch of items), encoded for the decide scripts.
+/// One item of a request, encoded.
+#[derive(Clone, Debug)]
+pub(crate) struct EncItem {
+    /// Its Redis key.
+    pub(crate) key: KeyBytes,
+    pub(crate) limit: Limit,
+    pub(crate) cost: u64,
+    pub(crate) enforce: bool,
+    /// The concurrency lease to grant (0 if none).
+    pub(crate) lease: u64,
+}
+
+/// One request: its items, in order.
+pub(crate) type Encoded = Vec<EncItem>;
+
+/// What a call decided, for every item of its requests in order: the decision and, for a
+/// sliding window that admitted with a cost, the bucket it counted in (what a cluster refund
+/// gives back to).
 #[derive(Debug, Default)]
-pub(crate) struct Encoded {
-    /// The items, in order.
-    pub(crate) items: Vec<EncItem>,
+pub(crate) struct Decided {
+    pub(crate) now: Micros,
+    pub(crate) decisions: Vec<Decision>,
+    pub(crate) charged: Vec<Option<u64>>,
 }
 
-impl Encoded {
-    pub(crate) fn items(&self) -> usize {
-        self.items.len()
-    }
-}
-
-/// Where the scripts read the time: Redis's `TIME`, or (test only) an overriding clock.
+/// Where the script reads the time: Redis's `TIME`, or (test only) an overriding clock.
 #[derive(Clone, Default)]
 pub(crate) struct TimeSource(pub(crate) Option<Arc<dyn Clock>>);
 
@@ -33,208 +53,311 @@ pub(crate) struct TimeSource(pub(crate) Option<Arc<dyn Clock>>);
 const OVERRIDE_SLACK_MS: u64 = 600_000;
 
 impl TimeSource {
-    /// The fast script's call string starts with its clock: `now` and the extra expiry, or 0 and
-    /// 0 for Redis's `TIME` (see `fast.lua`).
-    fn push_fast(&self, call: &mut Vec<u8>) {
-        let (now, slack) = match &self.0 {
+    /// `now` and the extra expiry for the script: 0 and 0 for Redis's `TIME`.
+    pub(crate) fn now_and_slack(&self) -> (u64, u64) {
+        match &self.0 {
             Some(c) => (c.now(), OVERRIDE_SLACK_MS),
             None => (0, 0),
-        };
-        call.extend_from_slice(&(now as f64).to_le_bytes());
-        call.extend_from_slice(&(slack as f64).to_le_bytes());
-    }
-
-    fn push(&self, cmd: &mut redis::Cmd) {
-        match &self.0 {
-            Some(c) => cmd.arg(c.now()).arg(OVERRIDE_SLACK_MS),
-            None => cmd.arg("").arg(0),
-        };
-    }
-}
-
-/// Whether the fast script can decide `requests`: no request repeats a key.
-fn fast(requests: &[&Encoded]) -> bool {
-    requests.iter().all(|r| {
-        r.items
-            .iter()
-            .enumerate()
-            .all(|(i, x)| r.items[..i].iter().all(|y| y.key != x.key))
-    })
-}
-
-/// A decide script call, built: the script, its command, and how to read its reply.
-pub(crate) struct Prepared {
-    pub(crate) script: &'static Lua,
-    pub(crate) cmd: redis::Cmd,
-    pub(crate) reply: Reply,
-}
-
-/// Which reply a decide script gives.
-pub(crate) enum Reply {
-    /// The fast script's: admissions and the states decided on; for each item of the call, the
-    /// item before it on its key, or `NO_PREV` when the reply carries its state (see
-    /// `parse_fast`).
-    Fast(Vec<u32>),
-    /// The general script's: whole decisions.
-    General,
-}
-
-impl Reply {
-    /// Reads `reply`: the `now` the script used and the decisions of every item of `requests`
-    /// (the requests the call was built from), in order.
-    pub(crate) fn parse(
-        self,
-        reply: redis::Value,
-        requests: &[&Encoded],
-    ) -> Result<(Micros, Vec<Raw>), StoreError> {
-        match self {
-            Reply::Fast(prev) => parse_fast(reply, requests.iter().map(|r| &r.items[..]), &prev),
-            Reply::General => parse_decide(
-                reply,
-                requests.iter().map(|r| r.items()).sum(),
-                requests.iter().flat_map(|r| r.items.iter()),
-            ),
         }
     }
 }
 
-/// Builds the script call that decides `requests`: the fast script unless a request repeats a
-/// key, two requests give one key different limits, or the call has more distinct limits than
-/// it can carry.
-pub(crate) fn prepare(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
-    let items = || requests.iter().flat_map(|r| r.items.iter());
-    let n = items().count();
-    let mut blocks: SmallVec<[Params; 4]> = SmallVec::new();
-    let index: SmallVec<[usize; 256]> = items()
-        .map(|i| match blocks.iter().position(|b| *b == i.params) {
-            Some(b) => b,
-            None => {
-                blocks.push(i.params);
-                blocks.len() - 1
-            }
-        })
-        .collect();
-    if blocks.len() <= MAX_BLOCKS && n <= MAX_FAST_ITEMS && fast(requests) {
-        let script = &*FAST_SCRIPT;
-        // The distinct keys, each sent (read, written) once; items name theirs by index, from
-        // 1 as Lua's KEYS, and say whether another request of the call has it too (`shared`:
-        // the script then writes it once, after the last request, and only the first item on
-        // it carries its state in the reply). The keys of one request are distinct, so only
-        // calls of several requests can share one.
-        let mut keys: SmallVec<[&[u8]; 64]> = SmallVec::new();
-        let mut uses: SmallVec<[u32; 64]> = SmallVec::new();
-        // (each key's items' costs in all, as sent: a shared key's first item carries it, for
-        // the script's bulk decisions, see `fast.lua`)
-        let mut tots: SmallVec<[u64; 64]> = SmallVec::new();
-        let key_index: SmallVec<[u16; 256]> = if requests.len() == 1 {
-            keys.extend(items().map(|i| &i.key[..]));
-            uses.resize(n, 1);
-            (1..=n as u16).collect()
-        } else {
-            // (foldhash, seeded per process: the default SipHash cost about 3% of the client's
-            // instructions on 3-rule requests)
-            let mut seen: HashMap<&[u8], u16, foldhash::fast::RandomState> =
-                HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default());
-            // Each key's block: a key whose requests carry different limits (a rule that
-            // changed between them) goes to the general script, as the client replays a shared
-            // key's requests under one limit (`parse_fast`).
-            let mut key_block: SmallVec<[usize; 64]> = SmallVec::new();
-            let mut conflict = false;
-            let key_index = items()
-                .zip(&index)
-                .map(|(i, b)| {
-                    let k = *seen.entry(&i.key[..]).or_insert_with(|| {
-                        keys.push(&i.key);
-                        uses.push(0);
-                        tots.push(0);
-                        key_block.push(*b);
-                        keys.len() as u16
-                    });
-                    uses[usize::from(k) - 1] += 1;
-                    tots[usize::from(k) - 1] += i.sent_cost();
-                    conflict |= key_block[usize::from(k) - 1] != *b;
-                    k
-                })
-                .collect();
-            if conflict {
-                return general(time, requests);
-            }
-            key_index
-        };
-        let mut call =
-            Vec::with_capacity(23 + FAST_BLOCK_BYTES * blocks.len() + n * FAST_ITEM_BYTES);
-        time.push_fast(&mut call);
-        call.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
-        call.extend_from_slice(&(n as u32).to_le_bytes());
-        call.push(u8::from(keys.len() < n));
-        for b in &blocks {
-            b.push_fast(&mut call);
+/// A limit as the script reads it: code, limit, and the parameters its algorithm's file names.
+pub(crate) fn block(l: &Limit) -> [u64; 5] {
+    let a = l.algorithm();
+    let p = match a {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+            let t = l.emission_interval();
+            [t, l.burst() * t, l.max_wait()]
         }
-        // Each key's latest item so far (from 0; `NO_PREV` before its first).
-        let mut latest: SmallVec<[u32; 64]> = SmallVec::from_elem(NO_PREV, keys.len());
-        let mut prev = Vec::with_capacity(n);
-        let mut index = index.iter().zip(&key_index);
-        for r in requests {
-            let last = r.items.len().saturating_sub(1);
-            for ((k, i), (b, key)) in r.items.iter().enumerate().zip(index.by_ref()) {
-                let at = usize::from(*key) - 1;
-                let p = std::mem::replace(&mut latest[at], prev.len() as u32);
-                let shared = match (uses[at] > 1, p == NO_PREV) {
-                    (false, _) => Shared::No,
-                    (true, true) => Shared::First(tots[at]),
-                    (true, false) => Shared::Later,
-                };
-                prev.push(p);
-                i.push_fast(*b, *key, shared, k == last, &mut call);
-            }
+        Algorithm::SlidingWindow => [l.window(), l.bucket_width(), u64::from(l.buckets())],
+        Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::Concurrency => {
+            [l.window(), 0, 0]
         }
-        let mut cmd = script.cmd(keys.len(), keys.len() + 1);
-        for k in &keys {
-            cmd.arg(*k);
-        }
-        cmd.arg(call);
-        return Prepared {
-            script,
-            cmd,
-            reply: Reply::Fast(prev),
-        };
-    }
-    general(time, requests)
+    };
+    [u64::from(code(a)), l.limit(), p[0], p[1], p[2]]
 }
 
-/// The general script's call for `requests` (any requests; see `driver.lua`).
-fn general(time: &TimeSource, requests: &[&Encoded]) -> Prepared {
-    let items = || requests.iter().flat_map(|r| r.items.iter());
-    let n = items().count();
-    let mask = items().fold(0usize, |m, i| m | (1 << (i.params.code - 1)));
-    let script = &GENERAL[mask];
-    let mut cmd = script.cmd(n, n + 3 + requests.len() + n * ITEM_ARGS);
-    for i in items() {
-        cmd.arg(&i.key[..]);
-    }
-    time.push(&mut cmd);
-    cmd.arg(requests.len());
-    for r in requests {
-        cmd.arg(r.items());
-        for i in &r.items {
-            i.push_general(&mut cmd);
-        }
-    }
-    Prepared {
-        script,
-        cmd,
-        reply: Reply::General,
-    }
+/// The largest cost sent to the script: above any limit (2^32 - 1), so it rejects the same, and
+/// exact as a double. The client decides with the real cost.
+const MAX_SENT_COST: u64 = 1 << 32;
+
+/// Blocks one call can carry (an item names its block in a byte).
+const MAX_BLOCKS: usize = 255;
+/// Keys one call can carry (an item names its key in two bytes).
+const MAX_KEYS: usize = u16::MAX as usize;
+
+/// A call's arguments: its keys and its call string.
+struct Call<'a> {
+    keys: Vec<&'a [u8]>,
+    string: Vec<u8>,
 }
 
-/// Decides `requests` in one script call; answers the `now` the script used and the decisions of
-/// every item of every request, in order.
-pub(crate) async fn decide(
-    conn: &Conn,
+/// Encodes the first requests of `requests` that fit in one call (all of them, but for a
+/// request that gives a key another limit than an earlier one of the call, a rule changed
+/// between them, or past the bounds on blocks and keys); answers the call and how many
+/// requests it carries.
+fn encode<'a>(
     time: &TimeSource,
-    requests: &[&Encoded],
-) -> Result<(Micros, Vec<Raw>), StoreError> {
-    let call = prepare(time, requests);
-    let reply = conn.eval(call.script, &call.cmd).await?;
-    call.reply.parse(reply, requests)
+    requests: &[&'a Encoded],
+) -> Result<(Call<'a>, usize), StoreError> {
+    let mut blocks: SmallVec<[[u64; 5]; 4]> = SmallVec::new();
+    // (foldhash: the default SipHash cost a few percent of the client's time on 3-rule calls)
+    let mut keys: HashMap<&[u8], (u16, usize), foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(requests.len() * 2, Default::default());
+    let mut key_list: Vec<&[u8]> = Vec::new();
+    let mut items = Vec::with_capacity(requests.len() * 8);
+    let mut taken = 0;
+    let mut n = 0u32;
+    'requests: for r in requests {
+        let (blocks_before, keys_before, items_before) =
+            (blocks.len(), key_list.len(), items.len());
+        for (j, item) in r.iter().enumerate() {
+            let b = block(&item.limit);
+            let bi = match blocks.iter().position(|x| *x == b) {
+                Some(i) => i,
+                None => {
+                    blocks.push(b);
+                    blocks.len() - 1
+                }
+            };
+            let (k, kb) = *keys.entry(&item.key[..]).or_insert_with(|| {
+                key_list.push(&item.key[..]);
+                (key_list.len() as u16, bi)
+            });
+            if kb != bi || blocks.len() > MAX_BLOCKS || key_list.len() > MAX_KEYS {
+                // This request goes in the next call: undo what it added.
+                blocks.truncate(blocks_before);
+                for key in key_list.drain(keys_before..) {
+                    keys.remove(key);
+                }
+                items.truncate(items_before);
+                if taken == 0 {
+                    // (a lone request's keys each have one limit: only the bounds can refuse it)
+                    return Err(StoreError::Internal(format!(
+                        "a request of more than {MAX_BLOCKS} distinct limits or {MAX_KEYS} keys"
+                    )));
+                }
+                break 'requests;
+            }
+            let last = if j + 1 == r.len() { 2 } else { 0 };
+            push_item(&mut items, item.cost, bi, k, u8::from(item.enforce) | last);
+            if item.limit.algorithm() == Algorithm::Concurrency && item.cost > 0 {
+                items.extend_from_slice(&(item.lease as f64).to_le_bytes());
+            }
+        }
+        n += r.len() as u32;
+        taken += 1;
+    }
+    let (now, slack) = time.now_and_slack();
+    let mut string = header(now, slack, &blocks, n, items.len());
+    string.extend_from_slice(&items);
+    Ok((
+        Call {
+            keys: key_list,
+            string,
+        },
+        taken,
+    ))
+}
+
+/// The call string's header and blocks (see `decide.lua`).
+fn header(now: u64, slack: u64, blocks: &[[u64; 5]], items: u32, body: usize) -> Vec<u8> {
+    let mut string = Vec::with_capacity(22 + blocks.len() * 33 + body);
+    string.extend_from_slice(&(now as f64).to_le_bytes());
+    string.extend_from_slice(&(slack as f64).to_le_bytes());
+    string.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
+    string.extend_from_slice(&items.to_le_bytes());
+    for b in blocks {
+        string.push(b[0] as u8);
+        for x in &b[1..] {
+            string.extend_from_slice(&(*x as f64).to_le_bytes());
+        }
+    }
+    string
+}
+
+/// An item's first bytes: its cost (255 when it follows), block and key (both from 1), flags;
+/// then the cost when it did not fit in a byte.
+fn push_item(out: &mut Vec<u8>, cost: u64, block: usize, key: u16, flags: u8) {
+    let cost = cost.min(MAX_SENT_COST);
+    let small = u8::try_from(cost).ok().filter(|&c| c < 255);
+    out.push(small.unwrap_or(255));
+    out.push((block + 1) as u8);
+    out.extend_from_slice(&key.to_le_bytes());
+    out.push(flags);
+    if small.is_none() {
+        out.extend_from_slice(&(cost as f64).to_le_bytes());
+    }
+}
+
+/// The refund script's keys and call string (see `refund.lua`): `items` took their cost at
+/// `now`; `extra` is each one's lease, or for a sliding window its bucket + 1.
+pub(crate) fn encode_refund<'a>(
+    now: Micros,
+    items: &'a [EncItem],
+    extra: &[u64],
+) -> (Vec<&'a [u8]>, Vec<u8>) {
+    let mut blocks: Vec<[u64; 5]> = Vec::new();
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut body = Vec::new();
+    for (item, x) in items.iter().zip(extra) {
+        let b = block(&item.limit);
+        let bi = blocks.iter().position(|y| *y == b).unwrap_or_else(|| {
+            blocks.push(b);
+            blocks.len() - 1
+        });
+        let k = keys
+            .iter()
+            .position(|k| *k == &item.key[..])
+            .unwrap_or_else(|| {
+                keys.push(&item.key[..]);
+                keys.len() - 1
+            });
+        push_item(&mut body, item.cost, bi, (k + 1) as u16, 0);
+        body.extend_from_slice(&(*x as f64).to_le_bytes());
+    }
+    let mut string = header(now, 0, &blocks, items.len() as u32, body.len());
+    string.extend_from_slice(&body);
+    (keys, string)
+}
+
+fn bad(what: &str) -> StoreError {
+    StoreError::Internal(format!("unexpected reply from the decide script: {what}"))
+}
+
+/// What sends script calls: the connection, the clock, the counters.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    pub(crate) conn: Conn,
+    pub(crate) time: TimeSource,
+    pub(crate) counters: Arc<Counters>,
+}
+
+impl Caller {
+    /// Decides `requests`, in order, in as few script calls as they fit in (one, unless a rule
+    /// changed between two of them); one error fails them all.
+    pub(crate) async fn decide(&self, requests: &[&Encoded]) -> Result<Decided, StoreError> {
+        let mut out = Decided::default();
+        let mut rest = requests;
+        while !rest.is_empty() {
+            let (call, taken) = encode(&self.time, rest)?;
+            Counters::add(&self.counters.script_calls, 1);
+            let mut inv = DECIDE.prepare_invoke();
+            for k in &call.keys {
+                inv.key(*k);
+            }
+            inv.arg(call.string);
+            let reply = self.conn.invoke(&inv).await.map_err(|e| store_error(&e))?;
+            let part = replay(reply, &rest[..taken], call.keys.len())?;
+            out.now = part.now;
+            out.decisions.extend(part.decisions);
+            out.charged.extend(part.charged);
+            rest = &rest[taken..];
+        }
+        Ok(out)
+    }
+}
+
+/// Reads the script's reply (`now`, the admissions, each key's state before the call) and
+/// replays `requests` on those states, as the script decided them.
+fn replay(reply: Value, requests: &[&Encoded], nkeys: usize) -> Result<Decided, StoreError> {
+    let Value::Array(vals) = reply else {
+        return Err(bad("not an array"));
+    };
+    let [now, admissions, before @ ..] = &vals[..] else {
+        return Err(bad("too short"));
+    };
+    let now = match now {
+        Value::Int(i) => u64::try_from(*i).map_err(|_| bad("a negative time"))?,
+        _ => return Err(bad("no time")),
+    };
+    let Value::BulkString(admissions) = admissions else {
+        return Err(bad("admissions are not a string"));
+    };
+    let n: usize = requests.iter().map(|r| r.len()).sum();
+    if admissions.len() != n || before.len() != nkeys {
+        return Err(bad("of another size than the call"));
+    }
+    // Each key's state as the admitted requests so far left it, parsed on first use.
+    let mut states: HashMap<&[u8], State, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(nkeys, Default::default());
+    let mut next_key = 0;
+    let mut out = Decided {
+        now,
+        decisions: Vec::with_capacity(n),
+        charged: Vec::with_capacity(n),
+    };
+    let mut admissions = admissions.iter();
+    for (ri, r) in requests.iter().enumerate() {
+        let last_request = ri + 1 == requests.len();
+        let mut tentative: SmallVec<[(&[u8], State); 4]> = SmallVec::new();
+        let mut admitted = true;
+        for item in r.iter() {
+            let key = &item.key[..];
+            if !states.contains_key(key) {
+                let st = match before.get(next_key) {
+                    Some(Value::BulkString(b)) => state::parse(&item.limit, Some(b)),
+                    Some(Value::Nil) => state::parse(&item.limit, None),
+                    _ => return Err(bad("not a state")),
+                };
+                next_key += 1;
+                states.insert(key, st);
+            }
+            let st = match tentative.iter().find(|(k, _)| *k == key) {
+                Some((_, s)) => s,
+                None => &states[key],
+            };
+            let mut d = algorithm::check(&item.limit, st, now, item.cost);
+            if admissions.next() != Some(&u8::from(d.allowed)) {
+                return Err(StoreError::Internal(
+                    "the decide script and the Rust transition disagree on an admission".into(),
+                ));
+            }
+            let took = d.allowed && item.cost > 0;
+            out.charged
+                .push(took.then(|| charged(&item.limit, st, now)).flatten());
+            if took {
+                if item.limit.algorithm() == Algorithm::Concurrency {
+                    d.lease = Some(item.lease);
+                }
+                if r.len() == 1 {
+                    // A request of one item is admitted with it: recorded in place (the last
+                    // request's new states are read by no one: not made).
+                    if let Some(s) = states.get_mut(key).filter(|_| !last_request) {
+                        algorithm::apply(&item.limit, s, now, item.cost, item.lease);
+                    }
+                } else {
+                    let mut new = st.clone();
+                    algorithm::apply(&item.limit, &mut new, now, item.cost, item.lease);
+                    match tentative.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, s)) => *s = new,
+                        None => tentative.push((key, new)),
+                    }
+                }
+            } else if !d.allowed && item.enforce {
+                admitted = false;
+            }
+            out.decisions.push(d);
+        }
+        if admitted {
+            for (k, s) in tentative {
+                states.insert(k, s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The bucket a sliding window admits into from `st` at `now` (the newest one when the clock
+/// stepped back behind it, as `algorithm::sliding_window::apply` counts).
+fn charged(l: &Limit, st: &State, now: Micros) -> Option<u64> {
+    if l.algorithm() != Algorithm::SlidingWindow {
+        return None;
+    }
+    let target = now / l.bucket_width();
+    match st {
+        State::SlidingWindow(s) if !s.counts.is_empty() => Some(s.head.max(target)),
+        _ => Some(target),
+    }
 }

@@ -29,75 +29,63 @@
 //! window than its instant's is not given back (towards rejecting).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::time::Duration;
 
-use flowgate_core::{Decisions, Item, Micros, StoreError, store::admitted};
+use flowgate_core::{Decision, Decisions, Item, Micros, StoreError, store::admitted};
 
-use crate::call::{self, Encoded};
+use crate::call::{Caller, Decided, EncItem, Encoded, encode_refund};
 use crate::keys::slot;
-use crate::scripts::{REFUND_SCRIPT, Raw};
+use crate::scripts::REFUND;
 use crate::stats::Counters;
-use crate::store::{Inner, attach};
 
-/// Decides `items` (encoded as `encoded`) on a cluster.
+/// Decides one request whose `items` (encoded as `encoded`) live in several slots: each slot's
+/// items in one call, the slots in parallel, and what the admitting slots took given back when
+/// another slot rejects.
 pub(crate) async fn decide(
-    inner: &Inner,
+    caller: &Caller,
+    deadline: Duration,
     items: &[Item<'_>],
     encoded: Encoded,
 ) -> Result<Decisions, StoreError> {
-    let groups = by_slot(encoded.items.iter().map(|i| slot(&i.key)));
-    if groups.len() == 1 {
-        Counters::add(&inner.counters.script_calls, 1);
-        let (_, raws) = call::decide(&inner.conn, &inner.time, &[&encoded]).await?;
-        return Ok(attach(items, &raws));
-    }
+    let groups = by_slot(encoded.iter().map(|i| slot(&i.key)));
     let parts: Vec<Encoded> = groups
         .iter()
-        .map(|(_, idx)| {
-            let mut e = Encoded::default();
-            for &i in idx {
-                e.items.push(encoded.items[i].clone());
-            }
-            e
-        })
+        .map(|(_, idx)| idx.iter().map(|&i| encoded[i].clone()).collect())
         .collect();
-    Counters::add(&inner.counters.script_calls, parts.len() as u64);
     let results = futures::future::join_all(
         parts
             .iter()
-            .map(|p| async move { call::decide(&inner.conn, &inner.time, &[p]).await }),
+            .map(|p| async move { caller.decide(&[p]).await }),
     )
     .await;
-
-    let mut raws: Vec<Option<Raw>> = vec![None; items.len()];
+    let mut decisions: Vec<Option<Decision>> = vec![None; items.len()];
     let mut error = None;
-    let mut applied: Vec<(usize, Micros)> = Vec::new(); // groups that recorded their items
+    let mut applied: Vec<(usize, Decided)> = Vec::new(); // groups that recorded their items
     for (g, r) in results.into_iter().enumerate() {
         match r {
-            Ok((now, rs)) => {
+            Ok(decided) => {
                 let idx = &groups[g].1;
-                let group_admitted = idx
-                    .iter()
-                    .zip(&rs)
-                    .all(|(&i, r)| r.allowed || !items[i].enforce);
-                if group_admitted {
-                    applied.push((g, now));
+                for (&i, d) in idx.iter().zip(&decided.decisions) {
+                    decisions[i] = Some(*d);
                 }
-                for (&i, r) in idx.iter().zip(rs) {
-                    raws[i] = Some(r);
+                if idx
+                    .iter()
+                    .zip(&decided.decisions)
+                    .all(|(&i, d)| d.allowed || !items[i].enforce)
+                {
+                    applied.push((g, decided));
                 }
             }
             Err(e) => error = Some(e),
         }
     }
-    let decided: Option<Vec<Raw>> = raws.into_iter().collect();
-    let decisions = decided.as_ref().map(|r| attach(items, r));
+    let decisions: Option<Decisions> = decisions.into_iter().collect();
     let admit = match &decisions {
         Some(d) if error.is_none() => admitted(items, d),
         _ => false,
     };
     if !admit && !applied.is_empty() {
-        refund(inner, &groups, &parts, &applied, decided.as_deref(), items).await;
+        refund(caller, deadline, &parts, &applied).await;
     }
     match (error, decisions) {
         (Some(e), _) => Err(e),
@@ -121,62 +109,54 @@ pub(crate) fn by_slot(slots: impl IntoIterator<Item = u16>) -> Vec<(u16, Vec<usi
     groups
 }
 
-/// Gives back what the `applied` groups recorded. Runs on its own task, so that the caller's
-/// deadline cannot cut it short; the caller waits for it within its deadline.
+/// Gives back what the `applied` groups recorded, on its own task (so that the caller's
+/// deadline cannot cut it short), each call within `deadline`; the caller waits for it.
 async fn refund(
-    inner: &Inner,
-    groups: &[(u16, Vec<usize>)],
+    caller: &Caller,
+    deadline: Duration,
     parts: &[Encoded],
-    applied: &[(usize, Micros)],
-    decided: Option<&[Raw]>,
-    items: &[Item<'_>],
+    applied: &[(usize, Decided)],
 ) {
-    let mut calls = Vec::new();
-    for &(g, now) in applied {
+    let mut calls: Vec<(Micros, Vec<EncItem>, Vec<u64>)> = Vec::new();
+    for (g, decided) in applied {
         let mut given = Vec::new();
-        for (j, &i) in groups[g].1.iter().enumerate() {
-            let raw = decided.map(|d| d[i]);
-            if raw.is_some_and(|r| r.allowed) && items[i].cost > 0 {
-                let mut item = parts[g].items[j].clone();
-                // A sliding window takes the cost back from the bucket it counted in (refund.lua).
-                if let Some(b) = raw.and_then(|r| r.charged) {
-                    item.lease = b + 1;
-                }
-                given.push(item);
+        let mut extra = Vec::new();
+        for (j, item) in parts[*g].iter().enumerate() {
+            let d = &decided.decisions[j];
+            if d.allowed && item.cost > 0 {
+                given.push(item.clone());
+                // (a sliding window's bucket + 1, else the lease granted, else nothing)
+                extra.push(decided.charged[j].map_or(item.lease, |b| b + 1));
             }
         }
         if !given.is_empty() {
-            calls.push((now, given));
+            calls.push((decided.now, given, extra));
         }
     }
     if calls.is_empty() {
         return;
     }
-    let conn = inner.conn.clone();
-    let counters: Arc<Counters> = inner.counters.clone();
-    let deadline = inner.deadline;
+    let caller = caller.clone();
     let task = tokio::spawn(async move {
-        let all = calls.iter().map(|(now, given)| {
-            let conn = &conn;
+        let all = calls.iter().map(|(now, given, extra)| {
+            let caller = &caller;
             async move {
-                let script = &*REFUND_SCRIPT;
-                let mut cmd = script.cmd(given.len(), given.len() * 12 + 2);
-                for i in given {
-                    cmd.arg(&i.key[..]);
+                let (keys, string) = encode_refund(*now, given, extra);
+                let mut inv = REFUND.prepare_invoke();
+                for k in &keys {
+                    inv.key(*k);
                 }
-                cmd.arg(*now).arg(given.len());
-                for i in given {
-                    i.push_general(&mut cmd);
+                inv.arg(string);
+                match tokio::time::timeout(deadline, caller.conn.invoke(&inv)).await {
+                    Ok(r) => r.map(|_| ()).map_err(|e| crate::error::store_error(&e)),
+                    Err(_) => Err(StoreError::Timeout),
                 }
-                tokio::time::timeout(deadline, conn.eval(script, &cmd))
-                    .await
-                    .unwrap_or(Err(StoreError::Timeout))
             }
         });
         for r in futures::future::join_all(all).await {
-            Counters::add(&counters.refunds, 1);
+            Counters::add(&caller.counters.refunds, 1);
             if let Err(e) = r {
-                Counters::add(&counters.refund_failures, 1);
+                Counters::add(&caller.counters.refund_failures, 1);
                 tracing::warn!(target: "flowgate_redis", error = %e, "cross-slot refund failed");
             }
         }

@@ -7,10 +7,14 @@ use flowgate_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, ErrorKind, ServerErrorKind, Value};
+use redis::{Client, Cmd, Value};
 
 use crate::error::store_error;
-use crate::scripts::Lua;
+
+/// How long a command may wait for its reply on the connection: a bound for calls that no
+/// caller's deadline covers (a batching worker's, a queue operation's), so that a Redis that
+/// stopped answering never holds them for ever. Decisions have their own, shorter deadline.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A cheap-to-clone handle: concurrent callers' commands are pipelined on one connection.
 #[derive(Clone)]
@@ -42,7 +46,7 @@ impl Conn {
         let client = Client::open(url).map_err(|e| unavailable(&e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(None)
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(200));
@@ -58,11 +62,10 @@ impl Conn {
     pub(crate) async fn cluster(
         urls: &[String],
         connect_timeout: Duration,
-        response_timeout: Duration,
     ) -> Result<Self, StoreError> {
         let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
             .connection_timeout(connect_timeout)
-            .response_timeout(response_timeout)
+            .response_timeout(RESPONSE_TIMEOUT)
             .retries(2)
             .build()
             .map_err(|e| unavailable(&e))?;
@@ -72,27 +75,6 @@ impl Conn {
 
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
-    }
-
-    /// Runs a script: `cmd` is its EVALSHA (see [`Lua::cmd`]); on NOSCRIPT the script is loaded
-    /// (on every node of a cluster) and the call sent again.
-    pub(crate) async fn eval(&self, script: &Lua, cmd: &Cmd) -> Result<Value, StoreError> {
-        match self.raw(cmd).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let mut load = redis::cmd("SCRIPT");
-                load.arg("LOAD").arg(script.code.as_bytes());
-                self.raw(&load).await.map_err(|e| store_error(&e))?;
-                self.raw(cmd).await.map_err(|e| store_error(&e))
-            }
-            r => r.map_err(|e| store_error(&e)),
-        }
-    }
-
-    async fn raw(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
-        match self {
-            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
-            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
-        }
     }
 
     /// Runs a script invocation (EVALSHA, loading the script on NOSCRIPT).
@@ -106,8 +88,12 @@ impl Conn {
         }
     }
 
-    /// Runs a plain command (benchmarks and tests).
+    /// Runs a plain command.
     pub(crate) async fn query(&self, cmd: &Cmd) -> Result<Value, StoreError> {
-        self.raw(cmd).await.map_err(|e| store_error(&e))
+        let r = match self {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        };
+        r.map_err(|e| store_error(&e))
     }
 }

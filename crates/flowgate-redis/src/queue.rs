@@ -119,8 +119,7 @@ impl RedisQueueStore {
         };
         inv.arg(spec.max_attempts()).arg(spec.key_retention());
         args(&mut inv);
-        let conn = self.store.conn();
-        let run = conn.invoke(&inv);
+        let run = self.store.conn().invoke(&inv);
         match tokio::time::timeout(QUEUE_DEADLINE, run).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(QueueError::Store(store_error(&e))),

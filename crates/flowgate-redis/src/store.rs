@@ -11,12 +11,13 @@ use tokio::sync::oneshot;
 
 use crate::batch::{Batching, Job, Lanes};
 use crate::blocked::{Blocked, Record};
-use crate::call::{self, Encoded, TimeSource};
+use crate::call::{Caller, EncItem, Encoded, TimeSource};
 use crate::cluster;
 use crate::conn::Conn;
+use crate::error::store_error;
 use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
-use crate::scripts::{EncItem, Params, RELEASE_SCRIPT, Raw};
+use crate::scripts::RELEASE;
 use crate::stats::{Counters, RedisStats};
 
 /// The Redis store. See the [crate documentation](crate).
@@ -27,11 +28,9 @@ pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) conn: Conn,
-    pub(crate) deadline: Duration,
-    pub(crate) time: TimeSource,
-    pub(crate) counters: Arc<Counters>,
+struct Inner {
+    caller: Caller,
+    deadline: Duration,
     blocked: Blocked,
     local_clock: Arc<dyn Clock>,
     lanes: Option<Lanes>,
@@ -108,7 +107,7 @@ impl RedisStore {
         options: RedisOptions,
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
-        let conn = Conn::cluster(&urls, options.connect_timeout, options.deadline).await?;
+        let conn = Conn::cluster(&urls, options.connect_timeout).await?;
         Ok(Self::build(conn, options))
     }
 
@@ -119,25 +118,25 @@ impl RedisStore {
             (Some(c), _) | (None, Some(c)) => c.clone(),
             (None, None) => Arc::new(SystemClock::new()),
         };
+        let caller = Caller {
+            conn,
+            time,
+            counters,
+        };
         let lanes = options.coalesce.then(|| {
             Lanes::new(
-                if conn.is_cluster() { SLOTS } else { 1 },
+                if caller.conn.is_cluster() { SLOTS } else { 1 },
                 options.batches_in_flight,
                 Batching {
-                    conn: conn.clone(),
-                    time: time.clone(),
-                    counters: counters.clone(),
+                    caller: caller.clone(),
                     max_batch: options.max_batch,
-                    deadline: options.deadline,
                 },
             )
         });
         Self {
             inner: Arc::new(Inner {
-                conn,
+                caller,
                 deadline: options.deadline,
-                time,
-                counters,
                 blocked: Blocked::new(options.blocked_capacity),
                 local_clock,
                 lanes,
@@ -146,19 +145,9 @@ impl RedisStore {
         }
     }
 
-    /// The connection.
-    pub(crate) fn conn(&self) -> &Conn {
-        &self.inner.conn
-    }
-
-    /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.
-    pub(crate) fn clock_override(&self) -> Option<Micros> {
-        self.inner.time.0.as_ref().map(|c| c.now())
-    }
-
     /// Whether this store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        self.inner.conn.is_cluster()
+        self.inner.caller.conn.is_cluster()
     }
 
     /// The deadline of one call.
@@ -175,6 +164,7 @@ impl RedisStore {
     /// The store's counters.
     pub fn stats(&self) -> RedisStats {
         self.inner
+            .caller
             .counters
             .snapshot(self.inner.blocked.len() as u64)
     }
@@ -190,9 +180,19 @@ impl RedisStore {
     /// # Errors
     /// As a decision.
     pub async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value, StoreError> {
-        tokio::time::timeout(self.inner.deadline, self.inner.conn.query(cmd))
+        tokio::time::timeout(self.inner.deadline, self.inner.caller.conn.query(cmd))
             .await
             .unwrap_or(Err(StoreError::Timeout))
+    }
+
+    /// The connection (the queue store shares it).
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.inner.caller.conn
+    }
+
+    /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.
+    pub(crate) fn clock_override(&self) -> Option<Micros> {
+        self.inner.caller.time.0.as_ref().map(|c| c.now())
     }
 
     /// Decides several requests in one script call (one round trip on a single server): each
@@ -216,48 +216,39 @@ impl RedisStore {
         requests: &[&[Item<'_>]],
     ) -> Result<Vec<Decisions>, StoreError> {
         let inner = &self.inner;
-        Counters::add(&inner.counters.decisions, requests.len() as u64);
-        let r = tokio::time::timeout(inner.deadline, async {
-            let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
-            if inner.conn.is_cluster() {
-                return self.decide_batch_cluster(requests, encoded).await;
-            }
-            let refs: Vec<&Encoded> = encoded.iter().filter(|e| e.items() > 0).collect();
-            let raws = if refs.is_empty() {
-                Vec::new()
-            } else {
-                Counters::add(&inner.counters.script_calls, 1);
-                call::decide(&inner.conn, &inner.time, &refs).await?.1
-            };
-            Ok(attach_each(requests.iter().copied(), &raws))
-        })
-        .await
-        .unwrap_or(Err(StoreError::Timeout));
-        inner.counters.outcome(&r);
+        let counters = &inner.caller.counters;
+        Counters::add(&counters.decisions, requests.len() as u64);
+        let r = tokio::time::timeout(inner.deadline, self.decide_all(requests))
+            .await
+            .unwrap_or(Err(StoreError::Timeout));
+        counters.outcome(&r);
         r
     }
 
-    /// `decide_batch` on a cluster: when each request's keys share a slot, one script call per
-    /// slot, the slots in parallel; else in waves of requests that share no key.
-    async fn decide_batch_cluster(
-        &self,
-        requests: &[&[Item<'_>]],
-        encoded: Vec<Encoded>,
-    ) -> Result<Vec<Decisions>, StoreError> {
-        let inner = &self.inner;
+    async fn decide_all(&self, requests: &[&[Item<'_>]]) -> Result<Vec<Decisions>, StoreError> {
+        let caller = &self.inner.caller;
+        let encoded: Vec<Encoded> = requests.iter().map(|r| self.encode(r)).collect();
         let mut out = vec![Decisions::new(); requests.len()];
-        // (empty requests need no decision)
         let live: Vec<usize> = (0..requests.len())
             .filter(|&i| !requests[i].is_empty())
             .collect();
+        if !caller.conn.is_cluster() {
+            let refs: Vec<&Encoded> = live.iter().map(|&i| &encoded[i]).collect();
+            if !refs.is_empty() {
+                let mut decided = caller.decide(&refs).await?.decisions.into_iter();
+                for &i in &live {
+                    out[i] = decided.by_ref().take(requests[i].len()).collect();
+                }
+            }
+            return Ok(out);
+        }
+        // A cluster: one call per slot, the slots in parallel, when each request's keys share a
+        // slot; else in waves of requests that share no key.
         let slots: Option<Vec<u16>> = live.iter().map(|&i| one_slot(&encoded[i])).collect();
         let Some(slots) = slots else {
-            let waves = waves(live.iter().map(|&i| (i, &encoded[i])));
-            let mut encoded: Vec<Option<Encoded>> = encoded.into_iter().map(Some).collect();
-            for wave in waves {
+            for wave in waves(live.iter().map(|&i| (i, &encoded[i]))) {
                 let calls = wave.iter().map(|&i| {
-                    let e = encoded[i].take().unwrap_or_default();
-                    cluster::decide(inner, requests[i], e)
+                    cluster::decide(caller, self.inner.deadline, requests[i], encoded[i].clone())
                 });
                 for (&i, d) in wave.iter().zip(futures::future::join_all(calls).await) {
                     out[i] = d?;
@@ -266,15 +257,15 @@ impl RedisStore {
             return Ok(out);
         };
         let groups = cluster::by_slot(slots);
-        Counters::add(&inner.counters.script_calls, groups.len() as u64);
         let calls = groups.iter().map(|(_, idx)| {
             let refs: Vec<&Encoded> = idx.iter().map(|&j| &encoded[live[j]]).collect();
-            async move { call::decide(&inner.conn, &inner.time, &refs).await }
+            async move { caller.decide(&refs).await }
         });
         for ((_, idx), r) in groups.iter().zip(futures::future::join_all(calls).await) {
-            let ds = attach_each(idx.iter().map(|&j| requests[live[j]]), &r?.1);
-            for (&j, d) in idx.iter().zip(ds) {
-                out[live[j]] = d;
+            let mut decided = r?.decisions.into_iter();
+            for &j in idx {
+                let i = live[j];
+                out[i] = decided.by_ref().take(requests[i].len()).collect();
             }
         }
         Ok(out)
@@ -282,33 +273,30 @@ impl RedisStore {
 
     /// Encodes `items` (keys in the order of the items).
     fn encode(&self, items: &[Item<'_>]) -> Encoded {
-        Encoded {
-            items: items
-                .iter()
-                .map(|item| {
-                    let a = item.limit.algorithm();
-                    EncItem {
-                        key: redis_key_bytes(item.key, a),
-                        limit: item.limit.clone(),
-                        params: Params::of(item.limit),
-                        cost: item.cost,
-                        enforce: item.enforce,
-                        lease: if a == Algorithm::Concurrency && item.cost > 0 {
-                            self.inner.leases.next()
-                        } else {
-                            0
-                        },
-                    }
-                })
-                .collect(),
-        }
+        items
+            .iter()
+            .map(|item| {
+                let a = item.limit.algorithm();
+                EncItem {
+                    key: redis_key_bytes(item.key, a),
+                    limit: item.limit.clone(),
+                    cost: item.cost,
+                    enforce: item.enforce,
+                    lease: if a == Algorithm::Concurrency && item.cost > 0 {
+                        self.inner.leases.next()
+                    } else {
+                        0
+                    },
+                }
+            })
+            .collect()
     }
 
     /// The coalescing lane of `encoded`: the only one on a single server; on a cluster its
     /// slot's, when all its keys share one (a request spanning slots is decided per slot).
     fn lane(&self, encoded: &Encoded) -> Option<(&Lanes, usize)> {
         let lanes = self.inner.lanes.as_ref()?;
-        if !self.inner.conn.is_cluster() {
+        if !self.inner.caller.conn.is_cluster() {
             return Some((lanes, 0));
         }
         one_slot(encoded).map(|s| (lanes, usize::from(s)))
@@ -316,36 +304,37 @@ impl RedisStore {
 
     async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let encoded = self.encode(items);
-        let inner = &self.inner;
+        let caller = &self.inner.caller;
         let Some((lanes, lane)) = self.lane(&encoded) else {
-            if inner.conn.is_cluster() {
-                return cluster::decide(inner, items, encoded).await;
+            if caller.conn.is_cluster() {
+                return cluster::decide(caller, self.inner.deadline, items, encoded).await;
             }
-            Counters::add(&inner.counters.script_calls, 1);
-            let (_, raws) = call::decide(&inner.conn, &inner.time, &[&encoded]).await?;
-            return Ok(attach(items, &raws));
+            return Ok(caller
+                .decide(&[&encoded])
+                .await?
+                .decisions
+                .into_iter()
+                .collect());
         };
-        let (_, raws) = if let Ok(permit) = lanes.slots(lane).try_acquire() {
-            Counters::add(&inner.counters.script_calls, 1);
-            let call = call::prepare(&inner.time, &[&encoded]);
-            let value = inner.conn.eval(call.script, &call.cmd).await;
-            // (the slot is free once Redis has answered)
-            drop(permit);
-            call.reply.parse(value?, &[&encoded])?
-        } else {
-            let (reply, rx) = oneshot::channel();
-            lanes
-                .sender(lane)
-                .send(Job {
-                    request: encoded,
-                    reply,
-                })
-                .map_err(|_| StoreError::Unavailable("the batching workers have stopped".into()))?;
-            rx.await.map_err(|_| {
-                StoreError::Unavailable("the batching workers have stopped".into())
-            })??
-        };
-        Ok(attach(items, &raws))
+        if let Ok(_permit) = lanes.slots(lane).try_acquire() {
+            // (the call's slot is held until Redis has answered)
+            return Ok(caller
+                .decide(&[&encoded])
+                .await?
+                .decisions
+                .into_iter()
+                .collect());
+        }
+        let (reply, rx) = oneshot::channel();
+        let stopped = || StoreError::Unavailable("the batching workers have stopped".into());
+        lanes
+            .sender(lane)
+            .send(Job {
+                request: encoded,
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        Ok(rx.await.map_err(|_| stopped())??.into_iter().collect())
     }
 }
 
@@ -357,12 +346,11 @@ fn waves<'a>(requests: impl Iterator<Item = (usize, &'a Encoded)>) -> Vec<Vec<us
     let mut latest: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
     for (i, e) in requests {
         let w = e
-            .items
             .iter()
             .filter_map(|it| latest.get(&it.key[..]).map(|w| w + 1))
             .max()
             .unwrap_or(0);
-        for it in &e.items {
+        for it in e {
             latest.insert(&it.key[..], w);
         }
         if w == waves.len() {
@@ -375,39 +363,16 @@ fn waves<'a>(requests: impl Iterator<Item = (usize, &'a Encoded)>) -> Vec<Vec<us
 
 /// The slot of all the keys of `encoded`, if they share one (and it has any).
 fn one_slot(encoded: &Encoded) -> Option<u16> {
-    let mut slots = encoded.items.iter().map(|i| slot(&i.key));
+    let mut slots = encoded.iter().map(|i| slot(&i.key));
     let first = slots.next()?;
     slots.all(|s| s == first).then_some(first)
-}
-
-/// Attaches a call's decisions (every item of `requests`, in order) to each request.
-fn attach_each<'a, 'b: 'a>(
-    requests: impl Iterator<Item = &'a [Item<'b>]>,
-    raws: &[Raw],
-) -> Vec<Decisions> {
-    let mut rest = raws;
-    requests
-        .map(|items| {
-            let (mine, tail) = rest.split_at(items.len().min(rest.len()));
-            rest = tail;
-            attach(items, mine)
-        })
-        .collect()
-}
-
-/// Attaches the limits to the script's decisions.
-pub(crate) fn attach(items: &[Item<'_>], raws: &[Raw]) -> Decisions {
-    items
-        .iter()
-        .zip(raws)
-        .map(|(i, r)| r.decision(i.limit))
-        .collect()
 }
 
 impl Store for RedisStore {
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let inner = &self.inner;
-        Counters::add(&inner.counters.decisions, 1);
+        let counters = &inner.caller.counters;
+        Counters::add(&counters.decisions, 1);
         if items.is_empty() {
             return Ok(Decisions::new());
         }
@@ -417,17 +382,17 @@ impl Store for RedisStore {
             0
         };
         if let Some(d) = inner.blocked.short_circuit(items, now) {
-            Counters::add(&inner.counters.blocked_hits, 1);
+            Counters::add(&counters.blocked_hits, 1);
             return Ok(d);
         }
         let r = tokio::time::timeout(inner.deadline, self.decide_remote(items))
             .await
             .unwrap_or(Err(StoreError::Timeout));
-        inner.counters.outcome(&r);
+        counters.outcome(&r);
         if let Ok(ds) = &r
             && let Record::Full = inner.blocked.record(items, ds, now)
         {
-            Counters::add(&inner.counters.blocked_full, 1);
+            Counters::add(&counters.blocked_full, 1);
         }
         r
     }
@@ -437,13 +402,13 @@ impl Store for RedisStore {
             return Ok(false);
         }
         let inner = &self.inner;
-        let script = &*RELEASE_SCRIPT;
-        let mut cmd = script.cmd(1, 2);
-        cmd.arg(redis_key(key, Algorithm::Concurrency)).arg(lease);
-        let r = tokio::time::timeout(inner.deadline, inner.conn.eval(script, &cmd))
-            .await
-            .unwrap_or(Err(StoreError::Timeout));
-        inner.counters.outcome(&r);
+        let mut inv = RELEASE.prepare_invoke();
+        inv.key(redis_key(key, Algorithm::Concurrency)).arg(lease);
+        let r = match tokio::time::timeout(inner.deadline, inner.caller.conn.invoke(&inv)).await {
+            Ok(r) => r.map_err(|e| store_error(&e)),
+            Err(_) => Err(StoreError::Timeout),
+        };
+        inner.caller.counters.outcome(&r);
         match r? {
             redis::Value::Int(n) => Ok(n == 1),
             other => Err(StoreError::Internal(format!(
@@ -465,18 +430,16 @@ mod tests {
             "5/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let request = |keys: &[&str]| Encoded {
-            items: keys
-                .iter()
+        let request = |keys: &[&str]| -> Encoded {
+            keys.iter()
                 .map(|k| EncItem {
                     key: redis_key_bytes(k, Algorithm::TokenBucket),
                     limit: limit.clone(),
-                    params: Params::of(&limit),
                     cost: 1,
                     enforce: true,
                     lease: 0,
                 })
-                .collect(),
+                .collect()
         };
         let batch = [
             request(&["a"]),

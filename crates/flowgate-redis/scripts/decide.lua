@@ -1,0 +1,139 @@
+-- Flowgate decide: one or more requests, each of one or more items (limits), in one call.
+--
+-- Requests are decided in order, each all-or-nothing: its items see the states as the requests
+-- before it left them (and an earlier item of the same request on the same key, that item's
+-- tentative state); its new states are kept only if every enforced item admits (a shadow item,
+-- enforce 0, that admits is kept with them; one that rejects is not). So requests of one call
+-- that share a key see each other exactly as if they had arrived one after another.
+-- The script only admits and records: its reply carries the admissions and each key's state
+-- before the call, and the client replays the requests on those states with the Rust
+-- transitions to report each decision (remaining, reset, retry, wait), checking that it admits
+-- alike.
+--
+-- KEYS: the call's distinct state keys (each read once and, if changed, written once), each
+--       under one limit (the client sends a request that gives a key another limit than an
+--       earlier one of the call, a rule changed between them, in a call of its own).
+-- ARGV[1]: the call, one binary string (decimal arguments would cost Redis more to parse than
+--          the decisions):
+--   '<ddHI4'   now (0: Redis's TIME; else a test clock, with the next field), extra expiry in ms,
+--              the number of parameter blocks (distinct limits), the number of items;
+--   '<Bdddd'   per block: algorithm code, limit, and up to three parameters (see each file);
+--   per item, 5 bytes: cost (255: the cost follows as '<d'), block (from 1), key index (from 1,
+--              two bytes, low first), flags (1: enforced, 2: the request's last item); then the
+--              cost if it did not fit, and, for a concurrency item with a cost, the lease id
+--              ('<d'). (string.byte reads them at a third of struct.unpack's cost.)
+-- Returns { now, the admissions (one byte per item, 1 or 0), the keys' states before the call
+--          (a string each, or nil) }.
+
+local call = ARGV[1]
+local at0, slack, nblocks, nitems, at = unpack_at('<ddHI4', call)
+local now = clock(at0, slack)
+
+-- Each block: its algorithm's admit, whether it grants leases, its limit, then the parameters
+-- its admit takes (its file's `params`).
+local blocks = {}
+for b = 1, nblocks do
+  local code, limit, x, y, z
+  code, limit, x, y, z, at = unpack_at('<Bdddd', call, at)
+  blocks[b] = { ALG[code].admit, code == CONCURRENCY, limit, ALG[code].params(limit, x, y, z) }
+end
+
+-- A copy of `t`'s first `n` slots, made at its size at once (Lua grows a table by rehashing it
+-- at each power of two, which cost more than the decisions).
+local function sized(t, n)
+  if n <= 4000 then
+    return { unpack(t, 1, n) }
+  end
+  local c = {}
+  for j = 1, n do
+    c[j] = t[j]
+  end
+  return c
+end
+
+-- The keys' states before the call (MGET in slices that unpack can hold); then, as the admitted
+-- requests leave them, their states (strings, as stored), when they are empty again, and when
+-- their state before the call was (admit answers it with the first change: the write keeps the
+-- key's expiry when it did not move, without reading the old state again).
+local nkeys = #KEYS
+local before = redis.call('MGET', unpack(KEYS, 1, min(nkeys, 4000)))
+for from = 4001, nkeys, 4000 do
+  local part = redis.call('MGET', unpack(KEYS, from, min(nkeys, from + 3999)))
+  for j = 1, #part do
+    before[from + j - 1] = part[j]
+  end
+end
+local states, idle, idle_before = sized(before, nkeys), sized(before, nkeys), sized(before, nkeys)
+local admissions = sized(KEYS, min(nitems, nkeys))
+
+local i = 0
+-- The last item's block, unpacked (its parameters as locals: a field read is a table lookup).
+local pb, admit, leases, limit, p1, p2, p3, p4, p5 = 0
+while i < nitems do
+  -- One request: its tentative states by key (made only for a request of several items), and
+  -- whether it is still admitted.
+  local tentative, tentative_idle, admitted, first, last = nil, nil, true, true, false
+  repeat
+    i = i + 1
+    local cost, b, k1, k2, flags = string.byte(call, at, at + 4)
+    at = at + 5
+    local k = k1 + 256 * k2
+    if cost == 255 then
+      cost, at = unpack_at('<d', call, at)
+    end
+    if b ~= pb then
+      pb = b
+      admit, leases, limit, p1, p2, p3, p4, p5 = unpack(blocks[b])
+    end
+    local lease = 0
+    if leases and cost > 0 then
+      lease, at = unpack_at('<d', call, at)
+    end
+    last = flags >= 2
+    local v = tentative and tentative[k] or states[k]
+    -- A limit of 0 admits nothing but a look.
+    local ok, new, new_idle, old_idle = false, nil, nil, nil
+    if limit > 0 or cost == 0 then
+      ok, new, new_idle, old_idle = admit(v, now, cost, lease, p1, p2, p3, p4, p5)
+    end
+    admissions[i] = ok and 1 or 0
+    if new and v == before[k] then
+      idle_before[k] = old_idle
+    end
+    if new and first and last then
+      -- A request of one item is admitted with it.
+      states[k], idle[k] = new, new_idle
+    elseif new then
+      tentative, tentative_idle = tentative or {}, tentative_idle or {}
+      tentative[k], tentative_idle[k] = new, new_idle
+    elseif not ok and flags % 2 == 1 then
+      admitted = false
+    end
+    first = false
+  until last
+  if admitted and tentative then
+    for k, v in pairs(tentative) do
+      states[k], idle[k] = v, tentative_idle[k]
+    end
+  end
+end
+
+-- Each changed key written once, with its expiry.
+for k = 1, nkeys do
+  if states[k] ~= before[k] then
+    store(KEYS[k], states[k], idle[k], before[k] or nil, idle_before[k])
+  end
+end
+
+local parts = {}
+for from = 1, nitems, 4000 do
+  parts[#parts + 1] = string.char(unpack(admissions, from, min(nitems, from + 3999)))
+end
+if nkeys <= 4000 then
+  return { now, table.concat(parts), unpack(before, 1, nkeys) }
+end
+local reply = { now, table.concat(parts) }
+for k = 1, nkeys do
+  reply[k + 2] = before[k]
+end
+return reply
