@@ -22,6 +22,13 @@
 --              two bytes, low first), flags (1: enforced, 2: the request's last item); then the
 --              cost if it did not fit, and, for a concurrency item with a cost, the lease id
 --              ('<d'). (string.byte reads them at a third of struct.unpack's cost.)
+-- ARGV[2] (when some key is in several requests of the call): per key, '<d', the cost of all
+--          the call's items on it if several requests share it (and it is no concurrency key),
+--          else 0. Such a key is decided in bulk when that total fits at its first item: every
+--          item on it is admitted, whichever requests are, since its state only grows with them;
+--          the key then takes, at the end, the total of the requests admitted, in one admission
+--          (the same state as one admission after another at one instant). A global or
+--          per-channel limit shared by a call's requests so costs one decision per call.
 -- Returns { now, the admissions (one byte per item, 1 or 0), the keys' states before the call
 --          (a string each, or nil) }.
 
@@ -64,15 +71,22 @@ for from = 4001, nkeys, 4000 do
   end
 end
 local states, idle, idle_before = sized(before, nkeys), sized(before, nkeys), sized(before, nkeys)
-local admissions = sized(KEYS, min(nitems, nkeys))
+-- Keys decided in bulk: their block, and the cost the call's admitted requests take.
+local totals = ARGV[2]
+local bulk, taken = {}, {}
+local admissions = nitems <= 4000 and { string.byte(call, 1, nitems) } or {}
 
 local i = 0
 -- The last item's block, unpacked (its parameters as locals: a field read is a table lookup).
 local pb, admit, leases, limit, p1, p2, p3, p4, p5 = 0
+-- A request's tentative writes: key, state and when it is empty again, `staged` of them (kept in
+-- lists reused by every request: a table per request cost more than its decisions).
+local staged_key, staged_state, staged_idle = {}, {}, {}
+-- A request's items on keys decided in bulk: key and cost, `nbulk` of them.
+local bulk_key, bulk_cost = {}, {}
 while i < nitems do
-  -- One request: its tentative states by key (made only for a request of several items), and
-  -- whether it is still admitted.
-  local tentative, tentative_idle, admitted, first, last = nil, nil, true, true, false
+  -- One request: its tentative writes, and whether it is still admitted.
+  local staged, nbulk, admitted, first, last = 0, 0, true, true, false
   repeat
     i = i + 1
     local cost, b, k1, k2, flags = string.byte(call, at, at + 4)
@@ -82,18 +96,36 @@ while i < nitems do
       cost, at = unpack_at('<d', call, at)
     end
     if b ~= pb then
-      pb = b
-      admit, leases, limit, p1, p2, p3, p4, p5 = unpack(blocks[b])
+      local blk = blocks[b]
+      pb, admit, leases, limit = b, blk[1], blk[2], blk[3]
+      p1, p2, p3, p4, p5 = blk[4], blk[5], blk[6], blk[7], blk[8]
     end
     local lease = 0
     if leases and cost > 0 then
       lease, at = unpack_at('<d', call, at)
     end
     last = flags >= 2
-    local v = tentative and tentative[k] or states[k]
+    local v = states[k]
+    for j = staged, 1, -1 do
+      -- (an earlier item of this request on the same key: its tentative state)
+      if staged_key[j] == k then
+        v = staged_state[j]
+        break
+      end
+    end
     -- A limit of 0 admits nothing but a look.
     local ok, new, new_idle, old_idle = false, nil, nil, nil
-    if limit > 0 or cost == 0 then
+    if totals and bulk[k] == nil and cost > 0 then
+      -- The call's first item on the key: decided in bulk if the call's total on it fits.
+      local tot = unpack_at('<d', totals, 8 * k - 7)
+      bulk[k] = tot > cost and limit > 0 and admit(v, now, tot, 0, p1, p2, p3, p4, p5) and b
+      taken[k] = bulk[k] and tot
+    end
+    if bulk[k] then
+      ok = true
+      nbulk = nbulk + 1
+      bulk_key[nbulk], bulk_cost[nbulk] = k, cost
+    elseif limit > 0 or cost == 0 then
       ok, new, new_idle, old_idle = admit(v, now, cost, lease, p1, p2, p3, p4, p5)
     end
     admissions[i] = ok and 1 or 0
@@ -104,17 +136,31 @@ while i < nitems do
       -- A request of one item is admitted with it.
       states[k], idle[k] = new, new_idle
     elseif new then
-      tentative, tentative_idle = tentative or {}, tentative_idle or {}
-      tentative[k], tentative_idle[k] = new, new_idle
+      staged = staged + 1
+      staged_key[staged], staged_state[staged], staged_idle[staged] = k, new, new_idle
     elseif not ok and flags % 2 == 1 then
       admitted = false
     end
     first = false
   until last
-  if admitted and tentative then
-    for k, v in pairs(tentative) do
-      states[k], idle[k] = v, tentative_idle[k]
+  if admitted then
+    for j = 1, staged do
+      states[staged_key[j]], idle[staged_key[j]] = staged_state[j], staged_idle[j]
     end
+  else
+    for j = 1, nbulk do
+      taken[bulk_key[j]] = taken[bulk_key[j]] - bulk_cost[j]
+    end
+  end
+end
+
+-- The keys decided in bulk take what the admitted requests took, in one admission.
+for k, b in pairs(bulk) do
+  if b and taken[k] > 0 then
+    local blk = blocks[b]
+    local _, new, new_idle, old_idle =
+      blk[1](before[k], now, taken[k], 0, blk[4], blk[5], blk[6], blk[7], blk[8])
+    states[k], idle[k], idle_before[k] = new, new_idle, old_idle
   end
 end
 

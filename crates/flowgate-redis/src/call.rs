@@ -91,6 +91,9 @@ const MAX_KEYS: usize = u16::MAX as usize;
 struct Call<'a> {
     keys: Vec<&'a [u8]>,
     string: Vec<u8>,
+    /// Per key, the cost of the call's items on it if several requests share it (else 0), as
+    /// `decide.lua`'s ARGV[2]; `None` when no key is shared.
+    totals: Option<Vec<u8>>,
 }
 
 /// Encodes the first requests of `requests` that fit in one call (all of them, but for a
@@ -107,6 +110,8 @@ fn encode<'a>(
         HashMap::with_capacity_and_hasher(requests.len() * 2, Default::default());
     let mut key_list: Vec<&[u8]> = Vec::new();
     let mut items = Vec::with_capacity(requests.len() * 8);
+    // Each item's key (from 1), to find the keys several requests share.
+    let mut item_keys: Vec<u16> = Vec::with_capacity(requests.len() * 2);
     let mut taken = 0;
     let mut n = 0u32;
     'requests: for r in requests {
@@ -132,6 +137,7 @@ fn encode<'a>(
                     keys.remove(key);
                 }
                 items.truncate(items_before);
+                item_keys.truncate(n as usize);
                 if taken == 0 {
                     // (a lone request's keys each have one limit: only the bounds can refuse it)
                     return Err(StoreError::Internal(format!(
@@ -142,6 +148,7 @@ fn encode<'a>(
             }
             let last = if j + 1 == r.len() { 2 } else { 0 };
             push_item(&mut items, item.cost, bi, k, u8::from(item.enforce) | last);
+            item_keys.push(k);
             if item.limit.algorithm() == Algorithm::Concurrency && item.cost > 0 {
                 items.extend_from_slice(&(item.lease as f64).to_le_bytes());
             }
@@ -152,13 +159,47 @@ fn encode<'a>(
     let (now, slack) = time.now_and_slack();
     let mut string = header(now, slack, &blocks, n, items.len());
     string.extend_from_slice(&items);
+    let totals = shared_totals(&requests[..taken], &item_keys, key_list.len());
     Ok((
         Call {
             keys: key_list,
             string,
+            totals,
         },
         taken,
     ))
+}
+
+/// Per key (`nkeys` of them, named from 1 by `item_keys`, each item's, in order), the cost of the
+/// call's items on it if several of `requests` share it and it is no concurrency key (else 0),
+/// as little-endian doubles; `None` when no key is shared. See `decide.lua`'s ARGV[2].
+fn shared_totals(requests: &[&Encoded], item_keys: &[u16], nkeys: usize) -> Option<Vec<u8>> {
+    if requests.len() < 2 {
+        return None;
+    }
+    // Per key: the request it was first seen in, whether another one has it, the costs.
+    let mut first = vec![usize::MAX; nkeys];
+    let mut shared = vec![false; nkeys];
+    let mut total = vec![0u64; nkeys];
+    let mut keys = item_keys.iter();
+    for (r, request) in requests.iter().enumerate() {
+        for (item, &k) in request.iter().zip(keys.by_ref()) {
+            let k = usize::from(k) - 1;
+            if first[k] == usize::MAX {
+                first[k] = r;
+            }
+            shared[k] |= first[k] != r && item.limit.algorithm() != Algorithm::Concurrency;
+            total[k] += item.cost.min(MAX_SENT_COST);
+        }
+    }
+    if !shared.iter().any(|&s| s) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(8 * nkeys);
+    for (t, s) in total.iter().zip(&shared) {
+        out.extend_from_slice(&(if *s { *t as f64 } else { 0.0 }).to_le_bytes());
+    }
+    Some(out)
 }
 
 /// The call string's header and blocks (see `decide.lua`).
@@ -248,6 +289,9 @@ impl Caller {
                 inv.key(*k);
             }
             inv.arg(call.string);
+            if let Some(t) = call.totals {
+                inv.arg(t);
+            }
             let reply = self.conn.invoke(&inv).await.map_err(|e| store_error(&e))?;
             let part = replay(reply, &rest[..taken], call.keys.len())?;
             out.now = part.now;
