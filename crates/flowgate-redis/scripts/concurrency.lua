@@ -1,8 +1,8 @@
 -- concurrency: at most `limit` units in flight, held as leases that expire after `window`.
 -- Mirrors flowgate-core src/algorithm/concurrency.rs.
 -- Key flowgate:{<key>}:c holds '<I4' (the total cost of its leases), then one '<ddI4' lease per
--- grant (its expiry in us, its id, its cost). Lease ids are chosen by the client, below 2^52 and
--- never 0.
+-- grant (its expiry in us, its id, its cost), in order of expiry. Lease ids are chosen by the
+-- client, below 2^52 and never 0.
 -- Parameters: the window (a lease's lifetime).
 
 -- The parameters the other functions take: the limit and the window.
@@ -10,59 +10,65 @@ local function params(limit, window)
   return limit, window
 end
 
--- The leases stored as `v`, without the total ('' for none).
-local function leases_of(v)
-  if v and #v >= 4 and (#v - 4) % 20 == 0 then
-    return sub(v, 5)
-  end
-  return ''
+-- Whether `v` holds leases (their total, then each lease).
+local function holds_leases(v)
+  return v and #v >= 4 and (#v - 4) % 20 == 0
 end
 
--- The leases of `b` still held at `now`: their bytes (`b` itself when none expired), their
--- total cost, their latest expiry; and the latest expiry of all.
-local function live(b, now)
-  local kept, held, latest, all, expired = {}, 0, 0, 0, false
-  for i = 0, #b / 20 - 1 do
-    local exp, _, c = unpack_at('<ddI4', b, 20 * i + 1)
-    if exp > now then
-      kept[#kept + 1] = sub(b, 20 * i + 1, 20 * i + 20)
-      held = held + c
-      latest = max(latest, exp)
-    else
-      expired = true
-    end
-    all = max(all, exp)
-  end
-  return expired and table.concat(kept) or b, held, latest, all
+-- The latest expiry of `v`'s leases (its last lease's), 0 for none.
+local function latest(v)
+  return holds_leases(v) and #v > 4 and unpack_at('<d', v, #v - 19) or 0
 end
 
+-- Admits when the units held (the total less the expired leases') and the cost fit. The new
+-- lease goes after the held ones that expire at or before it (after all of them unless the
+-- window changed or the clock stepped back).
 local function admit(v, now, cost, lease, limit, window)
-  local kept, held, latest, old = live(leases_of(v), now)
+  local held, from = 0, 5
+  if holds_leases(v) then
+    held = unpack_at('<I4', v)
+    -- The expired leases: a prefix, the leases being in order of expiry.
+    local n = #v
+    while from < n do
+      local exp, _, c = unpack_at('<ddI4', v, from)
+      if exp > now then
+        break
+      end
+      from, held = from + 20, held - c
+    end
+  else
+    v = ''
+  end
   if held + cost > limit then
     return false
   end
   if cost == 0 then
     return true
   end
-  local exp = now + window
-  return true, pack('<I4', held + cost) .. kept .. pack('<ddI4', exp, lease, cost),
-    max(latest, exp), old
+  local exp, at = now + window, #v + 1
+  local old = at > 5 and unpack_at('<d', v, at - 20) or 0
+  if old > exp then
+    repeat
+      at = at - 20
+    until at <= from or unpack_at('<d', v, at - 20) <= exp
+  end
+  return true, pack('<I4c0ddI4c0', held + cost, sub(v, from, at - 1), exp, lease, cost, sub(v, at)),
+    old > exp and old or exp, old
 end
 
 local function idle_at(v)
-  local _, _, latest = live(leases_of(v), 0)
-  return latest
+  return latest(v)
 end
 
 -- Removes lease `id`; answers the new state, or nil when it was not held.
 local function release(v, id)
-  local b = leases_of(v)
-  for i = 0, #b / 20 - 1 do
-    local _, lid, c = unpack_at('<ddI4', b, 20 * i + 1)
+  if not holds_leases(v) then
+    return nil
+  end
+  for i = 5, #v, 20 do
+    local _, lid, c = unpack_at('<ddI4', v, i)
     if lid == id then
-      local total = unpack_at('<I4', v)
-      return pack('<I4', max(total - c, 0)) .. sub(b, 1, 20 * i)
-        .. sub(b, 20 * i + 21)
+      return pack('<I4c0c0', max(unpack_at('<I4', v) - c, 0), sub(v, 5, i - 1), sub(v, i + 20))
     end
   end
   return nil
@@ -73,4 +79,4 @@ local function refund(v, at, cost, lease)
   return release(v, lease) or v
 end
 
-ALG[CONCURRENCY] = { params = params, admit = admit, idle_at = idle_at, release = release, refund = refund }
+return { params = params, admit = admit, idle_at = idle_at, release = release, refund = refund }

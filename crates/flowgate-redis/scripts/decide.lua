@@ -19,7 +19,8 @@
 --              the number of parameter blocks (distinct limits), the number of items;
 --   '<Bdddd'   per block: algorithm code, limit, and up to three parameters (see each file);
 --   per item, 5 bytes: cost (255: the cost follows as '<d'), block (from 1), key index (from 1,
---              two bytes, low first), flags (1: enforced, 2: the request's last item); then the
+--              two bytes, low first), flags (1: enforced, 2: the request's last item, 4: the
+--              call's only item on its key); then the
 --              cost if it did not fit, and, for a concurrency item with a cost, the lease id
 --              ('<d'). (string.byte reads them at a third of struct.unpack's cost.)
 -- ARGV[2] (when some key is in several requests of the call): per key, '<d', the cost of all
@@ -31,10 +32,20 @@
 --          per-channel limit shared by a call's requests so costs one decision per call.
 -- Returns { now, the admissions (one byte per item, 1 or 0), the keys' states before the call
 --          (a string each, or nil) }.
+--
+-- An algorithm's admit(v, now, cost, lease, its parameters) answers whether it admits and, when
+-- it admits with a cost, the new state, when that is empty again and when `v` was; and may answer
+-- the new state as a patch instead: what replaces `v` from byte `at` (from 0) on, as Redis's
+-- SETRANGE writes it. A patch of the call's only item on its key is written so; any other is
+-- made whole at once, for the items after it to read.
 
 local call = ARGV[1]
-local at0, slack, nblocks, nitems, at = unpack_at('<ddHI4', call)
-local now = clock(at0, slack)
+local byte, redis_call = string.byte, redis.call
+local now, slack, nblocks, nitems, at = unpack_at('<ddHI4', call)
+if now == 0 then
+  local t = redis_call('TIME')
+  now, slack = t[1] * 1000000 + t[2], nil
+end
 
 -- Each block: its algorithm's admit, whether it grants leases, its limit, then the parameters
 -- its admit takes (its file's `params`).
@@ -42,6 +53,7 @@ local blocks = {}
 for b = 1, nblocks do
   local code, limit, x, y, z
   code, limit, x, y, z, at = unpack_at('<Bdddd', call, at)
+  ALG[code] = ALG[code] or make(code)
   blocks[b] = { ALG[code].admit, code == CONCURRENCY, limit, ALG[code].params(limit, x, y, z) }
 end
 
@@ -63,9 +75,9 @@ end
 -- their state before the call was (admit answers it with the first change: the write keeps the
 -- key's expiry when it did not move, without reading the old state again).
 local nkeys = #KEYS
-local before = redis.call('MGET', unpack(KEYS, 1, min(nkeys, 4000)))
+local before = redis_call('MGET', unpack(KEYS, 1, min(nkeys, 4000)))
 for from = 4001, nkeys, 4000 do
-  local part = redis.call('MGET', unpack(KEYS, from, min(nkeys, from + 3999)))
+  local part = redis_call('MGET', unpack(KEYS, from, min(nkeys, from + 3999)))
   for j = 1, #part do
     before[from + j - 1] = part[j]
   end
@@ -74,38 +86,37 @@ local states, idle, idle_before = sized(before, nkeys), sized(before, nkeys), si
 -- Keys decided in bulk: their block, and the cost the call's admitted requests take.
 local totals = ARGV[2]
 local bulk, taken = {}, {}
-local admissions = nitems <= 4000 and { string.byte(call, 1, nitems) } or {}
+-- Keys whose new state is a patch of their state before the call: the byte it starts at.
+local patched = {}
+local admissions = nitems <= 4000 and { byte(call, 1, nitems) } or {}
 
-local i = 0
 -- The last item's block, unpacked (its parameters as locals: a field read is a table lookup).
 local pb, admit, leases, limit, p1, p2, p3, p4, p5 = 0
--- A request's tentative writes: key, state and when it is empty again, `staged` of them (kept in
--- lists reused by every request: a table per request cost more than its decisions).
-local staged_key, staged_state, staged_idle = {}, {}, {}
--- A request's items on keys decided in bulk: key and cost, `nbulk` of them.
+-- The request being decided: whether it is still admitted, its tentative writes (key, state and
+-- when it is empty again, `staged` of them, but for its last item's), and its items on keys
+-- decided in bulk (key and cost, `nbulk` of them); in lists reused by every request (a table per
+-- request cost more than its decisions).
+local admitted, staged, nbulk = true, 0, 0
+local staged_key, staged_state, staged_idle, staged_patch = {}, {}, {}, {}
 local bulk_key, bulk_cost = {}, {}
-while i < nitems do
-  -- One request: its tentative writes, and whether it is still admitted.
-  local staged, nbulk, admitted, first, last = 0, 0, true, true, false
-  repeat
-    i = i + 1
-    local cost, b, k1, k2, flags = string.byte(call, at, at + 4)
-    at = at + 5
-    local k = k1 + 256 * k2
-    if cost == 255 then
-      cost, at = unpack_at('<d', call, at)
-    end
-    if b ~= pb then
-      local blk = blocks[b]
-      pb, admit, leases, limit = b, blk[1], blk[2], blk[3]
-      p1, p2, p3, p4, p5 = blk[4], blk[5], blk[6], blk[7], blk[8]
-    end
-    local lease = 0
-    if leases and cost > 0 then
-      lease, at = unpack_at('<d', call, at)
-    end
-    last = flags >= 2
-    local v = states[k]
+for i = 1, nitems do
+  local cost, b, k1, k2, flags = byte(call, at, at + 4)
+  at = at + 5
+  local k = k1 + 256 * k2
+  if cost == 255 then
+    cost, at = unpack_at('<d', call, at)
+  end
+  if b ~= pb then
+    local blk = blocks[b]
+    pb, admit, leases, limit = b, blk[1], blk[2], blk[3]
+    p1, p2, p3, p4, p5 = blk[4], blk[5], blk[6], blk[7], blk[8]
+  end
+  local lease = 0
+  if leases and cost > 0 then
+    lease, at = unpack_at('<d', call, at)
+  end
+  local v = states[k]
+  if staged > 0 then
     for j = staged, 1, -1 do
       -- (an earlier item of this request on the same key: its tentative state)
       if staged_key[j] == k then
@@ -113,44 +124,60 @@ while i < nitems do
         break
       end
     end
-    -- A limit of 0 admits nothing but a look.
-    local ok, new, new_idle, old_idle = false, nil, nil, nil
-    if totals and bulk[k] == nil and cost > 0 then
-      -- The call's first item on the key: decided in bulk if the call's total on it fits.
-      local tot = unpack_at('<d', totals, 8 * k - 7)
-      bulk[k] = tot > cost and limit > 0 and admit(v, now, tot, 0, p1, p2, p3, p4, p5) and b
-      taken[k] = bulk[k] and tot
+  end
+  local ok, new, new_idle, old_idle, patch = false
+  if totals and bulk[k] == nil and cost > 0 then
+    -- The call's first item on the key: decided in bulk if the call's total on it fits.
+    local tot = unpack_at('<d', totals, 8 * k - 7)
+    bulk[k] = tot > cost and limit > 0 and admit(v, now, tot, 0, p1, p2, p3, p4, p5) and b
+    taken[k] = bulk[k] and tot
+  end
+  if bulk[k] then
+    ok = true
+    nbulk = nbulk + 1
+    bulk_key[nbulk], bulk_cost[nbulk] = k, cost
+  elseif limit > 0 or cost == 0 then
+    -- (a limit of 0 admits nothing but a look)
+    ok, new, new_idle, old_idle, patch = admit(v, now, cost, lease, p1, p2, p3, p4, p5)
+    if patch and flags < 4 then
+      new, patch = sub(v, 1, patch) .. new .. sub(v, patch + #new + 1), nil
     end
-    if bulk[k] then
-      ok = true
-      nbulk = nbulk + 1
-      bulk_key[nbulk], bulk_cost[nbulk] = k, cost
-    elseif limit > 0 or cost == 0 then
-      ok, new, new_idle, old_idle = admit(v, now, cost, lease, p1, p2, p3, p4, p5)
-    end
-    admissions[i] = ok and 1 or 0
-    if new and v == before[k] then
-      idle_before[k] = old_idle
-    end
-    if new and first and last then
-      -- A request of one item is admitted with it.
-      states[k], idle[k] = new, new_idle
-    elseif new then
+  end
+  admissions[i] = ok and 1 or 0
+  if new and v == before[k] then
+    idle_before[k] = old_idle
+  end
+  if not ok and flags % 2 == 1 then
+    admitted = false
+  end
+  if flags % 4 < 2 then
+    if new then
       staged = staged + 1
       staged_key[staged], staged_state[staged], staged_idle[staged] = k, new, new_idle
-    elseif not ok and flags % 2 == 1 then
-      admitted = false
-    end
-    first = false
-  until last
-  if admitted then
-    for j = 1, staged do
-      states[staged_key[j]], idle[staged_key[j]] = staged_state[j], staged_idle[j]
+      staged_patch[staged] = patch or false
     end
   else
-    for j = 1, nbulk do
-      taken[bulk_key[j]] = taken[bulk_key[j]] - bulk_cost[j]
+    -- The request's last item: its writes are kept if it is admitted.
+    if admitted then
+      for j = 1, staged do
+        local key = staged_key[j]
+        states[key], idle[key] = staged_state[j], staged_idle[j]
+        if staged_patch[j] then
+          patched[key] = staged_patch[j]
+        end
+      end
+      if new then
+        states[k], idle[k] = new, new_idle
+        if patch then
+          patched[k] = patch
+        end
+      end
+    else
+      for j = 1, nbulk do
+        taken[bulk_key[j]] = taken[bulk_key[j]] - bulk_cost[j]
+      end
     end
+    admitted, staged, nbulk = true, 0, 0
   end
 end
 
@@ -158,16 +185,46 @@ end
 for k, b in pairs(bulk) do
   if b and taken[k] > 0 then
     local blk = blocks[b]
-    local _, new, new_idle, old_idle =
+    local _, new, new_idle, old_idle, patch =
       blk[1](before[k], now, taken[k], 0, blk[4], blk[5], blk[6], blk[7], blk[8])
     states[k], idle[k], idle_before[k] = new, new_idle, old_idle
+    if patch then
+      patched[k] = patch
+    end
   end
 end
 
--- Each changed key written once, with its expiry.
+-- Each changed key written once, expiring when its state is empty again: at the next whole
+-- second of Redis's clock after that (so that an expiry that did not move need not be written:
+-- the key is then overwritten in place, SETRANGE, for a value of the same length or a patch, or
+-- with KEEPTTL, each about half the cost of a SET with an expiry), or with a test clock the ms
+-- after it plus the slack. (Numbers are given as strings: Redis formats one with %.17g, which
+-- costs more.)
 for k = 1, nkeys do
-  if states[k] ~= before[k] then
-    store(KEYS[k], states[k], idle[k], before[k] or nil, idle_before[k])
+  local v, old, at = states[k], before[k], patched[k]
+  if at or v ~= old then
+    local key, idle_at = KEYS[k], idle[k]
+    local e, e0 = idle_at + 999999, old and idle_before[k] + 999999
+    e = (e - e % 1000000) / 1000
+    if slack or not (old and e == (e0 - e0 % 1000000) / 1000) then
+      -- A new expiry.
+      local ex, ms = 'PXAT', string.format('%d', e)
+      if slack then
+        ex, ms = 'PX', string.format('%d', max(1, idiv(max(idle_at - now, 0) + 999, 1000) + slack))
+      end
+      if at then
+        redis_call('SETRANGE', key, string.format('%d', at), v)
+        redis_call(ex == 'PX' and 'PEXPIRE' or 'PEXPIREAT', key, ms)
+      else
+        redis_call('SET', key, v, ex, ms)
+      end
+    elseif at then
+      redis_call('SETRANGE', key, string.format('%d', at), v)
+    elseif #v == #old then
+      redis_call('SETRANGE', key, '0', v)
+    else
+      redis_call('SET', key, v, 'KEEPTTL')
+    end
   end
 end
 

@@ -50,4 +50,4 @@ local function refund(v, at, cost, _, limit, window)
   return v
 end
 
-ALG[FIXED_WINDOW] = { params = params, admit = admit, idle_at = idle_at, refund = refund }
+return { params = params, admit = admit, idle_at = idle_at, refund = refund }

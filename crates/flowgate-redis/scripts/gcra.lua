@@ -24,7 +24,7 @@ end
 -- with a cost, the new state, when it is empty again and when `v` was (see decide.lua).
 local function admit(v, now, cost, _, t, tau, max_wait)
   local tat = tat_of(v)
-  local new = max(tat, now) + cost * t
+  local new = (tat > now and tat or now) + cost * t
   if new - now - tau > max_wait then
     return false
   end
@@ -43,4 +43,4 @@ local function refund(v, at, cost, _, t)
   return pack('<d', max(tat_of(v) - cost * t, 0))
 end
 
-ALG[GCRA] = { params = params, admit = admit, idle_at = idle_at, refund = refund }
+return { params = params, admit = admit, idle_at = idle_at, refund = refund }

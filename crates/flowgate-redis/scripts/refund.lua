@@ -14,6 +14,7 @@ local blocks = {}
 for b = 1, nblocks do
   local code, limit, x, y, z
   code, limit, x, y, z, at = unpack_at('<Bdddd', call, at)
+  ALG[code] = ALG[code] or make(code)
   blocks[b] = { ALG[code].refund, ALG[code].params(limit, x, y, z) }
 end
 

@@ -3,7 +3,7 @@
 -- ARGV[1]: the lease id (decimal).
 -- Returns 1 when the lease was held, 0 otherwise.
 
-local v = ALG[CONCURRENCY].release(redis.call('GET', KEYS[1]), tonumber(ARGV[1]))
+local v = make(CONCURRENCY).release(redis.call('GET', KEYS[1]), tonumber(ARGV[1]))
 if not v then
   return 0
 end

@@ -2,8 +2,8 @@
 -- Mirrors flowgate-core src/algorithm/sliding_log.rs.
 -- Key flowgate:{<key>}:S holds one '<dI4' entry (instant, cost) per admission instant, oldest
 -- first, then '<I4I4': how many entries at the front are dead (left the window: they count as
--- absent; this script writes 0), and the total cost of the others. Requests admitted in the same
--- microsecond share one entry, as in Rust.
+-- absent), and the total cost of the others. Requests admitted in the same microsecond share one
+-- entry, as in Rust.
 -- Parameters: the window.
 -- A log costs 12 bytes per entry and is read whole on every decision: for limits in the
 -- thousands, sliding_window costs less.
@@ -14,7 +14,7 @@ local function params(limit, window)
 end
 
 -- The log stored as `v`: the byte where its live entries start and where they end (an entry at
--- each 12 bytes between), and their total; 1, 0, 0 for none.
+-- each 12 bytes between), and their total; nil for none.
 local function log_of(v)
   if v and #v >= 8 and (#v - 8) % 12 == 0 then
     local dead, sum = unpack_at('<I4I4', v, #v - 7)
@@ -22,13 +22,22 @@ local function log_of(v)
       return 12 * dead + 1, #v - 8, sum
     end
   end
-  return 1, 0, 0
+  return nil
 end
 
+-- Admits as Rust does. The new entry (or, at the same instant or a clock that stepped back, the
+-- newest one with the cost added) and the trailer are written over the old trailer (a patch at
+-- byte `at`: making the whole log a new Lua string would cost more than the decision), the
+-- entries that left the window staying as dead ones. The log is rewritten without them once
+-- they cost more than a rewrite (Redis's Lua hashes every byte of the log it reads: about when
+-- dead^2 > 4 live + 150, in Redis instructions), and when it reaches its limit (a string that
+-- SETRANGE grows keeps the spare room Redis gave it: a full log is stored at its size).
 local function admit(v, now, cost, _, limit, window)
-  v = v or ''
   local from, to, sum = log_of(v)
-  -- Entries at or before now - window have left it: dropped from the front.
+  if not from then
+    from, to, sum = 1, 0, 0
+  end
+  -- Entries at or before now - window have left it.
   local first = from
   if now >= window then
     while first < to do
@@ -50,22 +59,23 @@ local function admit(v, now, cost, _, limit, window)
   if to > from then
     last, c = unpack_at('<dI4', v, to - 11)
   end
-  local old = last + window
-  -- The live entries, then the new one (or, at the same instant or a clock that stepped back,
-  -- the newest one with the cost added), then the trailer.
-  local new
-  if first <= to - 11 and last >= now then
-    new = sub(v, first, to - 12) .. pack('<dI4I4I4', last, c + cost, 0, sum + cost)
+  local old, at = last + window, to
+  if first < to and last >= now then
+    at, c = to - 12, c + cost
   else
-    last = now
-    new = sub(v, first, to) .. pack('<dI4I4I4', now, cost, 0, sum + cost)
+    last, c = now, cost
   end
-  return true, new, last + window, old
+  local dead, live = (first - 1) / 12, (at - first + 1) / 12
+  if to > 0 and dead * dead <= 4 * live + 150 and sum + cost < limit then
+    return true, pack('<dI4I4I4', last, c, dead, sum + cost), last + window, old, at
+  end
+  return true, sub(v or '', first, at) .. pack('<dI4I4I4', last, c, 0, sum + cost), last + window,
+    old
 end
 
 local function idle_at(v, limit, window)
   local from, to = log_of(v)
-  if to < from then
+  if not from or to < from then
     return 0
   end
   return unpack_at('<d', v, to - 11) + window
@@ -75,6 +85,9 @@ end
 -- the request was logged at max(at, newest)).
 local function refund(v, at, cost)
   local from, to, sum = log_of(v)
+  if not from then
+    return v
+  end
   local b, n = sub(v, from, to), (to - from + 1) / 12
   for i = 0, n - 1 do
     local ts, c = unpack_at('<dI4', b, 12 * i + 1)
@@ -87,4 +100,4 @@ local function refund(v, at, cost)
   return v
 end
 
-ALG[SLIDING_LOG] = { params = params, admit = admit, idle_at = idle_at, refund = refund }
+return { params = params, admit = admit, idle_at = idle_at, refund = refund }

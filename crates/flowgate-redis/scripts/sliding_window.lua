@@ -56,21 +56,22 @@ local function admit(v, now, cost, _, limit, window, width, ring)
   end
   local old = head and leaves_at(head, window, width) or 0
   -- The ring moves on to the bucket of now: its new count, a zero per bucket skipped, then the
-  -- counts kept; a clock that stepped back counts in the head (conservative).
+  -- counts kept; a clock that stepped back counts in the head (conservative). (One pack: Redis's
+  -- Lua hashes every byte of every string it makes, a concatenation's pieces too.)
   local target = idiv(now, width)
   local new
   if not head or target - head >= ring then
-    new = pack('<I4', cost) .. string.rep('\0', 4 * ring - 4) .. pack('<dd', target, cost)
+    new = pack('<I4c0dd', cost, string.rep('\0', 4 * ring - 4), target, cost)
     head = target
   elseif target <= head then
-    new = pack('<I4', count(v, 0) + cost) .. sub(v, 5, 4 * ring) .. pack('<dd', head, total + cost)
+    new = pack('<I4c0dd', count(v, 0) + cost, sub(v, 5, 4 * ring), head, total + cost)
   else
     local z = target - head
     for q = ring - z, ring - 1 do
       total = total - count(v, q)
     end
-    new = pack('<I4', cost) .. string.rep('\0', 4 * z - 4) .. sub(v, 1, 4 * (ring - z))
-      .. pack('<dd', target, total + cost)
+    new = pack('<I4c0c0dd', cost, string.rep('\0', 4 * z - 4), sub(v, 1, 4 * (ring - z)), target,
+      total + cost)
     head = target
   end
   return true, new, leaves_at(head, window, width), old
@@ -94,4 +95,4 @@ local function refund(v, at, cost, charged, limit, window, width, ring)
     .. pack('<dd', head, total - min(c, cost))
 end
 
-ALG[SLIDING_WINDOW] = { params = params, admit = admit, idle_at = idle_at, refund = refund }
+return { params = params, admit = admit, idle_at = idle_at, refund = refund }

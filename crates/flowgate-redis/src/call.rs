@@ -110,8 +110,9 @@ fn encode<'a>(
         HashMap::with_capacity_and_hasher(requests.len() * 2, Default::default());
     let mut key_list: Vec<&[u8]> = Vec::new();
     let mut items = Vec::with_capacity(requests.len() * 8);
-    // Each item's key (from 1), to find the keys several requests share.
+    // Each item's key (from 1), to find the keys several requests share, and where its flags are.
     let mut item_keys: Vec<u16> = Vec::with_capacity(requests.len() * 2);
+    let mut flags_at: Vec<usize> = Vec::with_capacity(requests.len() * 2);
     let mut taken = 0;
     let mut n = 0u32;
     'requests: for r in requests {
@@ -138,6 +139,7 @@ fn encode<'a>(
                 }
                 items.truncate(items_before);
                 item_keys.truncate(n as usize);
+                flags_at.truncate(n as usize);
                 if taken == 0 {
                     // (a lone request's keys each have one limit: only the bounds can refuse it)
                     return Err(StoreError::Internal(format!(
@@ -147,6 +149,7 @@ fn encode<'a>(
                 break 'requests;
             }
             let last = if j + 1 == r.len() { 2 } else { 0 };
+            flags_at.push(items.len() + 4);
             push_item(&mut items, item.cost, bi, k, u8::from(item.enforce) | last);
             item_keys.push(k);
             if item.limit.algorithm() == Algorithm::Concurrency && item.cost > 0 {
@@ -155,6 +158,16 @@ fn encode<'a>(
         }
         n += r.len() as u32;
         taken += 1;
+    }
+    // Flag 4: the call's only item on its key.
+    let mut uses = vec![0u32; key_list.len()];
+    for &k in &item_keys {
+        uses[usize::from(k) - 1] += 1;
+    }
+    for (&k, &at) in item_keys.iter().zip(&flags_at) {
+        if uses[usize::from(k) - 1] == 1 {
+            items[at] |= 4;
+        }
     }
     let (now, slack) = time.now_and_slack();
     let mut string = header(now, slack, &blocks, n, items.len());

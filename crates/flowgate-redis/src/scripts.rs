@@ -29,19 +29,20 @@ pub(crate) fn code(a: Algorithm) -> u8 {
     }
 }
 
-/// The codes as Lua constants, `common.lua`, the algorithm files (each in its own block, so
-/// that its local names are its own), then `driver`.
+/// The codes as Lua constants, `common.lua`, the algorithm files (each the branch of `make(code)`
+/// that makes its table, so that its local names are its own), then `driver`.
 fn assemble(driver: &str) -> String {
     let mut s = String::new();
     for (i, (name, _)) in ALGORITHMS.iter().enumerate() {
         s.push_str(&format!("local {name} = {}\n", i + 1));
     }
     s.push_str(include_str!("../scripts/common.lua"));
-    for (_, src) in ALGORITHMS {
-        s.push_str("\ndo\n");
-        s.push_str(src);
-        s.push_str("\nend\n");
+    s.push_str("\nlocal function make(code)\n");
+    for (i, (name, src)) in ALGORITHMS.iter().enumerate() {
+        let branch = if i == 0 { "if" } else { "elseif" };
+        s.push_str(&format!("{branch} code == {name} then\n{src}\n"));
     }
+    s.push_str("end\nend\n");
     s.push_str(driver);
     s
 }
@@ -71,7 +72,7 @@ mod tests {
         ] {
             let (file_name, src) = ALGORITHMS[usize::from(code(a)) - 1];
             assert_eq!(file_name, name);
-            assert!(src.contains(&format!("ALG[{name}] =")));
+            assert!(src.contains("\nreturn { params = params, admit = admit,"));
         }
     }
 }
