@@ -85,8 +85,4 @@ pub trait Store: Send + Sync + 'static {
         limit: &Limit,
         lease: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Called when the limiter's rules change, so a store can drop what it derived from the old
-    /// rules (the Redis store's cache of blocked keys). Does nothing by default.
-    fn rules_changed(&self) {}
 }

@@ -111,13 +111,6 @@ impl Store for Backend {
             Backend::Redis(r) => r.release(key, limit, lease).await,
         }
     }
-
-    fn rules_changed(&self) {
-        match self {
-            Backend::Memory(m) => m.rules_changed(),
-            Backend::Redis(r) => r.rules_changed(),
-        }
-    }
 }
 
 /// The queue store behind the server: the embedded on-disk store, or Redis (the same Redis as

@@ -60,23 +60,6 @@ impl RlsService {
 /// # Errors
 /// A message for `INVALID_ARGUMENT`.
 pub fn to_request(req: RateLimitRequest) -> Result<Request, String> {
-    if req.domain.is_empty() {
-        return Err("rate limit domain must not be empty".into());
-    }
-    if req.descriptors.is_empty() {
-        return Err("rate limit descriptor list must not be empty".into());
-    }
-    if req.descriptors.len() > limits::MAX_DESCRIPTORS {
-        return Err(limits::InputError::TooManyDescriptors {
-            count: req.descriptors.len(),
-        }
-        .to_string());
-    }
-    let cost = if req.hits_addend == 0 {
-        1
-    } else {
-        u64::from(req.hits_addend)
-    };
     let descriptors = req
         .descriptors
         .into_iter()
@@ -86,7 +69,7 @@ pub fn to_request(req: RateLimitRequest) -> Result<Request, String> {
     let request = Request {
         domain: req.domain,
         descriptors,
-        cost,
+        cost: limits::request_cost(Some(u64::from(req.hits_addend))),
     };
     limits::validate(&request).map_err(|e| e.to_string())?;
     Ok(request)

@@ -1,6 +1,7 @@
-//! Bounds on requests, so that no input can exhaust the server. Over a bound, the request is
-//! refused with a message naming it (HTTP 400/413, gRPC `INVALID_ARGUMENT`/`RESOURCE_EXHAUSTED`),
-//! and the server goes on answering.
+//! What both protocols check of a request, once, before the limiter sees it: its bounds, so that
+//! no input can exhaust the server (over a bound, the request is refused with a message naming it:
+//! HTTP 400/413, gRPC `INVALID_ARGUMENT`/`RESOURCE_EXHAUSTED`, and the server goes on answering);
+//! and the cost a request's `hits_addend` stands for.
 
 use flowgate_core::Request;
 
@@ -59,6 +60,15 @@ pub enum InputError {
         /// The cost.
         cost: u64,
     },
+}
+
+/// The cost of a request whose `hits_addend` is `addend`: 0, or none, means 1, as in Envoy. (A
+/// descriptor's own `hits_addend` is its cost as it is: 0 only looks.)
+pub fn request_cost(addend: Option<u64>) -> u64 {
+    match addend {
+        Some(h) if h > 0 => h,
+        _ => 1,
+    }
 }
 
 /// Checks a request against the bounds.

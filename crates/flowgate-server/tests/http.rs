@@ -139,7 +139,7 @@ async fn errors_are_json_and_say_what_is_wrong() {
             "/v1/check",
             r#"{"descriptors": ["a=1"]}"#,
             400,
-            "missing `domain`",
+            "missing field `domain`",
         ),
         (
             "POST",
@@ -176,6 +176,20 @@ async fn errors_are_json_and_say_what_is_wrong() {
             400,
             "`cost`",
         ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": [{"entries": [{"key": 7}]}]}"#,
+            400,
+            "`descriptors[0].entries[0].key`: invalid type: integer `7`",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": ["a=1", 3]}"#,
+            400,
+            "`descriptors[1]`: invalid type: integer `3`, expected \"key=value, ...\" text",
+        ),
         ("GET", "/v1/nothing", "", 404, "no such route"),
         ("DELETE", "/v1/check", "", 405, "method"),
         (
@@ -183,7 +197,7 @@ async fn errors_are_json_and_say_what_is_wrong() {
             "/v1/release",
             r#"{"domain": "api", "descriptor": "export=1"}"#,
             400,
-            "missing `lease`",
+            "missing field `lease`",
         ),
     ];
     for (method, path, body, status, needle) in cases {

@@ -100,7 +100,6 @@ impl<S: Store> Limiter<S> {
     /// Replaces the rules, atomically. Counters of rules whose state key is unchanged carry on.
     pub fn set_rules(&self, rules: RuleSet) {
         self.rules.store(Arc::new(rules));
-        self.store.rules_changed();
     }
 
     /// Decides a request and records it if admitted.

@@ -8,11 +8,13 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use flowgate::{Descriptor, Entry, FailurePolicy, Mode, Request, Rule, Verdict};
+use flowgate::{FailurePolicy, Mode, Request, Rule, Verdict};
 use flowgate_core::quota::format_micros;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
+use super::body::{self, DescriptorField};
 use crate::config::{self, Config, Format};
 use crate::limits;
 use crate::state::{Api, AppState};
@@ -39,146 +41,41 @@ pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, A
     })
 }
 
-fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    let v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
-    match v {
-        Value::Object(m) => Ok(m),
-        _ => Err(ApiError::bad_request("the body must be a JSON object")),
-    }
+/// A check or acquire body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckBody {
+    domain: String,
+    descriptors: Vec<DescriptorField>,
+    /// Envoy's request cost: 0 or none means 1.
+    #[serde(default)]
+    hits_addend: Option<u64>,
+    /// The cost, exactly (0 only looks).
+    #[serde(default)]
+    cost: Option<u64>,
+    /// (acquire) Whether to answer only once the reserved slot comes.
+    #[serde(default)]
+    hold: Option<bool>,
 }
 
-fn get_u64(m: &Map<String, Value>, field: &str, at: &str) -> Result<Option<u64>, ApiError> {
-    match m.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-            ApiError::bad_request(format!("`{at}{field}` must be a non-negative integer"))
-        }),
-    }
-}
-
-fn get_str<'a>(m: &'a Map<String, Value>, field: &str, at: &str) -> Result<&'a str, ApiError> {
-    match m.get(field) {
-        Some(Value::String(s)) => Ok(s),
-        None => Err(ApiError::bad_request(format!("missing `{at}{field}`"))),
-        Some(_) => Err(ApiError::bad_request(format!(
-            "`{at}{field}` must be a string"
-        ))),
-    }
-}
-
-fn no_unknown(m: &Map<String, Value>, known: &[&str], at: &str) -> Result<(), ApiError> {
-    match m.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::bad_request(format!(
-            "unknown field `{at}{k}`: expected one of {}",
-            known.join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
-fn parse_descriptor(v: &Value, at: &str) -> Result<Descriptor, ApiError> {
-    match v {
-        Value::String(s) => s
-            .parse::<Descriptor>()
-            .map_err(|e| ApiError::bad_request(format!("`{at}`: {e}"))),
-        Value::Object(m) => {
-            no_unknown(m, &["entries", "hits_addend"], &format!("{at}."))?;
-            let entries = match m.get("entries") {
-                Some(Value::Array(a)) => a,
-                _ => {
-                    return Err(ApiError::bad_request(format!(
-                        "`{at}.entries` must be an array of {{\"key\": ..., \"value\": ...}}"
-                    )));
-                }
-            };
-            if entries.len() > limits::MAX_ENTRIES {
-                return Err(ApiError::bad_request(format!(
-                    "`{at}.entries` has {} entries: at most {} are allowed",
-                    entries.len(),
-                    limits::MAX_ENTRIES
-                )));
-            }
-            let mut out = Vec::with_capacity(entries.len());
-            for (j, e) in entries.iter().enumerate() {
-                let eat = format!("{at}.entries[{j}].");
-                let entry = match e {
-                    Value::Object(em) => {
-                        no_unknown(em, &["key", "value"], &eat)?;
-                        Entry {
-                            key: get_str(em, "key", &eat)?.to_owned(),
-                            value: match em.get("value") {
-                                None | Some(Value::Null) => String::new(),
-                                Some(Value::String(s)) => s.clone(),
-                                Some(_) => {
-                                    return Err(ApiError::bad_request(format!(
-                                        "`{eat}value` must be a string"
-                                    )));
-                                }
-                            },
-                        }
-                    }
-                    _ => {
-                        return Err(ApiError::bad_request(format!(
-                            "`{at}.entries[{j}]` must be an object {{\"key\": ..., \"value\": ...}}"
-                        )));
-                    }
-                };
-                out.push(entry);
-            }
-            Ok(Descriptor {
-                entries: out,
-                cost: get_u64(m, "hits_addend", &format!("{at}."))?,
-            })
-        }
-        _ => Err(ApiError::bad_request(format!(
-            "`{at}` must be \"key=value, ...\" text or {{\"entries\": [...]}}"
-        ))),
-    }
-}
-
-/// A check or acquire body: the request, and whether to hold the answer until the slot.
+/// A check or acquire body: the request (validated), and whether to hold the answer until the
+/// slot.
 fn parse_check(bytes: &[u8], allow_hold: bool) -> Result<(Request, bool), ApiError> {
-    let m = json_object(bytes)?;
-    let known: &[&str] = if allow_hold {
-        &["domain", "descriptors", "hits_addend", "cost", "hold"]
-    } else {
-        &["domain", "descriptors", "hits_addend", "cost"]
-    };
-    no_unknown(&m, known, "")?;
-    let domain = get_str(&m, "domain", "")?.to_owned();
-    let list = match m.get("descriptors") {
-        Some(Value::Array(a)) => a,
-        None => return Err(ApiError::bad_request("missing `descriptors`")),
-        Some(_) => return Err(ApiError::bad_request("`descriptors` must be an array")),
-    };
-    if list.len() > limits::MAX_DESCRIPTORS {
+    let b: CheckBody = body::parse(bytes)?;
+    if b.hold.is_some() && !allow_hold {
         return Err(ApiError::bad_request(
-            limits::InputError::TooManyDescriptors { count: list.len() }.to_string(),
+            "unknown field `hold`: only /v1/acquire holds its answer",
         ));
     }
-    let descriptors = list
-        .iter()
-        .enumerate()
-        .map(|(i, d)| parse_descriptor(d, &format!("descriptors[{i}]")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let cost = match (get_u64(&m, "cost", "")?, get_u64(&m, "hits_addend", "")?) {
-        (Some(c), _) => c,
-        (None, Some(h)) if h > 0 => h,
-        _ => 1,
-    };
-    let hold = match m.get("hold") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::bad_request("`hold` must be true or false")),
-    };
     let req = Request {
-        domain,
-        descriptors,
-        cost,
+        domain: b.domain,
+        descriptors: b.descriptors.into_iter().map(|d| d.0).collect(),
+        cost: b
+            .cost
+            .unwrap_or_else(|| limits::request_cost(b.hits_addend)),
     };
     limits::validate(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok((req, hold))
+    Ok((req, b.hold.unwrap_or(false)))
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -281,24 +178,24 @@ pub(super) async fn acquire(
     decide(&state, body, true).await
 }
 
+/// A release body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleaseBody {
+    domain: String,
+    descriptor: DescriptorField,
+    lease: u64,
+}
+
 /// `POST /v1/release`.
 pub(super) async fn release(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(body)?;
-    let m = json_object(&bytes)?;
-    no_unknown(&m, &["domain", "descriptor", "lease"], "")?;
-    let domain = get_str(&m, "domain", "")?;
-    let descriptor = parse_descriptor(
-        m.get("descriptor")
-            .ok_or_else(|| ApiError::bad_request("missing `descriptor`"))?,
-        "descriptor",
-    )?;
-    let lease =
-        get_u64(&m, "lease", "")?.ok_or_else(|| ApiError::bad_request("missing `lease`"))?;
-    let probe = Request::new(domain, vec![descriptor]);
+    let b: ReleaseBody = body::parse(&body_bytes(body)?)?;
+    let probe = Request::new(b.domain, vec![b.descriptor.0]);
     limits::validate(&probe).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let lease = b.lease;
     let released = state
         .limiter
         .release(&probe.domain, &probe.descriptors[0], lease)
@@ -446,7 +343,7 @@ pub(super) async fn put_rules(
             config::parse("<api>", Format::EnvoyYaml, text)
         }
         "application/json" => {
-            let mut m = json_object(&bytes)?;
+            let mut m: Map<String, Value> = body::parse(&bytes)?;
             for k in ["version", "source", "files"] {
                 m.remove(k);
             }

@@ -28,6 +28,7 @@
 //! (admin token), 404, 405, 413 (body over 64 KiB), 415 (unknown content type) or 503.
 
 mod api;
+mod body;
 mod error;
 mod queues;
 

@@ -16,16 +16,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use flowgate::Descriptor;
 use flowgate::queue::{
     Delivery, InstanceInfo, Nacked, NewJob, QueueError, instance_descriptor, instance_names,
 };
-use flowgate::{Descriptor, Entry};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::ApiError;
 use super::api::{authorized, body_bytes};
+use super::body::{self, DescriptorField};
 use crate::limits;
 use crate::state::AppState;
 
@@ -38,57 +38,17 @@ pub(super) const MAX_BATCH: usize = 10_000;
 /// The largest submit body (the other routes take at most 64 KiB).
 pub(super) const MAX_SUBMIT_BYTES: usize = 32 << 20;
 
-/// Parses a JSON body, naming the field at fault.
-fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let detail = if path.is_empty() || path == "." {
-            format!("the body is not a valid request: {inner}")
-        } else {
-            format!("`{path}`: {inner}")
-        };
-        ApiError::bad_request(detail)
-    })
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum DescriptorField {
-    Text(String),
-    Envoy { entries: Vec<EntryField> },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EntryField {
-    key: String,
-    #[serde(default)]
-    value: String,
-}
-
-impl DescriptorField {
-    fn into_descriptor(self) -> Result<Descriptor, ApiError> {
-        let d = match self {
-            DescriptorField::Text(t) => t
-                .parse::<Descriptor>()
-                .map_err(|e| ApiError::bad_request(format!("`descriptor`: {e}")))?,
-            DescriptorField::Envoy { entries } => Descriptor {
-                entries: entries
-                    .into_iter()
-                    .map(|e| Entry {
-                        key: e.key,
-                        value: e.value,
-                    })
-                    .collect(),
-                cost: None,
-            },
-        };
-        let probe = flowgate::Request::new("q", vec![d]);
-        limits::validate(&probe).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        Ok(probe.descriptors.into_iter().next().unwrap_or_default())
+/// The queue instance a body names: its descriptor, validated (a queue's descriptor takes no
+/// `hits_addend`).
+fn instance_of(d: DescriptorField) -> Result<Descriptor, ApiError> {
+    if d.0.cost.is_some() {
+        return Err(ApiError::bad_request(
+            "`descriptor.hits_addend`: a queue's descriptor has no cost",
+        ));
     }
+    let probe = flowgate::Request::new("q", vec![d.0]);
+    limits::validate(&probe).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(probe.descriptors.into_iter().next().unwrap_or_default())
 }
 
 #[derive(Deserialize)]
@@ -184,8 +144,8 @@ pub(super) async fn submit(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let b: SubmitBody = parse(&body_bytes(body)?)?;
-    let descriptor = b.descriptor.into_descriptor()?;
+    let b: SubmitBody = body::parse(&body_bytes(body)?)?;
+    let descriptor = instance_of(b.descriptor)?;
     let single = JobField {
         payload: b.payload,
         payload_base64: b.payload_base64,
@@ -300,8 +260,8 @@ pub(super) async fn lease(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let b: LeaseBody = parse(&body_bytes(body)?)?;
-    let descriptor = b.descriptor.into_descriptor()?;
+    let b: LeaseBody = body::parse(&body_bytes(body)?)?;
+    let descriptor = instance_of(b.descriptor)?;
     let wait = Duration::from_millis(b.wait_ms);
     if wait > MAX_WAIT {
         return Err(ApiError::bad_request(format!(
@@ -340,7 +300,7 @@ pub(super) async fn ack(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let b: TokenBody = parse(&body_bytes(body)?)?;
+    let b: TokenBody = body::parse(&body_bytes(body)?)?;
     if b.retry_after_ms.is_some() {
         return Err(ApiError::bad_request(
             "`retry_after_ms` is for nack: an acked job is done",
@@ -360,7 +320,7 @@ pub(super) async fn nack(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let b: TokenBody = parse(&body_bytes(body)?)?;
+    let b: TokenBody = body::parse(&body_bytes(body)?)?;
     let out = state
         .queue
         .nack(&b.token, b.retry_after_ms.map(Duration::from_millis))
@@ -480,11 +440,11 @@ pub(super) async fn dead(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let b: InstanceBody = parse(&body_bytes(body)?)?;
+    let b: InstanceBody = body::parse(&body_bytes(body)?)?;
     if b.ids.is_some() {
         return Err(ApiError::bad_request("`ids` is for requeue and purge"));
     }
-    let descriptor = b.descriptor.into_descriptor()?;
+    let descriptor = instance_of(b.descriptor)?;
     let limit = b.limit.unwrap_or(100).min(MAX_DEAD_LIST);
     let list = state
         .queue
@@ -518,13 +478,13 @@ async fn admin_op(
     op: &'static str,
 ) -> Result<Response, ApiError> {
     authorized(state, headers)?;
-    let b: InstanceBody = parse(&body_bytes(body)?)?;
+    let b: InstanceBody = body::parse(&body_bytes(body)?)?;
     if b.offset != 0 || b.limit.is_some() {
         return Err(ApiError::bad_request(
             "`offset` and `limit` are for listing",
         ));
     }
-    let descriptor = b.descriptor.into_descriptor()?;
+    let descriptor = instance_of(b.descriptor)?;
     let ids = b.ids.as_deref();
     let q = &state.queue;
     let n = match op {
