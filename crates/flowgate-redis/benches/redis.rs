@@ -1,5 +1,5 @@
 //! Redis store benchmarks against one local `redis-server` started for the run (see
-//! BENCHMARKS.md, "Redis store (issue 3)"). Every figure of one run shares the server, the client
+//! BENCHMARKS.md, "Redis"). Every figure of one run shares the server, the client
 //! and the connection set-up (one multiplexed `ConnectionManager` per store).
 //!
 //! `cargo bench -p flowgate-redis --bench redis` (optionally `-- <seconds per figure>`).
@@ -7,6 +7,7 @@
 //! `FOCUS=incr|direct|coalesced` runs one of those alone, `BATCHES=n` sets the coalesced calls in
 //! flight, `INFLIGHT=n` the requests in flight (default 64) and `WORKERS=n` the client runtime's
 //! worker threads (default 2); focus mode prints the CPU each side spent.
+//! `-- <secs> users` prints BENCHMARKS.md's table of decisions against raw `INCR`.
 //! `-- <secs> paired [algorithm...]` alternates INCR and the coalesced store in short rounds and
 //! prints the median ratio (`ROUNDS=n`, default 5); `paired three` alternates the 1-rule and the
 //! field's 3-rule request instead.
@@ -36,38 +37,72 @@ static KEYS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
         .unwrap_or(10_000)
 });
 
+/// Operations per second, and the latency of one at the median and the 99th percentile.
+#[derive(Clone, Copy)]
+struct Rate {
+    per_s: f64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
 /// Runs `op` from `inflight` tasks for `secs`; answers operations per second.
 async fn rate<F, Fut>(inflight: usize, secs: f64, op: F) -> f64
 where
     F: Fn(u64) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
+    rate_latency(inflight, secs, op).await.per_s
+}
+
+/// Runs `op` from `inflight` tasks for `secs` (after 200 ms of warm-up); answers the rate and
+/// latencies.
+async fn rate_latency<F, Fut>(inflight: usize, secs: f64, op: F) -> Rate
+where
+    F: Fn(u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for t in 0..inflight {
-        let (op, stop, done) = (op.clone(), stop.clone(), done.clone());
+        let (op, stop, measuring, done) =
+            (op.clone(), stop.clone(), measuring.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
+            let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
             let mut i = t as u64 * 7919;
             while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
                 op(i).await;
+                if measuring.load(Ordering::Relaxed) {
+                    let _ = hist.record(t0.elapsed().as_micros() as u64);
+                }
                 i += 1;
                 done.fetch_add(1, Ordering::Relaxed);
             }
+            hist
         }));
     }
     // Warm up, then measure.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    measuring.store(true, Ordering::Relaxed);
     let start_n = done.load(Ordering::Relaxed);
     let start = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let n = done.load(Ordering::Relaxed) - start_n;
     let el = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
+    let mut all = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
     for t in tasks {
-        let _ = t.await;
+        if let Ok(h) = t.await {
+            let _ = all.add(&h);
+        }
     }
-    n as f64 / el
+    Rate {
+        per_s: n as f64 / el,
+        p50_us: all.value_at_quantile(0.5),
+        p99_us: all.value_at_quantile(0.99),
+    }
 }
 
 fn limit(a: Algorithm, q: &str) -> Limit {
@@ -123,14 +158,19 @@ fn names(prefix: &str, n: u64) -> Arc<Vec<String>> {
 }
 
 async fn incr_rate(s: &Arc<RedisStore>, inflight: usize, secs: f64) -> f64 {
+    incr_latency(s, *KEYS, inflight, secs).await.per_s
+}
+
+/// Raw `INCR` on `keys` keys, through the store's connection.
+async fn incr_latency(s: &Arc<RedisStore>, keys: u64, inflight: usize, secs: f64) -> Rate {
     let s = s.clone();
-    let keys = names("bench:incr:", *KEYS);
-    rate(inflight, secs, move |i| {
+    let names = names("bench:incr:", keys);
+    rate_latency(inflight, secs, move |i| {
         let s = s.clone();
-        let keys = keys.clone();
+        let names = names.clone();
         async move {
             let mut c = redis::cmd("INCR");
-            c.arg(&keys[(i % *KEYS) as usize]);
+            c.arg(&names[(i % keys) as usize]);
             s.query(&c).await.expect("incr");
         }
     })
@@ -145,7 +185,9 @@ async fn decide_rate(
     secs: f64,
 ) -> f64 {
     let spread = vec![*KEYS; limits.len()];
-    decide_rate_spread(s, limits, spread, tag, inflight, secs).await
+    decide_rate_spread(s, limits, spread, tag, inflight, secs)
+        .await
+        .per_s
 }
 
 /// As [`decide_rate`], rule `r` of each request naming one of `spread[r]` keys (1: a global
@@ -157,14 +199,14 @@ async fn decide_rate_spread(
     tag: &'static str,
     inflight: usize,
     secs: f64,
-) -> f64 {
+) -> Rate {
     let s = s.clone();
     let keys: Arc<Vec<Arc<Vec<String>>>> = Arc::new(
         (0..limits.len())
             .map(|r| names(&format!("bench:{tag}:{r}:"), spread[r]))
             .collect(),
     );
-    rate(inflight, secs, move |i| {
+    rate_latency(inflight, secs, move |i| {
         let s = s.clone();
         let limits = limits.clone();
         let keys = keys.clone();
@@ -360,7 +402,9 @@ async fn focus_three(url: &str, secs: f64) {
         let mut r3 = f64::NAN;
         if run("3") {
             let before = Cpu::read(&s).await;
-            r3 = decide_rate_spread(&s, three.clone(), spread.clone(), "f3", n, secs).await;
+            r3 = decide_rate_spread(&s, three.clone(), spread.clone(), "f3", n, secs)
+                .await
+                .per_s;
             Cpu::read(&s).await.since(&before, "3 rules");
         }
         println!(
@@ -587,7 +631,9 @@ async fn paired_three(s: &Arc<RedisStore>, rounds: usize, secs: f64) {
     let mut pairs = Pairs::default();
     for _ in 0..rounds {
         let r1 = decide_rate(s, one.clone(), "p1", 64, secs).await;
-        let r3 = decide_rate_spread(s, three.clone(), spread.clone(), "p3", 64, secs).await;
+        let r3 = decide_rate_spread(s, three.clone(), spread.clone(), "p3", 64, secs)
+            .await
+            .per_s;
         pairs.push(r1, r3, r1 / r3);
     }
     println!(
@@ -595,6 +641,50 @@ async fn paired_three(s: &Arc<RedisStore>, rounds: usize, secs: f64) {
     );
     println!("|---|---|---|---|");
     println!("| {} |", pairs.row());
+}
+
+/// `-- <secs> users`: BENCHMARKS.md's Redis table. Decisions per second and their latency
+/// against raw `INCR` on as many keys through the same connection, the store as shipped
+/// (coalescing and the blocked-keys cache on): 10,000 keys at 1 and 64 requests in flight, and
+/// one hot key; the 1-rule request (a token bucket, 100/s per key) and the field's 3 rules
+/// (global, channel, user: token buckets, the user's at 100/s).
+async fn users(url: &str, secs: f64) {
+    let s = Arc::new(
+        connect(
+            url,
+            RedisOptions::default().deadline(Duration::from_secs(5)),
+        )
+        .await,
+    );
+    let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
+    let (three, _) = field_rules();
+    let cell = |r: Rate| format!("{:.0}/s, {} / {} µs", r.per_s, r.p50_us, r.p99_us);
+    println!(
+        "| load | raw INCR: rate, p50 / p99 | 1 rule | ratio to INCR | 3 rules | ratio to INCR |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (label, keys, inflight) in [
+        ("10,000 keys, 1 in flight", 10_000u64, 1usize),
+        ("10,000 keys, 64 in flight", 10_000, 64),
+        ("1 hot key, 64 in flight (mostly rejections)", 1, 64),
+    ] {
+        let incr = incr_latency(&s, keys, inflight, secs).await;
+        let r1 = decide_rate_spread(&s, one.clone(), vec![keys], "u1", inflight, secs).await;
+        let spread = if keys == 1 {
+            vec![1, 1, 1]
+        } else {
+            vec![1, 10, keys]
+        };
+        let r3 = decide_rate_spread(&s, three.clone(), spread, "u3", inflight, secs).await;
+        println!(
+            "| {label} | {} | {} | {:.2} | {} | {:.2} |",
+            cell(incr),
+            cell(r1),
+            r1.per_s / incr.per_s,
+            cell(r3),
+            r3.per_s / incr.per_s
+        );
+    }
 }
 
 fn main() {
@@ -639,6 +729,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "batch") {
         rt.block_on(batch(&url, secs));
+        return;
+    }
+    if args.iter().any(|a| a == "users") {
+        rt.block_on(users(&url, secs));
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "paired") {
@@ -754,7 +848,7 @@ fn main() {
             let r1 = decide_rate(s, one.clone(), "r1", n, secs).await;
             let r3 = decide_rate(s, three.clone(), "r3", n, secs).await;
             let t3 = decide_rate(s, three_tb.clone(), "t3", n, secs).await;
-            let f3 = decide_rate_spread(s, field.clone(), spread.clone(), "f3", n, secs).await;
+            let f3 = decide_rate_spread(s, field.clone(), spread.clone(), "f3", n, secs).await.per_s;
             println!("| {label} | {r1:.0} | mixed {r3:.0}, 3 x token_bucket {t3:.0}, global + channel + user {f3:.0} | mixed {:.2}, token_bucket {:.2}, global + channel + user {:.2} |", r1 / r3, r1 / t3, r1 / f3);
         }
 

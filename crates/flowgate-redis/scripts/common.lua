@@ -4,7 +4,7 @@
 --
 -- Numbers are Lua doubles, exact for integers below 2^53; flowgate-core's validation keeps every
 -- quantity below that. Time is integer microseconds since the Unix epoch. Every state is a
--- little-endian binary string (Lua's `struct`), read and written whole.
+-- little-endian binary string (Lua's `struct`).
 
 -- The algorithms by code, each the table its file returns, made by `make(code)` (assembled after
 -- this file) the first time a call needs it: making every file's closures at each call cost

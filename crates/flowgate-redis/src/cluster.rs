@@ -20,8 +20,7 @@
 //! **A clock that steps back.** A refund restores a state that decides as the one the request
 //! found at the request's instant and after it. A sliding window gives the cost back to the
 //! bucket it counted in, which the client knows from the state the script decided on (the newest
-//! bucket, when Redis's clock had stepped back; a group decided by the general script, a request
-//! naming one key twice, gives it back to the bucket of the request's instant). If Redis's clock
+//! bucket, when Redis's clock had stepped back). If Redis's clock
 //! then steps back before that instant: a refunded GCRA keeps its TAT at the request's instant
 //! when it was earlier (towards rejecting); a fixed window whose request opened a new window
 //! keeps that window with the count given back, so the previous window's count is forgotten

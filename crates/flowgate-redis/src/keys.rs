@@ -3,9 +3,8 @@
 //! The state key (built by `flowgate_core::ruleset::state_key`, percent-escaped so it holds no
 //! `{` or `}`) is the hash tag, so every Redis key of one limit lives in one slot. The suffix
 //! names the algorithm's state type, so a rule that changes its algorithm never reads a key of
-//! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`, `W`,
-//! `S` (sliding log), `c` (a new letter where a layout changed: the former `w`, `l` and `L` keys
-//! are left to expire rather than misread).
+//! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`
+//! (fixed window), `W` (sliding window), `S` (sliding log), `c` (concurrency).
 
 use flowgate_core::Algorithm;
 use smallvec::SmallVec;
@@ -32,8 +31,7 @@ pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
 }
 
 /// A Redis key held inline when it fits in 64 bytes, as most do: the store builds one per item
-/// of every decision, and allocating each cost 2 % (1 rule) to 6 % (3 rules) of the client's
-/// instructions per request.
+/// of every decision, and a heap allocation for each shows in the client's cost per request.
 pub(crate) type KeyBytes = SmallVec<[u8; 64]>;
 
 /// [`redis_key`] as [`KeyBytes`].

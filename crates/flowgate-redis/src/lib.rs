@@ -6,8 +6,9 @@
 //!   module it mirrors: decode the state, admit, encode the new state, when it is empty again, its
 //!   refund. One driver, `decide.lua`, decides any requests in one script call, each
 //!   all-or-nothing, in order; the clock is Redis's `TIME`, so app servers' clocks never decide.
-//!   Every state is a little-endian binary string read whole by one `MGET` and written once, with
-//!   an expiry at the next whole second after it is empty again; rejected requests write nothing.
+//!   Every state is a little-endian binary string read by one `MGET` and written once per call
+//!   (a sliding log's new entry in place, at its end), with an expiry at the next whole second
+//!   after it is empty again; rejected requests write nothing.
 //! - **Lua admits, Rust reports.** The script answers its admissions and each key's state before
 //!   the call; the client replays the requests on those states with the Rust transitions to
 //!   report every decision (remaining, reset, retry, wait), and checks they admit alike.

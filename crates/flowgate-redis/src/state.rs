@@ -1,6 +1,6 @@
 //! The states the scripts keep (all binary strings), read back into flowgate-core's [`State`] so
 //! that the client derives each decision with the same Rust transition the memory store runs
-//! (see `scripts/fast.lua`).
+//! (see `scripts/decide.lua`).
 //!
 //! The states are little-endian binary (Lua `struct`): a double for each instant or index
 //! (exact below 2^53, as every quantity is) and a u32 for each count (every limit fits). A value

@@ -43,7 +43,7 @@ enum Step {
 fn limit_case() -> impl Strategy<Value = LimitCase> {
     (
         prop::sample::select(Algorithm::ALL.to_vec()),
-        // (limits above 254 let costs that the fast script reads as a double be admitted)
+        // (limits above 254 let costs that the script reads as a double be admitted)
         prop_oneof![6 => 0u64..8, 1 => 250u64..600],
         prop::sample::select(vec![1_000u64, 7_777, 100_000, 1_000_000, 2_500_000]),
         prop::option::of(1u64..6),
@@ -79,8 +79,8 @@ fn algorithm_quota(c: &LimitCase) -> Option<(Algorithm, Quota)> {
     Some((c.algorithm, Quota::from_micros(c.limit, c.window).ok()?))
 }
 
-/// A cost: mostly small; sometimes one the fast script reads from a byte (up to 254) or as a
-/// double after it (255 and above, and above the largest limit).
+/// A cost: mostly small; sometimes one the script reads from a byte (up to 254) or as a double
+/// after it (255 and above, and above the largest limit).
 fn cost() -> impl Strategy<Value = u64> {
     prop_oneof![12 => 0u64..4, 1 => 252u64..258, 1 => Just(1u64 << 33)]
 }
@@ -225,8 +225,7 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                 }
                 Step::Batch(dt, raw) => {
                     clock.advance(Duration::from_micros(*dt));
-                    // Each request names a limit once (a request repeating a key takes the
-                    // general script, which the Decide steps cover).
+                    // Each request names a limit once (the Decide steps repeat keys).
                     let raw: Vec<Vec<(usize, u64, bool)>> = raw
                         .iter()
                         .map(|r| {
@@ -335,8 +334,8 @@ fn batch_agrees(
 }
 
 /// Requests of one batch that give one key different limits (a rule changed between them) are
-/// decided as if one after another, each under its own limit: the client cannot replay a key
-/// under two limits, so such a call goes to the general script.
+/// decided as if one after another, each under its own limit: a call gives a key one limit, so
+/// the client splits such a batch into calls.
 #[test]
 fn a_batch_giving_one_key_two_limits_decides_each_under_its_own() {
     let (_server, rt, _clock, redis, memory) = batch_setup();
@@ -496,9 +495,9 @@ fn a_batch_of_thousands_of_requests_decides_each_as_one_after_another() {
     assert_eq!(admitted, 3_000);
 }
 
-/// A call carries at most 255 distinct limits in the fast script (an item names its limit in one
-/// byte); batches with 255 (the fast script), 256 and 300 (the general script) decide as one
-/// after another, concurrency leases granted (limit 1) and refused (limit 0) among them.
+/// A call carries at most 255 distinct limits (an item names its limit in one byte); batches with
+/// 255 (one call), 256 and 300 (two) decide as one after another, concurrency leases granted
+/// (limit 1) and refused (limit 0) among them.
 #[test]
 fn batches_of_many_distinct_limits_decide_each_as_one_after_another() {
     let (_server, rt, _clock, redis, memory) = batch_setup();
