@@ -643,19 +643,83 @@ async fn paired_three(s: &Arc<RedisStore>, rounds: usize, secs: f64) {
     println!("| {} |", pairs.row());
 }
 
+/// Redis's memory per key (`MEMORY USAGE … SAMPLES 0`) after one decision of each algorithm, of
+/// a raw `INCR` counter, and of sliding logs at their limit.
+async fn memory_table(direct: &Arc<RedisStore>) {
+    println!("## bytes of Redis memory per key (MEMORY USAGE ... SAMPLES 0)");
+    println!("| state | bytes |");
+    println!("|---|---|");
+    let usage = |k: String| async move {
+        let v = direct
+            .query(
+                redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&k)
+                    .arg("SAMPLES")
+                    .arg(0),
+            )
+            .await
+            .expect("memory");
+        memory_usage(v)
+    };
+    direct
+        .query(redis::cmd("INCR").arg("bench:mem:incr"))
+        .await
+        .expect("incr");
+    println!(
+        "| raw INCR counter | {} |",
+        usage("bench:mem:incr".into()).await
+    );
+    for a in Algorithm::ALL {
+        let name = a.name();
+        let l = limit(a, "100/s");
+        let key = format!("mem:{name}");
+        direct
+            .decide(&[Item {
+                key: &key,
+                limit: &l,
+                cost: 1,
+                enforce: true,
+            }])
+            .await
+            .expect("decide");
+        println!(
+            "| {name} | {} |",
+            usage(flowgate_redis::keys::redis_key(&key, a)).await
+        );
+    }
+    for n in [100u64, 1000] {
+        let l = limit(Algorithm::SlidingLog, &format!("{n}/1h"));
+        let key = format!("mem:log_full:{n}");
+        for _ in 0..n {
+            let d = direct
+                .decide(&[Item {
+                    key: &key,
+                    limit: &l,
+                    cost: 1,
+                    enforce: true,
+                }])
+                .await
+                .expect("decide");
+            assert!(d[0].allowed);
+        }
+        let b = usage(flowgate_redis::keys::redis_key(&key, Algorithm::SlidingLog)).await;
+        println!(
+            "| sliding_log at its limit of {n} | {b} ({:.1} per entry) |",
+            b as f64 / n as f64
+        );
+    }
+}
+
 /// `-- <secs> users`: BENCHMARKS.md's Redis table. Decisions per second and their latency
 /// against raw `INCR` on as many keys through the same connection, the store as shipped
 /// (coalescing and the blocked-keys cache on): 10,000 keys at 1 and 64 requests in flight, and
 /// one hot key; the 1-rule request (a token bucket, 100/s per key) and the field's 3 rules
 /// (global, channel, user: token buckets, the user's at 100/s).
 async fn users(url: &str, secs: f64) {
-    let s = Arc::new(
-        connect(
-            url,
-            RedisOptions::default().deadline(Duration::from_secs(5)),
-        )
-        .await,
-    );
+    let shipped = RedisOptions::default().deadline(Duration::from_secs(5));
+    let s = Arc::new(connect(url, shipped.clone()).await);
+    let uncached = Arc::new(connect(url, shipped.blocked_capacity(0)).await);
     let one = Arc::new(vec![limit(Algorithm::TokenBucket, "100/s")]);
     let (three, _) = field_rules();
     let cell = |r: Rate| format!("{:.0}/s, {} / {} µs", r.per_s, r.p50_us, r.p99_us);
@@ -663,19 +727,26 @@ async fn users(url: &str, secs: f64) {
         "| load | raw INCR: rate, p50 / p99 | 1 rule | ratio to INCR | 3 rules | ratio to INCR |"
     );
     println!("|---|---|---|---|---|---|");
-    for (label, keys, inflight) in [
-        ("10,000 keys, 1 in flight", 10_000u64, 1usize),
-        ("10,000 keys, 64 in flight", 10_000, 64),
-        ("1 hot key, 64 in flight (mostly rejections)", 1, 64),
+    for (label, keys, inflight, cache) in [
+        ("10,000 keys, 1 in flight", 10_000u64, 1usize, true),
+        ("10,000 keys, 64 in flight", 10_000, 64, true),
+        ("1 hot key, 64 in flight (mostly rejections)", 1, 64, true),
+        (
+            "1 hot key, 64 in flight, blocked-keys cache off",
+            1,
+            64,
+            false,
+        ),
     ] {
-        let incr = incr_latency(&s, keys, inflight, secs).await;
-        let r1 = decide_rate_spread(&s, one.clone(), vec![keys], "u1", inflight, secs).await;
+        let s = if cache { &s } else { &uncached };
+        let incr = incr_latency(s, keys, inflight, secs).await;
+        let r1 = decide_rate_spread(s, one.clone(), vec![keys], "u1", inflight, secs).await;
         let spread = if keys == 1 {
             vec![1, 1, 1]
         } else {
             vec![1, 10, keys]
         };
-        let r3 = decide_rate_spread(&s, three.clone(), spread, "u3", inflight, secs).await;
+        let r3 = decide_rate_spread(s, three.clone(), spread, "u3", inflight, secs).await;
         println!(
             "| {label} | {} | {} | {:.2} | {} | {:.2} |",
             cell(incr),
@@ -685,6 +756,8 @@ async fn users(url: &str, secs: f64) {
             r3.per_s / incr.per_s
         );
     }
+    println!();
+    memory_table(&uncached).await;
 }
 
 fn main() {
@@ -906,35 +979,7 @@ fn main() {
         println!("| admitted of 640 attempts on one key, limit 100 | {naive_admitted} | {ours_admitted} |");
 
         println!();
-        println!("## bytes of Redis memory per key (MEMORY USAGE ... SAMPLES 0)");
-        println!("| algorithm | bytes |");
-        println!("|---|---|");
-        for (name, a) in algs {
-            let l = limit(a, "100/s");
-            let key = format!("mem:{name}");
-            direct
-                .decide(&[Item { key: &key, limit: &l, cost: 1, enforce: true }])
-                .await
-                .expect("decide");
-            let rk = flowgate_redis::keys::redis_key(&key, a);
-            let v = direct.query(redis::cmd("MEMORY").arg("USAGE").arg(&rk).arg("SAMPLES").arg(0)).await.expect("memory");
-            println!("| {name} | {} |", memory_usage(v));
-        }
-        for n in [100u64, 1000] {
-            let l = limit(Algorithm::SlidingLog, &format!("{n}/1h"));
-            let key = format!("mem:log_full:{n}");
-            for _ in 0..n {
-                let d = direct
-                    .decide(&[Item { key: &key, limit: &l, cost: 1, enforce: true }])
-                    .await
-                    .expect("decide");
-                assert!(d[0].allowed);
-            }
-            let rk = flowgate_redis::keys::redis_key(&key, Algorithm::SlidingLog);
-            let v = direct.query(redis::cmd("MEMORY").arg("USAGE").arg(&rk).arg("SAMPLES").arg(0)).await.expect("memory");
-            let b = memory_usage(v);
-            println!("| sliding_log at its limit of {n} | {b} ({:.1} per entry) |", b as f64 / n as f64);
-        }
+        memory_table(&direct).await;
         let info = direct.query(redis::cmd("INFO").arg("commandstats")).await.expect("info");
         let info: String = redis::from_redis_value(info).unwrap_or_default();
         println!();

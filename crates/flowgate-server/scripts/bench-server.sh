@@ -4,7 +4,10 @@
 #   - floor:  `flowgate floor`, a tonic server answering a constant OK (the protocol floor),
 #   - memory: `flowgate serve` on the embedded store,
 #   - redis:  `flowgate serve --redis-url` on a local redis-server,
-#   - lib-redis: the same decisions through the library (Limiter + RedisStore) in-process.
+#   - lib-redis: the same decisions through the library (Limiter + RedisStore) in-process;
+#   - with LIMITADOR=<path to limitador-server> (built from github.com/Kuadrant/limitador),
+#     limitador-memory and limitador-redis: Kuadrant's limitador with the same limits
+#     (limitador-limits.yaml), in memory and on the same redis-server.
 # Each JSON line also carries the CPU seconds used during that run (warm-up included) by the
 # generator, the server under test and redis-server (from /proc, utime + stime), and the wall time.
 # Usage: crates/flowgate-server/scripts/bench-server.sh [SECONDS] > results.jsonl
@@ -25,6 +28,14 @@ FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch \
 sleep 1
 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch --redis-url redis://127.0.0.1:16379/ \
   --http-addr 127.0.0.1:18082 --grpc-addr 127.0.0.1:18083 2>/dev/null & SERVER=$!; PIDS+=($!)
+LIM_MEMORY=0; LIM_REDIS=0
+if [ -n "${LIMITADOR:-}" ]; then
+  LIMITS=crates/flowgate-server/scripts/limitador-limits.yaml
+  "$LIMITADOR" --rls-ip 127.0.0.1 --rls-port 18095 --http-ip 127.0.0.1 --http-port 18096 "$LIMITS" memory \
+    >/dev/null 2>&1 & LIM_MEMORY=$!; PIDS+=($!)
+  "$LIMITADOR" --rls-ip 127.0.0.1 --rls-port 18097 --http-ip 127.0.0.1 --http-port 18098 "$LIMITS" \
+    redis redis://127.0.0.1:16379/ >/dev/null 2>&1 & LIM_REDIS=$!; PIDS+=($!)
+fi
 sleep 2
 HZ=$(getconf CLK_TCK)
 TIMES=$(mktemp)
@@ -55,5 +66,9 @@ for keys in 1 10000; do
     run "$MEMORY" --api grpc --addr 127.0.0.1:18081 --label memory "${common[@]}"
     run "$SERVER" --api grpc --addr 127.0.0.1:18083 --label redis "${common[@]}"
     run 0 --api library --redis-url redis://127.0.0.1:16379/ --label lib-redis "${common[@]}"
+    if [ "$LIM_MEMORY" != 0 ]; then
+      run "$LIM_MEMORY" --api grpc --addr 127.0.0.1:18095 --label limitador-memory "${common[@]}"
+      run "$LIM_REDIS" --api grpc --addr 127.0.0.1:18097 --label limitador-redis "${common[@]}"
+    fi
   done
 done

@@ -17,6 +17,19 @@ for keys in (1, 10000):
               f"| {r['throughput']:,.0f} | {l['throughput']:,.0f} | {r['throughput']/l['throughput']:.2f} "
               f"| {r['throughput']/f['throughput']:.2f} | {r['throughput']/bound:.2f} "
               f"| {f['p99_us']} / {m['p99_us']} / {r['p99_us']} |")
+# Side by side with limitador, when the run has it.
+if any(r["label"].startswith("limitador") for r in rows):
+    print()
+    print("| keys | in flight | floor req/s | Flowgate embedded | limitador memory | Flowgate Redis | limitador Redis | p99 (us): floor / Flowgate embedded / limitador memory / Flowgate Redis / limitador Redis |")
+    print("|---|---|---|---|---|---|---|---|")
+    for keys in (1, 10000):
+        for c in (1, 16, 64):
+            f, m, lm, r, lr = (by.get((x, keys, c)) for x in ("floor", "memory", "limitador-memory", "redis", "limitador-redis"))
+            if not (f and m and lm and r and lr):
+                continue
+            cell = lambda x: f"{x['throughput']:,.0f} ({x['throughput'] / f['throughput']:.2f})"
+            print(f"| {keys:,} | {c} | {f['throughput']:,.0f} | {cell(m)} | {cell(lm)} | {cell(r)} | {cell(lr)} "
+                  f"| {f['p99_us']} / {m['p99_us']} / {lm['p99_us']} / {r['p99_us']} / {lr['p99_us']} |")
 print()
 print("| run | requests | ok | over limit | errors (server store errors) | p50 / p90 / p99 / max (us) |")
 print("|---|---|---|---|---|---|")
