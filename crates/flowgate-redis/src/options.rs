@@ -42,8 +42,7 @@ pub struct RedisOptions {
     pub max_batch: usize,
     /// Coalesced script calls in flight at once (at least 1). Default 2: while one call is in
     /// Redis the next one is already on its way, so Redis does not wait for the client between
-    /// calls (BENCHMARKS.md: 1.2x the decisions per second of 1 call in flight at 64 requests
-    /// in flight, with batches of 18 instead of 32).
+    /// calls; more calls in flight only make each one smaller.
     pub batches_in_flight: usize,
     /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
     pub(crate) clock_override: Option<Arc<dyn Clock>>,
