@@ -16,6 +16,15 @@ use crate::error::store_error;
 /// stopped answering never holds them for ever. Decisions have their own, shorter deadline.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
+fn manager_config(connect_timeout: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_millis(200))
+}
+
 /// A cheap-to-clone handle: concurrent callers' commands are pipelined on one connection.
 #[derive(Clone)]
 pub(crate) enum Conn {
@@ -44,18 +53,20 @@ impl Conn {
     /// Connects to a single server. The connection reconnects by itself after failures.
     pub(crate) async fn single(url: &str, connect_timeout: Duration) -> Result<Self, StoreError> {
         let client = Client::open(url).map_err(|e| unavailable(&e))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200));
         let manager = within(
             connect_timeout * 4,
-            ConnectionManager::new_with_config(client, config),
+            ConnectionManager::new_with_config(client, manager_config(connect_timeout)),
         )
         .await?;
         Ok(Conn::Single(manager))
+    }
+
+    /// A single server's connection made on first use (and remade after failures).
+    pub(crate) fn single_lazy(url: &str, connect_timeout: Duration) -> Result<Self, StoreError> {
+        let client = Client::open(url).map_err(|e| unavailable(&e))?;
+        ConnectionManager::new_lazy_with_config(client, manager_config(connect_timeout))
+            .map(Conn::Single)
+            .map_err(|e| unavailable(&e))
     }
 
     /// Connects to a Redis Cluster through any of its nodes.

@@ -90,6 +90,17 @@ impl RedisStore {
         Ok(Self::build(conn, options))
     }
 
+    /// A store on a single Redis server that connects on first use (and again after failures):
+    /// it can be made while Redis is down, whose decisions then fail until it is back (each
+    /// rule's failure policy decides meanwhile).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] for a URL that cannot be parsed.
+    pub fn connect_lazy_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let conn = Conn::single_lazy(url, options.connect_timeout)?;
+        Ok(Self::build(conn, options))
+    }
+
     /// Connects to a Redis Cluster through any of its nodes, with default options.
     ///
     /// # Errors

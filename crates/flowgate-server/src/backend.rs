@@ -61,7 +61,14 @@ impl Backend {
                     .collect();
                 flowgate_redis::RedisStore::connect_cluster_with(&urls, options).await?
             }
-            None => flowgate_redis::RedisStore::connect_with(url, options).await?,
+            None => match flowgate_redis::RedisStore::connect_with(url, options.clone()).await {
+                Ok(store) => store,
+                Err(e @ (StoreError::Unavailable(_) | StoreError::Timeout)) => {
+                    tracing::warn!(error = %e, "Redis is unreachable: starting anyway, each rule's failure policy decides until it is back");
+                    flowgate_redis::RedisStore::connect_lazy_with(url, options)?
+                }
+                Err(e) => return Err(e),
+            },
         };
         Ok(Backend::Redis(store))
     }

@@ -1,4 +1,4 @@
-//! The command line: `flowgate serve`, `flowgate bench`.
+//! The command line: `flowgate serve`, `flowgate rules`, `flowgate bench`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,6 +22,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve Envoy's rate-limit API (gRPC) and the HTTP/JSON API.
     Serve(ServeArgs),
+    /// Change and inspect the rules shared by a cluster (`--rules-source redis`) through a
+    /// server's admin API: push, history, show, rollback.
+    Rules(crate::rules_cli::RulesArgs),
     /// Load a running server over gRPC or HTTP and report throughput and latency.
     Bench(crate::bench::BenchArgs),
     /// Serve a rate-limit service that answers OK to everything (the protocol floor for benchmarks).
@@ -49,10 +52,31 @@ pub struct ServeArgs {
     /// policy (`open`, `closed`, `local`) decides.
     #[arg(long, env = "FLOWGATE_REDIS_DEADLINE", default_value = "25ms", value_parser = parse_deadline)]
     pub redis_deadline: std::time::Duration,
-    /// Token for the admin API (`PUT /v1/rules`); without it the admin API is disabled. Rules set
-    /// through it last until the next change of the configuration files (last writer wins).
+    /// Token for the admin API, named `admin` in the rules' history; without any token the admin
+    /// API is disabled.
     #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// A file of named admin tokens, one `name:token` per line (`#` starts a comment line); the
+    /// name is the author of the changes made with the token.
+    #[arg(long, env = "FLOWGATE_ADMIN_TOKENS_FILE")]
+    pub admin_tokens_file: Option<PathBuf>,
+    /// Named admin tokens, `name:token,name:token` (as the tokens file).
+    #[arg(long, env = "FLOWGATE_ADMIN_TOKENS", hide_env_values = true)]
+    pub admin_tokens: Option<String>,
+    /// What the rules follow: `files` (the configuration, watched; `PUT /v1/rules` lasts until
+    /// the files change) or `redis` (the versioned rules shared by every node through Redis;
+    /// the files only seed the first version).
+    #[arg(
+        long,
+        env = "FLOWGATE_RULES_SOURCE",
+        value_enum,
+        default_value = "files"
+    )]
+    pub rules_source: crate::rules::RulesSource,
+    /// Following Redis: how often the version in force is checked (changes are also notified at
+    /// once; the check catches a missed notification).
+    #[arg(long, env = "FLOWGATE_RULES_CHECK", default_value = "1s", value_parser = parse_deadline)]
+    pub rules_check: std::time::Duration,
     /// Do not watch the configuration for changes (rules then change only through the admin API).
     #[arg(long, env = "FLOWGATE_NO_WATCH")]
     pub no_watch: bool,
@@ -127,6 +151,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
     cfg.redis_deadline = args.redis_deadline;
     cfg.admin_token = args.admin_token;
+    if let Some(path) = &args.admin_tokens_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the admin tokens file {}", path.display()))?;
+        cfg.admin_tokens
+            .add_lines(&path.display().to_string(), &text)
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(list) = &args.admin_tokens {
+        cfg.admin_tokens
+            .add_list(list)
+            .map_err(anyhow::Error::msg)?;
+    }
+    cfg.rules_source = args.rules_source;
+    cfg.rules_check = args.rules_check;
     cfg.watch = !args.no_watch;
     cfg.data_dir = args.data_dir;
     cfg.shadow_mode = args.shadow_mode;
@@ -147,6 +185,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(a) => serve(a).await,
+        Command::Rules(a) => crate::rules_cli::run(a).await,
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Floor(a) => crate::bench::floor(a).await,
     }

@@ -26,10 +26,11 @@
 //! `--config` names a Flowgate TOML file ([`config`]'s `toml` format), an envoyproxy/ratelimit
 //! YAML file, or a directory of both. It is watched and polled every 2 s; see [`reload`].
 //!
-//! **Rules set through the admin API (`PUT /v1/rules`) are replaced by the next file reload**:
-//! the file and the API each replace the whole rule set, and the last writer wins. Admin rules
-//! last until the configuration files change (or the server restarts); `GET /v1/rules` shows the
-//! `source` of the rules in force. Write lasting changes to the files, or run with `--no-watch`.
+//! A node follows its files (`--rules-source files`, the default) or the versioned rules shared
+//! by the cluster through Redis (`--rules-source redis`); see [`rules`]. **Following files, rules
+//! set through the admin API (`PUT /v1/rules`) are replaced by the next file reload**: the file
+//! and the API each replace the whole rule set, and the last writer wins. `GET /v1/rules` shows
+//! the `source` of the rules in force and what the node `follows`.
 
 pub mod backend;
 pub mod config;
@@ -39,8 +40,11 @@ pub mod limits;
 pub mod metrics;
 mod queue_watch;
 pub mod reload;
+pub mod rules;
+pub mod rules_cli;
 mod server;
 pub mod state;
+pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
 pub use config::ConfigError;

@@ -25,7 +25,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
 use crate::config;
-use crate::state::AppState;
+use crate::state::{AppState, RulesOrigin};
 
 /// How long to wait for more file events before reloading.
 const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -70,7 +70,7 @@ pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::Co
             let count = loaded.rules.rules().len();
             let queues = loaded.queues.specs().len();
             state.apply_queues(loaded.queues);
-            let version = state.apply_rules(loaded.rules, "file", loaded.config.files);
+            let version = state.apply_rules(loaded.rules, RulesOrigin::Files, loaded.config.files);
             tracing::info!(version, rules = count, queues, path = %path.display(), "rules reloaded");
             Ok(version)
         }

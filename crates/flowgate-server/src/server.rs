@@ -35,8 +35,14 @@ pub struct ServerConfig {
     pub redis_url: Option<String>,
     /// How long a decision may wait for Redis before the rules' failure policies decide.
     pub redis_deadline: Duration,
-    /// The admin token for `PUT /v1/rules`; `None` disables the admin API.
+    /// An admin token, named `admin` (beside `admin_tokens`).
     pub admin_token: Option<String>,
+    /// The admin API's named tokens; with none (and no `admin_token`) the admin API is off.
+    pub admin_tokens: crate::tokens::AdminTokens,
+    /// What the node's rules follow: its files, or the rules shared through Redis.
+    pub rules_source: crate::rules::RulesSource,
+    /// How often a node following Redis checks the version in force.
+    pub rules_check: Duration,
     /// Watch the configuration and reload it on change.
     pub watch: bool,
     /// How often the configuration is polled, in case a file event is lost.
@@ -74,6 +80,9 @@ impl ServerConfig {
             redis_url: None,
             redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
             admin_token: None,
+            admin_tokens: crate::tokens::AdminTokens::new(),
+            rules_source: crate::rules::RulesSource::Files,
+            rules_check: crate::rules::follow::DEFAULT_CHECK,
             watch: true,
             poll_interval: Duration::from_secs(2),
             clock: None,
@@ -184,22 +193,65 @@ impl Server {
         .await
         .map_err(|e| ServerError::Store(e.to_string()))?;
         let loaded = loaded?;
+        let mut admin = cfg.admin_tokens.clone();
+        if let Some(t) = cfg.admin_token.as_deref().filter(|t| !t.is_empty()) {
+            admin
+                .add("admin", t)
+                .map_err(|e| ServerError::Config(ConfigError::new("--admin-token", None, "", e)))?;
+        }
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
+        let (loaded, follower, origin) = match cfg.rules_source {
+            crate::rules::RulesSource::Files => (loaded, None, None),
+            crate::rules::RulesSource::Redis => {
+                let url = cfg.redis_url.as_deref().ok_or_else(|| {
+                    ServerError::Config(ConfigError::new(
+                        "--rules-source",
+                        None,
+                        "",
+                        "rules shared through Redis need --redis-url",
+                    ))
+                })?;
+                let shared = crate::rules::shared::SharedRules::connect(url)
+                    .await
+                    .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
+                let path = cfg.config.clone();
+                let files =
+                    tokio::task::spawn_blocking(move || crate::rules::doc::RulesDoc::read(&path))
+                        .await
+                        .map_err(|e| ServerError::Store(e.to_string()))??;
+                let follower = crate::rules::follow::Follower {
+                    shared,
+                    cache: cfg.data_dir.join("rules.json"),
+                    check: cfg.rules_check,
+                    files,
+                    seed_action: format!("seed from the files {}", cfg.config.display()),
+                };
+                let initial = follower.initial(loaded).await;
+                (
+                    initial.loaded,
+                    Some(Arc::new(follower)),
+                    Some(initial.origin),
+                )
+            }
+        };
         let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg))
             .map_err(|e| ServerError::Store(e.to_string()))?;
         let limiter = Limiter::new(loaded.rules, backend);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::Queue::new(loaded.queues, queues);
-        let mut state = AppState::new(
-            limiter,
-            queue,
-            loaded.config.files,
-            Some(cfg.config.clone()),
-            cfg.admin_token.clone(),
-        );
+        let files = if follower.is_some() {
+            Vec::new()
+        } else {
+            loaded.config.files
+        };
+        let mut state = AppState::new(limiter, queue, files, Some(cfg.config.clone()), admin);
         state.response_headers = cfg.response_headers;
+        state.follower = follower.clone();
+        if let Some(origin) = origin {
+            state.set_rules_origin(origin);
+        }
         let state = Arc::new(state);
         let http_listener = listen(cfg.http_addr).await?;
         let grpc_listener = listen(cfg.grpc_addr).await?;
@@ -247,7 +299,9 @@ impl Server {
             }
         });
         let mut background = Vec::new();
-        if cfg.watch {
+        if let Some(f) = follower {
+            background.extend(f.spawn(Arc::clone(&state), rx.clone()));
+        } else if cfg.watch {
             background.push(crate::reload::spawn(
                 Arc::clone(&state),
                 cfg.config.clone(),
@@ -274,7 +328,8 @@ impl Server {
             }
         }));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
-        tracing::info!(%http_addr, %grpc_addr, store = store_name, config = %cfg.config.display(), "flowgate serving");
+        let info = state.rules_info();
+        tracing::info!(%http_addr, %grpc_addr, store = store_name, config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
             http_addr,
             grpc_addr,

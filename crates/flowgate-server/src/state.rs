@@ -68,14 +68,62 @@ struct RuleCounters {
 }
 
 /// Where the rules in force came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RulesOrigin {
+    /// The configuration files (the node follows its files).
+    Files,
+    /// `PUT /v1/rules` on a node that follows its files (until the files change).
+    Api,
+    /// A version of the rules shared through Redis (the node follows Redis).
+    Redis {
+        /// The version (0: none could be read; the node serves its files).
+        version: u64,
+        /// Who stored it.
+        author: String,
+        /// When, by Redis's clock (ms since the Unix epoch).
+        at_ms: u64,
+        /// Why the node may not be on the version in force (Redis unreachable, a version
+        /// invalid on this node), if it may not.
+        problem: Option<String>,
+    },
+}
+
+/// The rules in force: their version and origin.
 #[derive(Clone, Debug)]
 pub struct RulesInfo {
-    /// Incremented on every change.
+    /// Following files: incremented on every change. Following Redis: the shared version.
     pub version: u64,
-    /// `file` or `api`.
-    pub source: &'static str,
-    /// The files read (empty when set through the API).
+    /// Where they came from.
+    pub origin: RulesOrigin,
+    /// The files read (empty when set through the API or Redis).
     pub files: Vec<PathBuf>,
+}
+
+impl RulesInfo {
+    /// `file`, `api` or `redis`.
+    pub fn source(&self) -> &'static str {
+        match self.origin {
+            RulesOrigin::Files => "file",
+            RulesOrigin::Api => "api",
+            RulesOrigin::Redis { .. } => "redis",
+        }
+    }
+
+    /// What the node follows: `files` or `redis`.
+    pub fn follows(&self) -> &'static str {
+        match self.origin {
+            RulesOrigin::Redis { .. } => "redis",
+            _ => "files",
+        }
+    }
+
+    /// Why the node may not be on the shared version in force.
+    pub fn problem(&self) -> Option<&str> {
+        match &self.origin {
+            RulesOrigin::Redis { problem, .. } => problem.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// The most rejection log lines per second (burst 20); the rest are counted, not logged.
@@ -89,8 +137,10 @@ pub struct AppState {
     pub queue: Arc<flowgate::Queue<QueueBackend>>,
     /// The metrics.
     pub metrics: Metrics,
-    /// The admin token for `PUT /v1/rules`; the admin API is disabled without one.
-    pub admin_token: Option<String>,
+    /// The admin API's tokens; the admin API is disabled without one.
+    pub admin: crate::tokens::AdminTokens,
+    /// The rules shared through Redis, when the node follows them.
+    pub follower: Option<Arc<crate::rules::follow::Follower>>,
     /// The configuration file or directory.
     pub config_path: Option<PathBuf>,
     info: Mutex<RulesInfo>,
@@ -111,7 +161,7 @@ impl AppState {
         queue: flowgate::Queue<QueueBackend>,
         files: Vec<PathBuf>,
         config_path: Option<PathBuf>,
-        admin_token: Option<String>,
+        admin: crate::tokens::AdminTokens,
     ) -> Self {
         let metrics = Metrics::new();
         metrics.rules.set(limiter.rules().rules().len() as i64);
@@ -129,11 +179,12 @@ impl AppState {
             limiter: Arc::new(limiter),
             queue: Arc::new(queue),
             metrics,
-            admin_token: admin_token.filter(|t| !t.is_empty()),
+            admin,
+            follower: None,
             config_path,
             info: Mutex::new(RulesInfo {
                 version: 1,
-                source: "file",
+                origin: RulesOrigin::Files,
                 files,
             }),
             log_bucket,
@@ -150,17 +201,46 @@ impl AppState {
     }
 
     /// Puts `rules` in force, atomically; answers the new version.
-    pub fn apply_rules(&self, rules: RuleSet, source: &'static str, files: Vec<PathBuf>) -> u64 {
+    pub fn apply_rules(&self, rules: RuleSet, origin: RulesOrigin, files: Vec<PathBuf>) -> u64 {
         let count = rules.rules().len();
         self.limiter.set_rules(rules);
         self.hot.rules.write().clear();
         self.metrics.rules.set(count as i64);
-        self.metrics.reload(source, true);
         let mut info = self.info.lock();
-        info.version += 1;
-        info.source = source;
+        info.version = match &origin {
+            RulesOrigin::Redis { version, .. } => *version,
+            _ => info.version + 1,
+        };
+        info.origin = origin;
+        self.metrics.reload(info.source(), true);
         info.files = files;
         info.version
+    }
+
+    /// Sets the rules' origin without changing them (a node starting from Redis, its cache or
+    /// its files).
+    pub fn set_rules_origin(&self, origin: RulesOrigin) {
+        let mut info = self.info.lock();
+        if let RulesOrigin::Redis { version, .. } = &origin {
+            info.version = *version;
+        }
+        info.origin = origin;
+    }
+
+    /// Records why a node following Redis may not be on the version in force (`None`: it is).
+    pub fn set_rules_problem(&self, why: Option<String>) {
+        let mut info = self.info.lock();
+        if let RulesOrigin::Redis { problem, .. } = &mut info.origin
+            && *problem != why
+        {
+            match &why {
+                Some(p) => {
+                    tracing::warn!(problem = %p, "rules: this node may not be on the version in force")
+                }
+                None => tracing::info!("rules: in sync with Redis again"),
+            }
+            *problem = why;
+        }
     }
 
     /// Puts `queues` in force (from the configuration files).

@@ -248,8 +248,7 @@ pub fn files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 /// [`ConfigError`] naming the file, line and field at fault.
 pub fn read(path: &Path) -> Result<Config, ConfigError> {
     let files = files(path)?;
-    let mut config = Config::default();
-    let mut domains: HashMap<String, String> = HashMap::new();
+    let mut texts = Vec::with_capacity(files.len());
     for f in &files {
         let shown = f.display().to_string();
         let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
@@ -263,12 +262,29 @@ pub fn read(path: &Path) -> Result<Config, ConfigError> {
         }
         let text = std::fs::read_to_string(f)
             .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read: {e}")))?;
-        match Format::of_path(f) {
+        texts.push((shown, text));
+    }
+    let mut config = read_texts(&texts)?;
+    config.files = files;
+    Ok(config)
+}
+
+/// Reads configuration files given as `(name, text)` pairs, their format by the name's
+/// extension (`.toml`: Flowgate, `.yaml`/`.yml`: envoyproxy/ratelimit), without validating them
+/// as a whole. `files` of the result holds the names.
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn read_texts(texts: &[(String, String)]) -> Result<Config, ConfigError> {
+    let mut config = Config::default();
+    let mut domains: HashMap<String, String> = HashMap::new();
+    for (name, text) in texts {
+        match Format::of_path(Path::new(name)) {
             Some(Format::EnvoyYaml) => {
-                let ((domain, line), rules) = envoy::parse(&shown, &text)?;
-                if let Some(prev) = domains.insert(domain.clone(), shown.clone()) {
+                let ((domain, line), rules) = envoy::parse(name, text)?;
+                if let Some(prev) = domains.insert(domain.clone(), name.clone()) {
                     return Err(ConfigError::new(
-                        &shown,
+                        name,
                         Some(line),
                         "domain",
                         format!("duplicate domain `{domain}`: already configured in {prev}"),
@@ -276,15 +292,38 @@ pub fn read(path: &Path) -> Result<Config, ConfigError> {
                 }
                 config.rules.extend(rules);
             }
-            _ => {
-                let (rules, queues) = toml::parse(&shown, &text)?;
+            Some(Format::Toml) => {
+                let (rules, queues) = toml::parse(name, text)?;
                 config.rules.extend(rules);
                 config.queues.extend(queues);
             }
+            None => {
+                return Err(ConfigError::new(
+                    name,
+                    None,
+                    "",
+                    "unknown configuration format: the file name must end in .toml (Flowgate) or .yaml/.yml (envoyproxy/ratelimit)",
+                ));
+            }
         }
+        config.files.push(PathBuf::from(name));
     }
-    config.files = files;
     Ok(config)
+}
+
+/// [`read_texts`], then validates the rules and queues as a whole.
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn load_texts(texts: &[(String, String)]) -> Result<Loaded, ConfigError> {
+    let config = read_texts(texts)?;
+    let rules = config.rule_set()?;
+    let queues = config.queue_set()?;
+    Ok(Loaded {
+        config,
+        rules,
+        queues,
+    })
 }
 
 /// The key of the `key = value` or `key: value` line containing `offset`, for errors whose

@@ -15,7 +15,6 @@ use serde_json::{Map, Value, json};
 
 use super::ApiError;
 use super::body::{self, DescriptorField};
-use crate::config::{self, Config, Format};
 use crate::limits;
 use crate::state::{Api, AppState};
 
@@ -272,125 +271,31 @@ pub(crate) fn rule_json(r: &Rule) -> Value {
     Value::Object(m)
 }
 
-/// `GET /v1/rules`.
-pub(super) async fn get_rules(State(state): Shared) -> Response {
-    let info = state.rules_info();
-    let rules = state.limiter.rules();
-    let list: Vec<Value> = rules.rules().iter().map(|r| rule_json(r)).collect();
-    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
-    Json(json!({
-        "version": info.version,
-        "source": info.source,
-        "files": files,
-        "rule": list,
-    }))
-    .into_response()
-}
-
-pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(token) = &state.admin_token else {
+/// The name of the admin token presented (`Authorization: Bearer <token>`).
+pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    if state.admin.is_empty() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "admin_disabled",
-            "the admin API is disabled: start the server with --admin-token (FLOWGATE_ADMIN_TOKEN)",
+            "the admin API is disabled: start the server with --admin-token (FLOWGATE_ADMIN_TOKEN) or --admin-tokens-file (FLOWGATE_ADMIN_TOKENS_FILE)",
         ));
-    };
+    }
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    // Compare in time independent of where the strings differ.
-    let same = given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if same {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong admin token: send `Authorization: Bearer <token>`",
-        ))
-    }
-}
-
-/// `PUT /v1/rules`: replaces every rule, atomically.
-pub(super) async fn put_rules(
-    State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    authorized(&state, &headers)?;
-    let bytes = body_bytes(body)?;
-    let ctype = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let text =
-        std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
-    let parsed = match ctype.as_str() {
-        "application/toml" | "text/toml" => config::parse("<api>", Format::Toml, text),
-        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
-            config::parse("<api>", Format::EnvoyYaml, text)
-        }
-        "application/json" => {
-            let mut m: Map<String, Value> = body::parse(&bytes)?;
-            for k in ["version", "source", "files"] {
-                m.remove(k);
-            }
-            let as_toml = toml::Value::try_from(Value::Object(m))
-                .and_then(|v| toml::to_string(&v))
-                .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
-            config::parse("<api>", Format::Toml, &as_toml)
-        }
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                format!(
-                    "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
-                ),
-            ));
-        }
-    };
-    let _guard = state.change.lock().await;
-    let set = parsed.and_then(|rules| {
-        Config {
-            rules,
-            ..Config::default()
-        }
-        .rule_set()
-    });
-    match set {
-        Ok(set) => {
-            let count = set.rules().len();
-            let version = state.apply_rules(set, "api", Vec::new());
-            tracing::info!(
-                version,
-                rules = count,
-                "rules replaced through the admin API"
-            );
-            Ok(Json(json!({"version": version, "rules": count})).into_response())
-        }
-        Err(e) => {
-            state.metrics.reload("api", false);
-            tracing::warn!(error = %e, "rules refused by the admin API");
-            Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_rules",
-                e.to_string(),
-            ))
-        }
-    }
+    state
+        .admin
+        .authenticate(given)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong admin token: send `Authorization: Bearer <token>`",
+            )
+        })
 }
 
 /// `GET /healthz`.
@@ -398,17 +303,30 @@ pub(super) async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-/// `GET /readyz`.
+/// `GET /readyz`: 200 when the store answers, else 503; `rules` says what the node follows,
+/// the version in force and, when the node may not be on the cluster's version, why.
 pub(super) async fn readyz(State(state): Shared) -> Response {
     let store = state.limiter.store();
+    let info = state.rules_info();
+    let rules = json!({
+        "follows": info.follows(),
+        "version": info.version,
+        "in_sync": info.problem().is_none(),
+        "problem": info.problem(),
+    });
     match store.ready().await {
-        Ok(()) => Json(json!({"status": "ready", "store": store.name()})).into_response(),
-        Err(e) => ApiError::new(
+        Ok(()) => {
+            Json(json!({"status": "ready", "store": store.name(), "rules": rules})).into_response()
+        }
+        Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            format!("the {} store cannot answer: {e}", store.name()),
+            Json(json!({
+                "error": "not_ready",
+                "detail": format!("the {} store cannot answer: {e}", store.name()),
+                "rules": rules,
+            })),
         )
-        .into_response(),
+            .into_response(),
     }
 }
 

@@ -5,8 +5,12 @@
 //! | `POST /v1/check` | decide a request: 200 when admitted, 429 when over limit, with `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and (on 429) `Retry-After` |
 //! | `POST /v1/acquire` | as check; in `delay` mode the answer carries the `wait_ms` before the reserved slot (or, with `"hold": true`, is sent after it); 429 when the wait would exceed `max_wait`; concurrency leases are listed for `/v1/release` |
 //! | `POST /v1/release` | release a concurrency lease: `{"domain", "descriptor", "lease"}` |
-//! | `GET /v1/rules` | the rules in force, their version and origin |
-//! | `PUT /v1/rules` | replace all rules, atomically (admin: `Authorization: Bearer <token>`); the body is Flowgate TOML (`application/toml`), envoyproxy/ratelimit YAML (`application/yaml`) or the TOML schema as JSON (`application/json`). Not persisted, and replaced by the next file reload: see [`crate::reload`] |
+//! | `GET /v1/rules` | the rules in force, their version, what the node follows (`files` or `redis`) and, following Redis, the version's author and time and whether the node is in sync |
+//! | `PUT /v1/rules` | replace all rules, atomically (admin: `Authorization: Bearer <token>`); the body is Flowgate TOML (`application/toml`), envoyproxy/ratelimit YAML (`application/yaml`) or the TOML schema as JSON (`application/json`). Following Redis: a new shared version (see [`crate::rules`]). Following files: not persisted, and replaced by the next file reload (see [`crate::reload`]) |
+//! | `POST /v1/rules/versions` | (admin, following Redis) a new version from files: `{"files": [{"name": "pay.toml", "text": "..."}], "base_version": 7}` (409 if another version came after `base_version`) |
+//! | `GET /v1/rules/history` | (admin, following Redis) the newest versions (`?limit=50`): number, author, time, action, summary |
+//! | `GET /v1/rules/versions/{n}` | (admin, following Redis) one version: its files and its diff from the version before |
+//! | `POST /v1/rules/rollback` | (admin, following Redis) `{"version": 3}`: version 3's rules stored as a new version |
 //! | `POST /v1/queues/submit` | submit one job (`payload` or `payload_base64`, `key`, `not_before_ms`) or a batch (`jobs`, up to 10,000; body up to 32 MiB) to the queue instance of `domain` + `descriptor`: `id`, `position`, `release_at_ms` per job; 429 `queue_full` stores nothing |
 //! | `POST /v1/queues/lease` | the next released job (`wait_ms` long-poll, up to 60 s): `id`, `payload`, `token`, `attempt`, `lease_deadline_ms`; 204 when none |
 //! | `POST /v1/queues/ack` | `{"token"}`: the job is done |
@@ -16,7 +20,7 @@
 //! | `POST /v1/queues/dead/requeue`, `/v1/queues/dead/purge` | (admin) requeue or delete dead letters (`ids`, or all) |
 //! | `POST /v1/queues/purge` | (admin) delete every job of an instance |
 //! | `GET /healthz` | 200 while the process runs |
-//! | `GET /readyz` | 200 when the store answers, else 503 |
+//! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`) |
 //! | `GET /metrics` | Prometheus text format |
 //!
 //! Request body (check, acquire):
@@ -31,6 +35,7 @@ mod api;
 mod body;
 mod error;
 mod queues;
+mod rules;
 
 use std::sync::Arc;
 
@@ -49,7 +54,19 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/check", post(api::check))
         .route("/v1/acquire", post(api::acquire))
         .route("/v1/release", post(api::release))
-        .route("/v1/rules", get(api::get_rules).put(api::put_rules))
+        .route(
+            "/v1/rules",
+            get(rules::get_rules)
+                .put(rules::put_rules)
+                .layer(DefaultBodyLimit::max(rules::MAX_RULES_BYTES)),
+        )
+        .route(
+            "/v1/rules/versions",
+            post(rules::push).layer(DefaultBodyLimit::max(rules::MAX_RULES_BYTES)),
+        )
+        .route("/v1/rules/versions/{n}", get(rules::version))
+        .route("/v1/rules/history", get(rules::history))
+        .route("/v1/rules/rollback", post(rules::rollback))
         .route(
             "/v1/queues/submit",
             post(queues::submit).layer(DefaultBodyLimit::max(queues::MAX_SUBMIT_BYTES)),

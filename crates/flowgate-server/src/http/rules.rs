@@ -1,0 +1,305 @@
+//! The rules routes: the rules in force, changing them, and (when the node follows Redis) their
+//! versions: history, one version, rollback.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::ApiError;
+use super::api::{authorized, body_bytes, rule_json};
+use super::body;
+use crate::config::{self, Config, Format};
+use crate::rules::doc::{DocFile, RulesDoc};
+use crate::rules::follow::Follower;
+use crate::rules::shared::{SharedError, Version};
+use crate::rules::{self, ChangeError};
+use crate::state::{AppState, RulesOrigin};
+
+type Shared = State<Arc<AppState>>;
+
+/// The largest rules body (the configuration's bound).
+pub(super) const MAX_RULES_BYTES: usize = config::MAX_FILE_BYTES as usize;
+
+fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
+
+/// `GET /v1/rules`.
+pub(super) async fn get_rules(State(state): Shared) -> Response {
+    let info = state.rules_info();
+    let rules = state.limiter.rules();
+    let list: Vec<Value> = rules.rules().iter().map(|r| rule_json(r)).collect();
+    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
+    let mut out = json!({
+        "version": info.version,
+        "source": info.source(),
+        "follows": info.follows(),
+        "files": files,
+        "rule": list,
+    });
+    if let RulesOrigin::Redis {
+        author,
+        at_ms,
+        problem,
+        ..
+    } = &info.origin
+    {
+        out["author"] = json!(author);
+        out["changed_at"] = json!(rfc3339(*at_ms));
+        out["in_sync"] = json!(problem.is_none());
+        if let Some(p) = problem {
+            out["problem"] = json!(p);
+        }
+    }
+    Json(out).into_response()
+}
+
+fn follower(state: &AppState) -> Result<&Follower, ApiError> {
+    state.follower.as_deref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "follows_files",
+            "this node follows its configuration files, which keep no versions: change the files (and keep their history in version control), or run the cluster with --rules-source redis",
+        )
+    })
+}
+
+fn change_error(e: ChangeError) -> ApiError {
+    match e {
+        ChangeError::Invalid(e) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_rules", e.to_string())
+        }
+        ChangeError::Missing(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, "version_not_found", e.to_string())
+        }
+        ChangeError::Shared(SharedError::Conflict { .. }) => ApiError::new(
+            StatusCode::CONFLICT,
+            "version_conflict",
+            format!("{e}: nothing changed; read the rules again and retry"),
+        ),
+        ChangeError::Shared(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            format!("{e}: nothing changed"),
+        ),
+    }
+}
+
+fn version_json(v: &Version, with_doc: bool) -> Value {
+    let mut out = json!({
+        "version": v.version,
+        "author": v.author,
+        "at": rfc3339(v.at_ms),
+        "action": v.action,
+        "summary": v.summary,
+    });
+    if with_doc {
+        out["diff"] = json!(v.diff);
+        out["files"] = json!(v.doc.files);
+    }
+    out
+}
+
+/// The rules of a `PUT /v1/rules` body as one file, by its content type.
+fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<RulesDoc, ApiError> {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
+    match ctype.as_str() {
+        "application/toml" | "text/toml" => Ok(RulesDoc::single("rules.toml", text)),
+        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
+            Ok(RulesDoc::single("rules.yaml", text))
+        }
+        "application/json" => {
+            let mut m: Map<String, Value> = body::parse(bytes)?;
+            for k in [
+                "version",
+                "source",
+                "files",
+                "follows",
+                "author",
+                "changed_at",
+                "in_sync",
+                "problem",
+            ] {
+                m.remove(k);
+            }
+            let as_toml = toml::Value::try_from(Value::Object(m))
+                .and_then(|v| toml::to_string(&v))
+                .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
+            Ok(RulesDoc::single("rules.toml", &as_toml))
+        }
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
+            ),
+        )),
+    }
+}
+
+/// `PUT /v1/rules`: replaces every rule, atomically. Following Redis, a new shared version;
+/// following files, this node's rules until the files change.
+pub(super) async fn put_rules(
+    State(state): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let author = authorized(&state, &headers)?;
+    let bytes = body_bytes(body)?;
+    let doc = put_doc(&headers, &bytes)?;
+    if let Some(f) = state.follower.as_deref() {
+        let v = rules::change(&state, f, doc, None, &author, "push")
+            .await
+            .map_err(|e| refused(&state, e))?;
+        tracing::info!(version = v.version, %author, summary = %v.summary, "rules changed through the admin API");
+        let count = state.limiter.rules().rules().len();
+        return Ok(
+            Json(json!({"version": v.version, "rules": count, "summary": v.summary}))
+                .into_response(),
+        );
+    }
+    let file = &doc.files[0];
+    let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
+    let parsed = config::parse("<api>", format, &file.text);
+    let _guard = state.change.lock().await;
+    let set = parsed.and_then(|rules| {
+        Config {
+            rules,
+            ..Config::default()
+        }
+        .rule_set()
+    });
+    match set {
+        Ok(set) => {
+            let count = set.rules().len();
+            let version = state.apply_rules(set, RulesOrigin::Api, Vec::new());
+            tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
+            Ok(Json(json!({"version": version, "rules": count})).into_response())
+        }
+        Err(e) => {
+            state.metrics.reload("api", false);
+            tracing::warn!(error = %e, "rules refused by the admin API");
+            Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_rules",
+                e.to_string(),
+            ))
+        }
+    }
+}
+
+fn refused(state: &AppState, e: ChangeError) -> ApiError {
+    state.metrics.reload("redis", false);
+    tracing::warn!(error = %e, "rules change refused; nothing changed");
+    change_error(e)
+}
+
+/// A `POST /v1/rules/versions` body: the files of the new version.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PushBody {
+    files: Vec<DocFile>,
+    /// The version this change is based on: refused (409) if another came after it.
+    #[serde(default)]
+    base_version: Option<u64>,
+}
+
+/// `POST /v1/rules/versions` (admin): stores the files as a new version, in force on every node.
+pub(super) async fn push(
+    State(state): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let author = authorized(&state, &headers)?;
+    let f = follower(&state)?;
+    let b: PushBody = body::parse(&body_bytes(body)?)?;
+    let doc = RulesDoc { files: b.files };
+    let v = rules::change(&state, f, doc, b.base_version, &author, "push")
+        .await
+        .map_err(|e| refused(&state, e))?;
+    tracing::info!(version = v.version, %author, summary = %v.summary, "rules pushed");
+    Ok((StatusCode::CREATED, Json(version_json(&v, false))).into_response())
+}
+
+/// A `POST /v1/rules/rollback` body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RollbackBody {
+    version: u64,
+}
+
+/// `POST /v1/rules/rollback` (admin): stores version `version`'s rules as a new version.
+pub(super) async fn rollback(
+    State(state): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let author = authorized(&state, &headers)?;
+    let f = follower(&state)?;
+    let b: RollbackBody = body::parse(&body_bytes(body)?)?;
+    let v = rules::rollback(&state, f, b.version, &author)
+        .await
+        .map_err(|e| refused(&state, e))?;
+    tracing::info!(version = v.version, %author, restored = b.version, "rules rolled back");
+    Ok((StatusCode::CREATED, Json(version_json(&v, false))).into_response())
+}
+
+/// `GET /v1/rules/history` query.
+#[derive(Deserialize)]
+pub(super) struct HistoryQuery {
+    #[serde(default)]
+    limit: Option<u64>,
+}
+
+/// `GET /v1/rules/history` (admin): the newest versions, newest first.
+pub(super) async fn history(
+    State(state): Shared,
+    headers: HeaderMap,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    authorized(&state, &headers)?;
+    let f = follower(&state)?;
+    let (current, versions) = f
+        .shared
+        .history(q.limit.unwrap_or(50).max(1))
+        .await
+        .map_err(|e| change_error(ChangeError::Shared(e)))?;
+    let list: Vec<Value> = versions.iter().map(|v| version_json(v, false)).collect();
+    Ok(Json(json!({"current": current, "versions": list})).into_response())
+}
+
+/// `GET /v1/rules/versions/{n}` (admin): one version, with its files and its diff.
+pub(super) async fn version(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path(n): Path<String>,
+) -> Result<Response, ApiError> {
+    authorized(&state, &headers)?;
+    let f = follower(&state)?;
+    let n: u64 = n
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("`{n}` is not a version number")))?;
+    match f.shared.get(n).await {
+        Ok(Some(v)) => Ok(Json(version_json(&v, true)).into_response()),
+        Ok(None) => Err(change_error(ChangeError::Missing(n))),
+        Err(e) => Err(change_error(ChangeError::Shared(e))),
+    }
+}

@@ -1,0 +1,361 @@
+//! A node following the shared rules: the version in force at start, then every new one within
+//! the check period.
+//!
+//! A node learns of a new version two ways: the number published on [`super::shared::CHANNEL`]
+//! (at once), and a check of the version key every `check` period (so a node that missed a
+//! message, or was cut off, converges within one period of being able to reach Redis again).
+//! Every version applied is written to a disk cache, from which a node starts when Redis cannot
+//! be reached at start.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, watch};
+
+use super::doc::RulesDoc;
+use super::shared::{Base, SharedError, SharedRules, Version, Written};
+use crate::config::Loaded;
+use crate::state::{AppState, RulesOrigin};
+
+/// How often a node checks the version in force, by default.
+pub const DEFAULT_CHECK: Duration = Duration::from_secs(1);
+
+/// A node's link to the shared rules.
+pub struct Follower {
+    /// The shared rules.
+    pub shared: SharedRules,
+    /// The disk cache of the last version applied.
+    pub cache: PathBuf,
+    /// How often the version in force is checked.
+    pub check: Duration,
+    /// The node's configuration files: the first version when Redis holds none.
+    pub files: RulesDoc,
+    /// The action recorded when the files seed Redis (`seed from the files <path>`).
+    pub seed_action: String,
+}
+
+/// The disk cache's content.
+#[derive(Serialize, Deserialize)]
+struct Cached {
+    version: u64,
+    author: String,
+    at_ms: u64,
+    doc: RulesDoc,
+}
+
+/// The rules a node starts with, and where they came from.
+pub struct Initial {
+    /// The rules and queues.
+    pub loaded: Loaded,
+    /// Their origin.
+    pub origin: RulesOrigin,
+}
+
+fn origin_of(v: &Version) -> RulesOrigin {
+    RulesOrigin::Redis {
+        version: v.version,
+        author: v.author.clone(),
+        at_ms: v.at_ms,
+        problem: None,
+    }
+}
+
+impl Follower {
+    /// The rules to start with: the version in force in Redis (the files seed it when Redis
+    /// holds none); when Redis cannot be reached, the disk cache, else the files.
+    ///
+    /// # Errors
+    /// Never for Redis: only when the files themselves are invalid and nothing else is usable.
+    pub async fn initial(&self, files: Loaded) -> Initial {
+        match self.fetch_current_or_seed().await {
+            Ok(v) => match v.doc.load() {
+                Ok(loaded) => {
+                    self.write_cache(&v).await;
+                    Initial {
+                        loaded,
+                        origin: origin_of(&v),
+                    }
+                }
+                Err(e) => {
+                    let problem = format!(
+                        "version {} in Redis is invalid on this node ({e})",
+                        v.version
+                    );
+                    tracing::error!(%problem, "rules: not applied");
+                    self.fallback(files, problem).await
+                }
+            },
+            Err(e) => {
+                let problem = format!("Redis unreachable at start: {e}");
+                tracing::warn!(%problem, "rules");
+                self.fallback(files, problem).await
+            }
+        }
+    }
+
+    async fn fetch_current_or_seed(&self) -> Result<Version, SharedError> {
+        let mut n = self.shared.current().await?;
+        if n == 0 {
+            let diff = self.files.diff(&RulesDoc::default());
+            n = match self
+                .shared
+                .write(&self.files, Base::Empty, "seed", &self.seed_action, &diff)
+                .await?
+            {
+                Written::New(n) => {
+                    tracing::info!(version = n, "rules: Redis held none; seeded with the files");
+                    n
+                }
+                Written::Exists(n) => n,
+            };
+        }
+        self.shared
+            .get(n)
+            .await?
+            .ok_or_else(|| SharedError::Corrupt {
+                version: n,
+                detail: "missing".into(),
+            })
+    }
+
+    async fn fallback(&self, files: Loaded, problem: String) -> Initial {
+        if let Some(c) = read_cache(&self.cache).await {
+            match c.doc.load() {
+                Ok(loaded) => {
+                    tracing::warn!(version = c.version, cache = %self.cache.display(), "rules: serving the last version known, from the disk cache");
+                    return Initial {
+                        loaded,
+                        origin: RulesOrigin::Redis {
+                            version: c.version,
+                            author: c.author,
+                            at_ms: c.at_ms,
+                            problem: Some(format!(
+                                "{problem}; serving version {} from the disk cache {}",
+                                c.version,
+                                self.cache.display()
+                            )),
+                        },
+                    };
+                }
+                Err(e) => tracing::error!(error = %e, "rules: the disk cache is invalid"),
+            }
+        }
+        tracing::warn!("rules: serving the files");
+        Initial {
+            loaded: files,
+            origin: RulesOrigin::Redis {
+                version: 0,
+                author: String::new(),
+                at_ms: 0,
+                problem: Some(format!(
+                    "{problem}; no disk cache: serving the configuration files"
+                )),
+            },
+        }
+    }
+
+    async fn write_cache(&self, v: &Version) {
+        let cached = Cached {
+            version: v.version,
+            author: v.author.clone(),
+            at_ms: v.at_ms,
+            doc: v.doc.clone(),
+        };
+        let path = self.cache.clone();
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, serde_json::to_vec(&cached)?)?;
+            std::fs::rename(&tmp, &path)
+        })
+        .await;
+        if let Ok(Err(e)) = written {
+            tracing::warn!(error = %e, cache = %self.cache.display(), "rules: cannot write the disk cache");
+        }
+    }
+
+    /// Applies version `v` (already validated as `loaded`) unless a version at least as new, or
+    /// this one, is in force; writes the disk cache.
+    pub async fn apply(&self, state: &AppState, v: &Version, loaded: Loaded) {
+        {
+            let _guard = state.change.lock().await;
+            let info = state.rules_info();
+            if let RulesOrigin::Redis {
+                version,
+                problem: None,
+                ..
+            } = info.origin
+                && version == v.version
+            {
+                return;
+            }
+            let rules = loaded.rules.rules().len();
+            state.apply_queues(loaded.queues);
+            state.apply_rules(loaded.rules, origin_of(v), Vec::new());
+            tracing::info!(
+                version = v.version,
+                author = %v.author,
+                rules,
+                "rules: version in force"
+            );
+        }
+        self.write_cache(v).await;
+    }
+
+    /// Checks the version in force and applies it if it is not. `refused` is the last version
+    /// found invalid on this node (not fetched again).
+    async fn sync(&self, state: &AppState, refused: &mut u64) {
+        let current = match self.shared.current().await {
+            Ok(n) => n,
+            Err(e) => {
+                state.set_rules_problem(Some(format!(
+                    "{e}; the last version applied stays in force"
+                )));
+                return;
+            }
+        };
+        let info = state.rules_info();
+        let in_force = match &info.origin {
+            RulesOrigin::Redis { version, .. } => *version,
+            _ => 0,
+        };
+        if current == 0 {
+            self.reseed().await;
+            return;
+        }
+        if current == in_force {
+            if info.problem().is_some() {
+                state.set_rules_problem(None);
+            }
+            return;
+        }
+        if *refused == current {
+            return;
+        }
+        match self.shared.get(current).await {
+            Ok(Some(v)) => match v.doc.load() {
+                Ok(loaded) => {
+                    *refused = 0;
+                    self.apply(state, &v, loaded).await;
+                }
+                Err(e) => {
+                    *refused = current;
+                    let problem = format!(
+                        "version {current} is invalid on this node ({e}); the last good rules stay in force"
+                    );
+                    tracing::error!(%problem, "rules: not applied");
+                    state.set_rules_problem(Some(problem));
+                }
+            },
+            Ok(None) => {}
+            Err(e) => state.set_rules_problem(Some(e.to_string())),
+        }
+    }
+
+    /// Redis holds no version (it lost its data, or could not be reached when this node
+    /// started): the version this node applied last (its disk cache), else its files, become the
+    /// first version again, unless another node's came first.
+    async fn reseed(&self) {
+        let (doc, action) = match read_cache(&self.cache).await {
+            Some(c) => (
+                c.doc,
+                format!(
+                    "seed from version {} of a node, Redis having lost the rules",
+                    c.version
+                ),
+            ),
+            None => (self.files.clone(), self.seed_action.clone()),
+        };
+        let diff = doc.diff(&RulesDoc::default());
+        match self
+            .shared
+            .write(&doc, Base::Empty, "seed", &action, &diff)
+            .await
+        {
+            Ok(Written::New(n)) => {
+                tracing::warn!(version = n, %action, "rules: Redis held none; seeded it");
+            }
+            Ok(Written::Exists(_)) => {}
+            Err(e) => tracing::warn!(error = %e, "rules: cannot seed Redis"),
+        }
+    }
+
+    /// Follows the shared rules until `shutdown` turns true.
+    pub fn spawn(
+        self: Arc<Self>,
+        state: Arc<AppState>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let notify = Arc::new(Notify::new());
+        let subscriber = tokio::spawn(subscribe(
+            self.shared.subscribe_url().to_owned(),
+            Arc::clone(&notify),
+        ));
+        let checker = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(self.check);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut refused = 0;
+            loop {
+                tokio::select! {
+                    _ = shutdown.changed() => break,
+                    () = notify.notified() => {}
+                    _ = tick.tick() => {}
+                }
+                if *shutdown.borrow() {
+                    break;
+                }
+                self.sync(&state, &mut refused).await;
+            }
+        });
+        vec![subscriber, checker]
+    }
+}
+
+/// Wakes `notify` on every message of the rules channel; reconnects after a failure (and wakes
+/// it then too: messages may have been missed meanwhile).
+async fn subscribe(url: String, notify: Arc<Notify>) {
+    let Ok(client) = redis::Client::open(url.as_str()) else {
+        tracing::warn!(%url, "rules: cannot subscribe to changes; the periodic check alone follows them");
+        return;
+    };
+    let mut failures = 0u32;
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => {
+                if pubsub.subscribe(super::shared::CHANNEL).await.is_ok() {
+                    failures = 0;
+                    notify.notify_one();
+                    let mut messages = pubsub.on_message();
+                    while messages.next().await.is_some() {
+                        notify.notify_one();
+                    }
+                    tracing::debug!("rules: subscription lost; subscribing again");
+                }
+            }
+            Err(e) => {
+                if failures == 0 {
+                    tracing::debug!(error = %e, "rules: cannot subscribe to changes");
+                }
+            }
+        }
+        failures = failures.saturating_add(1);
+        let wait = Duration::from_millis(100 * u64::from(failures.min(20)));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+async fn read_cache(path: &Path) -> Option<Cached> {
+    let bytes = tokio::fs::read(path).await.ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(error = %e, cache = %path.display(), "rules: the disk cache is unreadable");
+            None
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Rules at run time for the whole cluster.
+//!
+//! A node follows one source of rules, said at start (`--rules-source`) and in `GET /v1/rules`
+//! (`follows`):
+//! - `files` (the default): its configuration files, watched and reloaded; `PUT /v1/rules`
+//!   replaces them until the files change. Deployments that keep rules in git push the files to
+//!   every node (a ConfigMap), or to Redis with `flowgate rules push`.
+//! - `redis`: the rule set shared by the cluster ([`shared`]), a versioned document: every
+//!   change (`PUT /v1/rules`, `flowgate rules push`, `flowgate rules rollback`) is validated,
+//!   stored as a new version with its author, time and diff, and in force on every node within
+//!   the check period ([`follow`]). The node's files only seed the first version when Redis holds
+//!   none, and are not watched: one source, never two fighting.
+
+pub mod doc;
+pub mod follow;
+pub mod shared;
+
+use doc::RulesDoc;
+use shared::{Base, SharedError, Version, Written};
+
+use crate::config::ConfigError;
+use crate::state::AppState;
+
+/// What a node follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RulesSource {
+    /// Its configuration files.
+    #[default]
+    Files,
+    /// The rules shared through Redis.
+    Redis,
+}
+
+/// Why a change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The rules are invalid: nothing changed.
+    #[error("{0}")]
+    Invalid(ConfigError),
+    /// Redis could not store it, or another change came first: nothing changed.
+    #[error("{0}")]
+    Shared(SharedError),
+    /// The version to restore is not kept.
+    #[error("version {0} does not exist (or is older than the versions kept)")]
+    Missing(u64),
+}
+
+/// Validates `doc`, stores it as the version after `base` (or after the version in force), and
+/// puts it in force on this node; the other nodes follow within their check period.
+///
+/// # Errors
+/// [`ChangeError`]; nothing changed then.
+pub async fn change(
+    state: &AppState,
+    follower: &follow::Follower,
+    doc: RulesDoc,
+    base: Option<u64>,
+    author: &str,
+    action: &str,
+) -> Result<Version, ChangeError> {
+    let loaded = doc.load().map_err(ChangeError::Invalid)?;
+    let shared = &follower.shared;
+    // A change made on a stale read is refused by the script; without a base given, it is
+    // made again on the newer version (its diff recomputed).
+    for _ in 0..5 {
+        let current = shared.current().await.map_err(ChangeError::Shared)?;
+        if let Some(b) = base
+            && b != current
+        {
+            return Err(ChangeError::Shared(SharedError::Conflict {
+                base: b,
+                current,
+            }));
+        }
+        let old = match current {
+            0 => RulesDoc::default(),
+            n => shared
+                .get(n)
+                .await
+                .map_err(ChangeError::Shared)?
+                .map(|v| v.doc)
+                .unwrap_or_default(),
+        };
+        let diff = doc.diff(&old);
+        match shared
+            .write(&doc, Base::Version(current), author, action, &diff)
+            .await
+        {
+            Ok(Written::New(n)) => {
+                let v = Version {
+                    version: n,
+                    author: author.to_owned(),
+                    at_ms: 0,
+                    action: action.to_owned(),
+                    summary: diff.summary(),
+                    diff: diff.text,
+                    doc,
+                };
+                // Read back for Redis's time of the change.
+                let v = match shared.get(n).await {
+                    Ok(Some(stored)) => stored,
+                    _ => v,
+                };
+                follower.apply(state, &v, loaded).await;
+                return Ok(v);
+            }
+            Ok(Written::Exists(_)) => {}
+            Err(SharedError::Conflict { .. }) if base.is_none() => {}
+            Err(e) => return Err(ChangeError::Shared(e)),
+        }
+    }
+    Err(ChangeError::Shared(SharedError::Unavailable(
+        "other changes kept coming first; try again".into(),
+    )))
+}
+
+/// Stores version `n`'s rules again as a new version (`rollback to n`) and puts it in force.
+///
+/// # Errors
+/// [`ChangeError::Missing`] when version `n` is not kept; as [`change`].
+pub async fn rollback(
+    state: &AppState,
+    follower: &follow::Follower,
+    n: u64,
+    author: &str,
+) -> Result<Version, ChangeError> {
+    let old = follower
+        .shared
+        .get(n)
+        .await
+        .map_err(ChangeError::Shared)?
+        .ok_or(ChangeError::Missing(n))?;
+    change(
+        state,
+        follower,
+        old.doc,
+        None,
+        author,
+        &format!("rollback to {n}"),
+    )
+    .await
+}

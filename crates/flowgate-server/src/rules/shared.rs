@@ -1,0 +1,314 @@
+//! The rule set shared by the cluster: a versioned document in Redis.
+//!
+//! Keys (one hash tag, so one Redis Cluster slot): `flowgate:{rules}:version` holds the number of
+//! the version in force; `flowgate:{rules}:v:<n>` is version `n`, a hash of its document (JSON),
+//! author, time (Redis's clock, ms), action, diff from the version before and a summary. A new
+//! version is written by one script that checks the version it was based on (a push made on a
+//! stale read is refused, never lost), stores it, moves `version` and publishes `n` on the
+//! channel `flowgate:rules`. The newest [`KEPT_VERSIONS`] versions are kept.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use serde::Serialize;
+
+use super::doc::RulesDoc;
+
+/// The key holding the number of the version in force.
+pub const VERSION_KEY: &str = "flowgate:{rules}:version";
+/// The prefix of a version's key (`flowgate:{rules}:v:<n>`).
+pub const VERSION_PREFIX: &str = "flowgate:{rules}:v:";
+/// The channel on which a new version's number is published.
+pub const CHANNEL: &str = "flowgate:rules";
+/// How many versions are kept (older ones are deleted as new ones are written).
+pub const KEPT_VERSIONS: u64 = 1000;
+
+/// How long one command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
+
+const PUSH: &str = r"
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local base = ARGV[1]
+if base == 'empty' then
+  if cur ~= 0 then return {cur, 0} end
+elseif base ~= '' and tonumber(base) ~= cur then
+  return {cur, -1}
+end
+local n = cur + 1
+local t = redis.call('TIME')
+local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+redis.call('HSET', ARGV[2] .. n, 'doc', ARGV[3], 'author', ARGV[4], 'action', ARGV[5],
+  'diff', ARGV[6], 'summary', ARGV[7], 'at_ms', at)
+redis.call('SET', KEYS[1], n)
+if n > tonumber(ARGV[9]) then redis.call('DEL', ARGV[2] .. (n - tonumber(ARGV[9]))) end
+redis.call('PUBLISH', ARGV[8], n)
+return {n, 1}
+";
+
+/// Why the shared rules cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    /// Redis cannot be reached or did not answer in time.
+    #[error("Redis is unreachable: {0}")]
+    Unavailable(String),
+    /// Another change was stored after the version this one was based on.
+    #[error("version {current} was stored after version {base}, on which this change is based")]
+    Conflict {
+        /// The version this change was based on.
+        base: u64,
+        /// The version in force.
+        current: u64,
+    },
+    /// A stored version cannot be read.
+    #[error("version {version} is unreadable: {detail}")]
+    Corrupt {
+        /// The version.
+        version: u64,
+        /// Why.
+        detail: String,
+    },
+}
+
+/// A stored version.
+#[derive(Clone, Debug, Serialize)]
+pub struct Version {
+    /// Its number (1, 2, ...).
+    pub version: u64,
+    /// Who stored it: the admin token's name, or `seed` for a cluster's first version.
+    pub author: String,
+    /// When, by Redis's clock, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// `push`, `rollback to N` or `seed from <files>`.
+    pub action: String,
+    /// What changed from the version before (`+3 -1 lines`).
+    pub summary: String,
+    /// The unified diff from the version before.
+    pub diff: String,
+    /// The rules.
+    #[serde(skip)]
+    pub doc: RulesDoc,
+}
+
+/// Which version a new one must follow.
+#[derive(Clone, Copy, Debug)]
+pub enum Base {
+    /// Exactly this version (0: none yet).
+    Version(u64),
+    /// Only if no version exists (a cluster's first node seeds it).
+    Empty,
+}
+
+/// The outcome of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Stored as this version.
+    New(u64),
+    /// Not stored: a version already exists (`Base::Empty`), this one.
+    Exists(u64),
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// The shared rules' connection to Redis.
+#[derive(Clone)]
+pub struct SharedRules {
+    conn: Conn,
+    /// The URL a subscriber connects to (a cluster publishes to every node: any one will do).
+    subscribe_url: String,
+}
+
+/// The server URLs of `url`: one for `redis://`, the nodes of `redis+cluster://a,b`.
+pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+    url.strip_prefix("redis+cluster://").map(|nodes| {
+        nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("redis://{}", n.trim_end_matches('/')))
+            .collect()
+    })
+}
+
+fn unavailable(e: impl std::fmt::Display) -> SharedError {
+    SharedError::Unavailable(e.to_string())
+}
+
+impl SharedRules {
+    /// A connection to `url` (`redis://…` or `redis+cluster://…`). A single server's
+    /// connection is made on first use and remade after failures, so this succeeds while Redis
+    /// is down; a cluster must be reachable.
+    ///
+    /// # Errors
+    /// [`SharedError::Unavailable`] for a bad URL or an unreachable cluster.
+    pub async fn connect(url: &str) -> Result<Self, SharedError> {
+        match cluster_nodes(url) {
+            Some(nodes) => {
+                let client = ClusterClientBuilder::new(nodes.clone())
+                    .connection_timeout(COMMAND_TIMEOUT)
+                    .response_timeout(COMMAND_TIMEOUT)
+                    .build()
+                    .map_err(unavailable)?;
+                let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_async_connection())
+                    .await
+                    .map_err(|_| unavailable("no answer"))?
+                    .map_err(unavailable)?;
+                Ok(Self {
+                    conn: Conn::Cluster(conn),
+                    subscribe_url: nodes.first().cloned().unwrap_or_default(),
+                })
+            }
+            None => {
+                let client = redis::Client::open(url).map_err(unavailable)?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(COMMAND_TIMEOUT))
+                    .set_response_timeout(Some(COMMAND_TIMEOUT))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(500));
+                let conn =
+                    ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
+                Ok(Self {
+                    conn: Conn::Single(conn),
+                    subscribe_url: url.to_owned(),
+                })
+            }
+        }
+    }
+
+    /// The URL of the server whose notifications a node follows.
+    pub fn subscribe_url(&self) -> &str {
+        &self.subscribe_url
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, SharedError> {
+        let run = async {
+            match &self.conn {
+                Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+                Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+            }
+        };
+        tokio::time::timeout(COMMAND_TIMEOUT, run)
+            .await
+            .map_err(|_| unavailable(format!("no answer within {COMMAND_TIMEOUT:?}")))?
+            .map_err(unavailable)
+    }
+
+    /// The number of the version in force (0 when none was stored yet).
+    ///
+    /// # Errors
+    /// [`SharedError::Unavailable`].
+    pub async fn current(&self) -> Result<u64, SharedError> {
+        let v: Option<u64> = self.query(redis::cmd("GET").arg(VERSION_KEY)).await?;
+        Ok(v.unwrap_or(0))
+    }
+
+    /// Version `n`, if it is kept.
+    ///
+    /// # Errors
+    /// [`SharedError::Unavailable`], or [`SharedError::Corrupt`] when it cannot be read.
+    pub async fn get(&self, n: u64) -> Result<Option<Version>, SharedError> {
+        let fields: std::collections::HashMap<String, String> = self
+            .query(redis::cmd("HGETALL").arg(format!("{VERSION_PREFIX}{n}")))
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let corrupt = |detail: String| SharedError::Corrupt { version: n, detail };
+        let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
+        let doc: RulesDoc = serde_json::from_str(&field("doc"))
+            .map_err(|e| corrupt(format!("its document: {e}")))?;
+        Ok(Some(Version {
+            version: n,
+            author: field("author"),
+            at_ms: field("at_ms").parse().unwrap_or(0),
+            action: field("action"),
+            summary: field("summary"),
+            diff: field("diff"),
+            doc,
+        }))
+    }
+
+    /// Stores `doc` as a new version after `base`.
+    ///
+    /// # Errors
+    /// [`SharedError::Conflict`] when `base` is not the version in force;
+    /// [`SharedError::Unavailable`]: then nothing was stored, or the whole version was (the
+    /// script is atomic).
+    pub async fn write(
+        &self,
+        doc: &RulesDoc,
+        base: Base,
+        author: &str,
+        action: &str,
+        diff: &super::doc::Diff,
+    ) -> Result<Written, SharedError> {
+        let json = serde_json::to_string(doc).map_err(unavailable)?;
+        let base_arg = match base {
+            Base::Version(v) => v.to_string(),
+            Base::Empty => "empty".to_owned(),
+        };
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(PUSH)
+            .arg(1)
+            .arg(VERSION_KEY)
+            .arg(base_arg)
+            .arg(VERSION_PREFIX)
+            .arg(json)
+            .arg(author)
+            .arg(action)
+            .arg(&diff.text)
+            .arg(diff.summary())
+            .arg(CHANNEL)
+            .arg(KEPT_VERSIONS);
+        let (n, outcome): (u64, i64) = self.query(&cmd).await?;
+        match (outcome, base) {
+            (1, _) => Ok(Written::New(n)),
+            (0, _) => Ok(Written::Exists(n)),
+            (_, Base::Version(b)) => Err(SharedError::Conflict {
+                base: b,
+                current: n,
+            }),
+            (_, Base::Empty) => Err(SharedError::Conflict {
+                base: 0,
+                current: n,
+            }),
+        }
+    }
+
+    /// The newest versions kept, newest first, at most `limit` (documents not read).
+    ///
+    /// # Errors
+    /// [`SharedError::Unavailable`].
+    pub async fn history(&self, limit: u64) -> Result<(u64, Vec<Version>), SharedError> {
+        let current = self.current().await?;
+        let mut out = Vec::new();
+        let oldest = current.saturating_sub(limit.min(KEPT_VERSIONS)) + 1;
+        for n in (oldest..=current).rev() {
+            let fields: Vec<Option<String>> = self
+                .query(
+                    redis::cmd("HMGET")
+                        .arg(format!("{VERSION_PREFIX}{n}"))
+                        .arg(&["author", "at_ms", "action", "summary"]),
+                )
+                .await?;
+            let [author, at, action, summary] = <[Option<String>; 4]>::try_from(fields)
+                .map_err(|_| unavailable("HMGET answered another shape"))?;
+            let Some(author) = author else { break };
+            out.push(Version {
+                version: n,
+                author,
+                at_ms: at.and_then(|a| a.parse().ok()).unwrap_or(0),
+                action: action.unwrap_or_default(),
+                summary: summary.unwrap_or_default(),
+                diff: String::new(),
+                doc: RulesDoc::default(),
+            });
+        }
+        Ok((current, out))
+    }
+}
