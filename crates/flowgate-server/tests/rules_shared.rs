@@ -459,3 +459,41 @@ async fn a_write_based_on_a_stale_version_is_refused_by_redis() {
     );
     assert!(shared.get(3).await.unwrap().is_none());
 }
+
+const QUEUE: &str =
+    "\n[[queue]]\ndomain = \"pay\"\nname = \"refunds\"\nmatch = [\"channel\"]\nrate = \"1/s\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_carries_the_rules_and_queues_are_not_dropped_by_a_rules_edit() {
+    let cluster = flowgate_testkit::redis::RedisCluster::start(3);
+    let hosts: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let s = setup();
+    std::fs::write(&s.config, format!("{}{QUEUE}", rules("5/s"))).unwrap();
+    let a = node(&s, &url, 0);
+    let b = node(&s, &url, 1);
+    all_on(&[&a, &b], 1, Duration::from_secs(5)).await;
+
+    // A rules-only body would drop the queues the version in force declares: refused.
+    let r = put(&a, ALICE, &rules("6/s")).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.json()["error"], "queues_would_be_removed");
+
+    // The whole configuration, queues included, goes through; both nodes follow.
+    let start = Instant::now();
+    let r = put(&a, ALICE, &format!("{}{QUEUE}", rules("6/s"))).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let took = converged(&[&a, &b], 2, start, Duration::from_secs(1)).await;
+    eprintln!("version 2 on a Redis Cluster's 2 nodes after {took:?}");
+    assert_eq!(enforced(&b).await, "6");
+    let queues = http(b.http, "GET", "/v1/queues", &[], "").await.json();
+    assert!(queues.to_string().contains("refunds"), "{queues}");
+}

@@ -166,6 +166,18 @@ pub(super) async fn put_rules(
     let bytes = body_bytes(body)?;
     let doc = put_doc(&headers, &bytes)?;
     if let Some(f) = state.follower.as_deref() {
+        // One body replaces the whole shared configuration: refuse to drop its queues (and
+        // their jobs' release) as a side effect of editing the rules.
+        let declared = state.queue.specs().specs().len();
+        if declared > 0 && doc.load().is_ok_and(|l| l.queues.specs().is_empty()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "queues_would_be_removed",
+                format!(
+                    "the version in force declares {declared} queues and this body none: push the whole configuration (`flowgate rules push`, POST /v1/rules/versions), queues included"
+                ),
+            ));
+        }
         let v = rules::change(&state, f, doc, None, &author, "push")
             .await
             .map_err(|e| refused(&state, e))?;
