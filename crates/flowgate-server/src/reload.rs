@@ -88,7 +88,8 @@ pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::Co
     }
 }
 
-/// Watches `path`, whose loaded rules have fingerprint `loaded`, until `shutdown` turns true; reloads on change.
+/// Watches `path`, whose loaded rules have fingerprint `loaded`, until `shutdown` turns true;
+/// reloads on change (a node following the rules in Redis only warns that the files changed).
 pub(crate) fn spawn(
     state: Arc<AppState>,
     path: PathBuf,
@@ -148,6 +149,11 @@ pub(crate) fn spawn(
                 continue;
             }
             last = now;
+            if state.follower.is_some() {
+                // One source: the files only seeded the shared rules.
+                tracing::warn!(path = %path.display(), "the configuration files changed, but this node follows the rules shared through Redis: push them with `flowgate rules push` to change the rules");
+                continue;
+            }
             let _ = reload_now(&state, &path).await;
         }
     })

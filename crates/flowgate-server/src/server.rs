@@ -301,7 +301,8 @@ impl Server {
         let mut background = Vec::new();
         if let Some(f) = follower {
             background.extend(f.spawn(Arc::clone(&state), rx.clone()));
-        } else if cfg.watch {
+        }
+        if cfg.watch {
             background.push(crate::reload::spawn(
                 Arc::clone(&state),
                 cfg.config.clone(),

@@ -267,7 +267,9 @@ async fn three_nodes_follow_every_change_within_a_second() {
         "a push on a stale version is refused: {}",
         r.body
     );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // The nodes follow Redis: an edit of their files is not applied.
+    common::write(&s.config, &rules("2/s"));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     for p in [&a, &b, &c] {
         assert_eq!(version(p).await, 4);
         assert_eq!(enforced(p).await, "5");
