@@ -26,7 +26,7 @@ pub use decision::Decision;
 pub use descriptor::{Descriptor, Entry, Request};
 pub use direct::DirectBucket;
 pub use error::{LimitError, QuotaError};
-pub use limit::{Algorithm, Limit, LimitBuilder, Mode};
+pub use limit::{Algorithm, Limit, LimitBuilder, Mode, StateTag};
 pub use memory::{MemoryStats, MemoryStore};
 pub use quota::Quota;
 pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};

@@ -90,6 +90,48 @@ pub enum Mode {
     Delay,
 }
 
+/// What a limit's state means: two limits with the same tag read each other's state, so a rule
+/// whose limit changes keeps its counter exactly when the tag stays the same.
+///
+/// The tag names the state's type and whatever fixes the meaning of the numbers in it:
+/// - token and leaky buckets share one GCRA state (a theoretical arrival time, an instant that
+///   means the same under any rate or burst): `g`;
+/// - a fixed window's count belongs to a window of one length: `f` and the window (`f1s`, `f30s`);
+/// - a sliding window's ring has buckets of one width: `W`, the window and the bucket count
+///   (`W1s/10`);
+/// - a sliding log's entries are read against one window: `S` and the window (`S1m`);
+/// - concurrency leases carry their own expiry, so a new lease TTL keeps the leases in flight
+///   (forgetting them would admit more than the limit): `c`.
+///
+/// The limit itself, the burst, the mode and `max_wait` are not part of it: a counter carries
+/// over a change of any of them. [`fmt::Display`] writes the tag as it ends a Redis key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StateTag {
+    /// `token_bucket` and `leaky_bucket`.
+    Gcra,
+    /// `fixed_window` with its window in microseconds.
+    FixedWindow(Micros),
+    /// `sliding_window` with its window in microseconds and bucket count.
+    SlidingWindow(Micros, u32),
+    /// `sliding_log` with its window in microseconds.
+    SlidingLog(Micros),
+    /// `concurrency`.
+    Concurrency,
+}
+
+impl fmt::Display for StateTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::quota::MicrosText as T;
+        match *self {
+            StateTag::Gcra => f.write_str("g"),
+            StateTag::FixedWindow(w) => write!(f, "f{}", T(w)),
+            StateTag::SlidingWindow(w, b) => write!(f, "W{}/{b}", T(w)),
+            StateTag::SlidingLog(w) => write!(f, "S{}", T(w)),
+            StateTag::Concurrency => f.write_str("c"),
+        }
+    }
+}
+
 /// The default number of sliding-window buckets.
 pub const DEFAULT_BUCKETS: u32 = 10;
 
@@ -360,6 +402,20 @@ impl Limit {
         b.build().unwrap_or_else(|_| self.clone())
     }
 
+    /// What this limit's state means ([`StateTag`]): a rule's counter carries over a change of
+    /// its limit exactly when the tag is unchanged.
+    #[inline]
+    pub fn state_tag(&self) -> StateTag {
+        let w = self.window();
+        match self.algorithm {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => StateTag::Gcra,
+            Algorithm::FixedWindow => StateTag::FixedWindow(w),
+            Algorithm::SlidingWindow => StateTag::SlidingWindow(w, self.buckets),
+            Algorithm::SlidingLog => StateTag::SlidingLog(w),
+            Algorithm::Concurrency => StateTag::Concurrency,
+        }
+    }
+
     /// For token and leaky buckets, the largest cost that can ever be admitted: `burst`, plus in
     /// `delay` mode the units that fit in `max_wait`.
     #[inline]
@@ -440,6 +496,48 @@ mod tests {
                 .limit(),
             0
         );
+    }
+
+    #[test]
+    fn state_tags_keep_counters_across_limits_not_windows() {
+        let tag = |a, text: &str| Limit::new(a, q(text)).unwrap().state_tag();
+        assert_eq!(
+            tag(Algorithm::FixedWindow, "5/s"),
+            tag(Algorithm::FixedWindow, "10/s")
+        );
+        assert_ne!(
+            tag(Algorithm::FixedWindow, "5/s"),
+            tag(Algorithm::FixedWindow, "5/2s")
+        );
+        assert_ne!(
+            tag(Algorithm::FixedWindow, "5/s"),
+            tag(Algorithm::SlidingLog, "5/s")
+        );
+        assert_eq!(
+            tag(Algorithm::TokenBucket, "5/s"),
+            tag(Algorithm::LeakyBucket, "9/m")
+        );
+        let sw = |b| {
+            Limit::builder(Algorithm::SlidingWindow, q("5/s"))
+                .buckets(b)
+                .build()
+                .unwrap()
+                .state_tag()
+        };
+        assert_ne!(sw(10), sw(20));
+        assert_eq!(
+            tag(Algorithm::Concurrency, "5/s"),
+            tag(Algorithm::Concurrency, "7/30s")
+        );
+        for (t, text) in [
+            (tag(Algorithm::TokenBucket, "5/s"), "g"),
+            (tag(Algorithm::FixedWindow, "5/30s"), "f30s"),
+            (sw(10), "W1s/10"),
+            (tag(Algorithm::SlidingLog, "5/m"), "S1m"),
+            (tag(Algorithm::Concurrency, "5/s"), "c"),
+        ] {
+            assert_eq!(t.to_string(), text);
+        }
     }
 
     #[test]

@@ -135,18 +135,29 @@ pub fn parse_duration(text: &str) -> Result<Duration, QuotaError> {
 
 /// Formats a duration in microseconds in the largest unit that divides it (`30s`, `1m`, `250ms`).
 pub fn format_micros(us: Micros) -> String {
-    for (unit, per) in [
-        ("d", 86_400_000_000u64),
-        ("h", 3_600_000_000),
-        ("m", 60_000_000),
-        ("s", 1_000_000),
-        ("ms", 1_000),
-    ] {
-        if us >= per && us.is_multiple_of(per) {
-            return format!("{}{unit}", us / per);
+    MicrosText(us).to_string()
+}
+
+/// [`format_micros`] as a [`fmt::Display`], which writes without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct MicrosText(pub Micros);
+
+impl fmt::Display for MicrosText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = self.0;
+        for (unit, per) in [
+            ("d", 86_400_000_000u64),
+            ("h", 3_600_000_000),
+            ("m", 60_000_000),
+            ("s", 1_000_000),
+            ("ms", 1_000),
+        ] {
+            if us >= per && us.is_multiple_of(per) {
+                return write!(f, "{}{unit}", us / per);
+            }
         }
+        write!(f, "{us}us")
     }
-    format!("{us}us")
 }
 
 impl FromStr for Quota {

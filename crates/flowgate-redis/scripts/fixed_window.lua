@@ -1,7 +1,7 @@
 -- fixed_window: one counter per epoch-aligned window.
 -- Mirrors flowgate-core src/algorithm/fixed_window.rs.
--- Key flowgate:{<key>}:f holds '<dI4' (12 bytes): the end of the window counted (us, a multiple
--- of the window) and the units admitted in it.
+-- Key flowgate:{<key>}:f<window> holds '<dI4' (12 bytes): the end of the window counted (us, a
+-- multiple of the window) and the units admitted in it.
 
 -- The parameters the other functions take: the limit and the window.
 local function params(limit, window)

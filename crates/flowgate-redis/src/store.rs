@@ -278,7 +278,7 @@ impl RedisStore {
             .map(|item| {
                 let a = item.limit.algorithm();
                 EncItem {
-                    key: redis_key_bytes(item.key, a),
+                    key: redis_key_bytes(item.key, item.limit),
                     limit: item.limit.clone(),
                     cost: item.cost,
                     enforce: item.enforce,
@@ -403,7 +403,7 @@ impl Store for RedisStore {
         }
         let inner = &self.inner;
         let mut inv = RELEASE.prepare_invoke();
-        inv.key(redis_key(key, Algorithm::Concurrency)).arg(lease);
+        inv.key(redis_key(key, limit)).arg(lease);
         let r = match tokio::time::timeout(inner.deadline, inner.caller.conn.invoke(&inv)).await {
             Ok(r) => r.map_err(|e| store_error(&e)),
             Err(_) => Err(StoreError::Timeout),
@@ -433,7 +433,7 @@ mod tests {
         let request = |keys: &[&str]| -> Encoded {
             keys.iter()
                 .map(|k| EncItem {
-                    key: redis_key_bytes(k, Algorithm::TokenBucket),
+                    key: redis_key_bytes(k, &limit),
                     limit: limit.clone(),
                     cost: 1,
                     enforce: true,

@@ -261,7 +261,7 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                         continue;
                     }
                     let (i, a, b, expires) = held.remove(k % held.len());
-                    let want = memory.release_now(&keys[i], a);
+                    let want = memory.release_now(&keys[i], &limits[i], a);
                     let got = rt
                         .block_on(redis.release(&keys[i], &limits[i], b))
                         .map_err(|e| TestCaseError::fail(format!("redis release: {e}")))?;

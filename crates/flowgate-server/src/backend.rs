@@ -104,10 +104,7 @@ impl Store for Backend {
 
     async fn release(&self, key: &str, limit: &Limit, lease: u64) -> Result<bool, StoreError> {
         match self {
-            Backend::Memory(m) => {
-                let _ = limit;
-                Ok(m.release_now(key, lease))
-            }
+            Backend::Memory(m) => Ok(m.release_now(key, limit, lease)),
             Backend::Redis(r) => r.release(key, limit, lease).await,
         }
     }
