@@ -7,6 +7,7 @@
 //! stores together.
 
 pub mod algorithm;
+pub mod calendar;
 pub mod clock;
 pub mod decision;
 pub mod descriptor;
@@ -21,6 +22,7 @@ pub mod ruleset;
 pub mod store;
 
 pub use algorithm::State;
+pub use calendar::{Calendar, CalendarUnit, Tz};
 pub use clock::{Clock, ManualClock, Micros, SystemClock};
 pub use decision::Decision;
 pub use descriptor::{Descriptor, Entry, Request};

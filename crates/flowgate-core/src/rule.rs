@@ -160,6 +160,9 @@ pub struct Rule {
     pub quota_mode: bool,
     /// Opaque metadata (JSON text), kept and shown with the rule (Envoy's `metadata`).
     pub metadata: Option<String>,
+    /// The time zone of its calendar window (which its limit's quota carries) and of its
+    /// schedule; UTC by default.
+    pub time_zone: crate::calendar::Tz,
 }
 
 impl Rule {
@@ -181,6 +184,7 @@ impl Rule {
             detailed_metric: false,
             quota_mode: false,
             metadata: None,
+            time_zone: crate::calendar::Tz::UTC,
         }
     }
 

@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use flowgate_core::{Algorithm, Clock, Decision, Limit, Micros, State, StoreError, algorithm};
+use flowgate_core::{
+    Algorithm, Calendar, Clock, Decision, Limit, Micros, State, StoreError, algorithm,
+};
 use redis::Value;
 use smallvec::SmallVec;
 
@@ -45,9 +47,16 @@ pub(crate) struct Decided {
     pub(crate) charged: Vec<Option<u64>>,
 }
 
-/// Where the script reads the time: Redis's `TIME`, or (test only) an overriding clock.
-#[derive(Clone, Default)]
-pub(crate) struct TimeSource(pub(crate) Option<Arc<dyn Clock>>);
+/// Where the script reads the time: Redis's `TIME`, or (test only) an overriding clock; and
+/// this node's estimate of it, which places calendar periods around the instant the script
+/// will decide at.
+#[derive(Clone)]
+pub(crate) struct TimeSource {
+    /// TEST ONLY: the clock the scripts read instead of Redis's `TIME`.
+    pub(crate) fixed: Option<Arc<dyn Clock>>,
+    /// This node's clock (the override's, unless a test sets another).
+    pub(crate) local: Arc<dyn Clock>,
+}
 
 /// Extra expiry with a clock override: the test's clock may run slower than Redis's.
 const OVERRIDE_SLACK_MS: u64 = 600_000;
@@ -55,17 +64,55 @@ const OVERRIDE_SLACK_MS: u64 = 600_000;
 impl TimeSource {
     /// `now` and the extra expiry for the script: 0 and 0 for Redis's `TIME`.
     pub(crate) fn now_and_slack(&self) -> (u64, u64) {
-        match &self.0 {
+        match &self.fixed {
             Some(c) => (c.now(), OVERRIDE_SLACK_MS),
             None => (0, 0),
         }
     }
+
+    /// The instant the script is expected to decide at.
+    pub(crate) fn estimate(&self) -> Micros {
+        self.local.now()
+    }
 }
 
-/// A limit as the script reads it: code, limit, and the parameters its algorithm's file names.
-pub(crate) fn block(l: &Limit) -> [u64; 5] {
+/// A calendar window's periods around `near`: the start of the period holding it, its end, and
+/// the next period's end (see `fixed_window.lua`).
+fn calendar_bounds(c: &Calendar, near: Micros) -> [u64; 3] {
+    let (start, end) = c.period(near);
+    [start, end, c.period(end).1]
+}
+
+/// How far before the periods sent Redis's clock may be: less than any period (the shortest
+/// day is 22 hours, at Antarctica/Troll's change of time), so the period before `start` surely
+/// ends at `start`. As `fixed_window.lua`'s `CALENDAR_REACH`.
+const CALENDAR_REACH: Micros = 12 * 3_600_000_000;
+
+/// The end of the window `fixed_window.lua` counts in at `now` given `bounds`: the period
+/// before `start` ends at `start`; `None` (the script fails) when `now` is more than
+/// [`CALENDAR_REACH`] before `start` or past the next period.
+fn script_window_end([start, end, next]: [u64; 3], now: Micros) -> Option<Micros> {
+    if now < start {
+        (now >= start.saturating_sub(CALENDAR_REACH)).then_some(start)
+    } else if now < end {
+        Some(end)
+    } else if now < next {
+        Some(next)
+    } else {
+        None
+    }
+}
+
+/// A limit as the script reads it: code, limit, and the parameters its algorithm's file names;
+/// a calendar window's periods are those around `near`, the instant the script is expected to
+/// decide at.
+pub(crate) fn block(l: &Limit, near: Micros) -> [u64; 5] {
     let a = l.algorithm();
     let p = match a {
+        Algorithm::FixedWindow if l.quota().calendar().is_some() => l
+            .quota()
+            .calendar()
+            .map_or([0; 3], |c| calendar_bounds(&c, near)),
         Algorithm::TokenBucket | Algorithm::LeakyBucket => {
             let t = l.emission_interval();
             [t, l.burst() * t, l.max_wait()]
@@ -102,6 +149,7 @@ struct Call<'a> {
 /// requests it carries.
 fn encode<'a>(
     time: &TimeSource,
+    near: Micros,
     requests: &[&'a Encoded],
 ) -> Result<(Call<'a>, usize), StoreError> {
     let mut blocks: SmallVec<[[u64; 5]; 4]> = SmallVec::new();
@@ -119,7 +167,7 @@ fn encode<'a>(
         let (blocks_before, keys_before, items_before) =
             (blocks.len(), key_list.len(), items.len());
         for (j, item) in r.iter().enumerate() {
-            let b = block(&item.limit);
+            let b = block(&item.limit, near);
             let bi = match blocks.iter().position(|x| *x == b) {
                 Some(i) => i,
                 None => {
@@ -256,7 +304,7 @@ pub(crate) fn encode_refund<'a>(
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut body = Vec::new();
     for (item, x) in items.iter().zip(extra) {
-        let b = block(&item.limit);
+        let b = block(&item.limit, now);
         let bi = blocks.iter().position(|y| *y == b).unwrap_or_else(|| {
             blocks.push(b);
             blocks.len() - 1
@@ -295,7 +343,8 @@ impl Caller {
         let mut out = Decided::default();
         let mut rest = requests;
         while !rest.is_empty() {
-            let (call, taken) = encode(&self.time, rest)?;
+            let near = self.time.estimate();
+            let (call, taken) = encode(&self.time, near, rest)?;
             Counters::add(&self.counters.script_calls, 1);
             let mut inv = DECIDE.prepare_invoke();
             for k in &call.keys {
@@ -306,7 +355,7 @@ impl Caller {
                 inv.arg(t);
             }
             let reply = self.conn.invoke(&inv).await.map_err(|e| store_error(&e))?;
-            let part = replay(reply, &rest[..taken], call.keys.len())?;
+            let part = replay(reply, &rest[..taken], call.keys.len(), near)?;
             out.now = part.now;
             out.decisions.extend(part.decisions);
             out.charged.extend(part.charged);
@@ -317,8 +366,14 @@ impl Caller {
 }
 
 /// Reads the script's reply (`now`, the admissions, each key's state before the call) and
-/// replays `requests` on those states, as the script decided them.
-fn replay(reply: Value, requests: &[&Encoded], nkeys: usize) -> Result<Decided, StoreError> {
+/// replays `requests` on those states, as the script decided them (a calendar window's periods
+/// were sent around `near`).
+fn replay(
+    reply: Value,
+    requests: &[&Encoded],
+    nkeys: usize,
+    near: Micros,
+) -> Result<Decided, StoreError> {
     let Value::Array(vals) = reply else {
         return Err(bad("not an array"));
     };
@@ -335,6 +390,19 @@ fn replay(reply: Value, requests: &[&Encoded], nkeys: usize) -> Result<Decided, 
     let n: usize = requests.iter().map(|r| r.len()).sum();
     if admissions.len() != n || before.len() != nkeys {
         return Err(bad("of another size than the call"));
+    }
+    // The script counted a calendar window in the period it picked among those sent; the
+    // replay counts in the period holding `now`. They are one unless Redis's clock and this
+    // node's are about a period apart: refuse to report decisions the script did not make.
+    for item in requests.iter().flat_map(|r| r.iter()) {
+        if let Some(c) = item.limit.quota().calendar() {
+            let picked = script_window_end(calendar_bounds(&c, near), now);
+            if picked != Some(algorithm::fixed_window::window_end(&item.limit, now)) {
+                return Err(StoreError::Internal(
+                    "Redis's clock and this node's are a calendar period apart".into(),
+                ));
+            }
+        }
     }
     // Each key's state as the admitted requests so far left it, parsed on first use.
     let mut states: HashMap<&[u8], State, foldhash::fast::RandomState> =

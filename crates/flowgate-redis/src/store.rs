@@ -113,10 +113,13 @@ impl RedisStore {
 
     fn build(conn: Conn, options: RedisOptions) -> Self {
         let counters = Arc::new(Counters::default());
-        let time = TimeSource(options.clock_override.clone());
         let local_clock: Arc<dyn Clock> = match (&options.local_clock, &options.clock_override) {
             (Some(c), _) | (None, Some(c)) => c.clone(),
             (None, None) => Arc::new(SystemClock::new()),
+        };
+        let time = TimeSource {
+            fixed: options.clock_override.clone(),
+            local: local_clock.clone(),
         };
         let caller = Caller {
             conn,
@@ -192,7 +195,7 @@ impl RedisStore {
 
     /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.
     pub(crate) fn clock_override(&self) -> Option<Micros> {
-        self.inner.caller.time.0.as_ref().map(|c| c.now())
+        self.inner.caller.time.fixed.as_ref().map(|c| c.now())
     }
 
     /// Decides several requests in one script call (one round trip on a single server): each

@@ -568,3 +568,43 @@ async fn file_reload_replaces_rules_set_through_the_admin_api() {
     assert_eq!(j["rule"][0]["name"], "from-file", "{j}");
     t.server.shutdown().await.unwrap();
 }
+
+/// A calendar window's time zone is shown by `GET /v1/rules` (UTC is the default, not shown), and
+/// `PUT /v1/rules` takes it back in JSON.
+#[tokio::test]
+async fn rules_show_and_take_a_time_zone() {
+    let t = server().await;
+    let auth = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let rules = "domain = \"sms\"\n[[rule]]\nname = \"daily\"\nmatch = \"user\"\nlimit = \"500/day\"\ntime_zone = \"Asia/Shanghai\"\n[[rule]]\nname = \"monthly\"\nmatch = \"carrier\"\nlimit = \"1000/month\"\n";
+    let r = http(t.http(), "PUT", "/v1/rules", &auth, rules).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let got = http(t.http(), "GET", "/v1/rules", &[], "").await;
+    let j = got.json();
+    assert_eq!(j["rule"][0]["limit"], "500/day");
+    assert_eq!(j["rule"][0]["algorithm"], "fixed_window");
+    assert_eq!(j["rule"][0]["time_zone"], "Asia/Shanghai");
+    assert_eq!(j["rule"][1]["limit"], "1000/month");
+    assert!(j["rule"][1].get("time_zone").is_none(), "{j}");
+    let jsn = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got.body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let again = http(t.http(), "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(again["rule"], j["rule"]);
+    // An unknown zone is refused, naming the field.
+    let bad = json!({"rule": [{"domain": "sms", "name": "d", "match": ["user"],
+        "limit": "5/day", "time_zone": "Mars/Olympus"}]});
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, &bad.to_string()).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("rule[0].time_zone") && detail.contains("Mars/Olympus"),
+        "{detail}"
+    );
+    t.server.shutdown().await.unwrap();
+}

@@ -168,6 +168,57 @@ fn toml_errors_name_file_line_and_field() {
 }
 
 #[test]
+fn calendar_windows_and_time_zones() {
+    let rule = |extra: &str| {
+        parse(
+            "c.toml",
+            Format::Toml,
+            &format!("domain = \"sms\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\n{extra}"),
+        )
+    };
+    let r = &rule("limit = \"500/day\"\ntime_zone = \"Asia/Shanghai\"\n").unwrap()[0].rule;
+    let l = r.limit.as_ref().unwrap();
+    assert_eq!(
+        l.algorithm(),
+        Algorithm::FixedWindow,
+        "calendar windows count per period"
+    );
+    assert_eq!(
+        l.quota().calendar(),
+        Some(flowgate_core::Calendar::new(
+            flowgate_core::CalendarUnit::Day,
+            flowgate_core::Tz::Asia__Shanghai
+        ))
+    );
+    assert_eq!(r.time_zone, flowgate_core::Tz::Asia__Shanghai);
+    let utc = &rule("limit = \"1000/month\"\n").unwrap()[0].rule;
+    assert_eq!(utc.time_zone, flowgate_core::Tz::UTC);
+
+    let e = rule("limit = \"500/day\"\ntime_zone = \"Asia/Shangai\"\n").unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_str()),
+        ("c.toml", Some(6), "rule[0].time_zone")
+    );
+    assert!(e.message.contains("Asia/Shangai"), "{e}");
+    let e = rule("limit = \"500/day\"\nalgorithm = \"sliding_window\"\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(6), "rule[0].algorithm"),
+        "{e}"
+    );
+    assert!(
+        e.message.contains("fixed_window") && e.message.contains("1d"),
+        "{e}"
+    );
+    let e = rule("limit = \"500/2day\"\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(5), "rule[0].limit"),
+        "{e}"
+    );
+}
+
+#[test]
 fn duplicate_rules_are_located() {
     let rules = parse(
         "f.toml",

@@ -7,7 +7,9 @@
 //! name = "wpg-pay"               # unique in its domain; part of the state key
 //! domain = "payments"            # optional when set at the top
 //! match = ["biz=PAY", "channel=WPG"]   # or "biz=PAY, channel=WPG"; `key` alone = any value
-//! limit = "20/s"                 # N/window, any window: "5/30s", "1000/1m"; or "unlimited" / -1
+//! limit = "20/s"                 # N/window, any window: "5/30s", "1000/1m"; or "unlimited" / -1;
+//!                                # calendar windows: "500/day", "100/week", "1000/month"
+//! time_zone = "Asia/Shanghai"    # IANA zone of calendar windows (default UTC)
 //! # or: limit = 20 and window = "1s"
 //! algorithm = "token_bucket"     # default sliding_window
 //! burst = 5                      # token/leaky bucket size
@@ -38,9 +40,10 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use flowgate_core::calendar::parse_zone;
 use flowgate_core::queue::QueueSpec;
 use flowgate_core::quota::parse_duration;
-use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, ValueMatch};
+use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, Tz, ValueMatch};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -125,6 +128,8 @@ struct TomlRule {
     quota_mode: bool,
     #[serde(default)]
     metadata: Option<serde_json::Value>,
+    #[serde(default)]
+    time_zone: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -385,12 +390,17 @@ fn convert(
         m.value_to_metric = r.value_to_metric;
     }
 
+    let time_zone = match &r.time_zone {
+        Some(z) => parse_zone(z.get_ref()).map_err(|e| ctx.err(z.span(), "time_zone", e))?,
+        None => Tz::UTC,
+    };
     let algorithm = match &r.algorithm {
-        Some(a) => a
-            .get_ref()
-            .parse::<Algorithm>()
-            .map_err(|e| ctx.err(a.span(), "algorithm", e.to_string()))?,
-        None => DEFAULT_ALGORITHM,
+        Some(a) => Some(
+            a.get_ref()
+                .parse::<Algorithm>()
+                .map_err(|e| ctx.err(a.span(), "algorithm", e.to_string()))?,
+        ),
+        None => None,
     };
     let window = match &r.window {
         Some(w) => Some(
@@ -459,6 +469,14 @@ fn convert(
     let limit = match quota {
         None => None,
         Some(q) => {
+            // A calendar window counts per period: fixed_window unless another is named (which
+            // the limit refuses).
+            let algorithm = algorithm.unwrap_or(if q.calendar().is_some() {
+                Algorithm::FixedWindow
+            } else {
+                DEFAULT_ALGORITHM
+            });
+            let q = q.with_zone(time_zone);
             let mut b = Limit::builder(algorithm, q).mode(mode);
             if let Some(burst) = &r.burst {
                 b = b.burst(*burst.get_ref());
@@ -482,11 +500,15 @@ fn convert(
                 _ if r.mode.is_some() && !algorithm.supports_delay() && mode == Mode::Delay => {
                     "mode"
                 }
+                _ if q.calendar().is_some() && algorithm != Algorithm::FixedWindow => "algorithm",
                 (Some(_), _, _) => "burst",
                 (_, Some(_), _) => "buckets",
                 _ => "limit",
             };
-            let at = r.limit.as_ref().map_or(name_span.clone(), |l| l.span());
+            let at = match (field, &r.algorithm) {
+                ("algorithm", Some(a)) => a.span(),
+                _ => r.limit.as_ref().map_or(name_span.clone(), |l| l.span()),
+            };
             Some(b.build().map_err(|e| ctx.err(at, field, e.to_string()))?)
         }
     };
@@ -514,5 +536,6 @@ fn convert(
     rule.detailed_metric = r.detailed_metric;
     rule.quota_mode = r.quota_mode;
     rule.metadata = r.metadata.as_ref().map(ToString::to_string);
+    rule.time_zone = time_zone;
     Ok(rule)
 }

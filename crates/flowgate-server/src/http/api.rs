@@ -269,6 +269,9 @@ pub(crate) fn rule_json(r: &Rule) -> Value {
         let v: Value = serde_json::from_str(meta).unwrap_or_else(|_| json!(meta));
         m.insert("metadata".into(), v);
     }
+    if r.time_zone != flowgate_core::Tz::UTC {
+        m.insert("time_zone".into(), json!(r.time_zone.name()));
+    }
     Value::Object(m)
 }
 
