@@ -164,6 +164,15 @@ pub fn parse_zone(name: &str) -> Result<Tz, String> {
     })
 }
 
+/// `at` as RFC 3339 text with its offset in `zone` (`2026-11-11T00:00:00+08:00`).
+pub fn rfc3339(zone: Tz, at: Micros) -> String {
+    let micros = i64::try_from(at).unwrap_or(i64::MAX);
+    zone.timestamp_micros(micros).single().map_or_else(
+        || at.to_string(),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    )
+}
+
 /// The local date and time of `at` in `zone`.
 pub fn local_time(zone: Tz, at: Micros) -> NaiveDateTime {
     let micros = i64::try_from(at).unwrap_or(i64::MAX);
@@ -333,6 +342,13 @@ mod tests {
         assert_eq!(s, at("2022-09-21T00:00:00+04:30"));
         assert_eq!(e, at("2022-09-22T00:00:00+03:30"));
         assert_eq!(e - s, 25 * HOUR);
+    }
+
+    #[test]
+    fn instants_as_text() {
+        let t = at("2026-11-11T00:00:00+08:00");
+        assert_eq!(rfc3339(Tz::Asia__Shanghai, t), "2026-11-11T00:00:00+08:00");
+        assert_eq!(rfc3339(Tz::UTC, t + 1_500), "2026-11-10T16:00:00.001500Z");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod queue;
 pub mod quota;
 pub mod rule;
 pub mod ruleset;
+pub mod schedule;
 pub mod store;
 
 pub use algorithm::State;
@@ -33,4 +34,5 @@ pub use memory::{MemoryStats, MemoryStore};
 pub use quota::Quota;
 pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};
 pub use ruleset::{Matched, RuleSet, RuleSetError};
+pub use schedule::{Override, Schedule};
 pub use store::{Decisions, Item, Store, StoreError};

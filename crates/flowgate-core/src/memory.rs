@@ -358,6 +358,10 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
     fn decide(
         &self,
         items: &[Item<'_>],

@@ -95,6 +95,13 @@ impl Backend {
 }
 
 impl Store for Backend {
+    fn now(&self) -> u64 {
+        match self {
+            Backend::Memory(m) => m.now(),
+            Backend::Redis(r) => r.now(),
+        }
+    }
+
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         match self {
             Backend::Memory(m) => m.decide_now(items),

@@ -219,6 +219,80 @@ fn calendar_windows_and_time_zones() {
 }
 
 #[test]
+fn schedules_load_and_their_errors_name_the_override() {
+    let base = "domain = \"pay\"\n[[rule]]\nname = \"channel\"\nmatch = [\"channel\"]\nlimit = \"20/s\"\nalgorithm = \"token_bucket\"\ntime_zone = \"Asia/Shanghai\"\n";
+    let with = |extra: &str| parse("s.toml", Format::Toml, &format!("{base}{extra}"));
+    let ok = with(
+        "[[rule.schedule]]\nlimit = \"100/s\"\ndates = \"2026-11-11..2026-11-11\"\n\
+         [[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\", \"sun\"]\nhours = \"22:00-06:00\"\n\
+         [[rule.schedule]]\nlimit = \"unlimited\"\nhours = \"03:00-04:00\"\n",
+    )
+    .unwrap();
+    let r = &ok[0].rule;
+    let s = r.schedule.as_ref().unwrap();
+    assert_eq!(s.zone(), flowgate_core::Tz::Asia__Shanghai);
+    assert_eq!(s.overrides().len(), 3);
+    let promo = s.overrides()[0].limit.as_ref().unwrap();
+    assert_eq!(
+        (promo.algorithm(), promo.limit(), promo.burst()),
+        (Algorithm::TokenBucket, 100, 100)
+    );
+    assert_eq!(s.overrides()[1].days.len(), 2);
+    assert!(s.overrides()[2].limit.is_none());
+    // 2026-11-11T12:00+08:00: the promotion.
+    assert_eq!(
+        r.limit_at(1_794_369_600_000_000).map(|l| l.limit()),
+        Some(100)
+    );
+
+    let err = |extra: &str| with(extra).unwrap_err();
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"caturday\"]\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(10), "rule[0].schedule[0].days"),
+        "{e}"
+    );
+    assert!(e.message.contains("caturday"), "{e}");
+    let e = err(
+        "[[rule.schedule]]\nlimit = \"40/s\"\nhours = \"9-17\"\n\n[[rule.schedule]]\nlimit = \"40/s\"\nhours = \"09:00-17:00\"\n",
+    );
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(10), "rule[0].schedule[0].hours"),
+        "{e}"
+    );
+    let e = err(
+        "[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\"]\n[[rule.schedule]]\nlimit = \"40/s\"\ndates = \"2026-11-12..2026-11-11\"\n",
+    );
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(13), "rule[0].schedule[1].dates"),
+        "{e}"
+    );
+    let e = err("[[rule.schedule]]\nlimit = \"40/x\"\ndays = [\"sat\"]\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(9), "rule[0].schedule[0].limit"),
+        "{e}"
+    );
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\n");
+    assert_eq!(e.field, "rule[0].schedule[0].limit", "{e}");
+    assert!(e.message.contains("dates"), "{e}");
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\"]\nburst = 0\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(11), "rule[0].schedule[0].burst"),
+        "{e}"
+    );
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\"]\nweekdays = 1\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(11), "rule[0].schedule[0].weekdays"),
+        "{e}"
+    );
+}
+
+#[test]
 fn duplicate_rules_are_located() {
     let rules = parse(
         "f.toml",

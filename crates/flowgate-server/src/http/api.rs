@@ -272,14 +272,89 @@ pub(crate) fn rule_json(r: &Rule) -> Value {
     if r.time_zone != flowgate_core::Tz::UTC {
         m.insert("time_zone".into(), json!(r.time_zone.name()));
     }
+    if let Some(s) = &r.schedule {
+        let list: Vec<Value> = s.overrides().iter().map(override_json).collect();
+        m.insert("schedule".into(), json!(list));
+    }
     Value::Object(m)
+}
+
+/// A limit as `{limit, algorithm}` (`{limit: "unlimited"}` for none).
+fn limit_json(l: Option<&flowgate::Limit>) -> Map<String, Value> {
+    let mut m = Map::new();
+    match l {
+        None => {
+            m.insert("limit".into(), json!("unlimited"));
+        }
+        Some(l) => {
+            m.insert("limit".into(), json!(l.quota().to_string()));
+            m.insert("algorithm".into(), json!(l.algorithm().name()));
+            use flowgate::Algorithm as A;
+            if matches!(l.algorithm(), A::TokenBucket | A::LeakyBucket) {
+                m.insert("burst".into(), json!(l.burst()));
+            }
+        }
+    }
+    m
+}
+
+/// A schedule's override in the TOML schema (`[[rule.schedule]]`).
+fn override_json(o: &flowgate_core::Override) -> Value {
+    let mut m = limit_json(o.limit.as_ref());
+    if let Some(d) = &o.dates {
+        m.insert("dates".into(), json!(d.to_string()));
+    }
+    if !o.days.is_empty() {
+        let days: Vec<&str> = o
+            .days
+            .iter()
+            .map(|d| flowgate_core::schedule::day_name(*d))
+            .collect();
+        m.insert("days".into(), json!(days));
+    }
+    if let Some(h) = &o.hours {
+        m.insert("hours".into(), json!(h.to_string()));
+    }
+    Value::Object(m)
+}
+
+/// What `GET /v1/rules` adds to a rule at `now` (and `PUT` ignores): `in_force`, the limit in
+/// force, and for a scheduled rule `next_change`, when another comes into force and which
+/// (`null` when none within the schedule's horizon).
+fn in_force_json(r: &Rule, now: u64, m: &mut Map<String, Value>) {
+    m.insert(
+        "in_force".into(),
+        Value::Object(limit_json(r.limit_at(now))),
+    );
+    if r.schedule.is_some() {
+        let next = r.next_change(now).map(|(at, l)| {
+            let mut n = limit_json(l);
+            n.insert(
+                "at".into(),
+                json!(flowgate_core::calendar::rfc3339(r.time_zone, at)),
+            );
+            Value::Object(n)
+        });
+        m.insert("next_change".into(), next.unwrap_or(Value::Null));
+    }
 }
 
 /// `GET /v1/rules`.
 pub(super) async fn get_rules(State(state): Shared) -> Response {
     let info = state.rules_info();
     let rules = state.limiter.rules();
-    let list: Vec<Value> = rules.rules().iter().map(|r| rule_json(r)).collect();
+    let now = flowgate::Store::now(state.limiter.store());
+    let list: Vec<Value> = rules
+        .rules()
+        .iter()
+        .map(|r| {
+            let mut j = rule_json(r);
+            if let Value::Object(m) = &mut j {
+                in_force_json(r, now, m);
+            }
+            j
+        })
+        .collect();
     let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
     Json(json!({
         "version": info.version,
@@ -349,6 +424,13 @@ pub(super) async fn put_rules(
             let mut m: Map<String, Value> = body::parse(&bytes)?;
             for k in ["version", "source", "files"] {
                 m.remove(k);
+            }
+            // What GET adds to each rule, read-only.
+            if let Some(Value::Array(rules)) = m.get_mut("rule") {
+                for r in rules.iter_mut().filter_map(Value::as_object_mut) {
+                    r.remove("in_force");
+                    r.remove("next_change");
+                }
             }
             let as_toml = toml::Value::try_from(Value::Object(m))
                 .and_then(|v| toml::to_string(&v))
