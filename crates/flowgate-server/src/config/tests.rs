@@ -17,7 +17,7 @@ fn find<'a>(set: &'a RuleSet, domain: &str, d: &str) -> Option<&'a str> {
 fn loads_the_toml_example() {
     let loaded = load(&examples().join("flowgate.toml")).unwrap();
     let (config, set) = (loaded.config, loaded.rules);
-    assert_eq!(config.rules.len(), 8);
+    assert_eq!(config.rules.len(), 9);
     let refunds = &loaded.queues.specs()[0];
     assert_eq!(
         (refunds.name.as_str(), refunds.spacing()),
@@ -39,6 +39,11 @@ fn loads_the_toml_example() {
         .find(|r| r.name == "refund-channel")
         .unwrap();
     assert_eq!(refund.failure, FailurePolicy::Closed);
+    let pay = set.rules().iter().find(|r| r.name == "pay-channel").unwrap();
+    assert_eq!(pay.schedule.as_ref().unwrap().overrides().len(), 2);
+    let daily = set.rules().iter().find(|r| r.name == "free-daily").unwrap();
+    let calendar = daily.limit.as_ref().unwrap().quota().calendar().unwrap();
+    assert_eq!(calendar.zone(), flowgate_core::Tz::Europe__Paris);
     let per_client = set.rules().iter().find(|r| r.name == "per-client").unwrap();
     assert_eq!(per_client.limit.as_ref().unwrap().window(), 30_000_000);
     assert_eq!(
