@@ -39,7 +39,11 @@ fn loads_the_toml_example() {
         .find(|r| r.name == "refund-channel")
         .unwrap();
     assert_eq!(refund.failure, FailurePolicy::Closed);
-    let pay = set.rules().iter().find(|r| r.name == "pay-channel").unwrap();
+    let pay = set
+        .rules()
+        .iter()
+        .find(|r| r.name == "pay-channel")
+        .unwrap();
     assert_eq!(pay.schedule.as_ref().unwrap().overrides().len(), 2);
     let daily = set.rules().iter().find(|r| r.name == "free-daily").unwrap();
     let calendar = daily.limit.as_ref().unwrap().quota().calendar().unwrap();
