@@ -200,6 +200,9 @@ fn calendar_windows_and_time_zones() {
         ))
     );
     assert_eq!(r.time_zone, flowgate_core::Tz::Asia__Shanghai);
+    let apart =
+        &rule("limit = 500\nwindow = \"day\"\ntime_zone = \"Asia/Shanghai\"\n").unwrap()[0].rule;
+    assert_eq!(apart.limit, r.limit);
     let utc = &rule("limit = \"1000/month\"\n").unwrap()[0].rule;
     assert_eq!(utc.time_zone, flowgate_core::Tz::UTC);
 

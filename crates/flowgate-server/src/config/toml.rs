@@ -16,7 +16,7 @@
 //! dates = "2026-11-11..2026-11-11"   # inclusive local dates (optional)
 //! days = ["sat", "sun"]          # days of the week (optional)
 //! hours = "22:00-06:00"          # local times, start included, may wrap midnight (optional)
-//! # or: limit = 20 and window = "1s"
+//! # or: limit = 20 and window = "1s" (or "day", "week", "month")
 //! algorithm = "token_bucket"     # default sliding_window
 //! burst = 5                      # token/leaky bucket size
 //! mode = "delay"                 # reject (default) | delay (token/leaky bucket)
@@ -435,7 +435,15 @@ fn convert(
         ),
         None => None,
     };
+    // `window` with a bare count: a length, or a calendar unit (`day`, `week`, `month`).
+    let calendar_unit = r.window.as_ref().and_then(|w| {
+        w.get_ref()
+            .trim()
+            .parse::<flowgate_core::CalendarUnit>()
+            .ok()
+    });
     let window = match &r.window {
+        Some(_) if calendar_unit.is_some() => None,
         Some(w) => Some(
             parse_duration(w.get_ref()).map_err(|e| ctx.err(w.span(), "window", e.to_string()))?,
         ),
@@ -462,15 +470,17 @@ fn convert(
                     ));
                 }
                 LimitField::Count(n) => {
-                    let w = window.unwrap_or(Duration::from_secs(1));
-                    Some(
-                        Quota::new(n.unsigned_abs(), w)
-                            .map_err(|e| ctx.err(span, "limit", e.to_string()))?,
-                    )
+                    let q = match calendar_unit {
+                        Some(unit) => Quota::per_calendar(n.unsigned_abs(), unit, Tz::UTC),
+                        None => {
+                            Quota::new(n.unsigned_abs(), window.unwrap_or(Duration::from_secs(1)))
+                        }
+                    };
+                    Some(q.map_err(|e| ctx.err(span, "limit", e.to_string()))?)
                 }
                 LimitField::Text(t) if t.trim() == "unlimited" || t.trim() == "-1" => None,
                 LimitField::Text(t) => {
-                    if window.is_some() {
+                    if r.window.is_some() {
                         return Err(ctx.err(
                             span,
                             "window",
