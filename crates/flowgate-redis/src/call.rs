@@ -145,17 +145,14 @@ fn script_window_end([start, end, next]: [u64; 3], now: Micros) -> Option<Micros
 /// decide at.
 pub(crate) fn block(l: &Limit, near: Micros) -> [u64; 5] {
     let a = l.algorithm();
-    let p = match a {
-        Algorithm::FixedWindow if l.quota().calendar().is_some() => l
-            .quota()
-            .calendar()
-            .map_or([0; 3], |c| calendar_bounds(&c, near)),
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+    let p = match (a, l.quota().calendar()) {
+        (Algorithm::FixedWindow, Some(c)) => calendar_bounds(&c, near),
+        (Algorithm::TokenBucket | Algorithm::LeakyBucket, _) => {
             let t = l.emission_interval();
             [t, l.burst() * t, l.max_wait()]
         }
-        Algorithm::SlidingWindow => [l.window(), l.bucket_width(), u64::from(l.buckets())],
-        Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::Concurrency => {
+        (Algorithm::SlidingWindow, _) => [l.window(), l.bucket_width(), u64::from(l.buckets())],
+        (Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::Concurrency, _) => {
             [l.window(), 0, 0]
         }
     };

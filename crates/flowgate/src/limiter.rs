@@ -321,7 +321,9 @@ impl<S: Store> Limiter<S> {
         let Some(rule) = rules.find(domain, descriptor) else {
             return Ok(false);
         };
-        let Some(limit) = rule.limit_at(self.store.now()) else {
+        // The limit in force, or the rule's own when a schedule makes it unlimited now (a lease
+        // taken before is released all the same: leases are kept whatever the limit).
+        let Some(limit) = rule.limit_at(self.store.now()).or(rule.limit.as_ref()) else {
             return Ok(false);
         };
         let key = flowgate_core::ruleset::state_key(domain, &rule.name, descriptor);
