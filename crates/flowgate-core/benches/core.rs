@@ -116,7 +116,7 @@ fn algorithms(c: &mut Criterion) {
             // Concurrency: hold the lease only for the call, as a request would; the other
             // algorithms never grant one.
             if let Some(lease) = d.as_ref().ok().and_then(|d| d.lease) {
-                store.release_now("hot", lease);
+                store.release_now("hot", limit, lease);
             }
             black_box(d.ok());
         }

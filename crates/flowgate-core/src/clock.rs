@@ -73,6 +73,14 @@ impl Clock for SystemClock {
     }
 }
 
+/// The process's [`SystemClock`], read by [`system_now`].
+static SYSTEM: std::sync::LazyLock<SystemClock> = std::sync::LazyLock::new(SystemClock::new);
+
+/// The real clock's reading (one [`SystemClock`] per process).
+pub fn system_now() -> Micros {
+    SYSTEM.now()
+}
+
 /// A clock that moves only when told to; clones share the same time.
 ///
 /// # Examples

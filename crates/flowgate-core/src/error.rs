@@ -27,6 +27,14 @@ pub enum QuotaError {
         /// The text given.
         text: String,
     },
+    /// A calendar window with a count (`5/2day`).
+    #[error(
+        "`{text}`: a calendar window (day, week, month) takes no count: write e.g. `500/day`, or `2d` for a fixed window of two days"
+    )]
+    CalendarCount {
+        /// The text given.
+        text: String,
+    },
     /// Text that is not a duration.
     #[error("`{text}` is not a duration: write a whole number and a unit (us, ms, s, m, h, d, w)")]
     BadDuration {
@@ -68,6 +76,14 @@ pub enum LimitError {
     /// `max_wait` longer than the longest window.
     #[error("max_wait is longer than the maximum of ten years")]
     MaxWaitTooLong,
+    /// A calendar window on an algorithm other than `fixed_window`.
+    #[error(
+        "a calendar window (day, week, month) needs algorithm fixed_window, not {algorithm}: a rolling window of a calendar unit has no meaning; for a rolling day write `1d`"
+    )]
+    CalendarNeedsFixedWindow {
+        /// The algorithm's name.
+        algorithm: &'static str,
+    },
     /// A window too short for the limit: the spacing between units would be below one microsecond.
     #[error("{limit} per {window} us is more than one unit per microsecond")]
     RateTooHigh {

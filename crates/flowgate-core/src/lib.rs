@@ -7,6 +7,7 @@
 //! stores together.
 
 pub mod algorithm;
+pub mod calendar;
 pub mod clock;
 pub mod decision;
 pub mod descriptor;
@@ -18,17 +19,20 @@ pub mod queue;
 pub mod quota;
 pub mod rule;
 pub mod ruleset;
+pub mod schedule;
 pub mod store;
 
 pub use algorithm::State;
+pub use calendar::{Calendar, CalendarUnit, Tz};
 pub use clock::{Clock, ManualClock, Micros, SystemClock};
 pub use decision::Decision;
 pub use descriptor::{Descriptor, Entry, Request};
 pub use direct::DirectBucket;
 pub use error::{LimitError, QuotaError};
-pub use limit::{Algorithm, Limit, LimitBuilder, Mode};
+pub use limit::{Algorithm, Limit, LimitBuilder, Mode, StateTag};
 pub use memory::{MemoryStats, MemoryStore};
 pub use quota::Quota;
 pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};
 pub use ruleset::{Matched, RuleSet, RuleSetError};
+pub use schedule::{Override, Schedule};
 pub use store::{Decisions, Item, Store, StoreError};

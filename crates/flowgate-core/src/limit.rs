@@ -90,6 +90,53 @@ pub enum Mode {
     Delay,
 }
 
+/// What a limit's state means: two limits with the same tag read each other's state, so a rule
+/// whose limit changes keeps its counter exactly when the tag stays the same.
+///
+/// The tag names the state's type and whatever fixes the meaning of the numbers in it:
+/// - token and leaky buckets share one GCRA state (a theoretical arrival time, an instant that
+///   means the same under any rate or burst): `g`;
+/// - a fixed window's count belongs to a window of one length: `f` and the window (`f1s`, `f30s`),
+///   or to a calendar period: `f`, the unit and the zone outside UTC (`fday`,
+///   `fmonth@Asia/Shanghai`);
+/// - a sliding window's ring has buckets of one width: `W`, the window and the bucket count
+///   (`W1s/10`);
+/// - a sliding log's entries are read against one window: `S` and the window (`S1m`);
+/// - concurrency leases carry their own expiry, so a new lease TTL keeps the leases in flight
+///   (forgetting them would admit more than the limit): `c`.
+///
+/// The limit itself, the burst, the mode and `max_wait` are not part of it: a counter carries
+/// over a change of any of them. [`fmt::Display`] writes the tag as it ends a Redis key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StateTag {
+    /// `token_bucket` and `leaky_bucket`.
+    Gcra,
+    /// `fixed_window` with its window in microseconds.
+    FixedWindow(Micros),
+    /// `fixed_window` over calendar periods.
+    CalendarWindow(crate::calendar::Calendar),
+    /// `sliding_window` with its window in microseconds and bucket count.
+    SlidingWindow(Micros, u32),
+    /// `sliding_log` with its window in microseconds.
+    SlidingLog(Micros),
+    /// `concurrency`.
+    Concurrency,
+}
+
+impl fmt::Display for StateTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::quota::MicrosText as T;
+        match *self {
+            StateTag::Gcra => f.write_str("g"),
+            StateTag::FixedWindow(w) => write!(f, "f{}", T(w)),
+            StateTag::CalendarWindow(c) => write!(f, "f{c}"),
+            StateTag::SlidingWindow(w, b) => write!(f, "W{}/{b}", T(w)),
+            StateTag::SlidingLog(w) => write!(f, "S{}", T(w)),
+            StateTag::Concurrency => f.write_str("c"),
+        }
+    }
+}
+
 /// The default number of sliding-window buckets.
 pub const DEFAULT_BUCKETS: u32 = 10;
 
@@ -213,6 +260,11 @@ impl LimitBuilder {
                     window: q.window_micros(),
                 });
             }
+        }
+        if q.calendar().is_some() && a != Algorithm::FixedWindow {
+            return Err(LimitError::CalendarNeedsFixedWindow {
+                algorithm: a.name(),
+            });
         }
         if self.mode == Mode::Delay && !a.supports_delay() {
             return Err(LimitError::DelayNotSupported {
@@ -346,7 +398,10 @@ impl Limit {
     pub fn divided(&self, nodes: u32) -> Limit {
         let n = u64::from(nodes.max(1));
         let share = |x: u64| if x == 0 { 0 } else { (x / n).max(1) };
-        let quota = Quota::from_micros(share(self.limit()), self.window()).unwrap_or(self.quota);
+        let quota = self
+            .quota
+            .with_limit(share(self.limit()))
+            .unwrap_or(self.quota);
         let mut b = Limit::builder(self.algorithm, quota)
             .buckets(self.buckets)
             .mode(self.mode)
@@ -358,6 +413,23 @@ impl Limit {
             b = b.burst(share(self.burst).max(1));
         }
         b.build().unwrap_or_else(|_| self.clone())
+    }
+
+    /// What this limit's state means ([`StateTag`]): a rule's counter carries over a change of
+    /// its limit exactly when the tag is unchanged.
+    #[inline]
+    pub fn state_tag(&self) -> StateTag {
+        let w = self.window();
+        match self.algorithm {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => StateTag::Gcra,
+            Algorithm::FixedWindow => match self.quota.calendar() {
+                Some(c) => StateTag::CalendarWindow(c),
+                None => StateTag::FixedWindow(w),
+            },
+            Algorithm::SlidingWindow => StateTag::SlidingWindow(w, self.buckets),
+            Algorithm::SlidingLog => StateTag::SlidingLog(w),
+            Algorithm::Concurrency => StateTag::Concurrency,
+        }
     }
 
     /// For token and leaky buckets, the largest cost that can ever be admitted: `burst`, plus in
@@ -416,6 +488,16 @@ mod tests {
             Limit::new(Algorithm::TokenBucket, q("2000000/s")),
             Err(LimitError::RateTooHigh { .. })
         ));
+        for a in Algorithm::ALL {
+            let r = Limit::new(a, q("500/day"));
+            assert_eq!(r.is_ok(), a == Algorithm::FixedWindow, "{a}");
+        }
+        assert!(
+            Limit::new(Algorithm::SlidingLog, q("5/month"))
+                .unwrap_err()
+                .to_string()
+                .contains("1d")
+        );
     }
 
     #[test]
@@ -426,6 +508,8 @@ mod tests {
             .unwrap();
         let d = l.divided(3);
         assert_eq!((d.limit(), d.burst(), d.window()), (6, 2, 1_000_000));
+        let day = Limit::new(Algorithm::FixedWindow, q("90/day")).unwrap();
+        assert_eq!(day.divided(3).quota(), q("30/day"));
         assert_eq!(
             Limit::new(Algorithm::FixedWindow, q("1/s"))
                 .unwrap()
@@ -440,6 +524,63 @@ mod tests {
                 .limit(),
             0
         );
+    }
+
+    #[test]
+    fn state_tags_keep_counters_across_limits_not_windows() {
+        let tag = |a, text: &str| Limit::new(a, q(text)).unwrap().state_tag();
+        assert_eq!(
+            tag(Algorithm::FixedWindow, "5/s"),
+            tag(Algorithm::FixedWindow, "10/s")
+        );
+        assert_ne!(
+            tag(Algorithm::FixedWindow, "5/s"),
+            tag(Algorithm::FixedWindow, "5/2s")
+        );
+        assert_ne!(
+            tag(Algorithm::FixedWindow, "5/s"),
+            tag(Algorithm::SlidingLog, "5/s")
+        );
+        assert_eq!(
+            tag(Algorithm::TokenBucket, "5/s"),
+            tag(Algorithm::LeakyBucket, "9/m")
+        );
+        let sw = |b| {
+            Limit::builder(Algorithm::SlidingWindow, q("5/s"))
+                .buckets(b)
+                .build()
+                .unwrap()
+                .state_tag()
+        };
+        assert_ne!(sw(10), sw(20));
+        let day = |zone| {
+            Limit::new(Algorithm::FixedWindow, q("5/day").with_zone(zone))
+                .unwrap()
+                .state_tag()
+        };
+        assert_ne!(day(crate::Tz::UTC), day(crate::Tz::Asia__Shanghai));
+        assert_ne!(day(crate::Tz::UTC), tag(Algorithm::FixedWindow, "5/1d"));
+        assert_eq!(
+            day(crate::Tz::Asia__Shanghai).to_string(),
+            "fday@Asia/Shanghai"
+        );
+        assert_eq!(
+            tag(Algorithm::FixedWindow, "5/month"),
+            tag(Algorithm::FixedWindow, "50/month")
+        );
+        assert_eq!(
+            tag(Algorithm::Concurrency, "5/s"),
+            tag(Algorithm::Concurrency, "7/30s")
+        );
+        for (t, text) in [
+            (tag(Algorithm::TokenBucket, "5/s"), "g"),
+            (tag(Algorithm::FixedWindow, "5/30s"), "f30s"),
+            (sw(10), "W1s/10"),
+            (tag(Algorithm::SlidingLog, "5/m"), "S1m"),
+            (tag(Algorithm::Concurrency, "5/s"), "c"),
+        ] {
+            assert_eq!(t.to_string(), text);
+        }
     }
 
     #[test]

@@ -161,10 +161,16 @@ impl<C: Clock> MemoryStore<C> {
         &self.clock
     }
 
+    /// The digest of `key`'s state under `limit`: of the state key and the limit's
+    /// [`crate::StateTag`], so that a limit whose state means something else (another algorithm,
+    /// window or bucket count) starts from a state of its own. (The 0xFF byte between them is in
+    /// no UTF-8 text, so no key and tag read as another's.)
     #[inline]
-    fn digest(&self, key: &str) -> Digest {
+    fn digest(&self, key: &str, limit: &Limit) -> Digest {
         let mut h = SipHasher13::new_with_keys(self.secret.0, self.secret.1);
         h.write(key.as_bytes());
+        h.write_u8(0xFF);
+        limit.state_tag().hash(&mut h);
         let d = h.finish128();
         Digest([d.h1, d.h2])
     }
@@ -207,7 +213,7 @@ impl<C: Clock> MemoryStore<C> {
 
     #[inline]
     fn decide_one(&self, item: &Item<'_>, now: u64) -> Result<crate::Decision, StoreError> {
-        let digest = self.digest(item.key);
+        let digest = self.digest(item.key, item.limit);
         let mut shard = self.shards[Self::shard_of(&digest)].0.lock();
         if let Some(state) = shard.map.get_mut(&digest) {
             let mut d = algorithm::check(item.limit, state, now, item.cost);
@@ -231,7 +237,8 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     fn decide_many(&self, items: &[Item<'_>], now: u64) -> Result<Decisions, StoreError> {
-        let digests: SmallVec<[Digest; 4]> = items.iter().map(|i| self.digest(i.key)).collect();
+        let digests: SmallVec<[Digest; 4]> =
+            items.iter().map(|i| self.digest(i.key, i.limit)).collect();
         let mut order: SmallVec<[usize; 4]> = digests.iter().map(Self::shard_of).collect();
         order.sort_unstable();
         order.dedup();
@@ -334,9 +341,9 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Releases a `concurrency` lease now; answers whether it was held.
-    pub fn release_now(&self, key: &str, lease: u64) -> bool {
-        let digest = self.digest(key);
+    /// Releases a `concurrency` lease of `key` under `limit` now; answers whether it was held.
+    pub fn release_now(&self, key: &str, limit: &Limit, lease: u64) -> bool {
+        let digest = self.digest(key, limit);
         let mut shard = self.shards[Self::shard_of(&digest)].0.lock();
         let now = self.clock.now();
         let Some(state) = shard.map.get_mut(&digest) else {
@@ -351,6 +358,10 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
     fn decide(
         &self,
         items: &[Item<'_>],
@@ -361,10 +372,10 @@ impl<C: Clock> Store for MemoryStore<C> {
     fn release(
         &self,
         key: &str,
-        _limit: &Limit,
+        limit: &Limit,
         lease: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        ready(Ok(self.release_now(key, lease)))
+        ready(Ok(self.release_now(key, limit, lease)))
     }
 }
 
@@ -503,7 +514,7 @@ mod tests {
         let d = store.decide_now(&[item]).unwrap()[0];
         let lease = d.lease.expect("a lease");
         assert!(!store.decide_now(&[item]).unwrap()[0].allowed);
-        assert!(store.release_now("c", lease));
+        assert!(store.release_now("c", &l, lease));
         assert!(store.is_empty());
         assert!(store.decide_now(&[item]).unwrap()[0].allowed);
     }

@@ -1,9 +1,11 @@
-//! Quotas (`limit` units per `window`) and their textual form (`20/s`, `1000/1m`, `5/30s`).
+//! Quotas (`limit` units per `window`) and their textual form (`20/s`, `1000/1m`, `5/30s`, and
+//! the calendar windows `500/day`, `100/week`, `1000/month`).
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::calendar::{Calendar, CalendarUnit, Tz};
 use crate::clock::Micros;
 use crate::error::QuotaError;
 
@@ -16,6 +18,9 @@ pub const MAX_WINDOW: Micros = 10 * 366 * 86_400 * 1_000_000;
 pub const MAX_LIMIT: u64 = u32::MAX as u64;
 
 /// `limit` units per `window`.
+///
+/// The window is a length (aligned to the Unix epoch by the algorithms), or a calendar period
+/// in a time zone ([`Quota::calendar`]: `500/day` counts from local midnight to the next).
 ///
 /// A limit of 0 is valid and blocks everything (as `requests_per_unit: 0` does in
 /// envoyproxy/ratelimit). "Unlimited" is not a quota: a rule without one is unlimited.
@@ -33,7 +38,9 @@ pub const MAX_LIMIT: u64 = u32::MAX as u64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Quota {
     limit: u64,
+    /// The window's length; for a calendar window, its nominal length.
     window: Micros,
+    calendar: Option<Calendar>,
 }
 
 impl Quota {
@@ -61,7 +68,46 @@ impl Quota {
         if limit > MAX_LIMIT {
             return Err(QuotaError::LimitTooLarge { limit });
         }
-        Ok(Self { limit, window })
+        Ok(Self {
+            limit,
+            window,
+            calendar: None,
+        })
+    }
+
+    /// `limit` units per calendar period of `unit` in `zone` (see [`crate::calendar`]).
+    ///
+    /// # Errors
+    /// [`QuotaError::LimitTooLarge`] when the limit is above [`MAX_LIMIT`].
+    pub fn per_calendar(limit: u64, unit: CalendarUnit, zone: Tz) -> Result<Self, QuotaError> {
+        let mut q = Self::from_micros(limit, unit.nominal_micros())?;
+        q.calendar = Some(Calendar::new(unit, zone));
+        Ok(q)
+    }
+
+    /// This quota with another limit, its window unchanged.
+    ///
+    /// # Errors
+    /// [`QuotaError::LimitTooLarge`] when the limit is above [`MAX_LIMIT`].
+    pub fn with_limit(self, limit: u64) -> Result<Self, QuotaError> {
+        if limit > MAX_LIMIT {
+            return Err(QuotaError::LimitTooLarge { limit });
+        }
+        Ok(Self { limit, ..self })
+    }
+
+    /// The calendar periods of a calendar window; `None` for a window of fixed length.
+    #[inline]
+    pub fn calendar(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// This quota with its calendar window in `zone` (a window of fixed length is unchanged).
+    pub fn with_zone(mut self, zone: Tz) -> Self {
+        if let Some(c) = self.calendar {
+            self.calendar = Some(Calendar::new(c.unit(), zone));
+        }
+        self
     }
 
     /// `limit` per second.
@@ -78,13 +124,13 @@ impl Quota {
         self.limit
     }
 
-    /// The window.
+    /// The window (for a calendar window, its nominal length: 24 hours, 7 days, 30 days).
     #[inline]
     pub fn window(&self) -> Duration {
         Duration::from_micros(self.window)
     }
 
-    /// The window in microseconds.
+    /// The window in microseconds (for a calendar window, its nominal length).
     #[inline]
     pub fn window_micros(&self) -> Micros {
         self.window
@@ -135,18 +181,29 @@ pub fn parse_duration(text: &str) -> Result<Duration, QuotaError> {
 
 /// Formats a duration in microseconds in the largest unit that divides it (`30s`, `1m`, `250ms`).
 pub fn format_micros(us: Micros) -> String {
-    for (unit, per) in [
-        ("d", 86_400_000_000u64),
-        ("h", 3_600_000_000),
-        ("m", 60_000_000),
-        ("s", 1_000_000),
-        ("ms", 1_000),
-    ] {
-        if us >= per && us.is_multiple_of(per) {
-            return format!("{}{unit}", us / per);
+    MicrosText(us).to_string()
+}
+
+/// [`format_micros`] as a [`fmt::Display`], which writes without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct MicrosText(pub Micros);
+
+impl fmt::Display for MicrosText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = self.0;
+        for (unit, per) in [
+            ("d", 86_400_000_000u64),
+            ("h", 3_600_000_000),
+            ("m", 60_000_000),
+            ("s", 1_000_000),
+            ("ms", 1_000),
+        ] {
+            if us >= per && us.is_multiple_of(per) {
+                return write!(f, "{}{unit}", us / per);
+            }
         }
+        write!(f, "{us}us")
     }
-    format!("{us}us")
 }
 
 impl FromStr for Quota {
@@ -160,6 +217,14 @@ impl FromStr for Quota {
             .trim()
             .parse()
             .map_err(|_| QuotaError::BadQuota { text: s.to_owned() })?;
+        let w = window.trim();
+        if let Ok(unit) = w.parse::<CalendarUnit>() {
+            return Quota::per_calendar(limit, unit, Tz::UTC);
+        }
+        let count = w.trim_start_matches(|c: char| c.is_ascii_digit());
+        if count.len() < w.len() && count.trim().parse::<CalendarUnit>().is_ok() {
+            return Err(QuotaError::CalendarCount { text: s.to_owned() });
+        }
         let window = parse_duration(window)?;
         Quota::new(limit, window)
     }
@@ -167,6 +232,9 @@ impl FromStr for Quota {
 
 impl fmt::Display for Quota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(c) = self.calendar {
+            return write!(f, "{}/{}", self.limit, c.unit().name());
+        }
         let w = format_micros(self.window);
         let w = w
             .strip_prefix('1')
@@ -225,6 +293,33 @@ mod tests {
             "5/18446744073709551615d".parse::<Quota>(),
             Err(QuotaError::BadDuration { .. } | QuotaError::WindowTooLong { .. })
         ));
+    }
+
+    #[test]
+    fn calendar_windows_take_no_count() {
+        for (text, unit) in [
+            ("500/day", CalendarUnit::Day),
+            ("100/week", CalendarUnit::Week),
+            ("1000/month", CalendarUnit::Month),
+        ] {
+            let q: Quota = text.parse().unwrap();
+            assert_eq!(q.calendar(), Some(Calendar::new(unit, Tz::UTC)), "{text}");
+            assert_eq!(q.to_string(), text);
+            let shanghai = q.with_zone(Tz::Asia__Shanghai);
+            assert_eq!(shanghai.calendar().unwrap().zone(), Tz::Asia__Shanghai);
+            assert_eq!(shanghai.to_string(), text);
+        }
+        assert_eq!(
+            "3/day".parse::<Quota>().unwrap().window_micros(),
+            86_400_000_000
+        );
+        assert!(matches!(
+            "5/2day".parse::<Quota>(),
+            Err(QuotaError::CalendarCount { .. })
+        ));
+        // `1d` stays a fixed, epoch-aligned window.
+        let d: Quota = "3/1d".parse().unwrap();
+        assert_eq!((d.calendar(), d.with_zone(Tz::Asia__Shanghai)), (None, d));
     }
 
     #[test]

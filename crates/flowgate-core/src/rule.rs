@@ -2,7 +2,9 @@
 
 use std::fmt;
 
+use crate::clock::Micros;
 use crate::limit::Limit;
+use crate::schedule::Schedule;
 
 /// How one descriptor entry of a rule matches a request's entry with the same key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -160,6 +162,11 @@ pub struct Rule {
     pub quota_mode: bool,
     /// Opaque metadata (JSON text), kept and shown with the rule (Envoy's `metadata`).
     pub metadata: Option<String>,
+    /// The time zone of its calendar window (which its limit's quota carries) and of its
+    /// schedule; UTC by default.
+    pub time_zone: crate::calendar::Tz,
+    /// Overrides of `limit` by date, day of week and time of day (see [`Rule::limit_at`]).
+    pub schedule: Option<Schedule>,
 }
 
 impl Rule {
@@ -181,7 +188,35 @@ impl Rule {
             detailed_metric: false,
             quota_mode: false,
             metadata: None,
+            time_zone: crate::calendar::Tz::UTC,
+            schedule: None,
         }
+    }
+
+    /// The limit in force at `at`: the first override of its schedule that applies, else
+    /// `limit`; `None` means unlimited.
+    #[inline]
+    pub fn limit_at(&self, at: Micros) -> Option<&Limit> {
+        match &self.schedule {
+            None => self.limit.as_ref(),
+            Some(s) => match s.in_force(at) {
+                Some(i) => s.overrides()[i].limit.as_ref(),
+                None => self.limit.as_ref(),
+            },
+        }
+    }
+
+    /// The next instant after `at` at which another limit comes into force, and that limit
+    /// (`None`: unlimited); `None` without a schedule or when nothing changes within
+    /// [`crate::schedule::HORIZON_DAYS`].
+    pub fn next_change(&self, at: Micros) -> Option<(Micros, Option<&Limit>)> {
+        let s = self.schedule.as_ref()?;
+        let (when, which) = s.next_change(at)?;
+        let limit = match which {
+            Some(i) => s.overrides()[i].limit.as_ref(),
+            None => self.limit.as_ref(),
+        };
+        Some((when, limit))
     }
 
     /// Whether some entry's counter is shared by every value its wildcard matches.

@@ -4,6 +4,7 @@ use std::future::Future;
 
 use smallvec::SmallVec;
 
+use crate::clock::Micros;
 use crate::decision::Decision;
 use crate::limit::Limit;
 
@@ -74,6 +75,14 @@ pub trait Store: Send + Sync + 'static {
         &self,
         items: &[Item<'_>],
     ) -> impl Future<Output = Result<Decisions, StoreError>> + Send;
+
+    /// The store's clock: the instant it decides at now. The limiter reads it to pick each
+    /// rule's scheduled limit, so that every node sharing a store switches at the same instant.
+    /// By default this process's real clock; the memory store answers its own clock, the Redis
+    /// store its estimate of Redis's `TIME`.
+    fn now(&self) -> Micros {
+        crate::clock::system_now()
+    }
 
     /// Releases a `concurrency` lease; answers whether it was held.
     ///

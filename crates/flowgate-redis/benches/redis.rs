@@ -685,7 +685,7 @@ async fn memory_table(direct: &Arc<RedisStore>) {
             .expect("decide");
         println!(
             "| {name} | {} |",
-            usage(flowgate_redis::keys::redis_key(&key, a)).await
+            usage(flowgate_redis::keys::redis_key(&key, &l)).await
         );
     }
     for n in [100u64, 1000] {
@@ -703,7 +703,7 @@ async fn memory_table(direct: &Arc<RedisStore>) {
                 .expect("decide");
             assert!(d[0].allowed);
         }
-        let b = usage(flowgate_redis::keys::redis_key(&key, Algorithm::SlidingLog)).await;
+        let b = usage(flowgate_redis::keys::redis_key(&key, &l)).await;
         println!(
             "| sliding_log at its limit of {n} | {b} ({:.1} per entry) |",
             b as f64 / n as f64

@@ -1,11 +1,37 @@
--- fixed_window: one counter per epoch-aligned window.
+-- fixed_window: one counter per epoch-aligned window, or per calendar period.
 -- Mirrors flowgate-core src/algorithm/fixed_window.rs.
--- Key flowgate:{<key>}:f holds '<dI4' (12 bytes): the end of the window counted (us, a multiple
--- of the window) and the units admitted in it.
+-- Key flowgate:{<key>}:f<window> (or f<unit>[@<zone>] for a calendar window) holds '<dI4' (12
+-- bytes): the end of the window counted (us) and the units admitted in it.
+-- Parameters: the limit and the window (us), 0, 0; or for a calendar window (whose periods
+-- need a time zone database Lua has not) the limit and, around the client's clock, the start
+-- of the current period, its end and the next period's end.
 
--- The parameters the other functions take: the limit and the window.
-local function params(limit, window)
-  return limit, window
+-- The parameters the other functions take.
+local function params(limit, window, e1, e2)
+  return limit, window, e1, e2
+end
+
+-- How far before the periods sent Redis's clock may be (12 hours, less than any period: the
+-- period before `start` then surely ends at `start`). As call.rs's CALENDAR_REACH.
+local CALENDAR_REACH = 43200000000
+
+-- The end of the window holding `now`: epoch-aligned, or the calendar period holding `now`
+-- among those sent (for a calendar window `window` is the current period's start; the period
+-- before it ends there); an error when Redis's clock is beyond them (a period or more from the
+-- client's): nothing is then counted.
+local function window_end(now, window, e1, e2)
+  if e1 == 0 then
+    return idiv(now, window) * window + window
+  elseif now < window then
+    if now >= window - CALENDAR_REACH then
+      return window
+    end
+  elseif now < e1 then
+    return e1
+  elseif now < e2 then
+    return e2
+  end
+  error('flowgate: Redis\'s clock is beyond the calendar periods sent')
 end
 
 -- The window's end and count stored as `v` (0, 0 for none).
@@ -19,10 +45,10 @@ local function window_of(v)
   return 0, 0
 end
 
-local function admit(v, now, cost, _, limit, window)
+local function admit(v, now, cost, _, limit, window, e1, e2)
   -- The current window and its count; a clock that stepped back counts in the newer window.
   local e0, c = window_of(v)
-  local e = idiv(now, window) * window + window
+  local e = window_end(now, window, e1, e2)
   if e0 >= e then
     e = e0
   else
@@ -42,9 +68,9 @@ local function idle_at(v)
 end
 
 -- Gives back `cost` units taken at `at`, if the window of `at` is still the one counted.
-local function refund(v, at, cost, _, limit, window)
+local function refund(v, at, cost, _, limit, window, e1, e2)
   local e, c = window_of(v)
-  if e == idiv(at, window) * window + window then
+  if e == window_end(at, window, e1, e2) then
     return pack('<dI4', e, max(c - cost, 0))
   end
   return v

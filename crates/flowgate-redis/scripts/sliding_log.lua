@@ -1,7 +1,7 @@
 -- sliding_log: the instant and cost of each admitted request in the last window.
 -- Mirrors flowgate-core src/algorithm/sliding_log.rs.
--- Key flowgate:{<key>}:S holds one '<dI4' entry (instant, cost) per admission instant, oldest
--- first, then '<I4I4': how many entries at the front are dead (left the window: they count as
+-- Key flowgate:{<key>}:S<window> holds one '<dI4' entry (instant, cost) per admission instant,
+-- oldest first, then '<I4I4': how many entries at the front are dead (left the window: they count as
 -- absent), and the total cost of the others. Requests admitted in the same microsecond share one
 -- entry, as in Rust.
 -- Parameters: the window.

@@ -1,9 +1,9 @@
 -- sliding_window: a ring of buckets + 1 epoch-aligned counters of width ceil(window / buckets).
 -- Mirrors flowgate-core src/algorithm/sliding_window.rs: counts every bucket that intersects
 -- (now - window, now], the partially expired oldest one included.
--- Key flowgate:{<key>}:W holds 'I4' buckets + 1 times, then '<dd': the counts of the buckets
--- head, head - 1, ..., head - buckets (newest first), the index (start / width) of the newest
--- bucket, head, and the total of the counts. A ring of another length (the rule changed its
+-- Key flowgate:{<key>}:W<window>/<buckets> holds 'I4' buckets + 1 times, then '<dd': the counts
+-- of the buckets head, head - 1, ..., head - buckets (newest first), the index (start / width) of
+-- the newest bucket, head, and the total of the counts. A ring of another length (the rule changed its
 -- bucket count) counts as no state. The total lets a decision read only the counts that went
 -- stale; newest first lets the ring move on by keeping a prefix of the stored counts.
 

@@ -8,8 +8,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use flowgate_core::{Algorithm, Clock, Decision, Limit, Micros, State, StoreError, algorithm};
+use flowgate_core::{
+    Algorithm, Calendar, Clock, Decision, Limit, Micros, State, StoreError, algorithm,
+};
 use redis::Value;
 use smallvec::SmallVec;
 
@@ -45,33 +48,111 @@ pub(crate) struct Decided {
     pub(crate) charged: Vec<Option<u64>>,
 }
 
-/// Where the script reads the time: Redis's `TIME`, or (test only) an overriding clock.
-#[derive(Clone, Default)]
-pub(crate) struct TimeSource(pub(crate) Option<Arc<dyn Clock>>);
+/// Where the script reads the time: Redis's `TIME`, or (test only) an overriding clock; and
+/// this node's estimate of it: the local clock corrected by its offset to Redis's `TIME`, which
+/// every script call answers (and an idle store asks for, see `RedisStore`). Redis read its
+/// clock somewhere between sending and answering: taking the middle, the estimate is off by at
+/// most half a round trip (plus the clocks' drift since the last call).
+#[derive(Clone)]
+pub(crate) struct TimeSource {
+    /// TEST ONLY: the clock the scripts read instead of Redis's `TIME`.
+    pub(crate) fixed: Option<Arc<dyn Clock>>,
+    /// This node's clock (the override's, unless a test sets another).
+    pub(crate) local: Arc<dyn Clock>,
+    /// Redis's clock less this node's, in microseconds, as last measured.
+    offset: Arc<AtomicI64>,
+    /// This node's clock when the offset was last measured (0: never).
+    synced_at: Arc<AtomicU64>,
+}
 
 /// Extra expiry with a clock override: the test's clock may run slower than Redis's.
 const OVERRIDE_SLACK_MS: u64 = 600_000;
 
 impl TimeSource {
+    /// Redis's `TIME` (or `fixed`) estimated from `local`.
+    pub(crate) fn new(fixed: Option<Arc<dyn Clock>>, local: Arc<dyn Clock>) -> Self {
+        Self {
+            fixed,
+            local,
+            offset: Arc::new(AtomicI64::new(0)),
+            synced_at: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Records Redis's clock, `redis_now`, answered to a command sent at `sent` and answered at
+    /// `received` by this node's clock. (Not with a test clock: the scripts read that one.)
+    pub(crate) fn observe(&self, sent: Micros, received: Micros, redis_now: Micros) {
+        if self.fixed.is_some() {
+            return;
+        }
+        let middle = sent + received.saturating_sub(sent) / 2;
+        let offset = i64::try_from(redis_now).unwrap_or(i64::MAX)
+            - i64::try_from(middle).unwrap_or(i64::MAX);
+        self.offset.store(offset, Ordering::Relaxed);
+        self.synced_at.store(received.max(1), Ordering::Relaxed);
+    }
+
+    /// This node's clock when the offset was last measured (0: never).
+    pub(crate) fn synced_at(&self) -> Micros {
+        self.synced_at.load(Ordering::Relaxed)
+    }
+
     /// `now` and the extra expiry for the script: 0 and 0 for Redis's `TIME`.
     pub(crate) fn now_and_slack(&self) -> (u64, u64) {
-        match &self.0 {
+        match &self.fixed {
             Some(c) => (c.now(), OVERRIDE_SLACK_MS),
             None => (0, 0),
         }
     }
+
+    /// The instant the script is expected to decide at: Redis's clock, as estimated here.
+    pub(crate) fn estimate(&self) -> Micros {
+        self.local
+            .now()
+            .saturating_add_signed(self.offset.load(Ordering::Relaxed))
+    }
 }
 
-/// A limit as the script reads it: code, limit, and the parameters its algorithm's file names.
-pub(crate) fn block(l: &Limit) -> [u64; 5] {
+/// A calendar window's periods around `near`: the start of the period holding it, its end, and
+/// the next period's end (see `fixed_window.lua`).
+fn calendar_bounds(c: &Calendar, near: Micros) -> [u64; 3] {
+    let (start, end) = c.period(near);
+    [start, end, c.period(end).1]
+}
+
+/// How far before the periods sent Redis's clock may be: less than any period (the shortest
+/// day is 22 hours, at Antarctica/Troll's change of time), so the period before `start` surely
+/// ends at `start`. As `fixed_window.lua`'s `CALENDAR_REACH`.
+const CALENDAR_REACH: Micros = 12 * 3_600_000_000;
+
+/// The end of the window `fixed_window.lua` counts in at `now` given `bounds`: the period
+/// before `start` ends at `start`; `None` (the script fails) when `now` is more than
+/// [`CALENDAR_REACH`] before `start` or past the next period.
+fn script_window_end([start, end, next]: [u64; 3], now: Micros) -> Option<Micros> {
+    if now < start {
+        (now >= start.saturating_sub(CALENDAR_REACH)).then_some(start)
+    } else if now < end {
+        Some(end)
+    } else if now < next {
+        Some(next)
+    } else {
+        None
+    }
+}
+
+/// A limit as the script reads it: code, limit, and the parameters its algorithm's file names;
+/// a calendar window's periods are those around `near`, the instant the script is expected to
+/// decide at.
+pub(crate) fn block(l: &Limit, near: Micros) -> [u64; 5] {
     let a = l.algorithm();
-    let p = match a {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+    let p = match (a, l.quota().calendar()) {
+        (Algorithm::FixedWindow, Some(c)) => calendar_bounds(&c, near),
+        (Algorithm::TokenBucket | Algorithm::LeakyBucket, _) => {
             let t = l.emission_interval();
             [t, l.burst() * t, l.max_wait()]
         }
-        Algorithm::SlidingWindow => [l.window(), l.bucket_width(), u64::from(l.buckets())],
-        Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::Concurrency => {
+        (Algorithm::SlidingWindow, _) => [l.window(), l.bucket_width(), u64::from(l.buckets())],
+        (Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::Concurrency, _) => {
             [l.window(), 0, 0]
         }
     };
@@ -102,6 +183,7 @@ struct Call<'a> {
 /// requests it carries.
 fn encode<'a>(
     time: &TimeSource,
+    near: Micros,
     requests: &[&'a Encoded],
 ) -> Result<(Call<'a>, usize), StoreError> {
     let mut blocks: SmallVec<[[u64; 5]; 4]> = SmallVec::new();
@@ -119,7 +201,7 @@ fn encode<'a>(
         let (blocks_before, keys_before, items_before) =
             (blocks.len(), key_list.len(), items.len());
         for (j, item) in r.iter().enumerate() {
-            let b = block(&item.limit);
+            let b = block(&item.limit, near);
             let bi = match blocks.iter().position(|x| *x == b) {
                 Some(i) => i,
                 None => {
@@ -256,7 +338,7 @@ pub(crate) fn encode_refund<'a>(
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut body = Vec::new();
     for (item, x) in items.iter().zip(extra) {
-        let b = block(&item.limit);
+        let b = block(&item.limit, now);
         let bi = blocks.iter().position(|y| *y == b).unwrap_or_else(|| {
             blocks.push(b);
             blocks.len() - 1
@@ -295,7 +377,8 @@ impl Caller {
         let mut out = Decided::default();
         let mut rest = requests;
         while !rest.is_empty() {
-            let (call, taken) = encode(&self.time, rest)?;
+            let near = self.time.estimate();
+            let (call, taken) = encode(&self.time, near, rest)?;
             Counters::add(&self.counters.script_calls, 1);
             let mut inv = DECIDE.prepare_invoke();
             for k in &call.keys {
@@ -305,8 +388,11 @@ impl Caller {
             if let Some(t) = call.totals {
                 inv.arg(t);
             }
+            let sent = self.time.local.now();
             let reply = self.conn.invoke(&inv).await.map_err(|e| store_error(&e))?;
-            let part = replay(reply, &rest[..taken], call.keys.len())?;
+            let received = self.time.local.now();
+            let part = replay(reply, &rest[..taken], call.keys.len(), near)?;
+            self.time.observe(sent, received, part.now);
             out.now = part.now;
             out.decisions.extend(part.decisions);
             out.charged.extend(part.charged);
@@ -317,8 +403,14 @@ impl Caller {
 }
 
 /// Reads the script's reply (`now`, the admissions, each key's state before the call) and
-/// replays `requests` on those states, as the script decided them.
-fn replay(reply: Value, requests: &[&Encoded], nkeys: usize) -> Result<Decided, StoreError> {
+/// replays `requests` on those states, as the script decided them (a calendar window's periods
+/// were sent around `near`).
+fn replay(
+    reply: Value,
+    requests: &[&Encoded],
+    nkeys: usize,
+    near: Micros,
+) -> Result<Decided, StoreError> {
     let Value::Array(vals) = reply else {
         return Err(bad("not an array"));
     };
@@ -335,6 +427,19 @@ fn replay(reply: Value, requests: &[&Encoded], nkeys: usize) -> Result<Decided, 
     let n: usize = requests.iter().map(|r| r.len()).sum();
     if admissions.len() != n || before.len() != nkeys {
         return Err(bad("of another size than the call"));
+    }
+    // The script counted a calendar window in the period it picked among those sent; the
+    // replay counts in the period holding `now`. They are one unless Redis's clock and this
+    // node's are about a period apart: refuse to report decisions the script did not make.
+    for item in requests.iter().flat_map(|r| r.iter()) {
+        if let Some(c) = item.limit.quota().calendar() {
+            let picked = script_window_end(calendar_bounds(&c, near), now);
+            if picked != Some(algorithm::fixed_window::window_end(&item.limit, now)) {
+                return Err(StoreError::Internal(
+                    "Redis's clock and this node's are a calendar period apart".into(),
+                ));
+            }
+        }
     }
     // Each key's state as the admitted requests so far left it, parsed on first use.
     let mut states: HashMap<&[u8], State, foldhash::fast::RandomState> =

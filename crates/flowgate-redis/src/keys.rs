@@ -1,33 +1,36 @@
-//! Key layout: `flowgate:{<state key>}:<suffix>`, and Redis Cluster hash slots.
+//! Key layout: `flowgate:{<state key>}:<state tag>`, and Redis Cluster hash slots.
 //!
 //! The state key (built by `flowgate_core::ruleset::state_key`, percent-escaped so it holds no
-//! `{` or `}`) is the hash tag, so every Redis key of one limit lives in one slot. The suffix
-//! names the algorithm's state type, so a rule that changes its algorithm never reads a key of
-//! another type: `g` (token and leaky bucket share GCRA state, as in the memory store), `f`
-//! (fixed window), `W` (sliding window), `S` (sliding log), `c` (concurrency).
+//! `{` or `}`) is the hash tag, so every Redis key of one limit lives in one slot. The suffix is
+//! the limit's [`StateTag`]: what its state means, so that a rule whose limit changes reads its
+//! old key exactly when the old state means the same under the new limit, and starts on a key
+//! of its own otherwise:
+//!
+//! | suffix | state |
+//! |---|---|
+//! | `g` | token and leaky bucket (one GCRA state, shared as in the memory store) |
+//! | `f<window>` | fixed window: `f1s`, `f30s` |
+//! | `W<window>/<buckets>` | sliding window: `W1s/10` |
+//! | `S<window>` | sliding log: `S1m` |
+//! | `c` | concurrency |
+//!
+//! A new limit or burst keeps the key (`flowgate:{api:per-user:user=7}:f1s` counts on when
+//! `5/s` becomes `10/s`); a new window or algorithm moves to another (`...:f2s`), and the old key
+//! expires by itself when its state is empty.
 
-use flowgate_core::Algorithm;
+use std::io::Write as _;
+
+use flowgate_core::{Limit, StateTag};
 use smallvec::SmallVec;
 
-/// The suffix of an algorithm's Redis key.
-pub(crate) fn suffix(a: Algorithm) -> &'static str {
-    match a {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => "g",
-        Algorithm::FixedWindow => "f",
-        Algorithm::SlidingWindow => "W",
-        Algorithm::SlidingLog => "S",
-        Algorithm::Concurrency => "c",
-    }
+/// The Redis key holding the state of `key` under `limit`.
+pub fn redis_key(key: &str, limit: &Limit) -> String {
+    tagged_key(key, limit.state_tag())
 }
 
-/// The pieces of the Redis key holding the state of `key` under `algorithm`, in order.
-fn key_parts(key: &str, algorithm: Algorithm) -> [&str; 4] {
-    ["flowgate:{", key, "}:", suffix(algorithm)]
-}
-
-/// The Redis key holding the state of `key` under `algorithm`.
-pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
-    key_parts(key, algorithm).concat()
+/// The Redis key holding the state of `key` under a limit of state tag `tag`.
+pub fn tagged_key(key: &str, tag: StateTag) -> String {
+    format!("flowgate:{{{key}}}:{tag}")
 }
 
 /// A Redis key held inline when it fits in 64 bytes, as most do: the store builds one per item
@@ -35,20 +38,14 @@ pub fn redis_key(key: &str, algorithm: Algorithm) -> String {
 pub(crate) type KeyBytes = SmallVec<[u8; 64]>;
 
 /// [`redis_key`] as [`KeyBytes`].
-pub(crate) fn redis_key_bytes(key: &str, algorithm: Algorithm) -> KeyBytes {
-    let parts = key_parts(key, algorithm);
-    let len = parts.iter().map(|p| p.len()).sum();
-    if len > 64 {
-        return KeyBytes::from_vec(parts.concat().into_bytes());
-    }
-    // (copied into the buffer directly: SmallVec's extend_from_slice cost more than the
-    // allocation it saves)
+pub(crate) fn redis_key_bytes(key: &str, limit: &Limit) -> KeyBytes {
+    let tag = limit.state_tag();
     let mut buf = [0u8; 64];
-    let mut at = 0;
-    for p in parts {
-        buf[at..at + p.len()].copy_from_slice(p.as_bytes());
-        at += p.len();
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    if write!(cursor, "flowgate:{{{key}}}:{tag}").is_err() {
+        return KeyBytes::from_vec(tagged_key(key, tag).into_bytes());
     }
+    let len = cursor.position() as usize;
     KeyBytes::from_buf_and_len(buf, len)
 }
 
@@ -89,6 +86,7 @@ fn crc16(data: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flowgate_core::{Algorithm, Quota};
 
     #[test]
     fn slots_match_redis() {
@@ -100,21 +98,36 @@ mod tests {
         assert_eq!(slot(b"{}x"), crc16(b"{}x") % 16384);
     }
 
+    fn limit(a: Algorithm, q: &str) -> Limit {
+        Limit::new(a, q.parse::<Quota>().unwrap()).unwrap()
+    }
+
     #[test]
     fn one_limit_one_slot() {
-        let a = redis_key("r=1|user=7", Algorithm::SlidingLog);
-        assert_eq!(a, "flowgate:{r=1|user=7}:S");
-        assert_eq!(
-            &redis_key_bytes("r=1|user=7", Algorithm::SlidingLog)[..],
-            a.as_bytes()
-        );
+        let log = limit(Algorithm::SlidingLog, "5/s");
+        let a = redis_key("r=1|user=7", &log);
+        assert_eq!(a, "flowgate:{r=1|user=7}:S1s");
+        assert_eq!(&redis_key_bytes("r=1|user=7", &log)[..], a.as_bytes());
         // Inline up to 64 bytes, on the heap beyond.
+        let tb = limit(Algorithm::TokenBucket, "5/s");
         for n in [50, 51, 52, 200] {
             let key = "k".repeat(n);
-            let b = redis_key_bytes(&key, Algorithm::TokenBucket);
-            assert_eq!(&b[..], redis_key(&key, Algorithm::TokenBucket).as_bytes());
+            let b = redis_key_bytes(&key, &tb);
+            assert_eq!(&b[..], redis_key(&key, &tb).as_bytes());
             assert_eq!(b.spilled(), n + 13 > 64, "{n}");
         }
         assert_eq!(slot(a.as_bytes()), slot(b"r=1|user=7"));
+    }
+
+    #[test]
+    fn a_new_limit_keeps_the_key_a_new_window_does_not() {
+        let fw = |q| redis_key("k", &limit(Algorithm::FixedWindow, q));
+        assert_eq!(fw("5/s"), "flowgate:{k}:f1s");
+        assert_eq!(fw("5/s"), fw("10/s"));
+        assert_eq!(fw("5/2s"), "flowgate:{k}:f2s");
+        assert_eq!(
+            redis_key("k", &limit(Algorithm::SlidingWindow, "5/s")),
+            "flowgate:{k}:W1s/10"
+        );
     }
 }

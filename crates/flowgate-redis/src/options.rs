@@ -46,7 +46,7 @@ pub struct RedisOptions {
     pub batches_in_flight: usize,
     /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
     pub(crate) clock_override: Option<Arc<dyn Clock>>,
-    /// The app server's clock, used only for the blocked-keys cache's relative deadlines.
+    /// The app server's clock: the blocked-keys cache's relative deadlines, calendar periods.
     pub(crate) local_clock: Option<Arc<dyn Clock>>,
 }
 
@@ -117,9 +117,11 @@ impl RedisOptions {
         self
     }
 
-    /// Sets the app server's clock, read only to turn the `retry_after` of a cached rejection
-    /// into a local deadline (differences of its readings, so its offset from Redis's clock does
-    /// not matter). Default: [`flowgate_core::SystemClock`], or the clock override if set.
+    /// Sets the app server's clock, read to turn the `retry_after` of a cached rejection into a
+    /// local deadline (differences of its readings, so its offset from Redis's clock does not
+    /// matter), and to send a calendar window's periods around the instant Redis will decide at
+    /// (an offset below a period does not matter). Default: [`flowgate_core::SystemClock`], or
+    /// the clock override if set.
     pub fn local_clock(mut self, clock: impl Clock) -> Self {
         self.local_clock = Some(Arc::new(clock));
         self

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use flowgate_core::{
-    Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock,
+    Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock, clock::micros,
 };
 use tokio::sync::oneshot;
 
@@ -35,6 +35,42 @@ struct Inner {
     local_clock: Arc<dyn Clock>,
     lanes: Option<Lanes>,
     leases: LeaseIds,
+}
+
+/// How often an idle store reads Redis's `TIME` (every script call measures it too).
+const TIME_EVERY: Duration = Duration::from_secs(1);
+
+/// Keeps the store's estimate of Redis's clock fresh while it makes no script call: reads
+/// `TIME` when the last measure is older than [`TIME_EVERY`]; ends with the store.
+async fn keep_time(inner: std::sync::Weak<Inner>) {
+    let mut tick = tokio::time::interval(TIME_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let time = &inner.caller.time;
+        let sent = time.local.now();
+        if sent.saturating_sub(time.synced_at()) < micros(TIME_EVERY) {
+            continue;
+        }
+        let reply =
+            tokio::time::timeout(inner.deadline, inner.caller.conn.query(&redis::cmd("TIME")))
+                .await;
+        let received = time.local.now();
+        if let Ok(Ok(redis::Value::Array(v))) = reply
+            && let [secs, us] = &v[..]
+        {
+            let int = |x: &redis::Value| match x {
+                redis::Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+                _ => None,
+            };
+            if let (Some(s), Some(u)) = (int(secs), int(us)) {
+                time.observe(sent, received, s * 1_000_000 + u);
+            }
+        }
+    }
 }
 
 /// Concurrency lease ids: a bijective mix of a random seed plus a counter, cut to 52 bits (the
@@ -124,11 +160,11 @@ impl RedisStore {
 
     fn build(conn: Conn, options: RedisOptions) -> Self {
         let counters = Arc::new(Counters::default());
-        let time = TimeSource(options.clock_override.clone());
         let local_clock: Arc<dyn Clock> = match (&options.local_clock, &options.clock_override) {
             (Some(c), _) | (None, Some(c)) => c.clone(),
             (None, None) => Arc::new(SystemClock::new()),
         };
+        let time = TimeSource::new(options.clock_override.clone(), local_clock.clone());
         let caller = Caller {
             conn,
             time,
@@ -144,7 +180,7 @@ impl RedisStore {
                 },
             )
         });
-        Self {
+        let store = Self {
             inner: Arc::new(Inner {
                 caller,
                 deadline: options.deadline,
@@ -153,7 +189,19 @@ impl RedisStore {
                 lanes,
                 leases: LeaseIds::new(),
             }),
+        };
+        if options.clock_override.is_none()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(keep_time(Arc::downgrade(&store.inner)));
         }
+        store
+    }
+
+    /// Redis's clock as this node estimates it: the instant a decision sent now is made at,
+    /// within about half a round trip (see [`Store::now`]).
+    pub fn now(&self) -> Micros {
+        self.inner.caller.time.estimate()
     }
 
     /// Whether this store talks to a Redis Cluster.
@@ -203,7 +251,7 @@ impl RedisStore {
 
     /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.
     pub(crate) fn clock_override(&self) -> Option<Micros> {
-        self.inner.caller.time.0.as_ref().map(|c| c.now())
+        self.inner.caller.time.fixed.as_ref().map(|c| c.now())
     }
 
     /// Decides several requests in one script call (one round trip on a single server): each
@@ -289,7 +337,7 @@ impl RedisStore {
             .map(|item| {
                 let a = item.limit.algorithm();
                 EncItem {
-                    key: redis_key_bytes(item.key, a),
+                    key: redis_key_bytes(item.key, item.limit),
                     limit: item.limit.clone(),
                     cost: item.cost,
                     enforce: item.enforce,
@@ -380,6 +428,10 @@ fn one_slot(encoded: &Encoded) -> Option<u16> {
 }
 
 impl Store for RedisStore {
+    fn now(&self) -> Micros {
+        RedisStore::now(self)
+    }
+
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let inner = &self.inner;
         let counters = &inner.caller.counters;
@@ -414,7 +466,7 @@ impl Store for RedisStore {
         }
         let inner = &self.inner;
         let mut inv = RELEASE.prepare_invoke();
-        inv.key(redis_key(key, Algorithm::Concurrency)).arg(lease);
+        inv.key(redis_key(key, limit)).arg(lease);
         let r = match tokio::time::timeout(inner.deadline, inner.caller.conn.invoke(&inv)).await {
             Ok(r) => r.map_err(|e| store_error(&e)),
             Err(_) => Err(StoreError::Timeout),
@@ -444,7 +496,7 @@ mod tests {
         let request = |keys: &[&str]| -> Encoded {
             keys.iter()
                 .map(|k| EncItem {
-                    key: redis_key_bytes(k, Algorithm::TokenBucket),
+                    key: redis_key_bytes(k, &limit),
                     limit: limit.clone(),
                     cost: 1,
                     enforce: true,

@@ -45,7 +45,7 @@ async fn hot_keys_on_a_cluster_share_script_calls_per_slot_and_stay_exact() {
                 Arc::new((0..8).map(|k| format!("hot-{a:?}-{k}")).collect());
             let mut slots: Vec<u16> = keys
                 .iter()
-                .map(|k| slot(redis_key(k, a).as_bytes()))
+                .map(|k| slot(redis_key(k, &l).as_bytes()))
                 .collect();
             slots.sort_unstable();
             slots.dedup();

@@ -46,7 +46,7 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
                     .await
                     .unwrap_or_else(|e| panic!("decide: {e}"));
                 assert!(d[0].allowed);
-                let t = pttl(&store, &redis_key(&key, l.algorithm())).await;
+                let t = pttl(&store, &redis_key(&key, l)).await;
                 // GCRA: TAT = now + T (360 s); the others idle one window (1 h) after now, the
                 // fixed window at its end (at most 1 h), the sliding window up to one bucket
                 // later.
@@ -81,7 +81,7 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
                 .unwrap_or_else(|e| panic!("decide: {e}"));
             assert!(d.iter().all(|d| d.allowed));
             for (l, k) in limits.iter().zip(&keys) {
-                let t = pttl(&store, &redis_key(k, l.algorithm())).await;
+                let t = pttl(&store, &redis_key(k, l)).await;
                 assert!(t > 0, "{:?}: pttl {t}", l.algorithm());
             }
             // A request rejected by its last item writes nothing for the others.
@@ -123,7 +123,7 @@ async fn written_keys_expire_when_idle_and_rejections_write_nothing() {
                 .unwrap_or_else(|e| panic!("decide: {e}"));
             assert!(!d.last().is_some_and(|d| d.allowed));
             for (l, k) in limits.iter().zip(&fresh) {
-                let t = pttl(&store, &redis_key(k, l.algorithm())).await;
+                let t = pttl(&store, &redis_key(k, l)).await;
                 assert_eq!(
                     t,
                     -2,
@@ -290,7 +290,7 @@ async fn states_expire_at_the_next_whole_second_of_their_empty_instant() {
         while start.elapsed() < Duration::from_millis(2_600) {
             for l in limits.iter() {
                 for k in 0..4 {
-                    let key = redis_key(&format!("sec:{k}"), l.algorithm());
+                    let key = redis_key(&format!("sec:{k}"), l);
                     // State and expiry in one atomic read.
                     let (Some(v), at) = state_and_expiry(&checker, &key).await else {
                         continue;
@@ -327,7 +327,7 @@ async fn a_log_written_in_place_moves_its_expiry() {
             "100/s".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let key = redis_key("in-place", Algorithm::SlidingLog);
+        let key = redis_key("in-place", &l);
         let mut expiries = Vec::new();
         for i in 0..4 {
             if i > 0 {
@@ -391,7 +391,7 @@ async fn a_key_shared_by_a_call_moves_its_expiry() {
             };
             let requests = [[item]; 5];
             let refs: Vec<&[Item<'_>]> = requests.iter().map(|r| &r[..]).collect();
-            let key = redis_key("bulk", a);
+            let key = redis_key("bulk", &l);
             let mut expiries = Vec::new();
             for i in 0..8 {
                 if i > 0 {

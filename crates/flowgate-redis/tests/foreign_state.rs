@@ -69,7 +69,7 @@ async fn values_no_script_writes_count_as_no_state() {
                 n += 1;
                 let key = format!("foreign:{n}");
                 store
-                    .query(redis::cmd("SET").arg(redis_key(&key, a)).arg(&v))
+                    .query(redis::cmd("SET").arg(redis_key(&key, &l)).arg(&v))
                     .await
                     .unwrap_or_else(|e| panic!("set: {e}"));
                 let d = store

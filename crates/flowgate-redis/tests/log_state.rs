@@ -69,7 +69,7 @@ fn stored_logs_are_the_rust_transitions_state() {
         )
         .map_err(|e| TestCaseError::reject(e.to_string()))?;
         let key = format!("log:{case}");
-        let rk = redis_key(&key, Algorithm::SlidingLog);
+        let rk = redis_key(&key, &l);
         clock.set(1_700_000_000_000_000 + case * 7_919);
         let mut state = State::Empty;
         let mut dead_before = 0;
@@ -147,7 +147,7 @@ async fn a_full_log_is_stored_at_its_size() {
             "100/1h".parse::<Quota>().unwrap_or_else(|e| panic!("{e}")),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let rk = redis_key("full", Algorithm::SlidingLog);
+        let rk = redis_key("full", &l);
         let memory = || async {
             let v = store
                 .query(
@@ -236,7 +236,7 @@ fn dead_entries_stay_absent_when_the_clock_steps_back() {
             assert!(d[0].allowed, "at {at}");
         }
         if at == 11_500_000 {
-            let v = stored_value(&rt, &store, &redis_key("back", Algorithm::SlidingLog))
+            let v = stored_value(&rt, &store, &redis_key("back", &three))
                 .unwrap_or_else(|e| panic!("{e}"))
                 .unwrap_or_else(|| panic!("no log"));
             assert_eq!(stored(&v).1, 1, "the first entry is not left dead");

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use common::{cluster, runner, runtime, single, test_options};
 use flowgate_core::{
-    Algorithm, Clock, Decision, Item, Limit, ManualClock, MemoryStore, Mode, Quota, Store,
+    Algorithm, CalendarUnit, Clock, Decision, Item, Limit, ManualClock, MemoryStore, Mode, Quota,
+    Store, Tz,
 };
 use flowgate_redis::RedisStore;
 use flowgate_testkit::redis::{RedisCluster, RedisServer};
@@ -45,7 +46,8 @@ fn limit_case() -> impl Strategy<Value = LimitCase> {
         prop::sample::select(Algorithm::ALL.to_vec()),
         // (limits above 254 let costs that the script reads as a double be admitted)
         prop_oneof![6 => 0u64..8, 1 => 250u64..600],
-        prop::sample::select(vec![1_000u64, 7_777, 100_000, 1_000_000, 2_500_000]),
+        // (0: a calendar day in Europe/Paris, for fixed windows)
+        prop::sample::select(vec![0, 1_000u64, 7_777, 100_000, 1_000_000, 2_500_000]),
         prop::option::of(1u64..6),
         1u32..6,
         prop::option::of(0u64..3_000),
@@ -76,7 +78,21 @@ fn build(c: &LimitCase) -> Option<Limit> {
 }
 
 fn algorithm_quota(c: &LimitCase) -> Option<(Algorithm, Quota)> {
+    if c.window == 0 {
+        let day = Quota::per_calendar(c.limit, CalendarUnit::Day, Tz::Europe__Paris).ok()?;
+        return Some((c.algorithm, day));
+    }
     Some((c.algorithm, Quota::from_micros(c.limit, c.window).ok()?))
+}
+
+/// Where a case starts: a few seconds before Paris's midnight of 2026-03-29 when a limit counts
+/// calendar days (so that its steps cross it), else at 2023-11-14T22:13:20Z.
+fn start_of(limits: &[Limit]) -> u64 {
+    if limits.iter().any(|l| l.quota().calendar().is_some()) {
+        1_774_738_800_000_000 - 5_000_000
+    } else {
+        1_700_000_000_000_000
+    }
 }
 
 /// A cost: mostly small; sometimes one the script reads from a byte (up to 254) or as a double
@@ -205,7 +221,7 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
         let keys: Vec<String> = (0..limits.len())
             .map(|i| format!("prop:{case_no}:{i}"))
             .collect();
-        clock.set(1_700_000_000_000_000 + offset);
+        clock.set(start_of(&limits) + offset);
         let memory = MemoryStore::with_clock(clock.clone());
         // Leases granted and still held: (limit index, memory lease, redis lease, expiry).
         let mut held: Vec<(usize, u64, u64, u64)> = Vec::new();
@@ -261,7 +277,7 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                         continue;
                     }
                     let (i, a, b, expires) = held.remove(k % held.len());
-                    let want = memory.release_now(&keys[i], a);
+                    let want = memory.release_now(&keys[i], &limits[i], a);
                     let got = rt
                         .block_on(redis.release(&keys[i], &limits[i], b))
                         .map_err(|e| TestCaseError::fail(format!("redis release: {e}")))?;

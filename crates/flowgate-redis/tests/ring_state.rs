@@ -63,7 +63,7 @@ fn stored_rings_are_the_rust_transitions_state() {
         .build()
         .map_err(|e| TestCaseError::reject(e.to_string()))?;
         let key = format!("ring:{case}");
-        let rk = redis_key(&key, Algorithm::SlidingWindow);
+        let rk = redis_key(&key, &l);
         clock.set(1_700_000_000_000_000 + case * 7_919);
         let mut state = State::Empty;
         for (dt, cost) in steps {

@@ -102,6 +102,13 @@ impl Backend {
 }
 
 impl Store for Backend {
+    fn now(&self) -> u64 {
+        match self {
+            Backend::Memory(m) => m.now(),
+            Backend::Redis(r) => r.now(),
+        }
+    }
+
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         match self {
             Backend::Memory(m) => m.decide_now(items),
@@ -111,10 +118,7 @@ impl Store for Backend {
 
     async fn release(&self, key: &str, limit: &Limit, lease: u64) -> Result<bool, StoreError> {
         match self {
-            Backend::Memory(m) => {
-                let _ = limit;
-                Ok(m.release_now(key, lease))
-            }
+            Backend::Memory(m) => Ok(m.release_now(key, limit, lease)),
             Backend::Redis(r) => r.release(key, limit, lease).await,
         }
     }

@@ -108,7 +108,7 @@ fn to_status(s: &Status) -> DescriptorStatus {
             ..Default::default()
         };
     };
-    let Some(limit) = &rule.limit else {
+    let Some(limit) = &s.limit else {
         return DescriptorStatus {
             code: Code::Ok as i32,
             limit_remaining: u32::MAX,

@@ -345,7 +345,7 @@ impl AppState {
                         .inc();
                     continue;
                 }
-                Some(r) if r.limit.is_none() => (r, UNLIMITED),
+                Some(r) if !s.is_limited() => (r, UNLIMITED),
                 Some(r) => {
                     stored = true;
                     let outcome = if s.decision.allowed {

@@ -373,9 +373,11 @@ async fn redis_cluster_through_the_binary_exact_and_all_or_nothing() {
         } else {
             Algorithm::FixedWindow
         };
+        // Every rule's window is 1h; the limit does not change the key.
+        let quota = flowgate_core::Quota::from_micros(1, 3_600_000_000).unwrap();
         flowgate_redis::keys::redis_key(
             &flowgate_core::ruleset::state_key("c", rule, &d),
-            algorithm,
+            &flowgate_core::Limit::new(algorithm, quota).unwrap(),
         )
     };
     let third = |k: &str| usize::from(flowgate_redis::keys::slot(k.as_bytes())) * 3 / 16384;

@@ -568,3 +568,121 @@ async fn file_reload_replaces_rules_set_through_the_admin_api() {
     assert_eq!(j["rule"][0]["name"], "from-file", "{j}");
     t.server.shutdown().await.unwrap();
 }
+
+/// A calendar window's time zone is shown by `GET /v1/rules` (UTC is the default, not shown), and
+/// `PUT /v1/rules` takes it back in JSON.
+#[tokio::test]
+async fn rules_show_and_take_a_time_zone() {
+    let t = server().await;
+    let auth = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let rules = "domain = \"sms\"\n[[rule]]\nname = \"daily\"\nmatch = \"user\"\nlimit = \"500/day\"\ntime_zone = \"Asia/Shanghai\"\n[[rule]]\nname = \"monthly\"\nmatch = \"carrier\"\nlimit = \"1000/month\"\n";
+    let r = http(t.http(), "PUT", "/v1/rules", &auth, rules).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let got = http(t.http(), "GET", "/v1/rules", &[], "").await;
+    let j = got.json();
+    assert_eq!(j["rule"][0]["limit"], "500/day");
+    assert_eq!(j["rule"][0]["algorithm"], "fixed_window");
+    assert_eq!(j["rule"][0]["time_zone"], "Asia/Shanghai");
+    assert_eq!(j["rule"][1]["limit"], "1000/month");
+    assert!(j["rule"][1].get("time_zone").is_none(), "{j}");
+    let jsn = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got.body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let again = http(t.http(), "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(again["rule"], j["rule"]);
+    // An unknown zone is refused, naming the field.
+    let bad = json!({"rule": [{"domain": "sms", "name": "d", "match": ["user"],
+        "limit": "5/day", "time_zone": "Mars/Olympus"}]});
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, &bad.to_string()).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("rule[0].time_zone") && detail.contains("Mars/Olympus"),
+        "{detail}"
+    );
+    t.server.shutdown().await.unwrap();
+}
+
+/// `GET /v1/rules` shows each rule's limit in force now and, for a scheduled rule, its next
+/// change (in the rule's time zone); its output goes back through `PUT` unchanged.
+#[tokio::test]
+async fn rules_show_the_limit_in_force_and_the_next_change() {
+    let t = server().await;
+    let auth = [
+        ("content-type", "application/toml"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    // The clock starts at 2027-01-15T16:00+08:00, a Friday.
+    let rules = r#"
+domain = "pay"
+[[rule]]
+name = "channel"
+match = ["channel"]
+limit = "20/s"
+algorithm = "token_bucket"
+time_zone = "Asia/Shanghai"
+[[rule.schedule]]
+limit = "100/s"
+dates = "2027-01-15..2027-01-15"
+[[rule.schedule]]
+limit = "40/s"
+days = ["sat", "sun"]
+hours = "22:00-06:00"
+[[rule]]
+name = "plain"
+match = ["user"]
+limit = "5/s"
+"#;
+    let r = http(t.http(), "PUT", "/v1/rules", &auth, rules).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let got = http(t.http(), "GET", "/v1/rules", &[], "").await;
+    let j = got.json();
+    let channel = &j["rule"][0];
+    assert_eq!(channel["limit"], "20/s");
+    assert_eq!(
+        channel["in_force"],
+        json!({"limit": "100/s", "algorithm": "token_bucket", "burst": 100})
+    );
+    assert_eq!(
+        channel["next_change"],
+        json!({"at": "2027-01-16T00:00:00+08:00", "limit": "40/s", "algorithm": "token_bucket", "burst": 40})
+    );
+    assert_eq!(
+        channel["schedule"],
+        json!([
+            {"limit": "100/s", "algorithm": "token_bucket", "burst": 100, "dates": "2027-01-15..2027-01-15"},
+            {"limit": "40/s", "algorithm": "token_bucket", "burst": 40, "days": ["sat", "sun"], "hours": "22:00-06:00"},
+        ])
+    );
+    let plain = &j["rule"][1];
+    assert_eq!(
+        plain["in_force"],
+        json!({"limit": "5/s", "algorithm": "sliding_window"})
+    );
+    assert!(plain.get("next_change").is_none(), "{plain}");
+    // Eight hours on: Saturday 00:00 in Shanghai, the night rate until 06:00.
+    t.clock.advance(Duration::from_secs(8 * 3600));
+    let j = http(t.http(), "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(j["rule"][0]["in_force"]["limit"], "40/s");
+    assert_eq!(
+        j["rule"][0]["next_change"]["at"],
+        "2027-01-16T06:00:00+08:00"
+    );
+    assert_eq!(j["rule"][0]["next_change"]["limit"], "20/s");
+    // The output goes back in.
+    let jsn = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer s3cret"),
+    ];
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got.body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let again = http(t.http(), "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(again["rule"][0]["schedule"], channel["schedule"]);
+    t.server.shutdown().await.unwrap();
+}

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flowgate_core::{
-    Algorithm, Decision, Item, Limit, ManualClock, Mode, Quota, Store, quota::parse_duration,
+    Algorithm, Decision, Item, Limit, ManualClock, Mode, Quota, Store, calendar::parse_zone,
+    quota::parse_duration,
 };
 use serde::Deserialize;
 
@@ -39,6 +40,7 @@ struct LimitSpec {
     buckets: Option<u32>,
     mode: Option<String>,
     max_wait: Option<String>,
+    time_zone: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -74,7 +76,10 @@ fn table() -> Table {
 /// When the table holds an invalid limit.
 fn build(spec: &LimitSpec) -> Limit {
     let algorithm: Algorithm = spec.algorithm.parse().unwrap_or_else(|e| panic!("{e}"));
-    let quota: Quota = spec.quota.parse().unwrap_or_else(|e| panic!("{e}"));
+    let mut quota: Quota = spec.quota.parse().unwrap_or_else(|e| panic!("{e}"));
+    if let Some(zone) = &spec.time_zone {
+        quota = quota.with_zone(parse_zone(zone).unwrap_or_else(|e| panic!("{e}")));
+    }
     let mut b = Limit::builder(algorithm, quota);
     if let Some(x) = spec.burst {
         b = b.burst(x);

@@ -30,9 +30,10 @@ pub mod queue;
 mod verdict;
 
 pub use flowgate_core::{
-    Algorithm, Clock, Decision, Descriptor, Entry, FailurePolicy, Item, Limit, LimitBuilder,
-    ManualClock, Matcher, MemoryStore, Mode, Quota, Request, Rule, RuleSet, RuleSetError, Store,
-    StoreError, SystemClock, ValueMatch, algorithm, store,
+    Algorithm, Calendar, CalendarUnit, Clock, Decision, Descriptor, Entry, FailurePolicy, Item,
+    Limit, LimitBuilder, ManualClock, Matcher, MemoryStore, Mode, Override, Quota, Request, Rule,
+    RuleSet, RuleSetError, Schedule, Store, StoreError, SystemClock, Tz, ValueMatch, algorithm,
+    store,
 };
 pub use layer::RateLimitLayer;
 pub use limiter::Limiter;

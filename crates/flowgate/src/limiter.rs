@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 use flowgate_core::store::{Decisions, admitted};
 use flowgate_core::{
-    Decision, Descriptor, FailurePolicy, Item, MemoryStore, Request, RuleSet, Store, StoreError,
+    Decision, Descriptor, FailurePolicy, Item, Limit, MemoryStore, Request, RuleSet, Store,
+    StoreError,
 };
 use smallvec::SmallVec;
 
@@ -122,13 +123,24 @@ impl<S: Store> Limiter<S> {
             .map(|_| Status::unlimited(None))
             .collect();
         let global_quota = self.global_quota.load(Ordering::Relaxed);
+        // Each rule's limit in force: a scheduled rule's at the store's clock, so that every
+        // node on one store switches at the same instant.
+        let now = if matched.iter().any(|m| m.rule.schedule.is_some()) {
+            self.store.now()
+        } else {
+            0
+        };
+        let in_force: SmallVec<[Option<&Limit>; 4]> =
+            matched.iter().map(|m| m.rule.limit_at(now)).collect();
         let mut items: SmallVec<[Item<'_>; 4]> = SmallVec::new();
         let mut roles: SmallVec<[Role; 4]> = SmallVec::new();
-        for m in &matched {
+        let mut policies: SmallVec<[FailurePolicy; 4]> = SmallVec::new();
+        for (m, limit) in matched.iter().zip(&in_force) {
             let s = &mut statuses[m.descriptor];
             s.rule = Some(Arc::clone(m.rule));
             s.quota = !m.rule.shadow && (global_quota || m.rule.quota_mode);
-            if let Some(limit) = &m.rule.limit {
+            if let Some(limit) = *limit {
+                policies.push(m.rule.failure);
                 items.push(Item {
                     key: &m.key,
                     limit,
@@ -152,10 +164,7 @@ impl<S: Store> Limiter<S> {
         }
         let (mut decisions, error): (Decisions, _) = match self.store.decide(&items).await {
             Ok(d) => (d, None),
-            Err(e) => {
-                let policies = matched_policies(&matched, &items);
-                (self.on_failure(&items, &policies, &e).into(), Some(e))
-            }
+            Err(e) => (self.on_failure(&items, &policies, &e).into(), Some(e)),
         };
         let mut allowed = admitted(&items, &decisions);
         if !allowed && error.is_none() && verdict_of(&roles, &decisions) {
@@ -176,14 +185,19 @@ impl<S: Store> Limiter<S> {
         }
         drop(items);
         let mut wait = std::time::Duration::ZERO;
-        // The matched rules with a limit are the items, in order: move their keys to the statuses.
-        let limited = matched.into_iter().filter(|m| m.rule.limit.is_some());
-        for (m, d) in limited.zip(decisions) {
+        // The matched rules with a limit in force are the items, in order: move their keys and
+        // limits to the statuses.
+        let limited = matched
+            .into_iter()
+            .zip(in_force)
+            .filter_map(|(m, l)| Some((m, l?.clone())));
+        for ((m, limit), d) in limited.zip(decisions) {
             if allowed {
                 wait = wait.max(d.wait);
             }
             let s = &mut statuses[m.descriptor];
             s.key = m.key;
+            s.limit = Some(limit);
             s.decision = d;
             s.error.clone_from(&error);
         }
@@ -277,7 +291,7 @@ impl<S: Store> Limiter<S> {
             .iter()
             .filter_map(|s| {
                 let lease = s.decision.lease?;
-                let limit = s.rule.as_ref()?.limit.clone()?;
+                let limit = s.limit.clone()?;
                 Some(LeaseRef {
                     key: s.key.clone(),
                     limit,
@@ -307,7 +321,9 @@ impl<S: Store> Limiter<S> {
         let Some(rule) = rules.find(domain, descriptor) else {
             return Ok(false);
         };
-        let Some(limit) = &rule.limit else {
+        // The limit in force, or the rule's own when a schedule makes it unlimited now (a lease
+        // taken before is released all the same: leases are kept whatever the limit).
+        let Some(limit) = rule.limit_at(self.store.now()).or(rule.limit.as_ref()) else {
             return Ok(false);
         };
         let key = flowgate_core::ruleset::state_key(domain, &rule.name, descriptor);
@@ -322,17 +338,4 @@ impl<S: Store> Limiter<S> {
     ) -> Result<bool, StoreError> {
         self.store.release(key, limit, lease).await
     }
-}
-
-fn matched_policies(
-    matched: &[flowgate_core::Matched<'_>],
-    items: &[Item<'_>],
-) -> Vec<FailurePolicy> {
-    // `items` were built from the matched rules that have a limit, in order.
-    matched
-        .iter()
-        .filter(|m| m.rule.limit.is_some())
-        .map(|m| m.rule.failure)
-        .take(items.len())
-        .collect()
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowgate_core::{Decision, Rule, StoreError};
+use flowgate_core::{Decision, Limit, Rule, StoreError};
 
 /// What one descriptor of a request got.
 #[derive(Clone, Debug)]
@@ -14,6 +14,9 @@ pub struct Status {
     pub decision: Decision,
     /// The state key the rule counted under (empty when no limit applied).
     pub key: String,
+    /// The rule's limit in force that decided (its schedule's at the decision's instant);
+    /// `None` when no limit applied.
+    pub limit: Option<Limit>,
     /// Set when the store could not decide and the rule's failure policy did.
     pub error: Option<StoreError>,
     /// The rule is in quota mode (its own `quota_mode`, or the limiter's global quota mode):
@@ -27,6 +30,7 @@ impl Status {
             rule,
             decision: Decision::UNLIMITED,
             key: String::new(),
+            limit: None,
             error: None,
             quota: false,
         }
@@ -43,9 +47,9 @@ impl Status {
         self.over_limit() && !self.quota
     }
 
-    /// Whether a limit applied (a rule with a limit matched).
+    /// Whether a limit applied (a rule with a limit in force matched).
     pub fn is_limited(&self) -> bool {
-        self.rule.as_ref().is_some_and(|r| r.limit.is_some())
+        self.limit.is_some()
     }
 }
 

@@ -304,3 +304,33 @@ async fn quota_mode_and_shared_wildcards_on_redis() {
     let l = Limiter::new(RuleSet::new(quota_rules()).unwrap(), store);
     quota_and_shared_wildcards(&l).await;
 }
+
+/// A rule swapped for one with a new limit keeps its counter; a new window or algorithm starts
+/// from empty (the state tag, see `Limit::state_tag`).
+#[tokio::test]
+async fn new_rules_keep_counters_exactly_when_the_state_means_the_same() {
+    let fw = |s| Some(Limit::new(Algorithm::FixedWindow, q(s)).unwrap());
+    let (l, _) = limiter(vec![rule("user", "user", fw("5/s"))]);
+    let r = req(&["user=7"]);
+    for _ in 0..5 {
+        assert!(l.check(&r).await.allowed);
+    }
+    assert!(!l.check(&r).await.allowed);
+    let swap = |limit| RuleSet::new(vec![rule("user", "user", limit)]).unwrap();
+    l.set_rules(swap(fw("10/s")));
+    let v = l.check(&r).await;
+    assert!(v.allowed);
+    assert_eq!(v.statuses[0].decision.remaining, 4, "5 + 1 of 10 taken");
+    l.set_rules(swap(fw("10/2s")));
+    assert_eq!(l.check(&r).await.statuses[0].decision.remaining, 9);
+    l.set_rules(swap(Some(
+        Limit::new(Algorithm::SlidingLog, q("10/2s")).unwrap(),
+    )));
+    assert_eq!(l.check(&r).await.statuses[0].decision.remaining, 9);
+    l.set_rules(swap(fw("10/s")));
+    assert_eq!(
+        l.check(&r).await.statuses[0].decision.remaining,
+        3,
+        "the 1 s window's counter is still there"
+    );
+}

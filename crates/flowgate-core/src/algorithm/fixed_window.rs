@@ -1,5 +1,6 @@
 //! `fixed_window`: one counter per window, windows aligned to the Unix epoch so every node agrees
-//! where a window starts.
+//! where a window starts, or calendar periods (a day, a week from Monday, a month) in a time
+//! zone ([`crate::calendar`]).
 //!
 //! Admits when `count + cost <= limit`. Guarantee: at most `limit` in each aligned window, but up
 //! to `2 x limit` in a window of the same length that straddles a boundary (`limit` at the end of
@@ -14,16 +15,26 @@ use super::us;
 /// Fixed-window state: the end of the window counted and its count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FixedWindowState {
-    /// End of the window counted, microseconds since the epoch (a multiple of the window).
+    /// End of the window counted, microseconds since the epoch (a multiple of the window, or the
+    /// end of a calendar period).
     pub end: Micros,
     /// Units admitted in that window.
     pub count: u64,
 }
 
+/// The end of the window holding `now`.
+#[inline]
+pub fn window_end(l: &Limit, now: Micros) -> Micros {
+    match l.quota().calendar() {
+        Some(c) => c.period(now).1,
+        None => (now / l.window() + 1) * l.window(),
+    }
+}
+
 /// The end of the current window and its count.
 #[inline]
 fn current(l: &Limit, s: &FixedWindowState, now: Micros) -> (Micros, u64) {
-    let end = (now / l.window() + 1) * l.window();
+    let end = window_end(l, now);
     // A clock that stepped back keeps counting in the newer window (conservative).
     if s.end >= end {
         (s.end, s.count)
@@ -100,5 +111,30 @@ mod tests {
             }
         }
         assert_eq!(admitted, 4, "2 x limit within 2 us across the boundary");
+    }
+
+    #[test]
+    fn a_calendar_day_counts_from_local_midnight_to_the_next() {
+        // Europe/Paris, 2026-03-29: 23 hours, from 2026-03-28T23:00Z to 2026-03-29T22:00Z.
+        let q = "2/day"
+            .parse::<Quota>()
+            .unwrap()
+            .with_zone(crate::Tz::Europe__Paris);
+        let l = Limit::new(Algorithm::FixedWindow, q).unwrap();
+        let midnight = 1_774_738_800_000_000;
+        let next = midnight + 23 * 3_600_000_000;
+        let mut s = FixedWindowState::default();
+        for now in [midnight, next - 1] {
+            assert!(check(&l, &s, now, 1).allowed);
+            apply(&l, &mut s, now, 1);
+        }
+        let d = check(&l, &s, next - 1, 1);
+        assert_eq!((d.allowed, d.retry_after), (false, Some(us(1))));
+        assert!(
+            !check(&l, &s, midnight - 1, 1).allowed,
+            "an earlier clock counts here too"
+        );
+        assert!(check(&l, &s, next, 1).allowed);
+        assert_eq!(check(&l, &s, next, 1).reset_after, us(24 * 3_600_000_000));
     }
 }

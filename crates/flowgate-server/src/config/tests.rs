@@ -17,7 +17,7 @@ fn find<'a>(set: &'a RuleSet, domain: &str, d: &str) -> Option<&'a str> {
 fn loads_the_toml_example() {
     let loaded = load(&examples().join("flowgate.toml")).unwrap();
     let (config, set) = (loaded.config, loaded.rules);
-    assert_eq!(config.rules.len(), 8);
+    assert_eq!(config.rules.len(), 9);
     let refunds = &loaded.queues.specs()[0];
     assert_eq!(
         (refunds.name.as_str(), refunds.spacing()),
@@ -39,6 +39,15 @@ fn loads_the_toml_example() {
         .find(|r| r.name == "refund-channel")
         .unwrap();
     assert_eq!(refund.failure, FailurePolicy::Closed);
+    let pay = set
+        .rules()
+        .iter()
+        .find(|r| r.name == "pay-channel")
+        .unwrap();
+    assert_eq!(pay.schedule.as_ref().unwrap().overrides().len(), 2);
+    let daily = set.rules().iter().find(|r| r.name == "free-daily").unwrap();
+    let calendar = daily.limit.as_ref().unwrap().quota().calendar().unwrap();
+    assert_eq!(calendar.zone(), flowgate_core::Tz::Europe__Paris);
     let per_client = set.rules().iter().find(|r| r.name == "per-client").unwrap();
     assert_eq!(per_client.limit.as_ref().unwrap().window(), 30_000_000);
     assert_eq!(
@@ -165,6 +174,134 @@ fn toml_errors_name_file_line_and_field() {
 
     let e = parse("f.toml", Format::Toml, "[[rule]\n").unwrap_err();
     assert_eq!(e.line, Some(1), "{e}");
+}
+
+#[test]
+fn calendar_windows_and_time_zones() {
+    let rule = |extra: &str| {
+        parse(
+            "c.toml",
+            Format::Toml,
+            &format!("domain = \"sms\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\n{extra}"),
+        )
+    };
+    let r = &rule("limit = \"500/day\"\ntime_zone = \"Asia/Shanghai\"\n").unwrap()[0].rule;
+    let l = r.limit.as_ref().unwrap();
+    assert_eq!(
+        l.algorithm(),
+        Algorithm::FixedWindow,
+        "calendar windows count per period"
+    );
+    assert_eq!(
+        l.quota().calendar(),
+        Some(flowgate_core::Calendar::new(
+            flowgate_core::CalendarUnit::Day,
+            flowgate_core::Tz::Asia__Shanghai
+        ))
+    );
+    assert_eq!(r.time_zone, flowgate_core::Tz::Asia__Shanghai);
+    let apart =
+        &rule("limit = 500\nwindow = \"day\"\ntime_zone = \"Asia/Shanghai\"\n").unwrap()[0].rule;
+    assert_eq!(apart.limit, r.limit);
+    let utc = &rule("limit = \"1000/month\"\n").unwrap()[0].rule;
+    assert_eq!(utc.time_zone, flowgate_core::Tz::UTC);
+
+    let e = rule("limit = \"500/day\"\ntime_zone = \"Asia/Shangai\"\n").unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_str()),
+        ("c.toml", Some(6), "rule[0].time_zone")
+    );
+    assert!(e.message.contains("Asia/Shangai"), "{e}");
+    let e = rule("limit = \"500/day\"\nalgorithm = \"sliding_window\"\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(6), "rule[0].algorithm"),
+        "{e}"
+    );
+    assert!(
+        e.message.contains("fixed_window") && e.message.contains("1d"),
+        "{e}"
+    );
+    let e = rule("limit = \"500/2day\"\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(5), "rule[0].limit"),
+        "{e}"
+    );
+}
+
+#[test]
+fn schedules_load_and_their_errors_name_the_override() {
+    let base = "domain = \"pay\"\n[[rule]]\nname = \"channel\"\nmatch = [\"channel\"]\nlimit = \"20/s\"\nalgorithm = \"token_bucket\"\ntime_zone = \"Asia/Shanghai\"\n";
+    let with = |extra: &str| parse("s.toml", Format::Toml, &format!("{base}{extra}"));
+    let ok = with(
+        "[[rule.schedule]]\nlimit = \"100/s\"\ndates = \"2026-11-11..2026-11-11\"\n\
+         [[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\", \"sun\"]\nhours = \"22:00-06:00\"\n\
+         [[rule.schedule]]\nlimit = \"unlimited\"\nhours = \"03:00-04:00\"\n",
+    )
+    .unwrap();
+    let r = &ok[0].rule;
+    let s = r.schedule.as_ref().unwrap();
+    assert_eq!(s.zone(), flowgate_core::Tz::Asia__Shanghai);
+    assert_eq!(s.overrides().len(), 3);
+    let promo = s.overrides()[0].limit.as_ref().unwrap();
+    assert_eq!(
+        (promo.algorithm(), promo.limit(), promo.burst()),
+        (Algorithm::TokenBucket, 100, 100)
+    );
+    assert_eq!(s.overrides()[1].days.len(), 2);
+    assert!(s.overrides()[2].limit.is_none());
+    // 2026-11-11T12:00+08:00: the promotion.
+    assert_eq!(
+        r.limit_at(1_794_369_600_000_000).map(|l| l.limit()),
+        Some(100)
+    );
+
+    let err = |extra: &str| with(extra).unwrap_err();
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"caturday\"]\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(10), "rule[0].schedule[0].days"),
+        "{e}"
+    );
+    assert!(e.message.contains("caturday"), "{e}");
+    let e = err(
+        "[[rule.schedule]]\nlimit = \"40/s\"\nhours = \"9-17\"\n\n[[rule.schedule]]\nlimit = \"40/s\"\nhours = \"09:00-17:00\"\n",
+    );
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(10), "rule[0].schedule[0].hours"),
+        "{e}"
+    );
+    let e = err(
+        "[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\"]\n[[rule.schedule]]\nlimit = \"40/s\"\ndates = \"2026-11-12..2026-11-11\"\n",
+    );
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(13), "rule[0].schedule[1].dates"),
+        "{e}"
+    );
+    let e = err("[[rule.schedule]]\nlimit = \"40/x\"\ndays = [\"sat\"]\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(9), "rule[0].schedule[0].limit"),
+        "{e}"
+    );
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\n");
+    assert_eq!(e.field, "rule[0].schedule[0].limit", "{e}");
+    assert!(e.message.contains("dates"), "{e}");
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\"]\nburst = 0\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(11), "rule[0].schedule[0].burst"),
+        "{e}"
+    );
+    let e = err("[[rule.schedule]]\nlimit = \"40/s\"\ndays = [\"sat\"]\nweekdays = 1\n");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(11), "rule[0].schedule[0].weekdays"),
+        "{e}"
+    );
 }
 
 #[test]

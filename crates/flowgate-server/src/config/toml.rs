@@ -7,8 +7,16 @@
 //! name = "wpg-pay"               # unique in its domain; part of the state key
 //! domain = "payments"            # optional when set at the top
 //! match = ["biz=PAY", "channel=WPG"]   # or "biz=PAY, channel=WPG"; `key` alone = any value
-//! limit = "20/s"                 # N/window, any window: "5/30s", "1000/1m"; or "unlimited" / -1
-//! # or: limit = 20 and window = "1s"
+//! limit = "20/s"                 # N/window, any window: "5/30s", "1000/1m"; or "unlimited" / -1;
+//!                                # calendar windows: "500/day", "100/week", "1000/month"
+//! time_zone = "Asia/Shanghai"    # IANA zone of calendar windows and schedules (default UTC)
+//! [[rule.schedule]]              # overrides of the limit; the first that applies wins
+//! limit = "100/s"                # the quota in force then (or "unlimited"); the rule's
+//! # algorithm = "..."; burst = N # algorithm and burst unless given here
+//! dates = "2026-11-11..2026-11-11"   # inclusive local dates (optional)
+//! days = ["sat", "sun"]          # days of the week (optional)
+//! hours = "22:00-06:00"          # local times, start included, may wrap midnight (optional)
+//! # or: limit = 20 and window = "1s" (or "day", "week", "month")
 //! algorithm = "token_bucket"     # default sliding_window
 //! burst = 5                      # token/leaky bucket size
 //! mode = "delay"                 # reject (default) | delay (token/leaky bucket)
@@ -38,9 +46,11 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use flowgate_core::calendar::parse_zone;
 use flowgate_core::queue::QueueSpec;
 use flowgate_core::quota::parse_duration;
-use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, ValueMatch};
+use flowgate_core::schedule::{Dates, Hours, Override, Schedule, parse_day};
+use flowgate_core::{Algorithm, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, Tz, ValueMatch};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -125,6 +135,27 @@ struct TomlRule {
     quota_mode: bool,
     #[serde(default)]
     metadata: Option<serde_json::Value>,
+    #[serde(default)]
+    time_zone: Option<Spanned<String>>,
+    #[serde(default)]
+    schedule: Vec<Spanned<TomlOverride>>,
+}
+
+/// One `[[rule.schedule]]` entry.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlOverride {
+    limit: Spanned<LimitField>,
+    #[serde(default)]
+    algorithm: Option<Spanned<String>>,
+    #[serde(default)]
+    burst: Option<Spanned<u64>>,
+    #[serde(default)]
+    dates: Option<Spanned<String>>,
+    #[serde(default)]
+    days: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    hours: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -171,8 +202,8 @@ pub(crate) fn parse(
         let field = key_on_line(text, span.start);
         let nth = table_index_at(text, span.start);
         let field = match (nth, field.is_empty()) {
-            (Some((t, i)), false) => format!("{t}[{i}].{field}"),
-            (Some((t, i)), true) => format!("{t}[{i}]"),
+            (Some(table), false) => format!("{table}.{field}"),
+            (Some(table), true) => table,
             (None, _) => field,
         };
         ConfigError::new(
@@ -218,22 +249,29 @@ pub(crate) fn parse(
     Ok((out, queues))
 }
 
-/// Which `[[rule]]` or `[[queue]]` table (its kind, 0-based index) contains `offset`, if any.
-fn table_index_at(text: &str, offset: usize) -> Option<(&'static str, usize)> {
+/// Which `[[rule]]`, `[[rule.schedule]]` or `[[queue]]` table contains `offset`, if any, as a
+/// field path (`rule[1]`, `rule[1].schedule[0]`, `queue[0]`).
+fn table_index_at(text: &str, offset: usize) -> Option<String> {
     let before = text.get(..offset.min(text.len()))?;
-    let (mut rules, mut queues, mut last) = (0, 0, None);
+    let (mut rules, mut schedules, mut queues, mut last) = (0, 0, 0, None);
     for l in before.lines().map(str::trim_start) {
         if l.starts_with("[[rule]]") {
             rules += 1;
+            schedules = 0;
             last = Some("rule");
+        } else if l.starts_with("[[rule.schedule]]") {
+            schedules += 1;
+            last = Some("schedule");
         } else if l.starts_with("[[queue]]") {
             queues += 1;
             last = Some("queue");
         }
     }
     match last? {
-        "rule" => Some(("rule", rules - 1)),
-        _ => Some(("queue", queues - 1)),
+        "rule" => Some(format!("rule[{}]", rules - 1)),
+        "schedule" if rules > 0 => Some(format!("rule[{}].schedule[{}]", rules - 1, schedules - 1)),
+        "schedule" => None,
+        _ => Some(format!("queue[{}]", queues - 1)),
     }
 }
 
@@ -385,14 +423,27 @@ fn convert(
         m.value_to_metric = r.value_to_metric;
     }
 
-    let algorithm = match &r.algorithm {
-        Some(a) => a
-            .get_ref()
-            .parse::<Algorithm>()
-            .map_err(|e| ctx.err(a.span(), "algorithm", e.to_string()))?,
-        None => DEFAULT_ALGORITHM,
+    let time_zone = match &r.time_zone {
+        Some(z) => parse_zone(z.get_ref()).map_err(|e| ctx.err(z.span(), "time_zone", e))?,
+        None => Tz::UTC,
     };
+    let algorithm = match &r.algorithm {
+        Some(a) => Some(
+            a.get_ref()
+                .parse::<Algorithm>()
+                .map_err(|e| ctx.err(a.span(), "algorithm", e.to_string()))?,
+        ),
+        None => None,
+    };
+    // `window` with a bare count: a length, or a calendar unit (`day`, `week`, `month`).
+    let calendar_unit = r.window.as_ref().and_then(|w| {
+        w.get_ref()
+            .trim()
+            .parse::<flowgate_core::CalendarUnit>()
+            .ok()
+    });
     let window = match &r.window {
+        Some(_) if calendar_unit.is_some() => None,
         Some(w) => Some(
             parse_duration(w.get_ref()).map_err(|e| ctx.err(w.span(), "window", e.to_string()))?,
         ),
@@ -419,15 +470,17 @@ fn convert(
                     ));
                 }
                 LimitField::Count(n) => {
-                    let w = window.unwrap_or(Duration::from_secs(1));
-                    Some(
-                        Quota::new(n.unsigned_abs(), w)
-                            .map_err(|e| ctx.err(span, "limit", e.to_string()))?,
-                    )
+                    let q = match calendar_unit {
+                        Some(unit) => Quota::per_calendar(n.unsigned_abs(), unit, Tz::UTC),
+                        None => {
+                            Quota::new(n.unsigned_abs(), window.unwrap_or(Duration::from_secs(1)))
+                        }
+                    };
+                    Some(q.map_err(|e| ctx.err(span, "limit", e.to_string()))?)
                 }
                 LimitField::Text(t) if t.trim() == "unlimited" || t.trim() == "-1" => None,
                 LimitField::Text(t) => {
-                    if window.is_some() {
+                    if r.window.is_some() {
                         return Err(ctx.err(
                             span,
                             "window",
@@ -459,6 +512,14 @@ fn convert(
     let limit = match quota {
         None => None,
         Some(q) => {
+            // A calendar window counts per period: fixed_window unless another is named (which
+            // the limit refuses).
+            let algorithm = algorithm.unwrap_or(if q.calendar().is_some() {
+                Algorithm::FixedWindow
+            } else {
+                DEFAULT_ALGORITHM
+            });
+            let q = q.with_zone(time_zone);
             let mut b = Limit::builder(algorithm, q).mode(mode);
             if let Some(burst) = &r.burst {
                 b = b.burst(*burst.get_ref());
@@ -482,13 +543,36 @@ fn convert(
                 _ if r.mode.is_some() && !algorithm.supports_delay() && mode == Mode::Delay => {
                     "mode"
                 }
+                _ if q.calendar().is_some() && algorithm != Algorithm::FixedWindow => "algorithm",
                 (Some(_), _, _) => "burst",
                 (_, Some(_), _) => "buckets",
                 _ => "limit",
             };
-            let at = r.limit.as_ref().map_or(name_span.clone(), |l| l.span());
+            let at = match (field, &r.algorithm) {
+                ("algorithm", Some(a)) => a.span(),
+                _ => r.limit.as_ref().map_or(name_span.clone(), |l| l.span()),
+            };
             Some(b.build().map_err(|e| ctx.err(at, field, e.to_string()))?)
         }
+    };
+    let base = Base {
+        algorithm,
+        mode,
+        burst: r.burst.as_ref().map(|b| *b.get_ref()),
+        buckets: r.buckets.as_ref().map(|b| *b.get_ref()),
+        max_wait: r
+            .max_wait
+            .as_ref()
+            .and_then(|w| parse_duration(w.get_ref()).ok()),
+    };
+    let schedule = if r.schedule.is_empty() {
+        None
+    } else {
+        let mut overrides = Vec::with_capacity(r.schedule.len());
+        for (j, o) in r.schedule.iter().enumerate() {
+            overrides.push(convert_override(ctx, j, o.get_ref(), &base, time_zone)?);
+        }
+        Some(Schedule::new(time_zone, overrides))
     };
     let failure = match &r.failure {
         None => FailurePolicy::Open,
@@ -514,5 +598,131 @@ fn convert(
     rule.detailed_metric = r.detailed_metric;
     rule.quota_mode = r.quota_mode;
     rule.metadata = r.metadata.as_ref().map(ToString::to_string);
+    rule.time_zone = time_zone;
+    rule.schedule = schedule;
     Ok(rule)
+}
+
+/// The quota of a `limit` field: `None` for unlimited (`"unlimited"`, `-1`); a bare count is per
+/// second.
+fn quota_of(
+    ctx: &Ctx<'_>,
+    field: &str,
+    l: &Spanned<LimitField>,
+) -> Result<Option<Quota>, ConfigError> {
+    let span = l.span();
+    match l.get_ref() {
+        LimitField::Count(-1) => Ok(None),
+        LimitField::Count(n) if *n < 0 => Err(ctx.err(
+            span,
+            field,
+            format!("{n} is not a limit: use -1 (or \"unlimited\") for no limit"),
+        )),
+        LimitField::Count(n) => Quota::new(n.unsigned_abs(), Duration::from_secs(1))
+            .map(Some)
+            .map_err(|e| ctx.err(span, field, e.to_string())),
+        LimitField::Text(t) if t.trim() == "unlimited" || t.trim() == "-1" => Ok(None),
+        LimitField::Text(t) => t
+            .parse::<Quota>()
+            .map(Some)
+            .map_err(|e| ctx.err(span, field, e.to_string())),
+    }
+}
+
+/// A rule's limit parameters, which its overrides take unless they name their own.
+struct Base {
+    algorithm: Option<Algorithm>,
+    mode: Mode,
+    burst: Option<u64>,
+    buckets: Option<u32>,
+    max_wait: Option<Duration>,
+}
+
+/// The `j`-th `[[rule.schedule]]` entry of a rule: its limit takes the rule's parameters
+/// (`base`: algorithm, burst, buckets, mode, max_wait) unless it names its own algorithm or
+/// burst.
+fn convert_override(
+    ctx: &Ctx<'_>,
+    j: usize,
+    o: &TomlOverride,
+    base: &Base,
+    zone: Tz,
+) -> Result<Override, ConfigError> {
+    let field = |name: &str| format!("schedule[{j}].{name}");
+    let quota = quota_of(ctx, &field("limit"), &o.limit)?;
+    let algorithm = match &o.algorithm {
+        Some(a) => Some(
+            a.get_ref()
+                .parse::<Algorithm>()
+                .map_err(|e| ctx.err(a.span(), &field("algorithm"), e.to_string()))?,
+        ),
+        None => base.algorithm,
+    };
+    let limit = match quota {
+        None => None,
+        Some(q) => {
+            let algorithm = algorithm.unwrap_or(if q.calendar().is_some() {
+                Algorithm::FixedWindow
+            } else {
+                DEFAULT_ALGORITHM
+            });
+            let mut b = Limit::builder(algorithm, q.with_zone(zone)).mode(base.mode);
+            if let Some(burst) = o.burst.as_ref().map(|b| *b.get_ref()).or(base.burst) {
+                b = b.burst(burst);
+            }
+            if let Some(buckets) = base.buckets {
+                b = b.buckets(buckets);
+            }
+            if let Some(w) = base.max_wait {
+                b = b.max_wait(w);
+            }
+            let (at, name) = match (&o.algorithm, &o.burst) {
+                (Some(a), _) => (a.span(), "algorithm"),
+                (None, Some(burst)) => (burst.span(), "burst"),
+                (None, None) => (o.limit.span(), "limit"),
+            };
+            Some(
+                b.build()
+                    .map_err(|e| ctx.err(at, &field(name), e.to_string()))?,
+            )
+        }
+    };
+    let dates = match &o.dates {
+        Some(d) => {
+            Some(Dates::parse(d.get_ref()).map_err(|e| ctx.err(d.span(), &field("dates"), e))?)
+        }
+        None => None,
+    };
+    let mut days = Vec::new();
+    if let Some(list) = &o.days {
+        if list.get_ref().is_empty() {
+            return Err(ctx.err(
+                list.span(),
+                &field("days"),
+                "`days` is empty: name at least one day (mon ... sun), or leave it out",
+            ));
+        }
+        for d in list.get_ref() {
+            days.push(parse_day(d).map_err(|e| ctx.err(list.span(), &field("days"), e))?);
+        }
+    }
+    let hours = match &o.hours {
+        Some(h) => {
+            Some(Hours::parse(h.get_ref()).map_err(|e| ctx.err(h.span(), &field("hours"), e))?)
+        }
+        None => None,
+    };
+    if dates.is_none() && days.is_empty() && hours.is_none() {
+        return Err(ctx.err(
+            o.limit.span(),
+            &field("limit"),
+            "an override needs `dates`, `days` or `hours`: without any it always applies (set the rule's `limit` instead)",
+        ));
+    }
+    Ok(Override {
+        limit,
+        dates,
+        days,
+        hours,
+    })
 }

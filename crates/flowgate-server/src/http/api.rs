@@ -96,7 +96,7 @@ fn verdict_json(v: &Verdict) -> Value {
                 "quota_mode": s.quota,
                 "over_limit": !d.allowed,
                 "limit": limited.then_some(d.limit),
-                "quota": rule.and_then(|r| r.limit.as_ref()).map(|l| l.quota().to_string()),
+                "quota": s.limit.as_ref().map(|l| l.quota().to_string()),
                 "remaining": limited.then_some(d.remaining),
                 "reset_after_ms": limited.then(|| ms(d.reset_after)),
                 "retry_after_ms": d.retry_after.map(ms),
@@ -268,7 +268,74 @@ pub(crate) fn rule_json(r: &Rule) -> Value {
         let v: Value = serde_json::from_str(meta).unwrap_or_else(|_| json!(meta));
         m.insert("metadata".into(), v);
     }
+    if r.time_zone != flowgate_core::Tz::UTC {
+        m.insert("time_zone".into(), json!(r.time_zone.name()));
+    }
+    if let Some(s) = &r.schedule {
+        let list: Vec<Value> = s.overrides().iter().map(override_json).collect();
+        m.insert("schedule".into(), json!(list));
+    }
     Value::Object(m)
+}
+
+/// A limit as `{limit, algorithm}` (`{limit: "unlimited"}` for none).
+fn limit_json(l: Option<&flowgate::Limit>) -> Map<String, Value> {
+    let mut m = Map::new();
+    match l {
+        None => {
+            m.insert("limit".into(), json!("unlimited"));
+        }
+        Some(l) => {
+            m.insert("limit".into(), json!(l.quota().to_string()));
+            m.insert("algorithm".into(), json!(l.algorithm().name()));
+            use flowgate::Algorithm as A;
+            if matches!(l.algorithm(), A::TokenBucket | A::LeakyBucket) {
+                m.insert("burst".into(), json!(l.burst()));
+            }
+        }
+    }
+    m
+}
+
+/// A schedule's override in the TOML schema (`[[rule.schedule]]`).
+fn override_json(o: &flowgate_core::Override) -> Value {
+    let mut m = limit_json(o.limit.as_ref());
+    if let Some(d) = &o.dates {
+        m.insert("dates".into(), json!(d.to_string()));
+    }
+    if !o.days.is_empty() {
+        let days: Vec<&str> = o
+            .days
+            .iter()
+            .map(|d| flowgate_core::schedule::day_name(*d))
+            .collect();
+        m.insert("days".into(), json!(days));
+    }
+    if let Some(h) = &o.hours {
+        m.insert("hours".into(), json!(h.to_string()));
+    }
+    Value::Object(m)
+}
+
+/// What `GET /v1/rules` adds to a rule at `now` (and `PUT` ignores): `in_force`, the limit in
+/// force, and for a scheduled rule `next_change`, when another comes into force and which
+/// (`null` when none within the schedule's horizon).
+pub(super) fn in_force_json(r: &Rule, now: u64, m: &mut Map<String, Value>) {
+    m.insert(
+        "in_force".into(),
+        Value::Object(limit_json(r.limit_at(now))),
+    );
+    if r.schedule.is_some() {
+        let next = r.next_change(now).map(|(at, l)| {
+            let mut n = limit_json(l);
+            n.insert(
+                "at".into(),
+                json!(flowgate_core::calendar::rfc3339(r.time_zone, at)),
+            );
+            Value::Object(n)
+        });
+        m.insert("next_change".into(), next.unwrap_or(Value::Null));
+    }
 }
 
 /// The name of the admin token presented (`Authorization: Bearer <token>`).

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
-use super::api::{authorized, body_bytes, rule_json};
+use super::api::{authorized, body_bytes, in_force_json, rule_json};
 use super::body;
 use crate::config::{self, Config, Format};
 use crate::rules::doc::{DocFile, RulesDoc};
@@ -36,7 +36,19 @@ fn rfc3339(ms: u64) -> String {
 pub(super) async fn get_rules(State(state): Shared) -> Response {
     let info = state.rules_info();
     let rules = state.limiter.rules();
-    let list: Vec<Value> = rules.rules().iter().map(|r| rule_json(r)).collect();
+    // The limit in force now, by the store's clock (Redis's, on Redis).
+    let now = flowgate::Store::now(state.limiter.store());
+    let list: Vec<Value> = rules
+        .rules()
+        .iter()
+        .map(|r| {
+            let mut j = rule_json(r);
+            if let Value::Object(m) = &mut j {
+                in_force_json(r, now, m);
+            }
+            j
+        })
+        .collect();
     let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
     let mut out = json!({
         "version": info.version,
@@ -139,6 +151,13 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<RulesDoc, ApiError> {
                 "problem",
             ] {
                 m.remove(k);
+            }
+            // What GET adds to each rule, read-only.
+            if let Some(Value::Array(rules)) = m.get_mut("rule") {
+                for r in rules.iter_mut().filter_map(Value::as_object_mut) {
+                    r.remove("in_force");
+                    r.remove("next_change");
+                }
             }
             let as_toml = toml::Value::try_from(Value::Object(m))
                 .and_then(|v| toml::to_string(&v))

@@ -1,0 +1,133 @@
+//! Scheduled limits through the limiter: the limit in force switches exactly at the schedule's
+//! instants, across changes of time, on the memory store and on Redis (where the store's clock
+//! is its estimate of Redis's `TIME`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate::core::schedule::{Hours, Override, Schedule};
+use flowgate::{
+    Algorithm, Clock, Limit, Limiter, ManualClock, Matcher, MemoryStore, Quota, Request, Rule,
+    RuleSet, Store, Tz,
+};
+
+fn fixed(q: &str) -> Option<Limit> {
+    Some(Limit::new(Algorithm::FixedWindow, q.parse::<Quota>().unwrap()).unwrap())
+}
+
+/// `1/s`, but `50/s` from 02:00 to 02:30 and `100/s` from 02:30 to 03:30, Paris time.
+fn rules() -> RuleSet {
+    let at = |limit, hours| Override {
+        limit: fixed(limit),
+        dates: None,
+        days: vec![],
+        hours: Some(Hours::parse(hours).unwrap()),
+    };
+    let mut rule = Rule::new(
+        "pay",
+        "channel",
+        vec![Matcher::parse("channel")],
+        fixed("1/s"),
+    );
+    rule.time_zone = Tz::Europe__Paris;
+    rule.schedule = Some(Schedule::new(
+        Tz::Europe__Paris,
+        vec![at("50/s", "02:00-02:30"), at("100/s", "02:30-03:30")],
+    ));
+    RuleSet::new(vec![rule]).unwrap()
+}
+
+/// The limit in force after each change: (instant, limit), each checked one microsecond before
+/// (the previous limit) and at the instant.
+const SWITCHES: [(u64, u64); 8] = [
+    // 2026-03-29: Paris jumps from 02:00 CET to 03:00 CEST at 01:00Z; 02:00-02:30 never shows.
+    (1_774_746_000_000_000, 100), // 03:00 CEST
+    (1_774_747_800_000_000, 1),   // 03:30 CEST
+    // 2026-10-25: Paris goes back from 03:00 CEST to 02:00 CET at 01:00Z; 02:00-03:00 shows twice.
+    (1_792_886_400_000_000, 50),  // 02:00 CEST
+    (1_792_888_200_000_000, 100), // 02:30 CEST
+    (1_792_890_000_000_000, 50),  // 02:00 CET again, at the change of time
+    (1_792_891_800_000_000, 100), // 02:30 CET
+    (1_792_895_400_000_000, 1),   // 03:30 CET
+    (1_792_976_400_000_000, 50),  // 02:00 CET the next day
+];
+
+async fn limit_at<S: Store>(l: &Limiter<S>, clock: &ManualClock, at: u64) -> u64 {
+    clock.set(at);
+    let r = Request::new("pay", vec!["channel=WPG".parse().unwrap()]);
+    let v = l.check(&r).await;
+    assert!(v.allowed, "at {at}");
+    v.statuses[0].decision.limit
+}
+
+async fn switches_exactly<S: Store>(l: &Limiter<S>, clock: &ManualClock) {
+    let mut before = 1;
+    for (at, limit) in SWITCHES {
+        assert_eq!(limit_at(l, clock, at - 1).await, before, "just before {at}");
+        assert_eq!(limit_at(l, clock, at).await, limit, "at {at}");
+        // What the rule announces as its next change is this one.
+        let rules = l.rules();
+        let rule = &rules.rules()[0];
+        let (next, then) = rule.next_change(at - 1).unwrap();
+        assert_eq!((next, then.map(Limit::limit)), (at, Some(limit)));
+        before = limit;
+    }
+}
+
+#[tokio::test]
+async fn switches_at_the_instant_across_changes_of_time_on_memory() {
+    let clock = ManualClock::new(0);
+    let l = Limiter::new(rules(), MemoryStore::with_clock(clock.clone()));
+    switches_exactly(&l, &clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switches_at_the_instant_across_changes_of_time_on_redis() {
+    let server = flowgate_testkit::redis::RedisServer::start();
+    let clock = ManualClock::new(0);
+    let store = flowgate::RedisStore::connect_with(
+        &server.url(),
+        flowgate::RedisOptions::default()
+            .deadline(Duration::from_secs(5))
+            .clock_override(clock.clone()),
+    )
+    .await
+    .unwrap();
+    let l = Arc::new(Limiter::new(rules(), store));
+    switches_exactly(&l, &clock).await;
+}
+
+/// A clock an hour ahead of the real one.
+struct HourAhead;
+
+impl Clock for HourAhead {
+    fn now(&self) -> u64 {
+        flowgate::core::clock::system_now() + 3_600_000_000
+    }
+}
+
+/// The Redis store's clock is Redis's `TIME` as estimated from this node's clock: an hour off
+/// here, corrected by the first exchange (a decision or, idle, the store's own `TIME`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_tells_redis_time() {
+    let server = flowgate_testkit::redis::RedisServer::start();
+    let store = flowgate::RedisStore::connect_with(
+        &server.url(),
+        flowgate::RedisOptions::default()
+            .deadline(Duration::from_secs(5))
+            .local_clock(HourAhead),
+    )
+    .await
+    .unwrap();
+    let near = |store: &flowgate::RedisStore| {
+        let off = store.now().abs_diff(flowgate::core::clock::system_now());
+        off < 200_000
+    };
+    // Idle: the store reads TIME by itself at once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while !near(&store) {
+        assert!(tokio::time::Instant::now() < deadline, "never corrected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(Store::now(&store), store.now());
+}
