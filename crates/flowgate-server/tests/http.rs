@@ -386,6 +386,15 @@ async fn admin_put_rules_token_refused_and_accepted() {
     ];
     let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got).await;
     assert_eq!(r.status, 200, "{}", r.body);
+    // An error in a JSON body names its field, not a line of the TOML it was turned into.
+    let bad = r#"{"rule": [{"domain": "api", "name": "x", "match": ["client"], "limit": "fast"}]}"#;
+    let r = http(t.http(), "PUT", "/v1/rules", &jsn, bad).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.starts_with("the JSON body: field `rule[0].limit`"),
+        "{detail}"
+    );
     let r = http(
         t.http(),
         "PUT",
@@ -400,7 +409,7 @@ async fn admin_put_rules_token_refused_and_accepted() {
     assert_eq!(r.status, 415);
     let m = http(t.http(), "GET", "/metrics", &[], "").await.body;
     assert!(
-        m.contains(r#"flowgate_config_reloads_total{source="api",result="failure"} 1"#),
+        m.contains(r#"flowgate_config_reloads_total{source="api",result="failure"} 2"#),
         "{m}"
     );
     assert!(

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::ApiError;
 use super::api::{authorized, body_bytes, in_force_json, rule_json};
 use super::body;
-use crate::config::{self, Config, Format};
+use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::doc::{DocFile, RulesDoc};
 use crate::rules::follow::Follower;
 use crate::rules::shared::{SharedError, Version};
@@ -120,8 +120,13 @@ fn version_json(v: &Version, with_doc: bool) -> Value {
     out
 }
 
-/// The rules of a `PUT /v1/rules` body as one file, by its content type.
-fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<RulesDoc, ApiError> {
+/// An error in the TOML made from a JSON body names the JSON field, not a line of that TOML.
+fn json_located(e: ConfigError) -> ConfigError {
+    ConfigError::new("the JSON body", None, e.field, e.message)
+}
+
+/// The rules of a `PUT /v1/rules` body as one file, by its content type; whether it was JSON.
+fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiError> {
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -134,9 +139,9 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<RulesDoc, ApiError> {
     let text =
         std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
     match ctype.as_str() {
-        "application/toml" | "text/toml" => Ok(RulesDoc::single("rules.toml", text)),
+        "application/toml" | "text/toml" => Ok((RulesDoc::single("rules.toml", text), false)),
         "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
-            Ok(RulesDoc::single("rules.yaml", text))
+            Ok((RulesDoc::single("rules.yaml", text), false))
         }
         "application/json" => {
             let mut m: Map<String, Value> = body::parse(bytes)?;
@@ -162,7 +167,7 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<RulesDoc, ApiError> {
             let as_toml = toml::Value::try_from(Value::Object(m))
                 .and_then(|v| toml::to_string(&v))
                 .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
-            Ok(RulesDoc::single("rules.toml", &as_toml))
+            Ok((RulesDoc::single("rules.toml", &as_toml), true))
         }
         _ => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -183,7 +188,8 @@ pub(super) async fn put_rules(
 ) -> Result<Response, ApiError> {
     let author = authorized(&state, &headers)?;
     let bytes = body_bytes(body)?;
-    let doc = put_doc(&headers, &bytes)?;
+    let (doc, json) = put_doc(&headers, &bytes)?;
+    let locate = |e: ConfigError| if json { json_located(e) } else { e };
     if let Some(f) = state.follower.as_deref() {
         // One body replaces the whole shared configuration: refuse to drop its queues (and
         // their jobs' release) as a side effect of editing the rules.
@@ -199,6 +205,10 @@ pub(super) async fn put_rules(
         }
         let v = rules::change(&state, f, doc, None, &author, "push")
             .await
+            .map_err(|e| match e {
+                ChangeError::Invalid(c) => ChangeError::Invalid(locate(c)),
+                e => e,
+            })
             .map_err(|e| refused(&state, e))?;
         tracing::info!(version = v.version, %author, summary = %v.summary, "rules changed through the admin API");
         let count = state.limiter.rules().rules().len();
@@ -209,7 +219,7 @@ pub(super) async fn put_rules(
     }
     let file = &doc.files[0];
     let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
-    let parsed = config::parse("<api>", format, &file.text);
+    let parsed = config::parse("<api>", format, &file.text).map_err(locate);
     let _guard = state.change.lock().await;
     let set = parsed.and_then(|rules| {
         Config {
@@ -217,6 +227,7 @@ pub(super) async fn put_rules(
             ..Config::default()
         }
         .rule_set()
+        .map_err(locate)
     });
     match set {
         Ok(set) => {
