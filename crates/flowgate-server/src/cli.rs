@@ -80,8 +80,9 @@ pub struct ServeArgs {
     /// Do not watch the configuration for changes (rules then change only through the admin API).
     #[arg(long, env = "FLOWGATE_NO_WATCH")]
     pub no_watch: bool,
-    /// Where the embedded store keeps queued jobs (a redb database, `queues.redb`); relative to
-    /// the working directory. Unused with Redis, where jobs live in Redis.
+    /// Where the embedded store keeps queued jobs (a redb database, `queues.redb`; with Redis
+    /// jobs live in Redis), and a node following the rules in Redis its copy of the version in
+    /// force (`rules.json`); relative to the working directory.
     #[arg(long, env = "FLOWGATE_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// Global shadow mode: every rule is evaluated and reported, and no request is rejected

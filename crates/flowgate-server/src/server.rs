@@ -51,7 +51,8 @@ pub struct ServerConfig {
     pub clock: Option<ManualClock>,
     /// How long a graceful shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
-    /// Where the embedded store keeps queued jobs (unused on Redis).
+    /// Where the embedded store keeps queued jobs, and a node following the rules in Redis its
+    /// disk cache of the version in force.
     pub data_dir: PathBuf,
     /// Global shadow mode: over the limit, requests are still admitted (envoyproxy/ratelimit's
     /// `SHADOW_MODE`).
