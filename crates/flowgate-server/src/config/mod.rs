@@ -90,6 +90,20 @@ impl Config {
         RuleSet::new(rules).map_err(|e| self.locate(&e))
     }
 
+    /// Validates the rules and the queues as a whole.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, line and rule or queue in conflict.
+    pub fn validate(self) -> Result<Loaded, ConfigError> {
+        let rules = self.rule_set()?;
+        let queues = self.queue_set()?;
+        Ok(Loaded {
+            config: self,
+            rules,
+            queues,
+        })
+    }
+
     /// Validates the queues as a whole (unique names and patterns per domain).
     ///
     /// # Errors
@@ -188,14 +202,7 @@ pub struct Loaded {
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
 pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-    let config = read(path)?;
-    let rules = config.rule_set()?;
-    let queues = config.queue_set()?;
-    Ok(Loaded {
-        config,
-        rules,
-        queues,
-    })
+    read(path)?.validate()
 }
 
 /// The configuration files at `path`: itself, or the configuration files of the directory, sorted.
@@ -316,14 +323,7 @@ pub fn read_texts(texts: &[(String, String)]) -> Result<Config, ConfigError> {
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
 pub fn load_texts(texts: &[(String, String)]) -> Result<Loaded, ConfigError> {
-    let config = read_texts(texts)?;
-    let rules = config.rule_set()?;
-    let queues = config.queue_set()?;
-    Ok(Loaded {
-        config,
-        rules,
-        queues,
-    })
+    read_texts(texts)?.validate()
 }
 
 /// The key of the `key = value` or `key: value` line containing `offset`, for errors whose

@@ -216,24 +216,14 @@ pub(crate) fn rule_json(r: &Rule) -> Value {
     m.insert("name".into(), json!(r.name));
     let pattern: Vec<String> = r.pattern.iter().map(ToString::to_string).collect();
     m.insert("match".into(), json!(pattern));
-    match &r.limit {
-        None => {
-            m.insert("limit".into(), json!("unlimited"));
+    m.extend(limit_json(r.limit.as_ref()));
+    if let Some(l) = &r.limit {
+        if l.algorithm() == flowgate::Algorithm::SlidingWindow {
+            m.insert("buckets".into(), json!(l.buckets()));
         }
-        Some(l) => {
-            m.insert("limit".into(), json!(l.quota().to_string()));
-            m.insert("algorithm".into(), json!(l.algorithm().name()));
-            use flowgate::Algorithm as A;
-            if matches!(l.algorithm(), A::TokenBucket | A::LeakyBucket) {
-                m.insert("burst".into(), json!(l.burst()));
-            }
-            if l.algorithm() == A::SlidingWindow {
-                m.insert("buckets".into(), json!(l.buckets()));
-            }
-            if l.mode() == Mode::Delay {
-                m.insert("mode".into(), json!("delay"));
-                m.insert("max_wait".into(), json!(format_micros(l.max_wait())));
-            }
+        if l.mode() == Mode::Delay {
+            m.insert("mode".into(), json!("delay"));
+            m.insert("max_wait".into(), json!(format_micros(l.max_wait())));
         }
     }
     match r.failure {
