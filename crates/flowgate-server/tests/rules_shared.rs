@@ -344,7 +344,7 @@ async fn a_node_without_redis_serves_its_last_version_and_says_so() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("nothing changed"), "{}", r.body);
     assert_eq!(version(&a).await, 2);
-    assert_eq!(enforced_limit_in_rules(&a).await, "8/s");
+    assert_eq!(limit_in_rules(&a).await, "8/s");
     drop(a);
 
     // Restarted while Redis is down: its disk cache, and /readyz says so.
@@ -355,7 +355,7 @@ async fn a_node_without_redis_serves_its_last_version_and_says_so() {
     assert_eq!(rules_state["in_sync"], false);
     let problem = rules_state["problem"].as_str().unwrap();
     assert!(problem.contains("disk cache"), "{problem}");
-    assert_eq!(enforced_limit_in_rules(&a).await, "8/s");
+    assert_eq!(limit_in_rules(&a).await, "8/s");
 
     // A node with no cache serves its files, and says so.
     let fresh = node(&s, &url, 7);
@@ -378,7 +378,7 @@ async fn a_node_without_redis_serves_its_last_version_and_says_so() {
     })
     .await;
     assert!(ok, "{}", get_rules(&a).await);
-    assert_eq!(enforced_limit_in_rules(&a).await, "8/s");
+    assert_eq!(limit_in_rules(&a).await, "8/s");
     let v = admin_get(&a, "/v1/rules/versions/1").await.json();
     assert!(
         v["action"]
@@ -389,7 +389,7 @@ async fn a_node_without_redis_serves_its_last_version_and_says_so() {
     );
 }
 
-async fn enforced_limit_in_rules(p: &Proc) -> String {
+async fn limit_in_rules(p: &Proc) -> String {
     get_rules(p).await["rule"][0]["limit"]
         .as_str()
         .unwrap()

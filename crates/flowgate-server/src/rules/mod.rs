@@ -104,8 +104,12 @@ pub async fn change(
                 follower.apply(state, &v, loaded).await;
                 return Ok(v);
             }
-            Ok(Written::Exists(_)) => {}
+            // Another change came first: without a base given, made again on it.
             Err(SharedError::Conflict { .. }) if base.is_none() => {}
+            Ok(Written::Exists(current)) | Err(SharedError::Conflict { current, .. }) => {
+                let base = base.unwrap_or(current);
+                return Err(ChangeError::Shared(SharedError::Conflict { base, current }));
+            }
             Err(e) => return Err(ChangeError::Shared(e)),
         }
     }

@@ -139,6 +139,14 @@ fn unavailable(e: impl std::fmt::Display) -> SharedError {
     SharedError::Unavailable(e.to_string())
 }
 
+/// `f` within [`COMMAND_TIMEOUT`].
+async fn within<T>(f: impl Future<Output = redis::RedisResult<T>>) -> Result<T, SharedError> {
+    tokio::time::timeout(COMMAND_TIMEOUT, f)
+        .await
+        .map_err(|_| unavailable(format!("no answer within {COMMAND_TIMEOUT:?}")))?
+        .map_err(unavailable)
+}
+
 impl SharedRules {
     /// A connection to `url` (`redis://…` or `redis+cluster://…`). A single server's
     /// connection is made on first use and remade after failures, so this succeeds while Redis
@@ -186,16 +194,26 @@ impl SharedRules {
     }
 
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, SharedError> {
-        let run = async {
+        within(async {
             match &self.conn {
                 Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
                 Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
             }
-        };
-        tokio::time::timeout(COMMAND_TIMEOUT, run)
-            .await
-            .map_err(|_| unavailable(format!("no answer within {COMMAND_TIMEOUT:?}")))?
-            .map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, SharedError> {
+        within(async {
+            match &self.conn {
+                Conn::Single(c) => pipe.query_async(&mut c.clone()).await,
+                Conn::Cluster(c) => pipe.query_async(&mut c.clone()).await,
+            }
+        })
+        .await
     }
 
     /// The number of the version in force (0 when none was stored yet).
@@ -286,18 +304,22 @@ impl SharedRules {
     /// [`SharedError::Unavailable`].
     pub async fn history(&self, limit: u64) -> Result<(u64, Vec<Version>), SharedError> {
         let current = self.current().await?;
-        let mut out = Vec::new();
         let oldest = current.saturating_sub(limit.min(KEPT_VERSIONS)) + 1;
-        for n in (oldest..=current).rev() {
-            let fields: Vec<Option<String>> = self
-                .query(
-                    redis::cmd("HMGET")
-                        .arg(format!("{VERSION_PREFIX}{n}"))
-                        .arg(&["author", "at_ms", "action", "summary"]),
-                )
-                .await?;
-            let [author, at, action, summary] = <[Option<String>; 4]>::try_from(fields)
-                .map_err(|_| unavailable("HMGET answered another shape"))?;
+        let numbers: Vec<u64> = (oldest..=current).rev().collect();
+        // One round trip for all of them.
+        let mut pipe = redis::pipe();
+        for n in &numbers {
+            pipe.cmd("HMGET")
+                .arg(format!("{VERSION_PREFIX}{n}"))
+                .arg(&["author", "at_ms", "action", "summary"]);
+        }
+        let rows: Vec<[Option<String>; 4]> = if numbers.is_empty() {
+            Vec::new()
+        } else {
+            self.query_pipe(&pipe).await?
+        };
+        let mut out = Vec::new();
+        for (n, [author, at, action, summary]) in numbers.into_iter().zip(rows) {
             let Some(author) = author else { break };
             out.push(Version {
                 version: n,
