@@ -129,5 +129,6 @@ async fn the_redis_store_tells_redis_time() {
         assert!(tokio::time::Instant::now() < deadline, "never corrected");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(Store::now(&store), store.now());
+    // The trait's clock is the same estimate (read twice, so a few microseconds apart).
+    assert!(Store::now(&store).abs_diff(store.now()) < 50_000);
 }
