@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flowgate_core::{
-    Algorithm, Decision, Item, Limit, ManualClock, Mode, Quota, Store, calendar::parse_zone,
+    Algorithm, Decision, Item, Limit, ManualClock, Mode, Quota, Store,
+    calendar::parse_zone,
     quota::parse_duration,
+    schedule::{Dates, Hours, Override, Schedule, parse_day},
 };
 use serde::Deserialize;
 
@@ -41,6 +43,38 @@ struct LimitSpec {
     mode: Option<String>,
     max_wait: Option<String>,
     time_zone: Option<String>,
+    #[serde(default)]
+    schedule: Vec<OverrideSpec>,
+}
+
+/// A scheduled override of a limit: the same limit with another quota, in the limit's
+/// `time_zone`.
+#[derive(Deserialize)]
+struct OverrideSpec {
+    quota: String,
+    hours: Option<String>,
+    #[serde(default)]
+    days: Vec<String>,
+    dates: Option<String>,
+}
+
+/// A limit as a rule holds it: its base limit and, when scheduled, its overrides.
+struct Scheduled {
+    base: Limit,
+    schedule: Option<Schedule>,
+}
+
+impl Scheduled {
+    /// The limit in force at `at`, as `Rule::limit_at` picks it.
+    fn at(&self, at: u64) -> &Limit {
+        match &self.schedule {
+            Some(s) => s
+                .in_force(at)
+                .and_then(|i| s.overrides()[i].limit.as_ref())
+                .unwrap_or(&self.base),
+            None => &self.base,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -56,6 +90,7 @@ struct Step {
     wait: Option<Vec<u64>>,
     reset: Option<Vec<u64>>,
     lease: Option<Vec<bool>>,
+    limit: Option<Vec<u64>>,
 }
 
 /// The scenarios' names, for listing.
@@ -70,13 +105,43 @@ fn table() -> Table {
     toml::from_str(SCENARIOS).unwrap_or_else(|e| panic!("scenarios.toml: {e}"))
 }
 
-/// Builds a scenario's limit.
+/// Builds a scenario's limit and its schedule.
 ///
 /// # Panics
-/// When the table holds an invalid limit.
-fn build(spec: &LimitSpec) -> Limit {
+/// When the table holds an invalid limit or schedule.
+fn build(spec: &LimitSpec) -> Scheduled {
+    let base = build_limit(spec, &spec.quota);
+    let schedule = (!spec.schedule.is_empty()).then(|| {
+        let zone = spec.time_zone.as_deref().unwrap_or("UTC");
+        let zone = parse_zone(zone).unwrap_or_else(|e| panic!("{e}"));
+        let overrides = spec
+            .schedule
+            .iter()
+            .map(|o| Override {
+                limit: Some(build_limit(spec, &o.quota)),
+                dates: o
+                    .dates
+                    .as_deref()
+                    .map(|d| Dates::parse(d).unwrap_or_else(|e| panic!("{e}"))),
+                days: o
+                    .days
+                    .iter()
+                    .map(|d| parse_day(d).unwrap_or_else(|e| panic!("{e}")))
+                    .collect(),
+                hours: o
+                    .hours
+                    .as_deref()
+                    .map(|h| Hours::parse(h).unwrap_or_else(|e| panic!("{e}"))),
+            })
+            .collect();
+        Schedule::new(zone, overrides)
+    });
+    Scheduled { base, schedule }
+}
+
+fn build_limit(spec: &LimitSpec, quota: &str) -> Limit {
     let algorithm: Algorithm = spec.algorithm.parse().unwrap_or_else(|e| panic!("{e}"));
-    let mut quota: Quota = spec.quota.parse().unwrap_or_else(|e| panic!("{e}"));
+    let mut quota: Quota = quota.parse().unwrap_or_else(|e| panic!("{e}"));
     if let Some(zone) = &spec.time_zone {
         quota = quota.with_zone(parse_zone(zone).unwrap_or_else(|e| panic!("{e}")));
     }
@@ -107,7 +172,7 @@ fn micros(d: Duration) -> u64 {
 /// On the first decision that differs from the table, naming the scenario, step and field.
 pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
     for (si, sc) in table().scenario.iter().enumerate() {
-        let limits: BTreeMap<&str, Limit> = sc
+        let limits: BTreeMap<&str, Scheduled> = sc
             .limits
             .iter()
             .map(|(k, v)| (k.as_str(), build(v)))
@@ -117,6 +182,14 @@ pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
         for (i, step) in sc.steps.iter().enumerate() {
             clock.set(start + step.at);
             let at = format!("scenario {si} `{}`, step {i}", sc.name);
+            // A scheduled limit is picked at the store's clock, as the limiter picks it.
+            let now = store.now();
+            let limit_of = |name: &str| {
+                limits
+                    .get(name)
+                    .unwrap_or_else(|| panic!("{at}: unknown limit {name}"))
+                    .at(now)
+            };
             if let Some(target) = &step.release {
                 let (name, key) = target.split_once(':').unwrap_or((target, ""));
                 let lease = step
@@ -125,7 +198,7 @@ pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
                     .unwrap_or_else(|| panic!("{at}: no lease to release"));
                 let key = format!("{key_prefix}:{si}:{key}");
                 let held = store
-                    .release(&key, &limits[name], lease)
+                    .release(&key, limit_of(name), lease)
                     .await
                     .unwrap_or_else(|e| panic!("{at}: release failed: {e}"));
                 assert!(held, "{at}: the lease was not held");
@@ -153,9 +226,7 @@ pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
                 .iter()
                 .map(|(l, key, cost, shadow)| Item {
                     key,
-                    limit: limits
-                        .get(l)
-                        .unwrap_or_else(|| panic!("{at}: unknown limit {l}")),
+                    limit: limit_of(l),
                     cost: *cost,
                     enforce: !shadow,
                 })
@@ -197,6 +268,9 @@ fn check(at: &str, step: &Step, got: &[Decision]) {
         }
         if let Some(v) = &step.lease {
             assert_eq!(d.lease.is_some(), v[j], "lease — {}", ctx());
+        }
+        if let Some(v) = &step.limit {
+            assert_eq!(d.limit, v[j], "limit — {}", ctx());
         }
     }
 }
