@@ -1,11 +1,12 @@
 //! The connection: one multiplexed, self-reconnecting connection to a single server, or a
 //! cluster connection (MOVED/ASK handled by the client crate).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use flowgate_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, Value};
 
@@ -29,7 +30,34 @@ fn manager_config(connect_timeout: Duration) -> ConnectionManagerConfig {
 #[derive(Clone)]
 pub(crate) enum Conn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<Cluster>),
+}
+
+/// A cluster connection made on first use: until one node answers, every call tries again.
+/// (The client crate has no lazy cluster connection; once made, it follows the cluster by
+/// itself.)
+pub(crate) struct Cluster {
+    client: ClusterClient,
+    conn: tokio::sync::OnceCell<ClusterConnection>,
+    connect_timeout: Duration,
+}
+
+impl Cluster {
+    async fn get(&self) -> redis::RedisResult<ClusterConnection> {
+        self.conn
+            .get_or_try_init(|| async {
+                tokio::time::timeout(self.connect_timeout * 4, self.client.get_async_connection())
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(redis::RedisError::from(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "no node of the cluster answered",
+                        )))
+                    })
+            })
+            .await
+            .cloned()
+    }
 }
 
 fn unavailable(e: &redis::RedisError) -> StoreError {
@@ -74,14 +102,29 @@ impl Conn {
         urls: &[String],
         connect_timeout: Duration,
     ) -> Result<Self, StoreError> {
+        let conn = Self::cluster_lazy(urls, connect_timeout)?;
+        if let Conn::Cluster(c) = &conn {
+            c.get().await.map_err(|e| unavailable(&e))?;
+        }
+        Ok(conn)
+    }
+
+    /// A Redis Cluster's connection made on first use (through any of its nodes).
+    pub(crate) fn cluster_lazy(
+        urls: &[String],
+        connect_timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
             .connection_timeout(connect_timeout)
             .response_timeout(RESPONSE_TIMEOUT)
             .retries(2)
             .build()
             .map_err(|e| unavailable(&e))?;
-        let conn = within(connect_timeout * 4, client.get_async_connection()).await?;
-        Ok(Conn::Cluster(conn))
+        Ok(Conn::Cluster(Arc::new(Cluster {
+            client,
+            conn: tokio::sync::OnceCell::new(),
+            connect_timeout,
+        })))
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
@@ -95,7 +138,7 @@ impl Conn {
     ) -> redis::RedisResult<Value> {
         match self {
             Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
-            Conn::Cluster(c) => inv.invoke_async(&mut c.clone()).await,
+            Conn::Cluster(c) => inv.invoke_async(&mut c.get().await?).await,
         }
     }
 
@@ -103,7 +146,10 @@ impl Conn {
     pub(crate) async fn query(&self, cmd: &Cmd) -> Result<Value, StoreError> {
         let r = match self {
             Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
-            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => match c.get().await {
+                Ok(mut conn) => cmd.query_async(&mut conn).await,
+                Err(e) => return Err(unavailable(&e)),
+            },
         };
         r.map_err(|e| store_error(&e))
     }

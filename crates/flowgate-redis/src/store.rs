@@ -137,6 +137,20 @@ impl RedisStore {
         Ok(Self::build(conn, options))
     }
 
+    /// A Redis Cluster's store whose connection is made on first use, so that it can be built
+    /// while the cluster is down: decisions fail as unavailable until a node answers.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] for an invalid URL.
+    pub fn connect_cluster_lazy_with<S: AsRef<str>>(
+        urls: &[S],
+        options: RedisOptions,
+    ) -> Result<Self, StoreError> {
+        let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
+        let conn = Conn::cluster_lazy(&urls, options.connect_timeout)?;
+        Ok(Self::build(conn, options))
+    }
+
     /// Connects to a Redis Cluster through any of its nodes, with default options.
     ///
     /// # Errors

@@ -38,6 +38,19 @@ pub enum Backend {
     Redis(flowgate_redis::RedisStore),
 }
 
+/// The server URLs of `url`: `None` for one server (`redis://…`), the nodes of
+/// `redis+cluster://a,b` as `redis://a`, `redis://b`.
+pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+    url.strip_prefix("redis+cluster://").map(|nodes| {
+        nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("redis://{}", n.trim_end_matches('/')))
+            .collect()
+    })
+}
+
 impl Backend {
     /// A memory store on `clock`.
     pub fn memory(clock: ServerClock) -> Self {
@@ -51,24 +64,24 @@ impl Backend {
     /// When Redis cannot be reached.
     pub async fn redis(url: &str, deadline: std::time::Duration) -> Result<Self, StoreError> {
         let options = flowgate_redis::RedisOptions::default().deadline(deadline);
-        let store = match url.strip_prefix("redis+cluster://") {
+        let connected = match cluster_nodes(url) {
             Some(nodes) => {
-                let urls: Vec<String> = nodes
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|n| !n.is_empty())
-                    .map(|n| format!("redis://{}", n.trim_end_matches('/')))
-                    .collect();
-                flowgate_redis::RedisStore::connect_cluster_with(&urls, options).await?
+                flowgate_redis::RedisStore::connect_cluster_with(&nodes, options.clone()).await
             }
-            None => match flowgate_redis::RedisStore::connect_with(url, options.clone()).await {
-                Ok(store) => store,
-                Err(e @ (StoreError::Unavailable(_) | StoreError::Timeout)) => {
-                    tracing::warn!(error = %e, "Redis is unreachable: starting anyway, each rule's failure policy decides until it is back");
-                    flowgate_redis::RedisStore::connect_lazy_with(url, options)?
+            None => flowgate_redis::RedisStore::connect_with(url, options.clone()).await,
+        };
+        let store = match connected {
+            Ok(store) => store,
+            Err(e @ (StoreError::Unavailable(_) | StoreError::Timeout)) => {
+                tracing::warn!(error = %e, "Redis is unreachable: starting anyway, each rule's failure policy decides until it is back");
+                match cluster_nodes(url) {
+                    Some(nodes) => {
+                        flowgate_redis::RedisStore::connect_cluster_lazy_with(&nodes, options)?
+                    }
+                    None => flowgate_redis::RedisStore::connect_lazy_with(url, options)?,
                 }
-                Err(e) => return Err(e),
-            },
+            }
+            Err(e) => return Err(e),
         };
         Ok(Backend::Redis(store))
     }

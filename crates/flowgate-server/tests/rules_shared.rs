@@ -462,12 +462,8 @@ async fn a_write_based_on_a_stale_version_is_refused_by_redis() {
     assert!(shared.get(3).await.unwrap().is_none());
 }
 
-const QUEUE: &str =
-    "\n[[queue]]\ndomain = \"pay\"\nname = \"refunds\"\nmatch = [\"channel\"]\nrate = \"1/s\"\n";
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_cluster_carries_the_rules_and_queues_are_not_dropped_by_a_rules_edit() {
-    let cluster = flowgate_testkit::redis::RedisCluster::start(3);
+/// `redis+cluster://host:port,…` for `cluster`.
+fn cluster_url(cluster: &flowgate_testkit::redis::RedisCluster) -> String {
     let hosts: Vec<String> = cluster
         .urls()
         .iter()
@@ -477,11 +473,26 @@ async fn a_redis_cluster_carries_the_rules_and_queues_are_not_dropped_by_a_rules
                 .to_owned()
         })
         .collect();
-    let url = format!("redis+cluster://{}", hosts.join(","));
+    format!("redis+cluster://{}", hosts.join(","))
+}
+
+const QUEUE: &str =
+    "\n[[queue]]\ndomain = \"pay\"\nname = \"refunds\"\nmatch = [\"channel\"]\nrate = \"1/s\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_carries_the_rules_and_queues_are_not_dropped_by_a_rules_edit() {
+    let cluster = flowgate_testkit::redis::RedisCluster::start(3);
+    // The first node named is down: the nodes connect, and subscribe, through the others.
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down_at = down.local_addr().unwrap();
+    drop(down);
+    let url =
+        cluster_url(&cluster).replace("redis+cluster://", &format!("redis+cluster://{down_at},"));
     let s = setup();
     std::fs::write(&s.config, format!("{}{QUEUE}", rules("5/s"))).unwrap();
-    let a = node(&s, &url, 0);
-    let b = node(&s, &url, 1);
+    // Checking every 10 s: only the notification meets the 1 s bound.
+    let a = node_checking(&s, &url, 0, "10s");
+    let b = node_checking(&s, &url, 1, "10s");
     all_on(&[&a, &b], 1, Duration::from_secs(5)).await;
 
     // A rules-only body would drop the queues the version in force declares: refused.
@@ -498,4 +509,54 @@ async fn a_redis_cluster_carries_the_rules_and_queues_are_not_dropped_by_a_rules
     assert_eq!(enforced(&b).await, "6");
     let queues = http(b.http, "GET", "/v1/queues", &[], "").await.json();
     assert!(queues.to_string().contains("refunds"), "{queues}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_starts_while_the_redis_cluster_is_down_and_follows_it_once_up() {
+    let mut cluster = flowgate_testkit::redis::RedisCluster::start(3);
+    let url = cluster_url(&cluster);
+    cluster.stop();
+    let s = setup();
+    let a = node(&s, &url, 0);
+
+    // Up, on its files, saying so; decisions follow the failure policy (open).
+    let ready = http(a.http, "GET", "/readyz", &[], "").await;
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    let r = get_rules(&a).await;
+    assert_eq!(r["in_sync"], false, "{r}");
+    assert!(
+        r["problem"]
+            .as_str()
+            .unwrap()
+            .contains("serving the configuration files"),
+        "{r}"
+    );
+    assert_eq!(enforced(&a).await, "5");
+
+    // The cluster back: the node seeds it and both stores answer.
+    cluster.restart();
+    let ok = wait_until(Duration::from_secs(10), || async {
+        get_rules(&a).await["in_sync"] == true
+    })
+    .await;
+    assert!(ok, "{}", get_rules(&a).await);
+    assert_eq!(version(&a).await, 1);
+    let ok = wait_until(Duration::from_secs(10), || async {
+        http(a.http, "GET", "/readyz", &[], "").await.status == 200
+    })
+    .await;
+    assert!(ok, "{}", http(a.http, "GET", "/readyz", &[], "").await.body);
+    let r = put(&a, ALICE, &rules("9/s")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(enforced(&a).await, "9");
+    // Decisions are Redis's now: the counter moves.
+    for left in ["8", "7"] {
+        let r = common::post_json(
+            a.http,
+            "/v1/check",
+            json!({"domain": "pay", "descriptors": ["channel=c1"]}),
+        )
+        .await;
+        assert_eq!(r.header("ratelimit-remaining"), Some(left), "{}", r.body);
+    }
 }

@@ -280,4 +280,25 @@ impl RedisCluster {
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
     }
+
+    /// Kills every node at once (SIGKILL). Data is lost; each node keeps its cluster
+    /// configuration for [`RedisCluster::restart`].
+    pub fn stop(&mut self) {
+        self.nodes.iter_mut().for_each(RedisServer::stop);
+    }
+
+    /// Starts every node again on its port and waits until the cluster is ready.
+    ///
+    /// # Panics
+    /// When it is not ready within the readiness bound.
+    pub fn restart(&mut self) {
+        self.nodes.iter_mut().for_each(RedisServer::restart);
+        for n in &self.nodes {
+            let port = n.port();
+            wait_until("redis cluster", || {
+                raw_command(port, "CLUSTER INFO").is_ok_and(|r| r.contains("cluster_state:ok"))
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
 }

@@ -210,19 +210,21 @@ impl Follower {
     /// Checks the version in force and applies it if it is not. `refused` is the last version
     /// found invalid on this node (not fetched again).
     async fn sync(&self, state: &AppState, refused: &mut u64) {
-        let current = match self.shared.current().await {
-            Ok(n) => n,
-            Err(e) => {
-                state.set_rules_problem(Some(format!(
-                    "{e}; the last version applied stays in force"
-                )));
-                return;
-            }
-        };
         let info = state.rules_info();
         let in_force = match &info.origin {
             RulesOrigin::Redis { version, .. } => *version,
             _ => 0,
+        };
+        let current = match self.shared.current().await {
+            Ok(n) => n,
+            Err(e) => {
+                state.set_rules_problem(Some(if in_force == 0 {
+                    format!("{e}; no version applied yet: serving the configuration files")
+                } else {
+                    format!("{e}; version {in_force}, the last applied, stays in force")
+                }));
+                return;
+            }
         };
         if current == 0 {
             self.reseed().await;
@@ -293,7 +295,7 @@ impl Follower {
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let notify = Arc::new(Notify::new());
         let subscriber = tokio::spawn(subscribe(
-            self.shared.subscribe_url().to_owned(),
+            self.shared.subscribe_urls().to_vec(),
             Arc::clone(&notify),
         ));
         let checker = tokio::spawn(async move {
@@ -316,19 +318,36 @@ impl Follower {
     }
 }
 
-/// Wakes `notify` on every message of the rules channel; reconnects after a failure (and wakes
-/// it then too: messages may have been missed meanwhile).
-async fn subscribe(url: String, notify: Arc<Notify>) {
-    let Ok(client) = redis::Client::open(url.as_str()) else {
-        tracing::warn!(%url, "rules: cannot subscribe to changes; the periodic check alone follows them");
+/// Wakes `notify` on every message of the rules channel. After a failure it subscribes again,
+/// through the next of `urls` (a cluster node that is down is skipped), and wakes `notify` then
+/// too: messages may have been missed meanwhile.
+async fn subscribe(urls: Vec<String>, notify: Arc<Notify>) {
+    let clients: Vec<redis::Client> = urls
+        .iter()
+        .filter_map(|url| match redis::Client::open(url.as_str()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(%url, error = %e, "rules: cannot subscribe to changes there");
+                None
+            }
+        })
+        .collect();
+    if clients.is_empty() {
+        tracing::warn!("rules: cannot subscribe to changes; the periodic check alone follows them");
         return;
-    };
-    let mut failures = 0u32;
+    }
+    // Rounds in a row in which no server kept a subscription: the pause after each grows.
+    let mut rounds = 0u64;
     loop {
-        match client.get_async_pubsub().await {
-            Ok(mut pubsub) => {
-                if pubsub.subscribe(super::shared::CHANNEL).await.is_ok() {
-                    failures = 0;
+        for client in &clients {
+            let subscribed = async {
+                let mut pubsub = client.get_async_pubsub().await?;
+                pubsub.subscribe(super::shared::CHANNEL).await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            };
+            match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
+                Ok(Ok(mut pubsub)) => {
+                    rounds = 0;
                     notify.notify_one();
                     let mut messages = pubsub.on_message();
                     while messages.next().await.is_some() {
@@ -336,16 +355,15 @@ async fn subscribe(url: String, notify: Arc<Notify>) {
                     }
                     tracing::debug!("rules: subscription lost; subscribing again");
                 }
-            }
-            Err(e) => {
-                if failures == 0 {
+                Ok(Err(e)) if rounds == 0 => {
                     tracing::debug!(error = %e, "rules: cannot subscribe to changes");
                 }
+                Ok(Err(_)) => {}
+                Err(_) => tracing::debug!("rules: no answer to the subscription"),
             }
         }
-        failures = failures.saturating_add(1);
-        let wait = Duration::from_millis(100 * u64::from(failures.min(20)));
-        tokio::time::sleep(wait).await;
+        rounds += 1;
+        tokio::time::sleep(Duration::from_millis(100 * rounds.min(20))).await;
     }
 }
 

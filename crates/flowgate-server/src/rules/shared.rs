@@ -7,12 +7,14 @@
 //! stale read is refused, never lost), stores it, moves `version` and publishes `n` on the
 //! channel `flowgate:rules`. The newest [`KEPT_VERSIONS`] versions are kept.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use serde::Serialize;
+use tokio::sync::OnceCell;
 
 use super::doc::RulesDoc;
 
@@ -112,27 +114,29 @@ pub enum Written {
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    /// Made on first use, so that a node starts while the cluster is down (the client crate
+    /// has no lazy cluster connection; once made, it follows the cluster by itself).
+    Cluster(Arc<(ClusterClient, OnceCell<ClusterConnection>)>),
+}
+
+impl Conn {
+    async fn cluster(
+        cluster: &(ClusterClient, OnceCell<ClusterConnection>),
+    ) -> redis::RedisResult<ClusterConnection> {
+        let (client, conn) = cluster;
+        conn.get_or_try_init(|| client.get_async_connection())
+            .await
+            .cloned()
+    }
 }
 
 /// The shared rules' connection to Redis.
 #[derive(Clone)]
 pub struct SharedRules {
     conn: Conn,
-    /// The URL a subscriber connects to (a cluster publishes to every node: any one will do).
-    subscribe_url: String,
-}
-
-/// The server URLs of `url`: one for `redis://`, the nodes of `redis+cluster://a,b`.
-pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
-    url.strip_prefix("redis+cluster://").map(|nodes| {
-        nodes
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|n| format!("redis://{}", n.trim_end_matches('/')))
-            .collect()
-    })
+    /// The URLs a subscriber connects to, tried in turn: a cluster publishes to every node, so
+    /// any one that answers will do.
+    subscribe_urls: Vec<String>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> SharedError {
@@ -148,27 +152,22 @@ async fn within<T>(f: impl Future<Output = redis::RedisResult<T>>) -> Result<T, 
 }
 
 impl SharedRules {
-    /// A connection to `url` (`redis://…` or `redis+cluster://…`). A single server's
-    /// connection is made on first use and remade after failures, so this succeeds while Redis
-    /// is down; a cluster must be reachable.
+    /// A connection to `url` (`redis://…` or `redis+cluster://…`), made on first use and
+    /// remade after failures, so this succeeds while Redis is down.
     ///
     /// # Errors
-    /// [`SharedError::Unavailable`] for a bad URL or an unreachable cluster.
+    /// [`SharedError::Unavailable`] for a bad URL.
     pub async fn connect(url: &str) -> Result<Self, SharedError> {
-        match cluster_nodes(url) {
+        match crate::backend::cluster_nodes(url) {
             Some(nodes) => {
-                let client = ClusterClientBuilder::new(nodes.clone())
+                let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
                     .connection_timeout(COMMAND_TIMEOUT)
                     .response_timeout(COMMAND_TIMEOUT)
                     .build()
                     .map_err(unavailable)?;
-                let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_async_connection())
-                    .await
-                    .map_err(|_| unavailable("no answer"))?
-                    .map_err(unavailable)?;
                 Ok(Self {
-                    conn: Conn::Cluster(conn),
-                    subscribe_url: nodes.first().cloned().unwrap_or_default(),
+                    conn: Conn::Cluster(Arc::new((client, OnceCell::new()))),
+                    subscribe_urls: nodes,
                 })
             }
             None => {
@@ -182,22 +181,22 @@ impl SharedRules {
                     ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
                 Ok(Self {
                     conn: Conn::Single(conn),
-                    subscribe_url: url.to_owned(),
+                    subscribe_urls: vec![url.to_owned()],
                 })
             }
         }
     }
 
-    /// The URL of the server whose notifications a node follows.
-    pub fn subscribe_url(&self) -> &str {
-        &self.subscribe_url
+    /// The URLs of the servers whose notifications a node follows, tried in turn.
+    pub fn subscribe_urls(&self) -> &[String] {
+        &self.subscribe_urls
     }
 
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, SharedError> {
         within(async {
             match &self.conn {
                 Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
-                Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+                Conn::Cluster(c) => cmd.query_async(&mut Conn::cluster(c).await?).await,
             }
         })
         .await
@@ -210,7 +209,7 @@ impl SharedRules {
         within(async {
             match &self.conn {
                 Conn::Single(c) => pipe.query_async(&mut c.clone()).await,
-                Conn::Cluster(c) => pipe.query_async(&mut c.clone()).await,
+                Conn::Cluster(c) => pipe.query_async(&mut Conn::cluster(c).await?).await,
             }
         })
         .await
