@@ -135,6 +135,14 @@ fn run_blocking(args: &RulesArgs) -> anyhow::Result<()> {
     let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
     match &args.command {
         RulesCommand::Check { .. } => {}
+        RulesCommand::Push { .. } | RulesCommand::Rollback { .. }
+            if answer["unchanged"] == true =>
+        {
+            println!(
+                "version {} is in force with these rules already: nothing stored",
+                answer["version"]
+            );
+        }
         RulesCommand::Push { .. } | RulesCommand::Rollback { .. } => println!(
             "version {} stored and in force ({}, {}, by {})",
             answer["version"],

@@ -186,6 +186,14 @@ async fn three_nodes_follow_every_change_within_a_second() {
     assert!(ok, "{out}{err}");
     assert!(out.contains("version 3 stored and in force"), "{out}");
     all_on(&[&a, &c], 3, Duration::from_secs(1)).await;
+    // The same files again (a CI job run twice): nothing stored, the history lists changes only.
+    let (ok, out, err) = cli(&c, CI, &["push", file.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("version 3 is in force with these rules already"),
+        "{out}"
+    );
+    assert_eq!(version(&a).await, 3);
     b = node_checking(&s, &url, 1, "10s");
     assert_eq!(
         version(&b).await,

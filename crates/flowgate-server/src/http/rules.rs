@@ -16,6 +16,7 @@ use super::ApiError;
 use super::api::{authorized, body_bytes, in_force_json, rule_json};
 use super::body;
 use crate::config::{self, Config, ConfigError, Format};
+use crate::rules::Changed;
 use crate::rules::doc::{DocFile, RulesDoc};
 use crate::rules::follow::Follower;
 use crate::rules::shared::{SharedError, Version};
@@ -203,19 +204,23 @@ pub(super) async fn put_rules(
                 ),
             ));
         }
-        let v = rules::change(&state, f, doc, None, &author, "push")
+        let changed = rules::change(&state, f, doc, None, &author, "push")
             .await
             .map_err(|e| match e {
                 ChangeError::Invalid(c) => ChangeError::Invalid(locate(c)),
                 e => e,
             })
             .map_err(|e| refused(&state, e))?;
-        tracing::info!(version = v.version, %author, summary = %v.summary, "rules changed through the admin API");
+        let v = &changed.version;
+        log_change(&changed, &author, "rules changed through the admin API");
         let count = state.limiter.rules().rules().len();
-        return Ok(
-            Json(json!({"version": v.version, "rules": count, "summary": v.summary}))
-                .into_response(),
-        );
+        return Ok(Json(json!({
+            "version": v.version,
+            "rules": count,
+            "summary": v.summary,
+            "unchanged": !changed.stored,
+        }))
+        .into_response());
     }
     let file = &doc.files[0];
     let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
@@ -248,6 +253,28 @@ pub(super) async fn put_rules(
     }
 }
 
+fn log_change(changed: &Changed, author: &str, what: &str) {
+    let v = &changed.version;
+    if changed.stored {
+        tracing::info!(version = v.version, %author, action = %v.action, summary = %v.summary, "{what}");
+    } else {
+        tracing::info!(version = v.version, %author, "{what}: the rules were those in force; nothing stored");
+    }
+}
+
+/// A change's answer: 201 and the new version, or 200 and the version in force when nothing
+/// was stored (`unchanged: true`).
+fn changed_response(changed: &Changed) -> Response {
+    let mut body = version_json(&changed.version, false);
+    body["unchanged"] = json!(!changed.stored);
+    let status = if changed.stored {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(body)).into_response()
+}
+
 fn refused(state: &AppState, e: ChangeError) -> ApiError {
     state.metrics.reload("redis", false);
     tracing::warn!(error = %e, "rules change refused; nothing changed");
@@ -274,11 +301,11 @@ pub(super) async fn push(
     let f = follower(&state)?;
     let b: PushBody = body::parse(&body_bytes(body)?)?;
     let doc = RulesDoc { files: b.files };
-    let v = rules::change(&state, f, doc, b.base_version, &author, "push")
+    let changed = rules::change(&state, f, doc, b.base_version, &author, "push")
         .await
         .map_err(|e| refused(&state, e))?;
-    tracing::info!(version = v.version, %author, summary = %v.summary, "rules pushed");
-    Ok((StatusCode::CREATED, Json(version_json(&v, false))).into_response())
+    log_change(&changed, &author, "rules pushed");
+    Ok(changed_response(&changed))
 }
 
 /// A `POST /v1/rules/rollback` body.
@@ -297,11 +324,11 @@ pub(super) async fn rollback(
     let author = authorized(&state, &headers)?;
     let f = follower(&state)?;
     let b: RollbackBody = body::parse(&body_bytes(body)?)?;
-    let v = rules::rollback(&state, f, b.version, &author)
+    let changed = rules::rollback(&state, f, b.version, &author)
         .await
         .map_err(|e| refused(&state, e))?;
-    tracing::info!(version = v.version, %author, restored = b.version, "rules rolled back");
-    Ok((StatusCode::CREATED, Json(version_json(&v, false))).into_response())
+    log_change(&changed, &author, "rules rolled back");
+    Ok(changed_response(&changed))
 }
 
 /// `GET /v1/rules/history` query.

@@ -45,8 +45,20 @@ pub enum ChangeError {
     Missing(u64),
 }
 
+/// The outcome of a change that was not refused.
+#[derive(Debug)]
+pub struct Changed {
+    /// The version in force now.
+    pub version: Version,
+    /// Whether it was stored by this change; `false` when the rules were those of the version
+    /// in force already (a push of the same files stores nothing, so the history lists only
+    /// real changes).
+    pub stored: bool,
+}
+
 /// Validates `doc`, stores it as the version after `base` (or after the version in force), and
-/// puts it in force on this node; the other nodes follow within their check period.
+/// puts it in force on this node; the other nodes follow within their check period. Rules equal
+/// to the version in force store nothing.
 ///
 /// # Errors
 /// [`ChangeError`]; nothing changed then.
@@ -57,7 +69,7 @@ pub async fn change(
     base: Option<u64>,
     author: &str,
     action: &str,
-) -> Result<Version, ChangeError> {
+) -> Result<Changed, ChangeError> {
     let loaded = doc.load().map_err(ChangeError::Invalid)?;
     let shared = &follower.shared;
     // A change made on a stale read is refused by the script; without a base given, it is
@@ -72,15 +84,18 @@ pub async fn change(
                 current,
             }));
         }
-        let old = match current {
-            0 => RulesDoc::default(),
-            n => shared
-                .get(n)
-                .await
-                .map_err(ChangeError::Shared)?
-                .map(|v| v.doc)
-                .unwrap_or_default(),
+        let in_force = match current {
+            0 => None,
+            n => shared.get(n).await.map_err(ChangeError::Shared)?,
         };
+        if let Some(v) = in_force.as_ref().filter(|v| v.doc == doc) {
+            follower.apply(state, v, loaded).await;
+            return Ok(Changed {
+                version: v.clone(),
+                stored: false,
+            });
+        }
+        let old = in_force.map(|v| v.doc).unwrap_or_default();
         let diff = doc.diff(&old);
         match shared
             .write(&doc, Base::Version(current), author, action, &diff)
@@ -102,7 +117,10 @@ pub async fn change(
                     _ => v,
                 };
                 follower.apply(state, &v, loaded).await;
-                return Ok(v);
+                return Ok(Changed {
+                    version: v,
+                    stored: true,
+                });
             }
             // Another change came first: without a base given, made again on it.
             Err(SharedError::Conflict { .. }) if base.is_none() => {}
@@ -118,7 +136,8 @@ pub async fn change(
     )))
 }
 
-/// Stores version `n`'s rules again as a new version (`rollback to n`) and puts it in force.
+/// Stores version `n`'s rules again as a new version (`rollback to n`) and puts it in force
+/// (nothing is stored when they are those in force).
 ///
 /// # Errors
 /// [`ChangeError::Missing`] when version `n` is not kept; as [`change`].
@@ -127,7 +146,7 @@ pub async fn rollback(
     follower: &follow::Follower,
     n: u64,
     author: &str,
-) -> Result<Version, ChangeError> {
+) -> Result<Changed, ChangeError> {
     let old = follower
         .shared
         .get(n)
