@@ -367,16 +367,8 @@ async fn a_node_without_redis_serves_its_last_version_and_says_so() {
 
     // A node with no cache serves its files, and says so.
     let fresh = node(&s, &url, 7);
-    let r = get_rules(&fresh).await;
-    assert_eq!(r["in_sync"], false);
-    assert!(
-        r["problem"]
-            .as_str()
-            .unwrap()
-            .contains("serving the configuration files"),
-        "{r}"
-    );
-    assert_eq!(r["rule"][0]["limit"], "5/s");
+    serves_its_files_and_says_so(&fresh).await;
+    assert_eq!(get_rules(&fresh).await["rule"][0]["limit"], "5/s");
     drop(fresh);
 
     // Redis back, empty (it kept nothing): the node seeds it again with its version.
@@ -395,6 +387,14 @@ async fn a_node_without_redis_serves_its_last_version_and_says_so() {
             .contains("seed from version 2"),
         "{v}"
     );
+}
+
+/// `p` follows Redis but cannot read it: it serves its files, and `GET /v1/rules` says so.
+async fn serves_its_files_and_says_so(p: &Proc) {
+    let r = get_rules(p).await;
+    assert_eq!(r["in_sync"], false, "{r}");
+    let problem = r["problem"].as_str().unwrap_or("");
+    assert!(problem.contains("serving the configuration files"), "{r}");
 }
 
 async fn limit_in_rules(p: &Proc) -> String {
@@ -530,15 +530,7 @@ async fn a_node_starts_while_the_redis_cluster_is_down_and_follows_it_once_up() 
     // Up, on its files, saying so; decisions follow the failure policy (open).
     let ready = http(a.http, "GET", "/readyz", &[], "").await;
     assert_eq!(ready.status, 503, "{}", ready.body);
-    let r = get_rules(&a).await;
-    assert_eq!(r["in_sync"], false, "{r}");
-    assert!(
-        r["problem"]
-            .as_str()
-            .unwrap()
-            .contains("serving the configuration files"),
-        "{r}"
-    );
+    serves_its_files_and_says_so(&a).await;
     assert_eq!(enforced(&a).await, "5");
 
     // The cluster back: the node seeds it and both stores answer.
