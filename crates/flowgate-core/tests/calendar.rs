@@ -36,9 +36,11 @@ proptest! {
         prop_assert_eq!(c.period(e).0, e);
         prop_assert_eq!(c.period(s - 1).1, s);
         let hours = (e - s) / 3_600_000_000;
+        // A change of time moves a period's length by up to two hours; a week or month may
+        // also lose a whole day (Apia skipped 2011-12-30).
         let (min, max) = match unit {
             CalendarUnit::Day => (22, 26),
-            CalendarUnit::Week => (7 * 24 - 2, 7 * 24 + 2),
+            CalendarUnit::Week => (7 * 24 - 26, 7 * 24 + 2),
             CalendarUnit::Month => (28 * 24 - 26, 31 * 24 + 2),
         };
         prop_assert!((min..=max).contains(&hours), "{} hours", hours);
@@ -59,4 +61,20 @@ proptest! {
             prop_assert!(start.time() <= NaiveTime::from_hms_opt(1, 0, 0).unwrap() || zone == Tz::Pacific__Apia, "starts at {}", start);
         }
     }
+}
+
+/// Apia skipped Friday 2011-12-30: that week, Monday 26 to Monday 2 January, lasts six days.
+#[test]
+fn a_week_that_lost_a_day_lasts_six_days() {
+    let c = Calendar::new(CalendarUnit::Week, Tz::Pacific__Apia);
+    let (s, e) = c.period(1_324_893_600_000_000); // 2011-12-26T10:00Z
+    assert_eq!(
+        local_time(Tz::Pacific__Apia, s).to_string(),
+        "2011-12-26 00:00:00"
+    );
+    assert_eq!(
+        local_time(Tz::Pacific__Apia, e).to_string(),
+        "2012-01-02 00:00:00"
+    );
+    assert_eq!(e - s, 6 * 86_400_000_000);
 }
