@@ -179,8 +179,11 @@ impl Follower {
         }
     }
 
-    /// Applies version `v` (already validated as `loaded`) unless a version at least as new, or
-    /// this one, is in force; writes the disk cache.
+    /// Applies version `v` (already validated as `loaded`) unless it is in force already; writes
+    /// the disk cache. A lower number than the one in force is applied too: Redis that lost its
+    /// data starts again from version 1. (A check that read an older version just before a push
+    /// on this node may apply it after the push; the push's notification brings the newer one
+    /// back at once.)
     pub async fn apply(&self, state: &AppState, v: &Version, loaded: Loaded) {
         {
             let _guard = state.change.lock().await;
