@@ -332,31 +332,41 @@ mod tests {
     #[test]
     fn next_change_finds_each_switch() {
         let s = night_and_promo(Tz::Asia__Shanghai);
-        let t = at("2026-11-10T12:00:00+08:00");
-        assert_eq!(
-            s.next_change(t),
-            Some((at("2026-11-11T00:00:00+08:00"), Some(0)))
-        );
-        let t = at("2026-11-11T00:00:00+08:00");
-        assert_eq!(
-            s.next_change(t),
-            Some((at("2026-11-12T00:00:00+08:00"), None))
-        );
-        let t = at("2026-11-12T00:00:00+08:00");
-        assert_eq!(
-            s.next_change(t),
-            Some((at("2026-11-14T00:00:00+08:00"), Some(1)))
-        );
-        let t = at("2026-11-14T00:00:00+08:00");
-        assert_eq!(
-            s.next_change(t),
-            Some((at("2026-11-14T06:00:00+08:00"), None))
-        );
-        let t = at("2026-11-14T06:00:00+08:00");
-        assert_eq!(
-            s.next_change(t),
-            Some((at("2026-11-14T22:00:00+08:00"), Some(1)))
-        );
+        // (from, the next change, what is in force then): each change is the next one's start.
+        let changes = [
+            (
+                "2026-11-10T12:00:00+08:00",
+                "2026-11-11T00:00:00+08:00",
+                Some(0),
+            ),
+            (
+                "2026-11-11T00:00:00+08:00",
+                "2026-11-12T00:00:00+08:00",
+                None,
+            ),
+            (
+                "2026-11-12T00:00:00+08:00",
+                "2026-11-14T00:00:00+08:00",
+                Some(1),
+            ),
+            (
+                "2026-11-14T00:00:00+08:00",
+                "2026-11-14T06:00:00+08:00",
+                None,
+            ),
+            (
+                "2026-11-14T06:00:00+08:00",
+                "2026-11-14T22:00:00+08:00",
+                Some(1),
+            ),
+        ];
+        for (from, next, then) in changes {
+            assert_eq!(
+                s.next_change(at(from)),
+                Some((at(next), then)),
+                "from {from}"
+            );
+        }
         // Nothing ever applies: no change.
         let never = Schedule::new(
             Tz::UTC,

@@ -378,25 +378,23 @@ impl RedisStore {
     async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let encoded = self.encode(items);
         let caller = &self.inner.caller;
+        let direct = async |encoded: &Encoded| -> Result<Decisions, StoreError> {
+            Ok(caller
+                .decide(&[encoded])
+                .await?
+                .decisions
+                .into_iter()
+                .collect())
+        };
         let Some((lanes, lane)) = self.lane(&encoded) else {
             if caller.conn.is_cluster() {
                 return cluster::decide(caller, self.inner.deadline, items, encoded).await;
             }
-            return Ok(caller
-                .decide(&[&encoded])
-                .await?
-                .decisions
-                .into_iter()
-                .collect());
+            return direct(&encoded).await;
         };
         if let Ok(_permit) = lanes.slots(lane).try_acquire() {
             // (the call's slot is held until Redis has answered)
-            return Ok(caller
-                .decide(&[&encoded])
-                .await?
-                .decisions
-                .into_iter()
-                .collect());
+            return direct(&encoded).await;
         }
         let (reply, rx) = oneshot::channel();
         let stopped = || StoreError::Unavailable("the batching workers have stopped".into());

@@ -58,15 +58,17 @@ impl Backend {
     }
 
     /// Connects to Redis: `redis://host:port/db` (or `rediss://`) for one server,
-    /// `redis+cluster://host:port,host:port` for a cluster.
+    /// `redis+cluster://host:port,host:port` for a cluster. When Redis cannot be reached, the
+    /// store connects on first use (each rule's failure policy decides until then).
     ///
     /// # Errors
-    /// When Redis cannot be reached.
+    /// For an invalid URL, or when Redis answers with an error.
     pub async fn redis(url: &str, deadline: std::time::Duration) -> Result<Self, StoreError> {
         let options = flowgate_redis::RedisOptions::default().deadline(deadline);
-        let connected = match cluster_nodes(url) {
+        let nodes = cluster_nodes(url);
+        let connected = match &nodes {
             Some(nodes) => {
-                flowgate_redis::RedisStore::connect_cluster_with(&nodes, options.clone()).await
+                flowgate_redis::RedisStore::connect_cluster_with(nodes, options.clone()).await
             }
             None => flowgate_redis::RedisStore::connect_with(url, options.clone()).await,
         };
@@ -74,9 +76,9 @@ impl Backend {
             Ok(store) => store,
             Err(e @ (StoreError::Unavailable(_) | StoreError::Timeout)) => {
                 tracing::warn!(error = %e, "Redis is unreachable: starting anyway, each rule's failure policy decides until it is back");
-                match cluster_nodes(url) {
+                match &nodes {
                     Some(nodes) => {
-                        flowgate_redis::RedisStore::connect_cluster_lazy_with(&nodes, options)?
+                        flowgate_redis::RedisStore::connect_cluster_lazy_with(nodes, options)?
                     }
                     None => flowgate_redis::RedisStore::connect_lazy_with(url, options)?,
                 }
