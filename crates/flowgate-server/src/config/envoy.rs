@@ -41,10 +41,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
-use flowgate_core::{Algorithm, Limit, Matcher, Quota, Rule, ValueMatch, Wildcard};
+use flowgate_core::quota::format_micros;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::schema::{EntryDoc, FlaggedEntry, LimitField, Pattern, RuleDoc};
 use super::{ConfigError, LocatedRule};
 
 #[derive(Deserialize)]
@@ -206,7 +207,7 @@ fn load(
     ctx: &mut Ctx<'_>,
     field: &str,
     parent_name: &str,
-    parent: &[Matcher],
+    parent: &[EntryDoc],
     descriptors: Vec<Spanned<YamlDescriptor>>,
 ) -> Result<(), ConfigError> {
     let mut seen: HashSet<String> = HashSet::new();
@@ -257,20 +258,22 @@ fn load(
                 ),
             ));
         }
-        let matcher = Matcher {
-            key: key.clone(),
-            value: if value.is_empty() {
-                ValueMatch::Any
-            } else if value.contains('*') {
-                ValueMatch::Wildcard(Wildcard::new(&value))
-            } else {
-                ValueMatch::Exact(value.clone())
-            },
-            share,
-            value_to_metric: d.value_to_metric,
+        let entry = if value.is_empty() {
+            key.clone()
+        } else {
+            format!("{key}={value}")
+        };
+        let entry = if share || d.value_to_metric {
+            EntryDoc::Flagged(FlaggedEntry {
+                entry,
+                share_threshold: share,
+                value_to_metric: d.value_to_metric,
+            })
+        } else {
+            EntryDoc::Text(entry)
         };
         let mut pattern = parent.to_vec();
-        pattern.push(matcher);
+        pattern.push(entry);
         if let Some(rl) = d.rate_limit {
             let rl_line = rl.referenced.line();
             let rl = rl.value;
@@ -313,18 +316,11 @@ fn load(
                         "missing rate limit unit: expected second, minute, hour, day, week, month or year",
                     ));
                 };
-                let quota = Quota::new(
-                    u64::from(rl.requests_per_unit.unwrap_or(0)),
-                    Duration::from_secs(secs),
-                )
-                .and_then(|q| {
-                    Limit::new(Algorithm::FixedWindow, q).map_err(|e| match e {
-                        flowgate_core::LimitError::Quota(q) => q,
-                        _ => flowgate_core::QuotaError::ZeroWindow,
-                    })
-                })
-                .map_err(|e| ctx.err(rl_line, &rl_field, e.to_string()))?;
-                Some(quota)
+                let per_unit = rl.requests_per_unit.unwrap_or(0);
+                Some(LimitField::Text(format!(
+                    "{per_unit}/{}",
+                    format_micros(secs * 1_000_000)
+                )))
             };
             let name = rl.name.clone().unwrap_or_else(|| name_path.clone());
             let mut replaces = Vec::new();
@@ -347,16 +343,23 @@ fn load(
                 }
                 replaces.push(name);
             }
-            let mut rule = Rule::new(ctx.domain.clone(), name, pattern.clone(), limit);
-            rule.shadow = d.shadow_mode;
-            rule.detailed_metric = d.detailed_metric;
-            rule.quota_mode = d.quota_mode;
-            rule.metadata = d
-                .metadata
-                .as_ref()
-                .filter(|m| !m.is_null())
-                .map(ToString::to_string);
-            rule.replaces = replaces;
+            let doc = RuleDoc {
+                domain: Some(ctx.domain.clone()),
+                name,
+                pattern: Pattern::Entries(pattern.clone()),
+                unlimited: limit.is_none(),
+                limit,
+                algorithm: Some("fixed_window".into()),
+                shadow: d.shadow_mode,
+                detailed_metric: d.detailed_metric,
+                quota_mode: d.quota_mode,
+                metadata: d.metadata.clone(),
+                replaces,
+                ..RuleDoc::default()
+            };
+            let rule = doc
+                .to_rule(None)
+                .map_err(|e| ctx.err(rl_line, &rl_field, e.message))?;
             ctx.out.push(LocatedRule {
                 rule,
                 file: ctx.file.to_owned(),

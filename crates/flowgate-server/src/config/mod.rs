@@ -6,8 +6,10 @@
 //! files (starting with `.`, such as Kubernetes' `..data`) are skipped. Every error names the
 //! file, the line and the field.
 
+mod convert;
 mod envoy;
 mod error;
+pub mod schema;
 mod toml;
 
 use std::collections::HashMap;

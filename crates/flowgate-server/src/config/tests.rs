@@ -429,3 +429,61 @@ fn queue_errors_name_file_line_and_field() {
     .unwrap_err();
     assert!(e.to_string().contains("not through the admin API"), "{e}");
 }
+
+/// Every rule of the examples and of the Envoy compatibility suite, written as its document
+/// (`GET /v1/rules`) and read back as JSON or as TOML (`PUT /v1/rules`), is the same rule.
+#[test]
+fn a_rule_written_by_the_schema_reads_back_the_same() {
+    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/envoy_compat/valid");
+    let mut rules: Vec<Rule> = Vec::new();
+    for path in [
+        examples().join("flowgate.toml"),
+        examples().join("envoy"),
+        compat,
+    ] {
+        rules.extend(read(&path).unwrap().rules.into_iter().map(|r| r.rule));
+    }
+    assert!(rules.len() > 30, "{}", rules.len());
+    let docs: Vec<schema::RuleDoc> = rules.iter().map(schema::RuleDoc::of).collect();
+    for (rule, doc) in rules.iter().zip(&docs) {
+        let json = serde_json::to_string(doc).unwrap();
+        let back: schema::RuleDoc = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back.to_rule(None).unwrap(), rule, "{json}");
+    }
+    // One TOML file of them all, per domain (a file holds one domain's rules once).
+    let file = schema::FileDoc {
+        rule: docs.clone(),
+        ..schema::FileDoc::default()
+    };
+    let text = ::toml::to_string(&file).unwrap();
+    let (back, _) = super::toml::parse("all.toml", &text).unwrap();
+    let back: Vec<Rule> = back.into_iter().map(|r| r.rule).collect();
+    assert_eq!(back, rules, "{text}");
+}
+
+/// An Envoy entry's own flags (a parent's shared wildcard, a child's value in the metric label)
+/// survive the document: an entry whose flags are not the rule's is written as a table.
+#[test]
+fn per_entry_flags_are_written_as_tables() {
+    let yaml = "domain: d\ndescriptors:\n  - key: path\n    value: files/*\n    share_threshold: true\n    descriptors:\n      - key: user\n        value_to_metric: true\n        rate_limit: { unit: second, requests_per_unit: 5 }\n";
+    let config = read_texts(&[("d.yaml".into(), yaml.into())]).unwrap();
+    let rule = &config.rules[0].rule;
+    assert!(rule.pattern[0].share && !rule.pattern[0].value_to_metric);
+    assert!(!rule.pattern[1].share && rule.pattern[1].value_to_metric);
+    let doc = schema::RuleDoc::of(rule);
+    let json = serde_json::to_value(&doc).unwrap();
+    assert_eq!(json["share_threshold"], true);
+    assert_eq!(
+        json["match"],
+        serde_json::json!(["path=files/*", {"entry": "user", "value_to_metric": true}])
+    );
+    assert_eq!(&doc.to_rule(None).unwrap(), rule);
+    // A shared entry needs a wildcard.
+    let bad = "[[rule]]\ndomain = \"d\"\nname = \"n\"\nlimit = \"1/s\"\nmatch = [{ entry = \"user=1\", share_threshold = true }]\n";
+    let e = super::toml::parse("b.toml", bad).unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (Some(5), "rule[0].match"),
+        "{e}"
+    );
+}

@@ -8,10 +8,9 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use flowgate::{FailurePolicy, Mode, Request, Rule, Verdict};
-use flowgate_core::quota::format_micros;
+use flowgate::{Request, Verdict};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::ApiError;
 use super::body::{self, DescriptorField};
@@ -207,125 +206,6 @@ pub(super) async fn release(
             )
         })?;
     Ok(Json(json!({ "released": released })).into_response())
-}
-
-/// A rule in the TOML schema, as JSON (so `GET /v1/rules` can be sent back to `PUT`).
-pub(crate) fn rule_json(r: &Rule) -> Value {
-    let mut m = Map::new();
-    m.insert("domain".into(), json!(r.domain));
-    m.insert("name".into(), json!(r.name));
-    let pattern: Vec<String> = r.pattern.iter().map(ToString::to_string).collect();
-    m.insert("match".into(), json!(pattern));
-    m.extend(limit_json(r.limit.as_ref()));
-    if let Some(l) = &r.limit {
-        if l.algorithm() == flowgate::Algorithm::SlidingWindow {
-            m.insert("buckets".into(), json!(l.buckets()));
-        }
-        if l.mode() == Mode::Delay {
-            m.insert("mode".into(), json!("delay"));
-            m.insert("max_wait".into(), json!(format_micros(l.max_wait())));
-        }
-    }
-    match r.failure {
-        FailurePolicy::Open => {}
-        FailurePolicy::Closed => {
-            m.insert("failure".into(), json!("closed"));
-        }
-        FailurePolicy::Local { nodes } => {
-            m.insert("failure".into(), json!("local"));
-            m.insert("nodes".into(), json!(nodes));
-        }
-    }
-    if r.shadow {
-        m.insert("shadow".into(), json!(true));
-    }
-    if !r.replaces.is_empty() {
-        m.insert("replaces".into(), json!(r.replaces));
-    }
-    if r.detailed_metric {
-        m.insert("detailed_metric".into(), json!(true));
-    }
-    if r.pattern.iter().any(|p| p.value_to_metric) {
-        m.insert("value_to_metric".into(), json!(true));
-    }
-    if r.shares() {
-        m.insert("share_threshold".into(), json!(true));
-    }
-    if r.quota_mode {
-        m.insert("quota_mode".into(), json!(true));
-    }
-    if let Some(meta) = &r.metadata {
-        let v: Value = serde_json::from_str(meta).unwrap_or_else(|_| json!(meta));
-        m.insert("metadata".into(), v);
-    }
-    if r.time_zone != flowgate_core::Tz::UTC {
-        m.insert("time_zone".into(), json!(r.time_zone.name()));
-    }
-    if let Some(s) = &r.schedule {
-        let list: Vec<Value> = s.overrides().iter().map(override_json).collect();
-        m.insert("schedule".into(), json!(list));
-    }
-    Value::Object(m)
-}
-
-/// A limit as `{limit, algorithm}` (`{limit: "unlimited"}` for none).
-fn limit_json(l: Option<&flowgate::Limit>) -> Map<String, Value> {
-    let mut m = Map::new();
-    match l {
-        None => {
-            m.insert("limit".into(), json!("unlimited"));
-        }
-        Some(l) => {
-            m.insert("limit".into(), json!(l.quota().to_string()));
-            m.insert("algorithm".into(), json!(l.algorithm().name()));
-            use flowgate::Algorithm as A;
-            if matches!(l.algorithm(), A::TokenBucket | A::LeakyBucket) {
-                m.insert("burst".into(), json!(l.burst()));
-            }
-        }
-    }
-    m
-}
-
-/// A schedule's override in the TOML schema (`[[rule.schedule]]`).
-fn override_json(o: &flowgate_core::Override) -> Value {
-    let mut m = limit_json(o.limit.as_ref());
-    if let Some(d) = &o.dates {
-        m.insert("dates".into(), json!(d.to_string()));
-    }
-    if !o.days.is_empty() {
-        let days: Vec<&str> = o
-            .days
-            .iter()
-            .map(|d| flowgate_core::schedule::day_name(*d))
-            .collect();
-        m.insert("days".into(), json!(days));
-    }
-    if let Some(h) = &o.hours {
-        m.insert("hours".into(), json!(h.to_string()));
-    }
-    Value::Object(m)
-}
-
-/// What `GET /v1/rules` adds to a rule at `now` (and `PUT` ignores): `in_force`, the limit in
-/// force, and for a scheduled rule `next_change`, when another comes into force and which
-/// (`null` when none within the schedule's horizon).
-pub(super) fn in_force_json(r: &Rule, now: u64, m: &mut Map<String, Value>) {
-    m.insert(
-        "in_force".into(),
-        Value::Object(limit_json(r.limit_at(now))),
-    );
-    if r.schedule.is_some() {
-        let next = r.next_change(now).map(|(at, l)| {
-            let mut n = limit_json(l);
-            n.insert(
-                "at".into(),
-                json!(flowgate_core::calendar::rfc3339(r.time_zone, at)),
-            );
-            Value::Object(n)
-        });
-        m.insert("next_change".into(), next.unwrap_or(Value::Null));
-    }
 }
 
 /// The name of the admin token presented (`Authorization: Bearer <token>`).

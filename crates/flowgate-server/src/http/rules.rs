@@ -13,8 +13,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
-use super::api::{authorized, body_bytes, in_force_json, rule_json};
+use super::api::{authorized, body_bytes};
 use super::body;
+use crate::config::schema::{FileDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
 use crate::rules::doc::{DocFile, RulesDoc};
@@ -39,17 +40,7 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
     let now = flowgate::Store::now(state.limiter.store());
-    let list: Vec<Value> = rules
-        .rules()
-        .iter()
-        .map(|r| {
-            let mut j = rule_json(r);
-            if let Value::Object(m) = &mut j {
-                in_force_json(r, now, m);
-            }
-            j
-        })
-        .collect();
+    let list: Vec<RuleView> = rules.rules().iter().map(|r| RuleView::of(r, now)).collect();
     let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
     let mut out = json!({
         "version": info.version,
@@ -161,12 +152,19 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiErr
             // What GET adds to each rule, read-only.
             if let Some(Value::Array(rules)) = m.get_mut("rule") {
                 for r in rules.iter_mut().filter_map(Value::as_object_mut) {
-                    r.remove("in_force");
-                    r.remove("next_change");
+                    for k in RuleView::READ_ONLY {
+                        r.remove(k);
+                    }
                 }
             }
-            let as_toml = toml::Value::try_from(Value::Object(m))
-                .and_then(|v| toml::to_string(&v))
+            let doc: FileDoc = serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
+                let field = e.path().to_string();
+                ApiError::bad_request(format!(
+                    "the JSON body: field `{field}`: {}",
+                    e.into_inner()
+                ))
+            })?;
+            let as_toml = toml::to_string(&doc)
                 .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
             Ok((RulesDoc::single("rules.toml", &as_toml), true))
         }

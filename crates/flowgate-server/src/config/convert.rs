@@ -1,0 +1,454 @@
+//! The schema's documents to the core's rules and queues: the one place where a rule's fields
+//! get their meaning, whichever format they came from (TOML, JSON, envoyproxy/ratelimit YAML).
+//!
+//! An error names the field at fault relative to its rule or queue (`limit`,
+//! `schedule[1].days`) and the key whose line shows it; the reader of each format turns that
+//! into file, line and field.
+
+use std::time::Duration;
+
+use flowgate_core::calendar::parse_zone;
+use flowgate_core::queue::{QueueSpec, QueueSpecError};
+use flowgate_core::quota::parse_duration;
+use flowgate_core::schedule::{Dates, Hours, Override, Schedule, parse_day};
+use flowgate_core::{
+    Algorithm, CalendarUnit, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, Tz, ValueMatch,
+};
+
+use super::schema::{EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc};
+
+/// The default algorithm of a rule that names none (a calendar window's is `fixed_window`).
+pub(crate) const DEFAULT_ALGORITHM: Algorithm = Algorithm::SlidingWindow;
+
+/// Where an error points: a key of the rule or queue, or the file's default `domain`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum At {
+    /// A path inside the rule or queue (`limit`, `schedule[0].days`).
+    Here(String),
+    /// The file's top-level `domain`.
+    FileDomain,
+}
+
+/// A document that does not convert: the field at fault, where it shows, what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SchemaError {
+    /// The field, relative to its rule or queue.
+    pub(crate) field: String,
+    /// The key whose line shows the fault.
+    pub(crate) at: At,
+    /// What is wrong.
+    pub(crate) message: String,
+}
+
+fn err(field: &str, message: impl Into<String>) -> SchemaError {
+    SchemaError {
+        field: field.to_owned(),
+        at: At::Here(field.to_owned()),
+        message: message.into(),
+    }
+}
+
+fn err_at(field: &str, at: &str, message: impl Into<String>) -> SchemaError {
+    SchemaError {
+        field: field.to_owned(),
+        at: At::Here(at.to_owned()),
+        message: message.into(),
+    }
+}
+
+fn domain_of(own: Option<&str>, file: Option<&str>, what: &str) -> Result<String, SchemaError> {
+    match (own, file) {
+        (Some(""), _) => Err(err("domain", "the domain must not be empty")),
+        (Some(d), _) => Ok(d.to_owned()),
+        (None, Some("")) => Err(SchemaError {
+            field: "domain".into(),
+            at: At::FileDomain,
+            message: "the domain must not be empty".into(),
+        }),
+        (None, Some(d)) => Ok(d.to_owned()),
+        (None, None) => Err(err_at(
+            "domain",
+            "name",
+            format!("no domain: set `domain` in the {what} or at the top of the file"),
+        )),
+    }
+}
+
+/// A `match` as matchers, each with its own flags (an entry written as a table) or the rule's
+/// (`share` applies to the rule's wildcard entries; the caller checks that there is one).
+fn pattern_of(
+    p: &Pattern,
+    share: bool,
+    value_to_metric: bool,
+) -> Result<Vec<Matcher>, SchemaError> {
+    // (text, the entry's own share flag, value_to_metric)
+    let entries: Vec<(&str, Option<bool>, bool)> = match p {
+        Pattern::Text(s) => s.split(',').map(|e| (e, None, value_to_metric)).collect(),
+        Pattern::Entries(v) => v
+            .iter()
+            .map(|e| match e {
+                EntryDoc::Text(t) => (t.as_str(), None, value_to_metric),
+                EntryDoc::Flagged(f) => {
+                    (f.entry.as_str(), Some(f.share_threshold), f.value_to_metric)
+                }
+            })
+            .collect(),
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (text, own_share, value_to_metric) in entries {
+        let mut m = Matcher::parse(text);
+        if m.key.is_empty() {
+            return Err(err(
+                "match",
+                format!("`{text}` has an empty key: write `key`, `key=value` or `key=prefix*`"),
+            ));
+        }
+        let wildcard = matches!(m.value, ValueMatch::Wildcard(_));
+        if own_share == Some(true) && !wildcard {
+            return Err(err(
+                "match",
+                format!("`{text}`: share_threshold needs a wildcard value (e.g. `path=files/*`)"),
+            ));
+        }
+        m.share = own_share.unwrap_or(share && wildcard);
+        m.value_to_metric = value_to_metric;
+        out.push(m);
+    }
+    if out.is_empty() {
+        return Err(err("match", "the pattern has no entry"));
+    }
+    Ok(out)
+}
+
+fn duration_of(field: &str, text: &str) -> Result<Duration, SchemaError> {
+    parse_duration(text).map_err(|e| err(field, e.to_string()))
+}
+
+fn algorithm_of(field: &str, text: Option<&String>) -> Result<Option<Algorithm>, SchemaError> {
+    text.map(|a| {
+        a.parse::<Algorithm>()
+            .map_err(|e| err(field, e.to_string()))
+    })
+    .transpose()
+}
+
+/// A calendar window's algorithm is `fixed_window` unless another is named (which the limit
+/// refuses).
+fn default_algorithm(q: &Quota) -> Algorithm {
+    if q.calendar().is_some() {
+        Algorithm::FixedWindow
+    } else {
+        DEFAULT_ALGORITHM
+    }
+}
+
+/// The quota of a `limit` field: `None` for unlimited (`"unlimited"`, `-1`); a bare count is
+/// per `window` (a length or a calendar unit; a second without one).
+fn quota_of(
+    field: &str,
+    l: &LimitField,
+    window: Option<&str>,
+) -> Result<Option<Quota>, SchemaError> {
+    match l {
+        LimitField::Count(-1) => Ok(None),
+        LimitField::Count(n) if *n < 0 => Err(err(
+            field,
+            format!("{n} is not a limit: use -1 (or \"unlimited\") for no limit"),
+        )),
+        LimitField::Count(n) => {
+            let n = n.unsigned_abs();
+            let q = match window {
+                None => Quota::new(n, Duration::from_secs(1)),
+                Some(w) => match w.trim().parse::<CalendarUnit>() {
+                    Ok(unit) => Quota::per_calendar(n, unit, Tz::UTC),
+                    Err(_) => Quota::new(n, duration_of("window", w)?),
+                },
+            };
+            q.map(Some).map_err(|e| err(field, e.to_string()))
+        }
+        LimitField::Text(t) if t.trim() == "unlimited" || t.trim() == "-1" => Ok(None),
+        LimitField::Text(_) if window.is_some() => Err(err_at(
+            "window",
+            field,
+            "`window` is given twice: in `limit` and in `window`",
+        )),
+        LimitField::Text(t) => t
+            .parse::<Quota>()
+            .map(Some)
+            .map_err(|e| err(field, e.to_string())),
+    }
+}
+
+/// A rule's limit parameters, which its schedule's overrides take unless they name their own.
+struct Base {
+    algorithm: Option<Algorithm>,
+    mode: Mode,
+    burst: Option<u64>,
+    buckets: Option<u32>,
+    max_wait: Option<Duration>,
+}
+
+impl Base {
+    /// The limit of `quota` in `zone` with these parameters (`burst` instead of the base's when
+    /// given).
+    fn build(
+        &self,
+        quota: Quota,
+        zone: Tz,
+        algorithm: Option<Algorithm>,
+        burst: Option<u64>,
+    ) -> Result<Limit, flowgate_core::LimitError> {
+        let algorithm = algorithm
+            .or(self.algorithm)
+            .unwrap_or(default_algorithm(&quota));
+        let mut b = Limit::builder(algorithm, quota.with_zone(zone)).mode(self.mode);
+        if let Some(burst) = burst.or(self.burst) {
+            b = b.burst(burst);
+        }
+        if let Some(buckets) = self.buckets {
+            b = b.buckets(buckets);
+        }
+        if let Some(w) = self.max_wait {
+            b = b.max_wait(w);
+        }
+        b.build()
+    }
+}
+
+impl RuleDoc {
+    /// The rule, its domain the file's (`file_domain`) unless it names its own.
+    ///
+    /// # Errors
+    /// [`SchemaError`] naming the field at fault.
+    pub(crate) fn to_rule(&self, file_domain: Option<&str>) -> Result<Rule, SchemaError> {
+        if self.name.trim().is_empty() {
+            return Err(err("name", "the rule name must not be empty"));
+        }
+        let domain = domain_of(self.domain.as_deref(), file_domain, "rule")?;
+        let pattern = pattern_of(&self.pattern, self.share_threshold, self.value_to_metric)?;
+        if self.share_threshold
+            && !pattern
+                .iter()
+                .any(|m| matches!(m.value, ValueMatch::Wildcard(_)))
+        {
+            return Err(err(
+                "share_threshold",
+                "share_threshold needs a wildcard value in `match` (e.g. `path=files/*`)",
+            ));
+        }
+        let time_zone = match &self.time_zone {
+            Some(z) => parse_zone(z).map_err(|e| err("time_zone", e))?,
+            None => Tz::UTC,
+        };
+        let mode = match self.mode.as_deref() {
+            None | Some("reject") => Mode::Reject,
+            Some("delay") => Mode::Delay,
+            Some(other) => {
+                return Err(err(
+                    "mode",
+                    format!("unknown mode `{other}`: expected reject or delay"),
+                ));
+            }
+        };
+        let base = Base {
+            algorithm: algorithm_of("algorithm", self.algorithm.as_ref())?,
+            mode,
+            burst: self.burst,
+            buckets: self.buckets,
+            max_wait: self
+                .max_wait
+                .as_deref()
+                .map(|w| duration_of("max_wait", w))
+                .transpose()?,
+        };
+        let quota = match (&self.limit, self.unlimited) {
+            (_, true) => None,
+            (None, false) => {
+                return Err(err_at(
+                    "limit",
+                    "name",
+                    "missing `limit`: write e.g. limit = \"20/s\", or unlimited = true",
+                ));
+            }
+            (Some(l), false) => quota_of("limit", l, self.window.as_deref())?,
+        };
+        let limit = match quota {
+            None => None,
+            Some(q) => {
+                if mode == Mode::Delay && self.max_wait.is_none() {
+                    return Err(err_at(
+                        "max_wait",
+                        "name",
+                        "mode = \"delay\" needs max_wait, the longest a caller may wait (e.g. \"500ms\")",
+                    ));
+                }
+                let algorithm = base.algorithm.unwrap_or(default_algorithm(&q));
+                let field =
+                    if self.mode.is_some() && mode == Mode::Delay && !algorithm.supports_delay() {
+                        "mode"
+                    } else if q.calendar().is_some() && algorithm != Algorithm::FixedWindow {
+                        "algorithm"
+                    } else if self.burst.is_some() {
+                        "burst"
+                    } else if self.buckets.is_some() {
+                        "buckets"
+                    } else {
+                        "limit"
+                    };
+                let at = match field {
+                    "algorithm" if self.algorithm.is_some() => "algorithm",
+                    _ if self.limit.is_some() => "limit",
+                    _ => "name",
+                };
+                Some(
+                    base.build(q, time_zone, None, None)
+                        .map_err(|e| err_at(field, at, e.to_string()))?,
+                )
+            }
+        };
+        let schedule = if self.schedule.is_empty() {
+            None
+        } else {
+            let overrides = self
+                .schedule
+                .iter()
+                .enumerate()
+                .map(|(j, o)| o.to_override(j, &base, time_zone))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(Schedule::new(time_zone, overrides))
+        };
+        let failure = match self.failure.as_deref() {
+            None | Some("open") => FailurePolicy::Open,
+            Some("closed") => FailurePolicy::Closed,
+            Some("local") => FailurePolicy::Local {
+                nodes: self.nodes.unwrap_or(1).max(1),
+            },
+            Some(other) => {
+                return Err(err(
+                    "failure",
+                    format!("unknown failure policy `{other}`: expected open, closed or local"),
+                ));
+            }
+        };
+        let mut rule = Rule::new(domain, self.name.clone(), pattern, limit);
+        rule.shadow = self.shadow;
+        rule.failure = failure;
+        rule.replaces = self.replaces.clone();
+        rule.detailed_metric = self.detailed_metric;
+        rule.quota_mode = self.quota_mode;
+        rule.metadata = self
+            .metadata
+            .as_ref()
+            .filter(|m| !m.is_null())
+            .map(ToString::to_string);
+        rule.time_zone = time_zone;
+        rule.schedule = schedule;
+        Ok(rule)
+    }
+}
+
+impl OverrideDoc {
+    /// The `j`-th override of a rule whose parameters are `base`.
+    fn to_override(&self, j: usize, base: &Base, zone: Tz) -> Result<Override, SchemaError> {
+        let field = |name: &str| format!("schedule[{j}].{name}");
+        let quota = quota_of(&field("limit"), &self.limit, None)?;
+        let algorithm = algorithm_of(&field("algorithm"), self.algorithm.as_ref())?;
+        let limit = match quota {
+            None => None,
+            Some(q) => {
+                let name = match (&self.algorithm, &self.burst) {
+                    (Some(_), _) => "algorithm",
+                    (None, Some(_)) => "burst",
+                    (None, None) => "limit",
+                };
+                Some(
+                    base.build(q, zone, algorithm, self.burst)
+                        .map_err(|e| err(&field(name), e.to_string()))?,
+                )
+            }
+        };
+        let dates = self
+            .dates
+            .as_deref()
+            .map(|d| Dates::parse(d).map_err(|e| err(&field("dates"), e)))
+            .transpose()?;
+        let mut days = Vec::new();
+        if let Some(list) = &self.days {
+            if list.is_empty() {
+                return Err(err(
+                    &field("days"),
+                    "`days` is empty: name at least one day (mon ... sun), or leave it out",
+                ));
+            }
+            for d in list {
+                days.push(parse_day(d).map_err(|e| err(&field("days"), e))?);
+            }
+        }
+        let hours = self
+            .hours
+            .as_deref()
+            .map(|h| Hours::parse(h).map_err(|e| err(&field("hours"), e)))
+            .transpose()?;
+        if dates.is_none() && days.is_empty() && hours.is_none() {
+            return Err(err(
+                &field("limit"),
+                "an override needs `dates`, `days` or `hours`: without any it always applies (set the rule's `limit` instead)",
+            ));
+        }
+        Ok(Override {
+            limit,
+            dates,
+            days,
+            hours,
+        })
+    }
+}
+
+impl QueueDoc {
+    /// The queue, its domain the file's (`file_domain`) unless it names its own.
+    ///
+    /// # Errors
+    /// [`SchemaError`] naming the field at fault.
+    pub(crate) fn to_spec(&self, file_domain: Option<&str>) -> Result<QueueSpec, SchemaError> {
+        if self.name.trim().is_empty() {
+            return Err(err("name", "the queue name must not be empty"));
+        }
+        let domain = domain_of(self.domain.as_deref(), file_domain, "queue")?;
+        let pattern = pattern_of(&self.pattern, false, false)?;
+        let rate = self
+            .rate
+            .parse::<Quota>()
+            .map_err(|e| err("rate", e.to_string()))?;
+        let fail = |field: &'static str| move |e: QueueSpecError| err(field, e.to_string());
+        let mut spec =
+            QueueSpec::new(domain, self.name.clone(), pattern, rate).map_err(fail("rate"))?;
+        if let Some(b) = self.burst {
+            spec = spec.with_burst(b).map_err(fail("burst"))?;
+        }
+        if let Some(m) = self.max_depth {
+            spec = spec.with_max_depth(m).map_err(fail("max_depth"))?;
+        }
+        if let Some(l) = &self.lease {
+            spec = spec
+                .with_lease(duration_of("lease", l)?)
+                .map_err(fail("lease"))?;
+        }
+        if let Some(m) = self.max_attempts {
+            spec = spec.with_max_attempts(m).map_err(fail("max_attempts"))?;
+        }
+        if let Some(b) = &self.retry_backoff {
+            spec = spec
+                .with_retry_backoff(duration_of("retry_backoff", b)?)
+                .map_err(fail("retry_backoff"))?;
+        }
+        if let Some(m) = self.max_payload {
+            spec = spec.with_max_payload(m).map_err(fail("max_payload"))?;
+        }
+        if let Some(r) = &self.key_retention {
+            spec = spec
+                .with_key_retention(duration_of("key_retention", r)?)
+                .map_err(fail("key_retention"))?;
+        }
+        Ok(spec)
+    }
+}

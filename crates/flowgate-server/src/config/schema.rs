@@ -1,0 +1,379 @@
+//! The rule schema: the serde types that *are* Flowgate's configuration format. TOML files and
+//! JSON bodies are read by them, `GET /v1/rules` is written by them (so what it writes, `PUT`
+//! reads back), and envoyproxy/ratelimit's YAML is mapped onto them. [`convert`](super::convert)
+//! turns them into the core's [`Rule`] and [`QueueSpec`](flowgate_core::queue::QueueSpec) in one
+//! place; [`RuleDoc::of`] is the way back.
+//!
+//! Adding a rule field touches three places: its field here (and in [`RuleDoc::of`]), its
+//! conversion in `convert.rs`, and `docs/rules.md`.
+
+use flowgate_core::quota::format_micros;
+use flowgate_core::schedule::day_name;
+use flowgate_core::{Algorithm, FailurePolicy, Limit, Mode, Override, Rule, Tz, ValueMatch};
+use serde::{Deserialize, Serialize};
+
+/// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDoc {
+    /// The domain of the rules and queues that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// `[[rule]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rule: Vec<RuleDoc>,
+    /// `[[queue]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue: Vec<QueueDoc>,
+}
+
+/// One `[[rule]]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleDoc {
+    /// Its domain (else the file's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Unique in its domain; part of the state key.
+    pub name: String,
+    /// The descriptor pattern.
+    #[serde(rename = "match")]
+    pub pattern: Pattern,
+    /// `"20/s"`, `"500/day"`, a count (per `window`, else per second), `"unlimited"` or `-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitField>,
+    /// The window of a bare count: a length (`"30s"`) or a calendar unit (`"day"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// No limit.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unlimited: bool,
+    /// `fixed_window`, `sliding_log`, `sliding_window` (default), `token_bucket`,
+    /// `leaky_bucket`, `concurrency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// Token and leaky bucket size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// Sliding window's buckets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<u32>,
+    /// `reject` (default) or `delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Delay mode: the longest wait before rejecting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<String>,
+    /// `open` (default), `closed` or `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// With `failure = "local"`: how many nodes share the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// Evaluate and report, never block.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shadow: bool,
+    /// Rules this one replaces when both match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<String>,
+    /// Metrics per descriptor value.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub detailed_metric: bool,
+    /// Every entry's value in the metric label (an entry written as a table says it alone).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub value_to_metric: bool,
+    /// Every wildcard entry's values share one counter (an entry written as a table says it
+    /// alone).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub share_threshold: bool,
+    /// Over its limit alone, does not reject (Envoy's `quota_mode`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub quota_mode: bool,
+    /// Kept and shown with the rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+    /// IANA zone of calendar windows and schedules (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// `[[rule.schedule]]`: overrides of the limit; the first that applies wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedule: Vec<OverrideDoc>,
+}
+
+/// A rule's `match`: `"biz=PAY, channel"` or a list of entries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Pattern {
+    /// Entries separated by commas.
+    Text(String),
+    /// One entry per element.
+    Entries(Vec<EntryDoc>),
+}
+
+impl Default for Pattern {
+    fn default() -> Self {
+        Pattern::Entries(Vec::new())
+    }
+}
+
+/// One entry of a `match` list: `"key"`, `"key=value"`, `"key=prefix*"`, or a table that sets
+/// the entry's own flags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EntryDoc {
+    /// The entry, with the rule's flags.
+    Text(String),
+    /// The entry with its own flags (Envoy's per-descriptor `share_threshold` and
+    /// `value_to_metric`).
+    Flagged(FlaggedEntry),
+}
+
+/// An entry with its own flags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlaggedEntry {
+    /// `key`, `key=value` or `key=prefix*`.
+    pub entry: String,
+    /// Its wildcard's values share one counter.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub share_threshold: bool,
+    /// Its value in the metric label.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub value_to_metric: bool,
+}
+
+/// A `limit` field: a count or a text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LimitField {
+    /// A count per `window` (per second without one); `-1`: unlimited.
+    Count(i64),
+    /// `"20/s"`, `"500/day"`, `"unlimited"`.
+    Text(String),
+}
+
+/// One `[[rule.schedule]]` entry: a limit and when it applies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideDoc {
+    /// The quota in force then, or `"unlimited"`.
+    pub limit: LimitField,
+    /// Its algorithm (else the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// Its burst (else the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// Inclusive local dates, `2026-11-11..2026-11-12`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dates: Option<String>,
+    /// Days of the week.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<Vec<String>>,
+    /// Local times, start included, may wrap midnight: `22:00-06:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<String>,
+}
+
+/// One `[[queue]]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueDoc {
+    /// Its domain (else the file's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Unique among the domain's queues.
+    pub name: String,
+    /// One queue instance per matched descriptor.
+    #[serde(rename = "match")]
+    pub pattern: Pattern,
+    /// Releases per window across the cluster.
+    pub rate: String,
+    /// Releases at once after idle (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// Jobs held, waiting and in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<u64>,
+    /// A job not acked within it is delivered again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// Deliveries before the dead letters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// First retry delay after a failure, doubling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<String>,
+    /// Bytes per job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_payload: Option<usize>,
+    /// How long idempotency keys are kept after their job finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_retention: Option<String>,
+}
+
+/// A limit as `GET /v1/rules` shows it in force: `{limit, algorithm, burst}`, `{limit:
+/// "unlimited"}` for none.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LimitDoc {
+    /// The quota, or `"unlimited"`.
+    pub limit: String,
+    /// The algorithm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<&'static str>,
+    /// Token and leaky bucket size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+impl LimitDoc {
+    /// The document of `limit` (`None`: unlimited).
+    pub fn of(limit: Option<&Limit>) -> Self {
+        match limit {
+            None => LimitDoc {
+                limit: "unlimited".into(),
+                algorithm: None,
+                burst: None,
+            },
+            Some(l) => LimitDoc {
+                limit: l.quota().to_string(),
+                algorithm: Some(l.algorithm().name()),
+                burst: matches!(
+                    l.algorithm(),
+                    Algorithm::TokenBucket | Algorithm::LeakyBucket
+                )
+                .then(|| l.burst()),
+            },
+        }
+    }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if takes a reference
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl RuleDoc {
+    /// The document of a rule: converting it back gives the same rule.
+    pub fn of(r: &Rule) -> Self {
+        let in_force = LimitDoc::of(r.limit.as_ref());
+        let wildcard = |v: &ValueMatch| matches!(v, ValueMatch::Wildcard(_));
+        let share_threshold = r.pattern.iter().any(|m| m.share)
+            && r.pattern.iter().all(|m| m.share || !wildcard(&m.value));
+        let value_to_metric = !r.pattern.is_empty() && r.pattern.iter().all(|m| m.value_to_metric);
+        let entries = r
+            .pattern
+            .iter()
+            .map(|m| {
+                let implied_share = share_threshold && wildcard(&m.value);
+                if m.share == implied_share && m.value_to_metric == value_to_metric {
+                    EntryDoc::Text(m.to_string())
+                } else {
+                    EntryDoc::Flagged(FlaggedEntry {
+                        entry: m.to_string(),
+                        share_threshold: m.share,
+                        value_to_metric: m.value_to_metric,
+                    })
+                }
+            })
+            .collect();
+        let (failure, nodes) = match r.failure {
+            FailurePolicy::Open => (None, None),
+            FailurePolicy::Closed => (Some("closed".to_owned()), None),
+            FailurePolicy::Local { nodes } => (Some("local".to_owned()), Some(nodes)),
+        };
+        let limit = r.limit.as_ref();
+        let delay = limit.filter(|l| l.mode() == Mode::Delay);
+        RuleDoc {
+            domain: Some(r.domain.clone()),
+            name: r.name.clone(),
+            pattern: Pattern::Entries(entries),
+            limit: Some(LimitField::Text(in_force.limit)),
+            window: None,
+            unlimited: false,
+            algorithm: in_force.algorithm.map(str::to_owned),
+            burst: in_force.burst,
+            buckets: limit
+                .filter(|l| l.algorithm() == Algorithm::SlidingWindow)
+                .map(Limit::buckets),
+            mode: delay.map(|_| "delay".to_owned()),
+            max_wait: delay.map(|l| format_micros(l.max_wait())),
+            failure,
+            nodes,
+            shadow: r.shadow,
+            replaces: r.replaces.clone(),
+            detailed_metric: r.detailed_metric,
+            value_to_metric,
+            share_threshold,
+            quota_mode: r.quota_mode,
+            metadata: r.metadata.as_ref().map(|m| {
+                serde_json::from_str(m).unwrap_or_else(|_| serde_json::Value::String(m.clone()))
+            }),
+            time_zone: (r.time_zone != Tz::UTC).then(|| r.time_zone.name().to_owned()),
+            schedule: r
+                .schedule
+                .as_ref()
+                .map(|s| s.overrides().iter().map(OverrideDoc::of).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl OverrideDoc {
+    /// The document of a schedule's override.
+    pub fn of(o: &Override) -> Self {
+        let l = LimitDoc::of(o.limit.as_ref());
+        OverrideDoc {
+            limit: LimitField::Text(l.limit),
+            algorithm: l.algorithm.map(str::to_owned),
+            burst: l.burst,
+            dates: o.dates.as_ref().map(ToString::to_string),
+            days: (!o.days.is_empty())
+                .then(|| o.days.iter().map(|d| day_name(*d).to_owned()).collect()),
+            hours: o.hours.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
+/// A rule as `GET /v1/rules` shows it: its document, and what `PUT` ignores
+/// ([`RuleView::READ_ONLY`]): the limit in force now and, for a scheduled rule, the next change.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleView {
+    /// The rule.
+    #[serde(flatten)]
+    pub doc: RuleDoc,
+    /// The limit in force now.
+    pub in_force: LimitDoc,
+    /// A scheduled rule's next change (`null` when none within the schedule's horizon).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_change: Option<Option<NextChange>>,
+}
+
+/// When another limit comes into force, and which.
+#[derive(Clone, Debug, Serialize)]
+pub struct NextChange {
+    /// The limit then.
+    #[serde(flatten)]
+    pub limit: LimitDoc,
+    /// RFC 3339, in the rule's zone.
+    pub at: String,
+}
+
+impl RuleView {
+    /// The fields a view adds to its document, which `PUT` ignores.
+    pub const READ_ONLY: [&str; 2] = ["in_force", "next_change"];
+
+    /// The view of `r` at `now` (µs since the Unix epoch, by the store's clock).
+    pub fn of(r: &Rule, now: u64) -> Self {
+        RuleView {
+            doc: RuleDoc::of(r),
+            in_force: LimitDoc::of(r.limit_at(now)),
+            next_change: r.schedule.as_ref().map(|_| {
+                r.next_change(now).map(|(at, l)| NextChange {
+                    limit: LimitDoc::of(l),
+                    at: flowgate_core::calendar::rfc3339(r.time_zone, at),
+                })
+            }),
+        }
+    }
+}
