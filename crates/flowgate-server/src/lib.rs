@@ -37,7 +37,7 @@ pub mod config;
 pub mod grpc;
 pub mod http;
 pub mod limits;
-pub mod metrics;
+pub mod observe;
 mod queue_watch;
 pub mod reload;
 pub mod rules;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flowgate::queue::{InstanceInfo, instance_names};
 
-use crate::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
+use crate::observe::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
 use crate::state::AppState;
 
 /// How often the state is read.

@@ -25,7 +25,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
 use crate::config;
-use crate::state::{AppState, RulesOrigin};
+use crate::rules::{RulesInForce, RulesOrigin};
 
 /// How long to wait for more file events before reloading.
 const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -52,8 +52,8 @@ pub(crate) fn fingerprint(path: &Path) -> u64 {
 ///
 /// # Errors
 /// The configuration error, already logged and counted.
-pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::ConfigError> {
-    let _guard = state.change.lock().await;
+pub async fn reload_now(rules: &RulesInForce, path: &Path) -> Result<u64, config::ConfigError> {
+    let change = rules.change().await;
     let p = path.to_owned();
     let loaded = tokio::task::spawn_blocking(move || config::load(&p))
         .await
@@ -69,13 +69,17 @@ pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::Co
         Ok(loaded) => {
             let count = loaded.rules.rules().len();
             let queues = loaded.queues.specs().len();
-            state.apply_queues(loaded.queues);
-            let version = state.apply_rules(loaded.rules, RulesOrigin::Files, loaded.config.files);
+            let version = change.apply(
+                loaded.rules,
+                Some(loaded.queues),
+                RulesOrigin::Files,
+                loaded.config.files,
+            );
             tracing::info!(version, rules = count, queues, path = %path.display(), "rules reloaded");
             Ok(version)
         }
         Err(e) => {
-            state.metrics.reload("file", false);
+            rules.refused("file");
             tracing::error!(
                 file = %e.file,
                 line = e.line,
@@ -89,9 +93,10 @@ pub async fn reload_now(state: &AppState, path: &Path) -> Result<u64, config::Co
 }
 
 /// Watches `path`, whose loaded rules have fingerprint `loaded`, until `shutdown` turns true;
-/// reloads on change (a node following the rules in Redis only warns that the files changed).
+/// reloads on change (a node that `follows_redis` only warns that the files changed).
 pub(crate) fn spawn(
-    state: Arc<AppState>,
+    rules: Arc<RulesInForce>,
+    follows_redis: bool,
     path: PathBuf,
     poll: Duration,
     loaded: u64,
@@ -149,12 +154,12 @@ pub(crate) fn spawn(
                 continue;
             }
             last = now;
-            if state.follower.is_some() {
+            if follows_redis {
                 // One source: the files only seeded the shared rules.
                 tracing::warn!(path = %path.display(), "the configuration files changed, but this node follows the rules shared through Redis: push them with `flowgate rules push` to change the rules");
                 continue;
             }
-            let _ = reload_now(&state, &path).await;
+            let _ = reload_now(&rules, &path).await;
         }
     })
 }

@@ -12,9 +12,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::backend::{Backend, QueueBackend, ServerClock};
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, Loaded};
 use crate::grpc::RlsService;
+use crate::rules::doc::RulesDoc;
+use crate::rules::follow::Follower;
+use crate::rules::shared::SharedRules;
+use crate::rules::{RulesInfo, RulesOrigin, RulesSource};
 use crate::state::AppState;
+use crate::tokens::AdminTokens;
 
 /// The default HTTP address (loopback).
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
@@ -173,10 +178,140 @@ async fn signal(mut rx: watch::Receiver<bool>) {
     }
 }
 
-async fn listen(addr: SocketAddr) -> Result<TcpListener, ServerError> {
-    TcpListener::bind(addr)
+/// A listener bound to `addr`, and the address it got.
+async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let bind = |source| ServerError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind)?;
+    let local = listener.local_addr().map_err(bind)?;
+    Ok((listener, local))
+}
+
+/// The admin tokens: `--admin-tokens-file`'s, and `--admin-token` named `admin`.
+fn admin_tokens(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
+    let mut admin = cfg.admin_tokens.clone();
+    if let Some(t) = cfg.admin_token.as_deref().filter(|t| !t.is_empty()) {
+        admin
+            .add("admin", t)
+            .map_err(|e| ServerError::Config(ConfigError::new("--admin-token", None, "", e)))?;
+    }
+    Ok(admin)
+}
+
+/// The configuration files, loaded, and their fingerprint (taken before loading: an edit in
+/// between is reloaded once more, never missed).
+async fn load_files(cfg: &ServerConfig) -> Result<(u64, Loaded), ServerError> {
+    let path = cfg.config.clone();
+    let (fingerprint, loaded) = tokio::task::spawn_blocking(move || {
+        (crate::reload::fingerprint(&path), config::load(&path))
+    })
+    .await
+    .map_err(|e| ServerError::Store(e.to_string()))?;
+    Ok((fingerprint, loaded?))
+}
+
+/// The rules a node starts with: its files', or, following Redis, the shared version (or its
+/// disk cache while Redis is unreachable), with the follower that keeps them in force.
+async fn initial_rules(
+    cfg: &ServerConfig,
+    files: Loaded,
+) -> Result<(Loaded, RulesInfo, Option<Arc<Follower>>), ServerError> {
+    let RulesSource::Redis = cfg.rules_source else {
+        let info = RulesInfo {
+            version: 1,
+            origin: RulesOrigin::Files,
+            files: files.config.files.clone(),
+        };
+        return Ok((files, info, None));
+    };
+    let url = cfg.redis_url.as_deref().ok_or_else(|| {
+        ServerError::Config(ConfigError::new(
+            "--rules-source",
+            None,
+            "",
+            "rules shared through Redis need --redis-url",
+        ))
+    })?;
+    let shared = SharedRules::connect(url)
         .await
-        .map_err(|source| ServerError::Bind { addr, source })
+        .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
+    let path = cfg.config.clone();
+    let doc = tokio::task::spawn_blocking(move || RulesDoc::read(&path))
+        .await
+        .map_err(|e| ServerError::Store(e.to_string()))??;
+    let follower = Follower {
+        shared,
+        cache: cfg.data_dir.join("rules.json"),
+        check: cfg.rules_check,
+        files: doc,
+        seed_action: format!("seed from the files {}", cfg.config.display()),
+    };
+    let initial = follower.initial(files).await;
+    let version = match &initial.origin {
+        RulesOrigin::Redis { version, .. } => *version,
+        _ => 0,
+    };
+    let info = RulesInfo {
+        version,
+        origin: initial.origin,
+        files: Vec::new(),
+    };
+    Ok((initial.loaded, info, Some(Arc::new(follower))))
+}
+
+/// The HTTP/JSON API, until `shutdown`.
+fn serve_http(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: watch::Receiver<bool>,
+) -> JoinHandle<Result<(), ServerError>> {
+    let app = crate::http::router(state);
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(signal(shutdown))
+            .await
+            .map_err(|e| ServerError::Serve {
+                api: "http",
+                detail: e.to_string(),
+            })
+    })
+}
+
+/// Envoy's rate-limit service over gRPC, until `shutdown`.
+fn serve_grpc(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: watch::Receiver<bool>,
+) -> JoinHandle<Result<(), ServerError>> {
+    let svc = RlsService::new(state).into_server();
+    tokio::spawn(async move {
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming_shutdown(incoming, signal(shutdown))
+            .await
+            .map_err(|e| ServerError::Serve {
+                api: "grpc",
+                detail: e.to_string(),
+            })
+    })
+}
+
+/// Drops the embedded store's idle keys every 10 s, until `shutdown`.
+fn sweep_store(state: Arc<AppState>, shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let sweep = async {
+            let mut tick = tokio::time::interval(Duration::from_secs(10));
+            loop {
+                tick.tick().await;
+                state.limiter.store().sweep();
+            }
+        };
+        tokio::select! {
+            () = signal(shutdown) => {}
+            () = sweep => {}
+        }
+    })
 }
 
 impl Server {
@@ -186,151 +321,45 @@ impl Server {
     /// [`ServerError`] when the configuration is invalid (naming file, line and field), an
     /// address cannot be bound, or the store cannot be set up.
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
-        let path = cfg.config.clone();
-        // Taken before loading: an edit in between is reloaded once more, never missed.
-        let (fingerprint, loaded) = tokio::task::spawn_blocking(move || {
-            (crate::reload::fingerprint(&path), config::load(&path))
-        })
-        .await
-        .map_err(|e| ServerError::Store(e.to_string()))?;
-        let loaded = loaded?;
-        let mut admin = cfg.admin_tokens.clone();
-        if let Some(t) = cfg.admin_token.as_deref().filter(|t| !t.is_empty()) {
-            admin
-                .add("admin", t)
-                .map_err(|e| ServerError::Config(ConfigError::new("--admin-token", None, "", e)))?;
-        }
+        let admin = admin_tokens(&cfg)?;
+        let (fingerprint, files) = load_files(&cfg).await?;
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
-        let (loaded, follower, origin) = match cfg.rules_source {
-            crate::rules::RulesSource::Files => (loaded, None, None),
-            crate::rules::RulesSource::Redis => {
-                let url = cfg.redis_url.as_deref().ok_or_else(|| {
-                    ServerError::Config(ConfigError::new(
-                        "--rules-source",
-                        None,
-                        "",
-                        "rules shared through Redis need --redis-url",
-                    ))
-                })?;
-                let shared = crate::rules::shared::SharedRules::connect(url)
-                    .await
-                    .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
-                let path = cfg.config.clone();
-                let files =
-                    tokio::task::spawn_blocking(move || crate::rules::doc::RulesDoc::read(&path))
-                        .await
-                        .map_err(|e| ServerError::Store(e.to_string()))??;
-                let follower = crate::rules::follow::Follower {
-                    shared,
-                    cache: cfg.data_dir.join("rules.json"),
-                    check: cfg.rules_check,
-                    files,
-                    seed_action: format!("seed from the files {}", cfg.config.display()),
-                };
-                let initial = follower.initial(loaded).await;
-                (
-                    initial.loaded,
-                    Some(Arc::new(follower)),
-                    Some(initial.origin),
-                )
-            }
-        };
+        let (loaded, info, follower) = initial_rules(&cfg, files).await?;
         let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg))
             .map_err(|e| ServerError::Store(e.to_string()))?;
         let limiter = Limiter::new(loaded.rules, backend);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::Queue::new(loaded.queues, queues);
-        let files = if follower.is_some() {
-            Vec::new()
-        } else {
-            loaded.config.files
-        };
-        let mut state = AppState::new(limiter, queue, files, Some(cfg.config.clone()), admin);
+        let mut state = AppState::new(limiter, queue, info, admin);
         state.response_headers = cfg.response_headers;
         state.follower = follower.clone();
-        if let Some(origin) = origin {
-            state.set_rules_origin(origin);
-        }
         let state = Arc::new(state);
-        let http_listener = listen(cfg.http_addr).await?;
-        let grpc_listener = listen(cfg.grpc_addr).await?;
-        let http_addr = http_listener
-            .local_addr()
-            .map_err(|source| ServerError::Bind {
-                addr: cfg.http_addr,
-                source,
-            })?;
-        let grpc_addr = grpc_listener
-            .local_addr()
-            .map_err(|source| ServerError::Bind {
-                addr: cfg.grpc_addr,
-                source,
-            })?;
-        let (tx, rx) = watch::channel(false);
 
-        let app = crate::http::router(Arc::clone(&state));
-        let http = tokio::spawn({
-            let sig = signal(rx.clone());
-            async move {
-                axum::serve(http_listener, app)
-                    .with_graceful_shutdown(sig)
-                    .await
-                    .map_err(|e| ServerError::Serve {
-                        api: "http",
-                        detail: e.to_string(),
-                    })
-            }
-        });
-        let svc = RlsService::new(Arc::clone(&state)).into_server();
-        let grpc = tokio::spawn({
-            let sig = signal(rx.clone());
-            async move {
-                let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener)
-                    .with_nodelay(Some(true));
-                tonic::transport::Server::builder()
-                    .add_service(svc)
-                    .serve_with_incoming_shutdown(incoming, sig)
-                    .await
-                    .map_err(|e| ServerError::Serve {
-                        api: "grpc",
-                        detail: e.to_string(),
-                    })
-            }
-        });
+        let (http_listener, http_addr) = listen(cfg.http_addr).await?;
+        let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
+        let (tx, rx) = watch::channel(false);
+        let http = serve_http(http_listener, Arc::clone(&state), rx.clone());
+        let grpc = serve_grpc(grpc_listener, Arc::clone(&state), rx.clone());
         let mut background = Vec::new();
-        if let Some(f) = follower {
-            background.extend(f.spawn(Arc::clone(&state), rx.clone()));
+        if let Some(f) = &follower {
+            background.extend(Arc::clone(f).spawn(Arc::clone(&state.rules), rx.clone()));
         }
         if cfg.watch {
             background.push(crate::reload::spawn(
-                Arc::clone(&state),
+                Arc::clone(&state.rules),
+                follower.is_some(),
                 cfg.config.clone(),
                 cfg.poll_interval,
                 fingerprint,
                 rx.clone(),
             ));
         }
-        background.push(tokio::spawn({
-            let state = Arc::clone(&state);
-            let sig = signal(rx.clone());
-            async move {
-                let sweep = async {
-                    let mut tick = tokio::time::interval(Duration::from_secs(10));
-                    loop {
-                        tick.tick().await;
-                        state.limiter.store().sweep();
-                    }
-                };
-                tokio::select! {
-                    () = sig => {}
-                    () = sweep => {}
-                }
-            }
-        }));
+        background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
-        let info = state.rules_info();
+
+        let info = state.rules.info();
         tracing::info!(%http_addr, %grpc_addr, store = store_name, config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
             http_addr,

@@ -158,14 +158,18 @@ async fn metadata_and_the_new_keys_are_shown_in_the_rules() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["match"] == json!(["key1=value1", "subkey1"]))
+        .find(|r| r["name"] == "key1_value1.subkey1")
         .unwrap()
         .clone();
     assert_eq!(
         sub["metadata"],
         json!({"name": "service_1", "tags": ["a", "b"], "owner": {"team": "payments"}})
     );
-    assert_eq!(sub["value_to_metric"], true);
+    // value_to_metric is the child entry's own flag, not the parent's.
+    assert_eq!(
+        sub["match"],
+        json!(["key1=value1", {"entry": "subkey1", "value_to_metric": true}])
+    );
     let s = serve("share_threshold.yaml").await;
     let rules = http(s.http(), "GET", "/v1/rules", &[], "").await.json();
     assert!(

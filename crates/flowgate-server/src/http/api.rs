@@ -244,7 +244,7 @@ pub(super) async fn healthz() -> Response {
 /// the version in force and, when the node may not be on the cluster's version, why.
 pub(super) async fn readyz(State(state): Shared) -> Response {
     let store = state.limiter.store();
-    let info = state.rules_info();
+    let info = state.rules.info();
     let rules = json!({
         "follows": info.follows(),
         "version": info.version,

@@ -18,11 +18,12 @@ use super::body;
 use crate::config::schema::{FileDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
+use crate::rules::RulesOrigin;
 use crate::rules::doc::{DocFile, RulesDoc};
 use crate::rules::follow::Follower;
 use crate::rules::shared::{SharedError, Version};
 use crate::rules::{self, ChangeError};
-use crate::state::{AppState, RulesOrigin};
+use crate::state::AppState;
 
 type Shared = State<Arc<AppState>>;
 
@@ -36,7 +37,7 @@ fn rfc3339(ms: u64) -> String {
 
 /// `GET /v1/rules`.
 pub(super) async fn get_rules(State(state): Shared) -> Response {
-    let info = state.rules_info();
+    let info = state.rules.info();
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
     let now = flowgate::Store::now(state.limiter.store());
@@ -202,7 +203,7 @@ pub(super) async fn put_rules(
                 ),
             ));
         }
-        let changed = rules::change(&state, f, doc, None, &author, "push")
+        let changed = rules::change(&state.rules, f, doc, None, &author, "push")
             .await
             .map_err(|e| match e {
                 ChangeError::Invalid(c) => ChangeError::Invalid(locate(c)),
@@ -223,7 +224,7 @@ pub(super) async fn put_rules(
     let file = &doc.files[0];
     let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
     let parsed = config::parse("<api>", format, &file.text).map_err(locate);
-    let _guard = state.change.lock().await;
+    let change = state.rules.change().await;
     let set = parsed.and_then(|rules| {
         Config {
             rules,
@@ -235,12 +236,12 @@ pub(super) async fn put_rules(
     match set {
         Ok(set) => {
             let count = set.rules().len();
-            let version = state.apply_rules(set, RulesOrigin::Api, Vec::new());
+            let version = change.apply(set, None, RulesOrigin::Api, Vec::new());
             tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
             Ok(Json(json!({"version": version, "rules": count})).into_response())
         }
         Err(e) => {
-            state.metrics.reload("api", false);
+            state.rules.refused("api");
             tracing::warn!(error = %e, "rules refused by the admin API");
             Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -274,7 +275,7 @@ fn changed_response(changed: &Changed) -> Response {
 }
 
 fn refused(state: &AppState, e: ChangeError) -> ApiError {
-    state.metrics.reload("redis", false);
+    state.rules.refused("redis");
     tracing::warn!(error = %e, "rules change refused; nothing changed");
     change_error(e)
 }
@@ -299,7 +300,7 @@ pub(super) async fn push(
     let f = follower(&state)?;
     let b: PushBody = body::parse(&body_bytes(body)?)?;
     let doc = RulesDoc { files: b.files };
-    let changed = rules::change(&state, f, doc, b.base_version, &author, "push")
+    let changed = rules::change(&state.rules, f, doc, b.base_version, &author, "push")
         .await
         .map_err(|e| refused(&state, e))?;
     log_change(&changed, &author, "rules pushed");
@@ -322,7 +323,7 @@ pub(super) async fn rollback(
     let author = authorized(&state, &headers)?;
     let f = follower(&state)?;
     let b: RollbackBody = body::parse(&body_bytes(body)?)?;
-    let changed = rules::rollback(&state, f, b.version, &author)
+    let changed = rules::rollback(&state.rules, f, b.version, &author)
         .await
         .map_err(|e| refused(&state, e))?;
     log_change(&changed, &author, "rules rolled back");

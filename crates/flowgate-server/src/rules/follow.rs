@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
 use super::doc::RulesDoc;
+use super::in_force::{RulesInForce, RulesOrigin};
 use super::shared::{Base, SharedError, SharedRules, Version, Written};
 use crate::config::Loaded;
-use crate::state::{AppState, RulesOrigin};
 
 /// How often a node checks the version in force, by default.
 pub const DEFAULT_CHECK: Duration = Duration::from_secs(1);
@@ -184,10 +184,10 @@ impl Follower {
     /// data starts again from version 1. (A check that read an older version just before a push
     /// on this node may apply it after the push; the push's notification brings the newer one
     /// back at once.)
-    pub async fn apply(&self, state: &AppState, v: &Version, loaded: Loaded) {
+    pub async fn apply(&self, rules: &RulesInForce, v: &Version, loaded: Loaded) {
         {
-            let _guard = state.change.lock().await;
-            let info = state.rules_info();
+            let change = rules.change().await;
+            let info = change.info();
             if let RulesOrigin::Redis {
                 version,
                 problem: None,
@@ -197,13 +197,12 @@ impl Follower {
             {
                 return;
             }
-            let rules = loaded.rules.rules().len();
-            state.apply_queues(loaded.queues);
-            state.apply_rules(loaded.rules, origin_of(v), Vec::new());
+            let count = loaded.rules.rules().len();
+            change.apply(loaded.rules, Some(loaded.queues), origin_of(v), Vec::new());
             tracing::info!(
                 version = v.version,
                 author = %v.author,
-                rules,
+                rules = count,
                 "rules: version in force"
             );
         }
@@ -212,8 +211,8 @@ impl Follower {
 
     /// Checks the version in force and applies it if it is not. `refused` is the last version
     /// found invalid on this node (not fetched again).
-    async fn sync(&self, state: &AppState, refused: &mut u64) {
-        let info = state.rules_info();
+    async fn sync(&self, rules: &RulesInForce, refused: &mut u64) {
+        let info = rules.info();
         let in_force = match &info.origin {
             RulesOrigin::Redis { version, .. } => *version,
             _ => 0,
@@ -221,7 +220,7 @@ impl Follower {
         let current = match self.shared.current().await {
             Ok(n) => n,
             Err(e) => {
-                state.set_rules_problem(Some(if in_force == 0 {
+                rules.set_problem(Some(if in_force == 0 {
                     format!("{e}; no version applied yet: serving the configuration files")
                 } else {
                     format!("{e}; version {in_force}, the last applied, stays in force")
@@ -235,7 +234,7 @@ impl Follower {
         }
         if current == in_force {
             if info.problem().is_some() {
-                state.set_rules_problem(None);
+                rules.set_problem(None);
             }
             return;
         }
@@ -246,7 +245,7 @@ impl Follower {
             Ok(Some(v)) => match v.doc.load() {
                 Ok(loaded) => {
                     *refused = 0;
-                    self.apply(state, &v, loaded).await;
+                    self.apply(rules, &v, loaded).await;
                 }
                 Err(e) => {
                     *refused = current;
@@ -254,11 +253,11 @@ impl Follower {
                         "version {current} is invalid on this node ({e}); the last good rules stay in force"
                     );
                     tracing::error!(%problem, "rules: not applied");
-                    state.set_rules_problem(Some(problem));
+                    rules.set_problem(Some(problem));
                 }
             },
             Ok(None) => {}
-            Err(e) => state.set_rules_problem(Some(e.to_string())),
+            Err(e) => rules.set_problem(Some(e.to_string())),
         }
     }
 
@@ -293,7 +292,7 @@ impl Follower {
     /// Follows the shared rules until `shutdown` turns true.
     pub fn spawn(
         self: Arc<Self>,
-        state: Arc<AppState>,
+        rules: Arc<RulesInForce>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let notify = Arc::new(Notify::new());
@@ -314,7 +313,7 @@ impl Follower {
                 if *shutdown.borrow() {
                     break;
                 }
-                self.sync(&state, &mut refused).await;
+                self.sync(&rules, &mut refused).await;
             }
         });
         vec![subscriber, checker]

@@ -13,13 +13,15 @@
 
 pub mod doc;
 pub mod follow;
+mod in_force;
 pub mod shared;
+
+pub use in_force::{Change, RulesInForce, RulesInfo, RulesOrigin};
 
 use doc::RulesDoc;
 use shared::{Base, SharedError, Version, Written};
 
 use crate::config::ConfigError;
-use crate::state::AppState;
 
 /// What a node follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -63,7 +65,7 @@ pub struct Changed {
 /// # Errors
 /// [`ChangeError`]; nothing changed then.
 pub async fn change(
-    state: &AppState,
+    rules: &RulesInForce,
     follower: &follow::Follower,
     doc: RulesDoc,
     base: Option<u64>,
@@ -89,7 +91,7 @@ pub async fn change(
             n => shared.get(n).await.map_err(ChangeError::Shared)?,
         };
         if let Some(v) = in_force.as_ref().filter(|v| v.doc == doc) {
-            follower.apply(state, v, loaded).await;
+            follower.apply(rules, v, loaded).await;
             return Ok(Changed {
                 version: v.clone(),
                 stored: false,
@@ -116,7 +118,7 @@ pub async fn change(
                     Ok(Some(stored)) => stored,
                     _ => v,
                 };
-                follower.apply(state, &v, loaded).await;
+                follower.apply(rules, &v, loaded).await;
                 return Ok(Changed {
                     version: v,
                     stored: true,
@@ -142,7 +144,7 @@ pub async fn change(
 /// # Errors
 /// [`ChangeError::Missing`] when version `n` is not kept; as [`change`].
 pub async fn rollback(
-    state: &AppState,
+    rules: &RulesInForce,
     follower: &follow::Follower,
     n: u64,
     author: &str,
@@ -154,7 +156,7 @@ pub async fn rollback(
         .map_err(ChangeError::Shared)?
         .ok_or(ChangeError::Missing(n))?;
     change(
-        state,
+        rules,
         follower,
         old.doc,
         None,

@@ -1,0 +1,9 @@
+//! Observability: what the server tells about its decisions. [`metrics`] are the Prometheus
+//! families (`/metrics`); [`Recorder`] records each decision into them and logs rejections, at
+//! the cost of a few counter increments on the request path. The dashboard and the alerts read
+//! what is recorded here.
+
+pub mod metrics;
+mod record;
+
+pub use record::{Api, Recorder};

@@ -1,0 +1,326 @@
+//! Recording a decision: the metric series it touches (resolved once, so the hot path neither
+//! builds label sets nor takes the families' locks), the bounded `descriptor` labels, and the
+//! rate-limited rejection log.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use flowgate::{Request, StoreError, Verdict};
+use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule};
+use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+
+use super::metrics::{
+    ApiLabels, DecisionLabels, KindLabels, MAX_DESCRIPTOR_LABELS, Metrics, RequestLabels,
+    RuleLabels, descriptor_label,
+};
+
+/// Which front end a request came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// Envoy's rate-limit service over gRPC.
+    Grpc,
+    /// The HTTP/JSON API.
+    Http,
+}
+
+impl Api {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Api::Grpc => "grpc",
+            Api::Http => "http",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Api::Grpc => 0,
+            Api::Http => 1,
+        }
+    }
+}
+
+/// `flowgate_requests_total`'s `code` labels, by index.
+const CODES: [&str; 3] = ["ok", "over_limit", "invalid"];
+/// `flowgate_decisions_total`'s `outcome` labels of a rule, by index.
+const OUTCOMES: [&str; 3] = ["ok", "over_limit", "shadow_over_limit"];
+const UNLIMITED: usize = 3;
+/// At most this many rules' counters are cached (beyond, the labelled lookup is used).
+const MAX_CACHED_RULES: usize = 65_536;
+
+/// The metric series touched by every request, resolved once: the hot path neither builds label
+/// sets (no allocation, no hashing of strings) nor takes the families' locks.
+#[derive(Default)]
+struct Hot {
+    /// `flowgate_requests_total` by API and code.
+    requests: [[OnceLock<Counter>; 3]; 2],
+    /// `flowgate_decision_duration_seconds` by API.
+    latency: [OnceLock<Histogram>; 2],
+    /// `flowgate_decisions_total` of rules without `detailed_metric`, by the rule's address
+    /// (cleared when the rules change).
+    rules: RwLock<HashMap<usize, RuleCounters>>,
+}
+
+/// One rule's `flowgate_decisions_total` series, by outcome (`OUTCOMES`, then `unlimited`).
+struct RuleCounters {
+    /// Keeps the rule alive, so that its address (the key) is not reused while cached.
+    _rule: Arc<Rule>,
+    outcomes: [OnceLock<Counter>; 4],
+}
+
+/// The most rejection log lines per second (burst 20); the rest are counted, not logged.
+const REJECTION_LOGS_PER_SECOND: u64 = 10;
+
+/// Records decisions into the metrics and the rejection log.
+pub struct Recorder {
+    metrics: Arc<Metrics>,
+    hot: Hot,
+    /// The `descriptor` labels given so far, by rule (bounded).
+    labels: Mutex<HashMap<String, HashSet<String>>>,
+    log_bucket: Option<DirectBucket>,
+}
+
+impl Recorder {
+    /// A recorder into `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        let log_bucket = Quota::per_second(REJECTION_LOGS_PER_SECOND)
+            .ok()
+            .and_then(|q| {
+                Limit::builder(Algorithm::TokenBucket, q)
+                    .burst(20)
+                    .build()
+                    .ok()
+            })
+            .and_then(DirectBucket::new);
+        Self {
+            metrics,
+            hot: Hot::default(),
+            labels: Mutex::new(HashMap::new()),
+            log_bucket,
+        }
+    }
+
+    /// The metrics recorded into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Forgets the series cached for the rules of the set that was in force.
+    pub fn rules_changed(&self) {
+        self.hot.rules.write().clear();
+    }
+
+    /// Counts a request refused as invalid.
+    pub fn invalid(&self, api: Api) {
+        self.count_request(api, 2);
+    }
+
+    /// Counts a request with `CODES[code]`.
+    fn count_request(&self, api: Api, code: usize) {
+        self.hot.requests[api.index()][code]
+            .get_or_init(|| {
+                self.metrics
+                    .requests
+                    .get_or_create(&RequestLabels {
+                        api: api.label(),
+                        code: CODES[code],
+                    })
+                    .clone()
+            })
+            .inc();
+    }
+
+    /// Counts a decision of `rule` (without `detailed_metric`) with outcome `outcome` (an index
+    /// into `OUTCOMES`, or `UNLIMITED`).
+    fn count_rule(&self, domain: &str, rule: &Arc<Rule>, outcome: usize) {
+        let key = Arc::as_ptr(rule) as usize;
+        let resolve = || {
+            self.metrics
+                .decisions
+                .get_or_create(&DecisionLabels {
+                    domain: domain.to_owned(),
+                    rule: rule.name.clone(),
+                    outcome: OUTCOMES.get(outcome).copied().unwrap_or("unlimited"),
+                    descriptor: String::new(),
+                })
+                .clone()
+        };
+        if let Some(c) = self.hot.rules.read().get(&key) {
+            c.outcomes[outcome].get_or_init(resolve).inc();
+            return;
+        }
+        let counter = resolve();
+        counter.inc();
+        let mut cache = self.hot.rules.write();
+        if cache.len() < MAX_CACHED_RULES {
+            let c = cache.entry(key).or_insert_with(|| RuleCounters {
+                _rule: Arc::clone(rule),
+                outcomes: Default::default(),
+            });
+            let _ = c.outcomes[outcome].set(counter);
+        }
+    }
+
+    /// Records a decision of `request` that took `elapsed`; `has_domain` says whether the
+    /// request's domain has rules (asked only when no rule matched).
+    pub fn record(
+        &self,
+        api: Api,
+        request: &Request,
+        verdict: &Verdict,
+        elapsed: Duration,
+        has_domain: impl FnOnce() -> bool,
+    ) {
+        self.hot.latency[api.index()]
+            .get_or_init(|| {
+                self.metrics
+                    .latency
+                    .get_or_create(&ApiLabels { api: api.label() })
+                    .clone()
+            })
+            .observe(elapsed.as_secs_f64());
+        self.count(api, request, verdict, has_domain);
+    }
+
+    fn count(
+        &self,
+        api: Api,
+        request: &Request,
+        verdict: &Verdict,
+        has_domain: impl FnOnce() -> bool,
+    ) {
+        let m = &self.metrics;
+        self.count_request(api, if verdict.allowed { 0 } else { 1 });
+        let known = verdict.statuses.iter().any(|s| s.rule.is_some()) || has_domain();
+        let domain = if known {
+            request.domain.as_str()
+        } else {
+            "_unknown"
+        };
+        let mut error: Option<&StoreError> = None;
+        let mut stored = false;
+        for (s, d) in verdict.statuses.iter().zip(&request.descriptors) {
+            if let Some(e) = &s.error {
+                error = Some(e);
+            }
+            let (rule, outcome) = match &s.rule {
+                None => {
+                    m.decisions
+                        .get_or_create(&DecisionLabels {
+                            domain: domain.to_owned(),
+                            rule: String::new(),
+                            outcome: "no_rule",
+                            descriptor: String::new(),
+                        })
+                        .inc();
+                    continue;
+                }
+                Some(r) if !s.is_limited() => (r, UNLIMITED),
+                Some(r) => {
+                    stored = true;
+                    let outcome = if s.decision.allowed {
+                        0
+                    } else if r.shadow || verdict.shadowed {
+                        m.shadow_hits
+                            .get_or_create(&RuleLabels {
+                                domain: domain.to_owned(),
+                                rule: r.name.clone(),
+                            })
+                            .inc();
+                        2
+                    } else {
+                        1
+                    };
+                    (r, outcome)
+                }
+            };
+            let Some(label) = descriptor_label(rule, d) else {
+                self.count_rule(domain, rule, outcome);
+                continue;
+            };
+            let descriptor = self.bounded_label(domain, rule, label);
+            m.decisions
+                .get_or_create(&DecisionLabels {
+                    domain: domain.to_owned(),
+                    rule: rule.name.clone(),
+                    outcome: OUTCOMES.get(outcome).copied().unwrap_or("unlimited"),
+                    descriptor,
+                })
+                .inc();
+        }
+        match error {
+            Some(e) => {
+                let kind = match e {
+                    StoreError::Timeout => "timeout",
+                    StoreError::Unavailable(_) => "unavailable",
+                    StoreError::KeyCapacity => "capacity",
+                    _ => "internal",
+                };
+                m.store_errors.get_or_create(&KindLabels { kind }).inc();
+                m.store_degraded.set(1);
+            }
+            None if stored => {
+                m.store_degraded.set(0);
+            }
+            None => {}
+        }
+        if !verdict.allowed {
+            self.log_rejection(request, verdict);
+        }
+    }
+
+    /// `label`, or `_other` once the rule has [`MAX_DESCRIPTOR_LABELS`] others.
+    fn bounded_label(&self, domain: &str, rule: &Rule, label: String) -> String {
+        let mut seen = self.labels.lock();
+        let set = seen.entry(format!("{domain}:{}", rule.name)).or_default();
+        if set.contains(&label) {
+            return label;
+        }
+        if set.len() >= MAX_DESCRIPTOR_LABELS {
+            return "_other".into();
+        }
+        set.insert(label.clone());
+        label
+    }
+
+    fn log_rejection(&self, request: &Request, verdict: &Verdict) {
+        let allowed = self.log_bucket.as_ref().is_none_or(|b| b.check(1).allowed);
+        if !allowed {
+            self.metrics.logs_suppressed.inc();
+            return;
+        }
+        let Some((i, s)) = verdict
+            .statuses
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.blocks())
+            .or_else(|| {
+                verdict
+                    .statuses
+                    .iter()
+                    .enumerate()
+                    .find(|(_, s)| s.over_limit())
+            })
+        else {
+            return;
+        };
+        let rule = s.rule.as_ref().map(|r| r.name.as_str()).unwrap_or("");
+        let descriptor = request
+            .descriptors
+            .get(i)
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        tracing::info!(
+            target: "flowgate::rejections",
+            domain = %request.domain,
+            rule,
+            %descriptor,
+            limit = s.decision.limit,
+            retry_after_ms = verdict.retry_after().map(|d| d.as_millis() as u64),
+            "request over limit"
+        );
+    }
+}

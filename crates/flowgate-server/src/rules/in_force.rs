@@ -1,0 +1,179 @@
+//! The rules in force on this node, and the one way to change them: [`RulesInForce::change`]
+//! takes the lock that serialises every change (file reloads, the admin API, the follower of the
+//! rules shared through Redis), and only the [`Change`] it hands out can apply one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use flowgate::queue::QueueSet;
+use flowgate::{Limiter, Queue, RuleSet};
+use parking_lot::Mutex;
+
+use crate::backend::{Backend, QueueBackend};
+use crate::observe::Recorder;
+
+/// Where the rules in force came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RulesOrigin {
+    /// The configuration files (the node follows its files).
+    Files,
+    /// `PUT /v1/rules` on a node that follows its files (until the files change).
+    Api,
+    /// A version of the rules shared through Redis (the node follows Redis).
+    Redis {
+        /// The version (0: none could be read; the node serves its files).
+        version: u64,
+        /// Who stored it.
+        author: String,
+        /// When, by Redis's clock (ms since the Unix epoch).
+        at_ms: u64,
+        /// Why the node may not be on the version in force (Redis unreachable, a version
+        /// invalid on this node), if it may not.
+        problem: Option<String>,
+    },
+}
+
+/// The rules in force: their version and origin.
+#[derive(Clone, Debug)]
+pub struct RulesInfo {
+    /// Following files: incremented on every change. Following Redis: the shared version.
+    pub version: u64,
+    /// Where they came from.
+    pub origin: RulesOrigin,
+    /// The files read (empty when set through the API or Redis).
+    pub files: Vec<PathBuf>,
+}
+
+impl RulesInfo {
+    /// `file`, `api` or `redis`.
+    pub fn source(&self) -> &'static str {
+        match self.origin {
+            RulesOrigin::Files => "file",
+            RulesOrigin::Api => "api",
+            RulesOrigin::Redis { .. } => "redis",
+        }
+    }
+
+    /// What the node follows: `files` or `redis`.
+    pub fn follows(&self) -> &'static str {
+        match self.origin {
+            RulesOrigin::Redis { .. } => "redis",
+            _ => "files",
+        }
+    }
+
+    /// Why the node may not be on the shared version in force.
+    pub fn problem(&self) -> Option<&str> {
+        match &self.origin {
+            RulesOrigin::Redis { problem, .. } => problem.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// The rules in force: what the limiter and the queues apply, where they came from, and the
+/// lock under which they change.
+pub struct RulesInForce {
+    limiter: Arc<Limiter<Backend>>,
+    queue: Arc<Queue<QueueBackend>>,
+    recorder: Arc<Recorder>,
+    info: Mutex<RulesInfo>,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl RulesInForce {
+    /// The rules the limiter and the queues hold now, from `info`'s origin.
+    pub fn new(
+        limiter: Arc<Limiter<Backend>>,
+        queue: Arc<Queue<QueueBackend>>,
+        recorder: Arc<Recorder>,
+        info: RulesInfo,
+    ) -> Self {
+        let metrics = recorder.metrics();
+        metrics.rules.set(limiter.rules().rules().len() as i64);
+        metrics.queues.set(queue.specs().specs().len() as i64);
+        Self {
+            limiter,
+            queue,
+            recorder,
+            info: Mutex::new(info),
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Where the rules in force came from.
+    pub fn info(&self) -> RulesInfo {
+        self.info.lock().clone()
+    }
+
+    /// Waits for the changes under way, then hands out the one that may apply a change (until
+    /// it is dropped, other changes wait).
+    pub async fn change(&self) -> Change<'_> {
+        Change {
+            rules: self,
+            _guard: self.lock.lock().await,
+        }
+    }
+
+    /// Records why a node following Redis may not be on the version in force (`None`: it is).
+    pub fn set_problem(&self, why: Option<String>) {
+        let mut info = self.info.lock();
+        if let RulesOrigin::Redis { problem, .. } = &mut info.origin
+            && *problem != why
+        {
+            match &why {
+                Some(p) => {
+                    tracing::warn!(problem = %p, "rules: this node may not be on the version in force")
+                }
+                None => tracing::info!("rules: in sync with Redis again"),
+            }
+            *problem = why;
+        }
+    }
+
+    /// Counts a change from `source` (`file`, `api`, `redis`) that was refused.
+    pub fn refused(&self, source: &'static str) {
+        self.recorder.metrics().reload(source, false);
+    }
+}
+
+/// A change of the rules in force, holding the lock that serialises changes.
+pub struct Change<'a> {
+    rules: &'a RulesInForce,
+    _guard: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl Change<'_> {
+    /// Where the rules in force came from.
+    pub fn info(&self) -> RulesInfo {
+        self.rules.info()
+    }
+
+    /// Puts `rules` (and `queues`, when given) in force, atomically; answers the new version.
+    pub fn apply(
+        self,
+        rules: RuleSet,
+        queues: Option<QueueSet>,
+        origin: RulesOrigin,
+        files: Vec<PathBuf>,
+    ) -> u64 {
+        let r = self.rules;
+        let metrics = r.recorder.metrics();
+        if let Some(q) = queues {
+            metrics.queues.set(q.specs().len() as i64);
+            r.queue.set_specs(q);
+        }
+        metrics.rules.set(rules.rules().len() as i64);
+        r.limiter.set_rules(rules);
+        r.recorder.rules_changed();
+        let mut info = r.info.lock();
+        info.version = match &origin {
+            RulesOrigin::Redis { version, .. } => *version,
+            _ => info.version + 1,
+        };
+        info.origin = origin;
+        metrics.reload(info.source(), true);
+        info.files = files;
+        info.version
+    }
+}
