@@ -7,7 +7,7 @@
 //! first submit, so a listed instance may be empty but a held job is always listed).
 //!
 //! `submit` answers once Redis holds the jobs. How much a Redis restart can lose depends on its
-//! persistence: see the README's "Queues on Redis: durability".
+//! persistence: see `docs/queues.md`, "Durability".
 
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -18,9 +18,10 @@
 //! Over a bound a request is refused with a message naming it, and the server goes on
 //! answering: HTTP bodies and gRPC messages at most 64 KiB (413 / `OUT_OF_RANGE`); at most 64
 //! descriptors per request, 32 entries per descriptor, 1024 bytes per domain, key or value, and a
-//! cost of at most 2^40 (400 / `INVALID_ARGUMENT`); configuration files at most 16 MiB. Junk
-//! bytes on either port close that connection only. The memory store holds at most 1,000,000
-//! keys (a rule's failure policy decides beyond). See [`limits`].
+//! cost of at most 2^32 - 1, the largest limit (400 / `INVALID_ARGUMENT`); configuration files at
+//! most 16 MiB. Junk bytes on either port close that connection only. The memory store holds at
+//! most 1,000,000 keys (a rule's failure policy decides beyond). See [`limits`] and
+//! `docs/operating.md`.
 //!
 //! # Configuration
 //! `--config` names a Flowgate TOML file ([`config`]'s `toml` format), an envoyproxy/ratelimit

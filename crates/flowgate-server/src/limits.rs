@@ -1,6 +1,6 @@
 //! What both protocols check of a request, once, before the limiter sees it: its bounds, so that
 //! no input can exhaust the server (over a bound, the request is refused with a message naming it:
-//! HTTP 400/413, gRPC `INVALID_ARGUMENT`/`RESOURCE_EXHAUSTED`, and the server goes on answering);
+//! HTTP 400/413, gRPC `INVALID_ARGUMENT`/`OUT_OF_RANGE`, and the server goes on answering);
 //! and the cost a request's `hits_addend` stands for.
 
 use flowgate_core::Request;
@@ -13,7 +13,7 @@ pub const MAX_DESCRIPTORS: usize = 64;
 pub const MAX_ENTRIES: usize = 32;
 /// The longest domain, key or value, in bytes.
 pub const MAX_TEXT_BYTES: usize = 1024;
-/// The largest cost (`hits_addend`): 2^40, the largest limit.
+/// The largest cost (`hits_addend`): 2^32 - 1, the largest limit.
 pub const MAX_COST: u64 = flowgate_core::quota::MAX_LIMIT;
 
 /// Why a request was refused.

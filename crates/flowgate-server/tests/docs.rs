@@ -1,0 +1,389 @@
+//! The documentation (`README.md` and `docs/*.md`) against the code, so that a page cannot drift
+//! from what it describes:
+//!
+//! - every fenced ` ```toml ` block is loaded as a Flowgate TOML file and every ` ```yaml ` (or
+//!   ` ```yml `) block as an envoyproxy/ratelimit file, each on its own, with the server's own
+//!   parser and validation ([`flowgate_server::config::load_texts`]); a failure names the page
+//!   and the line. A block that is deliberately not a whole configuration file (a part of one,
+//!   or a file of another program such as Envoy's own configuration) carries the word
+//!   `fragment` in its info string (` ```toml fragment `) and is skipped;
+//! - every relative link points at a file that exists, and a link to a heading (`page.md#name`,
+//!   `#name`) at a heading that exists;
+//! - every `FLOWGATE_*` environment variable named in the pages is one the binary reads, and
+//!   every flag of `flowgate serve` is documented in `docs/operating.md`;
+//! - every `docs/<page>.md` named in the crates' sources exists.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_flowgate");
+
+/// The pages the README sends a reader to; each must exist.
+const PAGES: [&str; 7] = [
+    "docs/rules.md",
+    "docs/algorithms.md",
+    "docs/queues.md",
+    "docs/cluster-rules.md",
+    "docs/envoy.md",
+    "docs/operating.md",
+    "docs/library.md",
+];
+
+/// Environment variables read by the binary outside clap's arguments (`FLOWGATE_LOG`: the log
+/// filter, read by `cli::init_logging`).
+const OTHER_ENV: [&str; 1] = ["FLOWGATE_LOG"];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `README.md` and every page of `docs/`, as paths relative to the repository's root.
+fn pages() -> Vec<String> {
+    let mut out = vec!["README.md".to_owned()];
+    let mut docs: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/ exists")
+        .map(|e| e.expect("docs/ is readable").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| format!("docs/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    docs.sort();
+    out.extend(docs);
+    out
+}
+
+fn read(page: &str) -> String {
+    std::fs::read_to_string(root().join(page)).unwrap_or_else(|e| panic!("{page}: {e}"))
+}
+
+/// A fenced code block.
+#[derive(Debug)]
+struct Block {
+    /// The info string after the fence (` ```toml fragment ` gives `toml fragment`).
+    info: String,
+    /// The 1-based line of the opening fence.
+    line: usize,
+    /// The lines between the fences, without the fence's indentation.
+    body: String,
+}
+
+impl Block {
+    fn lang(&self) -> &str {
+        self.info.split_whitespace().next().unwrap_or("")
+    }
+
+    fn is_fragment(&self) -> bool {
+        self.info.split_whitespace().any(|w| w == "fragment")
+    }
+}
+
+/// The fenced code blocks of a Markdown text (``` or ~~~ fences, indented or not, as in list
+/// items), and the text outside them with each block's lines blanked (so that line numbers
+/// still hold).
+fn blocks(text: &str) -> (Vec<Block>, String) {
+    let mut out = Vec::new();
+    let mut prose = String::with_capacity(text.len());
+    let mut open: Option<(String, usize, Block)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let fence: String = trimmed
+            .chars()
+            .take_while(|&c| c == '`' || c == '~')
+            .collect();
+        let is_fence =
+            fence.len() >= 3 && fence.chars().all(|c| c == fence.chars().next().unwrap());
+        match open.take() {
+            None if is_fence => {
+                let block = Block {
+                    info: trimmed[fence.len()..].trim().to_owned(),
+                    line: i + 1,
+                    body: String::new(),
+                };
+                open = Some((fence, indent, block));
+                prose.push('\n');
+            }
+            None => {
+                prose.push_str(line);
+                prose.push('\n');
+            }
+            Some((f, _, block))
+                if is_fence && fence.starts_with(&f) && trimmed.len() == fence.len() =>
+            {
+                out.push(block);
+                prose.push('\n');
+            }
+            Some((f, ind, mut block)) => {
+                let cut = line.len() - line.trim_start().len();
+                block.body.push_str(&line[cut.min(ind)..]);
+                block.body.push('\n');
+                open = Some((f, ind, block));
+                prose.push('\n');
+            }
+        }
+    }
+    assert!(open.is_none(), "a code block is never closed");
+    (out, prose)
+}
+
+#[test]
+fn every_configuration_example_loads() {
+    let mut loaded = Vec::new();
+    let mut failures = Vec::new();
+    for page in pages() {
+        let (blocks, _) = blocks(&read(&page));
+        for b in blocks {
+            let ext = match b.lang() {
+                "toml" => "toml",
+                "yaml" | "yml" => "yaml",
+                _ => continue,
+            };
+            if b.is_fragment() {
+                continue;
+            }
+            let name = format!("{page}:{}.{ext}", b.line);
+            match flowgate_server::config::load_texts(&[(name, b.body.clone())]) {
+                Ok(_) => loaded.push(page.clone()),
+                Err(e) => {
+                    let at = e.line.map_or(b.line, |l| b.line + l as usize);
+                    let field = if e.field.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" field `{}`:", e.field)
+                    };
+                    failures.push(format!(
+                        "{page}:{at} (the ```{} block opened at line {}):{field} {}",
+                        b.info, b.line, e.message
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "examples that do not load:\n{}",
+        failures.join("\n")
+    );
+    // The pages whose subject is the configuration show it: an extractor that finds nothing
+    // must not pass.
+    for page in [
+        "README.md",
+        "docs/rules.md",
+        "docs/queues.md",
+        "docs/envoy.md",
+    ] {
+        assert!(
+            loaded.iter().any(|p| p == page),
+            "{page} has no configuration example that loads"
+        );
+    }
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a page's headings.
+fn anchors(page: &str) -> BTreeSet<String> {
+    let (_, prose) = blocks(&read(page));
+    prose
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| slug(l.trim_start_matches('#')))
+        .collect()
+}
+
+/// The targets of the inline links (`[text](target)`) of a text, with their 1-based lines.
+fn links(prose: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in prose.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            let target = after[..end].split_whitespace().next().unwrap_or("");
+            out.push((i + 1, target.to_owned()));
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// Whether `target`, linked from `page`, exists (a file, or a heading of a page).
+fn check_link(page: &str, target: &str) -> Result<(), String> {
+    let (path, anchor) = match target.split_once('#') {
+        Some((p, a)) => (p, Some(a)),
+        None => (target, None),
+    };
+    let file = if path.is_empty() {
+        page.to_owned()
+    } else {
+        let base = Path::new(page).parent().unwrap_or(Path::new(""));
+        let joined = base.join(path);
+        let full = root().join(&joined);
+        if !full.exists() {
+            return Err(format!("{} does not exist", joined.display()));
+        }
+        joined.to_string_lossy().into_owned()
+    };
+    if let Some(anchor) = anchor
+        && (!file.ends_with(".md") || !anchors(&file).contains(anchor))
+    {
+        return Err(format!("{file} has no heading `#{anchor}`"));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_relative_link_points_at_something() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in pages() {
+        let (_, prose) = blocks(&read(&page));
+        for (line, target) in links(&prose) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            if let Err(e) = check_link(&page, &target) {
+                broken.push(format!("{page}:{line}: ({target}) {e}"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(
+        checked > 0,
+        "no relative link found: the extractor is broken"
+    );
+    for page in PAGES {
+        assert!(root().join(page).exists(), "{page} is missing");
+        assert!(
+            check_link("README.md", page).is_ok()
+                && read("README.md").contains(&format!("({page})")),
+            "README.md does not link {page}"
+        );
+    }
+}
+
+/// The output of `flowgate <args> --help`.
+fn help(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("the binary runs");
+    assert!(out.status.success(), "flowgate {args:?} --help failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The words starting with `prefix` in a text, each cut at the first character that is not
+/// `[A-Za-z0-9_-]`.
+fn words(text: &str, prefix: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let tail = &rest[at..];
+        let end = tail[prefix.len()..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .map_or(tail.len(), |e| e + prefix.len());
+        let word = tail[..end].trim_end_matches(['-', '_']);
+        if word.len() > prefix.trim_end_matches(['-', '_', '/']).len() {
+            out.insert(word.to_owned());
+        }
+        rest = &tail[end.max(1)..];
+    }
+    out
+}
+
+#[test]
+fn every_flag_and_variable_is_the_binarys() {
+    let serve = help(&["serve"]);
+    let mut known: BTreeSet<String> = words(&serve, "FLOWGATE_");
+    for cmd in ["rules", "bench"] {
+        known.extend(words(&help(&[cmd]), "FLOWGATE_"));
+    }
+    known.extend(OTHER_ENV.map(str::to_owned));
+    assert!(
+        known.contains("FLOWGATE_CONFIG"),
+        "the help has changed shape: {serve}"
+    );
+    let mut unknown = Vec::new();
+    for page in pages() {
+        for var in words(&read(&page), "FLOWGATE_") {
+            if !known.contains(&var) {
+                unknown.push(format!("{page}: {var}"));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "variables the binary does not read:\n{}",
+        unknown.join("\n")
+    );
+
+    let flags: Vec<String> = serve
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .filter_map(|l| l.split([' ', '<']).next())
+        .filter(|f| *f != "help")
+        .map(|f| format!("--{f}"))
+        .collect();
+    assert!(flags.len() > 10, "the help has changed shape: {serve}");
+    let operating = read("docs/operating.md");
+    let missing: Vec<&String> = flags
+        .iter()
+        .filter(|f| !operating.contains(f.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "serve flags missing from docs/operating.md: {missing:?}"
+    );
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable") {
+        let p = entry.expect("readable").path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "target") {
+                rust_files(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs" || x == "lua") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn pages_named_in_the_sources_exist() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates"), &mut files);
+    let mut missing = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("readable");
+        for name in words(&text, "docs/") {
+            // `docs/` is also a descriptor value in tests (`path=docs/*`): only page names count.
+            if !text.contains(&format!("{name}.md")) {
+                continue;
+            }
+            let page = format!("{name}.md");
+            if !root().join(&page).exists() {
+                missing.push(format!("{}: {page}", f.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "pages named in the sources that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
