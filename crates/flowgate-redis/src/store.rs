@@ -13,7 +13,7 @@ use crate::batch::{Batching, Job, Lanes};
 use crate::blocked::{Blocked, Record};
 use crate::call::{Caller, EncItem, Encoded, TimeSource};
 use crate::cluster;
-use crate::conn::Conn;
+use crate::conn::RedisConnection;
 use crate::error::store_error;
 use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
@@ -124,7 +124,7 @@ impl RedisStore {
     /// # Errors
     /// As [`RedisStore::connect`].
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let conn = Conn::single(url, options.connect_timeout).await?;
+        let conn = RedisConnection::single(url, options.connection()).await?;
         Self::build(conn, options)
     }
 
@@ -136,7 +136,7 @@ impl RedisStore {
     /// [`StoreError::Unavailable`] for a URL that cannot be parsed; [`StoreError::Internal`]
     /// when the operating system's random source fails (see [`flowgate_core::random`]).
     pub fn connect_lazy_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let conn = Conn::single_lazy(url, options.connect_timeout)?;
+        let conn = RedisConnection::single_lazy(url, options.connection())?;
         Self::build(conn, options)
     }
 
@@ -151,7 +151,7 @@ impl RedisStore {
         options: RedisOptions,
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
-        let conn = Conn::cluster_lazy(&urls, options.connect_timeout)?;
+        let conn = RedisConnection::cluster_lazy(&urls, options.connection())?;
         Self::build(conn, options)
     }
 
@@ -172,13 +172,13 @@ impl RedisStore {
         options: RedisOptions,
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
-        let conn = Conn::cluster(&urls, options.connect_timeout).await?;
+        let conn = RedisConnection::cluster(&urls, options.connection()).await?;
         Self::build(conn, options)
     }
 
     /// # Errors
     /// [`StoreError::Internal`] when the operating system gives no random seed for lease ids.
-    fn build(conn: Conn, options: RedisOptions) -> Result<Self, StoreError> {
+    fn build(conn: RedisConnection, options: RedisOptions) -> Result<Self, StoreError> {
         let leases = LeaseIds::new()?;
         let counters = Arc::new(Counters::default());
         let local_clock: Arc<dyn Clock> = match (&options.local_clock, &options.clock_override) {
@@ -266,7 +266,7 @@ impl RedisStore {
     }
 
     /// The connection (the queue store shares it).
-    pub(crate) fn conn(&self) -> &Conn {
+    pub(crate) fn conn(&self) -> &RedisConnection {
         &self.inner.caller.conn
     }
 
