@@ -175,9 +175,9 @@ async fn sigterm_at_the_first_instant_it_is_handled_exits_zero() {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let end = std::time::Instant::now() + Duration::from_secs(20);
+        let end = tokio::time::Instant::now() + Duration::from_secs(20);
         while !handles_sigterm(pid) {
-            assert!(std::time::Instant::now() < end, "SIGTERM never handled");
+            assert!(tokio::time::Instant::now() < end, "SIGTERM never handled");
             std::thread::yield_now();
         }
         sigterm(pid);
