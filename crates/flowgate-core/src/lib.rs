@@ -17,6 +17,7 @@ pub mod limit;
 pub mod memory;
 pub mod queue;
 pub mod quota;
+pub mod random;
 pub mod rule;
 pub mod ruleset;
 pub mod schedule;

@@ -31,6 +31,7 @@ use smallvec::SmallVec;
 use crate::algorithm::{self, State};
 use crate::clock::{Clock, SystemClock};
 use crate::limit::{Algorithm, Limit};
+use crate::random;
 use crate::store::{Decisions, Item, Store, StoreError, admitted};
 
 /// The number of shards (a power of two).
@@ -133,16 +134,26 @@ impl MemoryStore<SystemClock> {
 
 impl<C: Clock> MemoryStore<C> {
     /// A store reading `clock`, with the default cap.
+    ///
+    /// Its hashing secret comes from [`crate::random::seed`]. Should the operating system's
+    /// random source fail, the secret is made of `clock`'s reading and the address of the
+    /// store's shards instead (placed at random per process by the system's address-space
+    /// layout randomisation): never one fixed secret, and decisions stay exact; only someone able
+    /// to guess both could aim two keys at one digest. This constructor stays infallible because
+    /// the secret guards against crafted keys, not the store's correctness.
     pub fn with_clock(clock: C) -> Self {
-        let mut seed = [0u8; 16];
-        // Without OS randomness, fall back to a fixed secret: still correct, only predictable.
-        let _ = getrandom::fill(&mut seed);
-        let (a, b) = seed.split_at(8);
-        let to_u64 = |s: &[u8]| u64::from_le_bytes(s.try_into().unwrap_or([7; 8]));
+        let shards: Box<[Shard]> = (0..SHARDS).map(|_| Shard::default()).collect();
+        let secret = match (random::seed(), random::seed()) {
+            (Ok(a), Ok(b)) => (a, b),
+            _ => {
+                let at = shards.as_ptr().addr() as u64;
+                (clock.now() ^ at.rotate_left(32), at ^ 0x9E37_79B9_7F4A_7C15)
+            }
+        };
         Self {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            shards,
             clock,
-            secret: (to_u64(a), to_u64(b)),
+            secret,
             max_per_shard: DEFAULT_MAX_KEYS.div_ceil(SHARDS),
             next_lease: AtomicU64::new(1),
             refused: AtomicU64::new(0),

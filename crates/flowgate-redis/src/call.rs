@@ -16,7 +16,7 @@ use flowgate_core::{
 use redis::Value;
 use smallvec::SmallVec;
 
-use crate::conn::Conn;
+use crate::conn::RedisConnection;
 use crate::error::store_error;
 use crate::keys::KeyBytes;
 use crate::scripts::{DECIDE, code};
@@ -365,7 +365,7 @@ fn bad(what: &str) -> StoreError {
 /// What sends script calls: the connection, the clock, the counters.
 #[derive(Clone)]
 pub(crate) struct Caller {
-    pub(crate) conn: Conn,
+    pub(crate) conn: RedisConnection,
     pub(crate) time: TimeSource,
     pub(crate) counters: Arc<Counters>,
 }

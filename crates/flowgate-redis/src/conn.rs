@@ -1,5 +1,9 @@
-//! The connection: one multiplexed, self-reconnecting connection to a single server, or a
-//! cluster connection (MOVED/ASK handled by the client crate).
+//! [`RedisConnection`]: the one connection layer of everything that talks to Redis (the store's
+//! decisions, the queues, the server's shared rules).
+//!
+//! One multiplexed, self-reconnecting connection to a single server, or a cluster connection
+//! (MOVED/ASK handled by the client crate), made now or on first use. Every call is bounded in
+//! time, and every client error becomes a [`StoreError`] by one mapping ([`crate::error`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,27 +12,71 @@ use flowgate_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, Value};
+use redis::{Client, Cmd, FromRedisValue, Pipeline, Value};
 
 use crate::error::store_error;
+use crate::options::ConnectionOptions;
 
-/// How long a command may wait for its reply on the connection: a bound for calls that no
-/// caller's deadline covers (a batching worker's, a queue operation's), so that a Redis that
-/// stopped answering never holds them for ever. Decisions have their own, shorter deadline.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The URL scheme of a Redis Cluster given by its nodes: `redis+cluster://host:port,host:port`.
+const CLUSTER_SCHEME: &str = "redis+cluster://";
 
-fn manager_config(connect_timeout: Duration) -> ConnectionManagerConfig {
+/// The server URLs of `url`: `None` for one server (`redis://…`, `rediss://…`), the nodes of
+/// `redis+cluster://a,b` as `redis://a`, `redis://b`.
+///
+/// # Examples
+/// ```
+/// use flowgate_redis::cluster_nodes;
+/// assert_eq!(cluster_nodes("redis://127.0.0.1:6379/"), None);
+/// assert_eq!(
+///     cluster_nodes("redis+cluster://10.0.0.1:7000, 10.0.0.2:7000/"),
+///     Some(vec!["redis://10.0.0.1:7000".to_owned(), "redis://10.0.0.2:7000".to_owned()])
+/// );
+/// ```
+pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+    url.strip_prefix(CLUSTER_SCHEME).map(|nodes| {
+        nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("redis://{}", n.trim_end_matches('/')))
+            .collect()
+    })
+}
+
+fn manager_config(options: &ConnectionOptions) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_connection_timeout(Some(options.connect_timeout))
+        .set_response_timeout(Some(options.timeout))
         .set_number_of_retries(2)
         .set_min_delay(Duration::from_millis(10))
         .set_max_delay(Duration::from_millis(200))
 }
 
-/// A cheap-to-clone handle: concurrent callers' commands are pipelined on one connection.
+/// A connection to a single Redis server or a Redis Cluster.
+///
+/// Cheap to clone: clones share the connection, and concurrent callers' commands are pipelined
+/// on it. It reconnects by itself after failures. [`RedisConnection::query`] and
+/// [`RedisConnection::query_pipe`] wait at most [`ConnectionOptions::timeout`]; a call that
+/// fails answers [`StoreError::Timeout`], [`StoreError::Unavailable`] (refused or lost
+/// connection, a loading or busy server, cluster trouble) or [`StoreError::Internal`] (a script
+/// error, a reply of another type).
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo() -> Result<(), flowgate_core::StoreError> {
+/// use flowgate_redis::{ConnectionOptions, RedisConnection};
+/// let conn = RedisConnection::connect_lazy("redis://127.0.0.1:6379/", ConnectionOptions::default())?;
+/// let n: Option<u64> = conn.query(redis::cmd("GET").arg("counter")).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
-pub(crate) enum Conn {
+pub struct RedisConnection {
+    link: Link,
+    timeout: Duration,
+}
+
+#[derive(Clone)]
+enum Link {
     Single(ConnectionManager),
     Cluster(Arc<Cluster>),
 }
@@ -36,7 +84,7 @@ pub(crate) enum Conn {
 /// A cluster connection made on first use: until one node answers, every call tries again.
 /// (The client crate has no lazy cluster connection; once made, it follows the cluster by
 /// itself.)
-pub(crate) struct Cluster {
+struct Cluster {
     client: ClusterClient,
     conn: tokio::sync::OnceCell<ClusterConnection>,
     connect_timeout: Duration,
@@ -60,6 +108,7 @@ impl Cluster {
     }
 }
 
+/// A failure to connect: unavailable, whatever the client's kind for it.
 fn unavailable(e: &redis::RedisError) -> StoreError {
     match store_error(e) {
         StoreError::Internal(m) => StoreError::Unavailable(m),
@@ -67,7 +116,8 @@ fn unavailable(e: &redis::RedisError) -> StoreError {
     }
 }
 
-async fn within<T>(
+/// Connecting, within `limit`.
+async fn connecting<T>(
     limit: Duration,
     f: impl Future<Output = redis::RedisResult<T>>,
 ) -> Result<T, StoreError> {
@@ -77,33 +127,64 @@ async fn within<T>(
     }
 }
 
-impl Conn {
-    /// Connects to a single server. The connection reconnects by itself after failures.
-    pub(crate) async fn single(url: &str, connect_timeout: Duration) -> Result<Self, StoreError> {
+impl RedisConnection {
+    /// Connects to `url`: `redis://host:port/db` (or `rediss://`) for one server,
+    /// `redis+cluster://host:port,host:port` for a cluster through any of its nodes.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Timeout`] when Redis cannot be reached or
+    /// the URL is invalid.
+    pub async fn connect(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
+        match cluster_nodes(url) {
+            Some(nodes) => Self::cluster(&nodes, options).await,
+            None => Self::single(url, options).await,
+        }
+    }
+
+    /// A connection to `url` (as [`RedisConnection::connect`]) made on first use and remade
+    /// after failures, so this succeeds while Redis is down; calls fail until it is back.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] for an invalid URL.
+    pub fn connect_lazy(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
+        match cluster_nodes(url) {
+            Some(nodes) => Self::cluster_lazy(&nodes, options),
+            None => Self::single_lazy(url, options),
+        }
+    }
+
+    /// Connects to a single server.
+    pub(crate) async fn single(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
         let client = Client::open(url).map_err(|e| unavailable(&e))?;
-        let manager = within(
-            connect_timeout * 4,
-            ConnectionManager::new_with_config(client, manager_config(connect_timeout)),
+        let manager = connecting(
+            options.connect_timeout * 4,
+            ConnectionManager::new_with_config(client, manager_config(&options)),
         )
         .await?;
-        Ok(Conn::Single(manager))
+        Ok(Self {
+            link: Link::Single(manager),
+            timeout: options.timeout,
+        })
     }
 
     /// A single server's connection made on first use (and remade after failures).
-    pub(crate) fn single_lazy(url: &str, connect_timeout: Duration) -> Result<Self, StoreError> {
+    pub(crate) fn single_lazy(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
         let client = Client::open(url).map_err(|e| unavailable(&e))?;
-        ConnectionManager::new_lazy_with_config(client, manager_config(connect_timeout))
-            .map(Conn::Single)
-            .map_err(|e| unavailable(&e))
+        let manager = ConnectionManager::new_lazy_with_config(client, manager_config(&options))
+            .map_err(|e| unavailable(&e))?;
+        Ok(Self {
+            link: Link::Single(manager),
+            timeout: options.timeout,
+        })
     }
 
-    /// Connects to a Redis Cluster through any of its nodes.
+    /// Connects to a Redis Cluster through any of its nodes (`redis://host:port` each).
     pub(crate) async fn cluster(
         urls: &[String],
-        connect_timeout: Duration,
+        options: ConnectionOptions,
     ) -> Result<Self, StoreError> {
-        let conn = Self::cluster_lazy(urls, connect_timeout)?;
-        if let Conn::Cluster(c) = &conn {
+        let conn = Self::cluster_lazy(urls, options)?;
+        if let Link::Cluster(c) = &conn.link {
             c.get().await.map_err(|e| unavailable(&e))?;
         }
         Ok(conn)
@@ -112,45 +193,91 @@ impl Conn {
     /// A Redis Cluster's connection made on first use (through any of its nodes).
     pub(crate) fn cluster_lazy(
         urls: &[String],
-        connect_timeout: Duration,
+        options: ConnectionOptions,
     ) -> Result<Self, StoreError> {
         let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
-            .connection_timeout(connect_timeout)
-            .response_timeout(RESPONSE_TIMEOUT)
+            .connection_timeout(options.connect_timeout)
+            .response_timeout(options.timeout)
             .retries(2)
             .build()
             .map_err(|e| unavailable(&e))?;
-        Ok(Conn::Cluster(Arc::new(Cluster {
-            client,
-            conn: tokio::sync::OnceCell::new(),
-            connect_timeout,
-        })))
+        Ok(Self {
+            link: Link::Cluster(Arc::new(Cluster {
+                client,
+                conn: tokio::sync::OnceCell::new(),
+                connect_timeout: options.connect_timeout,
+            })),
+            timeout: options.timeout,
+        })
     }
 
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Conn::Cluster(_))
+    /// Whether this is a Redis Cluster's connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
     }
 
-    /// Runs a script invocation (EVALSHA, loading the script on NOSCRIPT).
+    /// The longest a [`RedisConnection::query`] or [`RedisConnection::query_pipe`] waits.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Runs a command, its reply read as `T`, within [`RedisConnection::timeout`].
+    ///
+    /// # Errors
+    /// [`StoreError::Timeout`], [`StoreError::Unavailable`], or [`StoreError::Internal`] for an
+    /// error reply or a reply that is not a `T`.
+    pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, StoreError> {
+        let run = async {
+            match &self.link {
+                Link::Single(c) => Ok(cmd.query_async(&mut c.clone()).await),
+                Link::Cluster(c) => match c.get().await {
+                    Ok(mut conn) => Ok(cmd.query_async(&mut conn).await),
+                    Err(e) => Err(e),
+                },
+            }
+        };
+        Self::settle(tokio::time::timeout(self.timeout, run).await)
+    }
+
+    /// Runs a pipeline (on a cluster, its keys in one slot), its replies read as `T`, within
+    /// [`RedisConnection::timeout`].
+    ///
+    /// # Errors
+    /// As [`RedisConnection::query`].
+    pub async fn query_pipe<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, StoreError> {
+        let run = async {
+            match &self.link {
+                Link::Single(c) => Ok(pipe.query_async(&mut c.clone()).await),
+                Link::Cluster(c) => match c.get().await {
+                    Ok(mut conn) => Ok(pipe.query_async(&mut conn).await),
+                    Err(e) => Err(e),
+                },
+            }
+        };
+        Self::settle(tokio::time::timeout(self.timeout, run).await)
+    }
+
+    /// A bounded call's outcome: the connection could not be had (unavailable), the command
+    /// failed (classified), or no answer came in time.
+    fn settle<T>(
+        r: Result<Result<redis::RedisResult<T>, redis::RedisError>, tokio::time::error::Elapsed>,
+    ) -> Result<T, StoreError> {
+        match r {
+            Ok(Ok(reply)) => reply.map_err(|e| store_error(&e)),
+            Ok(Err(e)) => Err(unavailable(&e)),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Runs a script invocation (EVALSHA, loading the script on NOSCRIPT), bounded only by the
+    /// connection's response timeout: its callers hold their own, shorter deadlines.
     pub(crate) async fn invoke(
         &self,
         inv: &redis::ScriptInvocation<'_>,
     ) -> redis::RedisResult<Value> {
-        match self {
-            Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
-            Conn::Cluster(c) => inv.invoke_async(&mut c.get().await?).await,
+        match &self.link {
+            Link::Single(c) => inv.invoke_async(&mut c.clone()).await,
+            Link::Cluster(c) => inv.invoke_async(&mut c.get().await?).await,
         }
-    }
-
-    /// Runs a plain command.
-    pub(crate) async fn query(&self, cmd: &Cmd) -> Result<Value, StoreError> {
-        let r = match self {
-            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
-            Conn::Cluster(c) => match c.get().await {
-                Ok(mut conn) => cmd.query_async(&mut conn).await,
-                Err(e) => return Err(unavailable(&e)),
-            },
-        };
-        r.map_err(|e| store_error(&e))
     }
 }

@@ -25,6 +25,9 @@
 //!   cache** answers requests for keys known to reject until their `retry_after`, without a round
 //!   trip.
 //! - **Queues** ([`RedisQueueStore`]): shaped queues in Redis, one script (`scripts/queue.lua`).
+//! - **One connection layer** ([`RedisConnection`]): the store, its queues and the server's
+//!   shared rules talk to Redis through it, a single server or a cluster, every call bounded in
+//!   time and every client error classified the same way.
 //!
 //! # Examples
 //! ```no_run
@@ -56,7 +59,11 @@ mod state;
 mod stats;
 mod store;
 
-pub use options::{DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH, RedisOptions};
+pub use conn::{RedisConnection, cluster_nodes};
+pub use options::{
+    ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH,
+    DEFAULT_TIMEOUT, RedisOptions,
+};
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
 pub use stats::RedisStats;
 pub use store::RedisStore;

@@ -13,6 +13,55 @@ pub const DEFAULT_BLOCKED_CAPACITY: usize = 10_000;
 /// The default largest number of requests coalesced into one script call.
 pub const DEFAULT_MAX_BATCH: usize = 64;
 
+/// How long a call on a [`crate::RedisConnection`] may wait by default: a bound for calls that no
+/// caller's deadline covers (a batching worker's, a queue operation's), so that a Redis that
+/// stopped answering never holds them for ever. A store's decisions have their own, shorter
+/// deadline ([`RedisOptions::deadline`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a [`crate::RedisConnection`] connects and how long its calls may wait.
+///
+/// # Examples
+/// ```
+/// use flowgate_redis::ConnectionOptions;
+/// use std::time::Duration;
+/// let opts = ConnectionOptions::default().timeout(Duration::from_secs(3));
+/// assert_eq!(opts.timeout, Duration::from_secs(3));
+/// assert_eq!(opts.connect_timeout, Duration::from_millis(500));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionOptions {
+    /// How long one connection attempt may take (initial connect and reconnects). Default
+    /// 500 ms.
+    pub connect_timeout: Duration,
+    /// How long a call may wait for its reply. Default [`DEFAULT_TIMEOUT`].
+    pub timeout: Duration,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_millis(500),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl ConnectionOptions {
+    /// Sets the timeout of one connection attempt.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a call may wait for its reply.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
 /// How a [`crate::RedisStore`] talks to Redis.
 ///
 /// # Examples
@@ -54,7 +103,7 @@ impl Default for RedisOptions {
     fn default() -> Self {
         Self {
             deadline: DEFAULT_DEADLINE,
-            connect_timeout: Duration::from_millis(500),
+            connect_timeout: ConnectionOptions::default().connect_timeout,
             blocked_capacity: DEFAULT_BLOCKED_CAPACITY,
             coalesce: true,
             max_batch: DEFAULT_MAX_BATCH,
@@ -91,6 +140,12 @@ impl RedisOptions {
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
+    }
+
+    /// The store's connection: [`RedisOptions::connect_timeout`], calls bounded by
+    /// [`DEFAULT_TIMEOUT`] (decisions by their deadline).
+    pub(crate) fn connection(&self) -> ConnectionOptions {
+        ConnectionOptions::default().connect_timeout(self.connect_timeout)
     }
 
     /// Sets the bound on the blocked-keys cache; 0 turns it off.

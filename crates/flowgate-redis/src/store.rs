@@ -13,7 +13,7 @@ use crate::batch::{Batching, Job, Lanes};
 use crate::blocked::{Blocked, Record};
 use crate::call::{Caller, EncItem, Encoded, TimeSource};
 use crate::cluster;
-use crate::conn::Conn;
+use crate::conn::RedisConnection;
 use crate::error::store_error;
 use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
@@ -82,13 +82,15 @@ struct LeaseIds {
 }
 
 impl LeaseIds {
-    fn new() -> Self {
-        let mut b = [0u8; 8];
-        let _ = getrandom::fill(&mut b);
-        Self {
-            seed: u64::from_le_bytes(b),
+    /// Ids on a seed from the operating system: without one, the store cannot be made (a fixed
+    /// seed would give every app server the same ids, and one would release another's leases).
+    fn new() -> Result<Self, StoreError> {
+        let seed =
+            flowgate_core::random::seed().map_err(|e| StoreError::Internal(e.to_string()))?;
+        Ok(Self {
+            seed,
             next: AtomicU64::new(1),
-        }
+        })
     }
 
     fn next(&self) -> u64 {
@@ -122,8 +124,8 @@ impl RedisStore {
     /// # Errors
     /// As [`RedisStore::connect`].
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let conn = Conn::single(url, options.connect_timeout).await?;
-        Ok(Self::build(conn, options))
+        let conn = RedisConnection::single(url, options.connection()).await?;
+        Self::build(conn, options)
     }
 
     /// A store on a single Redis server that connects on first use (and again after failures):
@@ -131,24 +133,26 @@ impl RedisStore {
     /// rule's failure policy decides meanwhile).
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`] for a URL that cannot be parsed.
+    /// [`StoreError::Unavailable`] for a URL that cannot be parsed; [`StoreError::Internal`]
+    /// when the operating system's random source fails (see [`flowgate_core::random`]).
     pub fn connect_lazy_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let conn = Conn::single_lazy(url, options.connect_timeout)?;
-        Ok(Self::build(conn, options))
+        let conn = RedisConnection::single_lazy(url, options.connection())?;
+        Self::build(conn, options)
     }
 
     /// A Redis Cluster's store whose connection is made on first use, so that it can be built
     /// while the cluster is down: decisions fail as unavailable until a node answers.
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`] for an invalid URL.
+    /// [`StoreError::Unavailable`] for an invalid URL; [`StoreError::Internal`] when the
+    /// operating system's random source fails (see [`flowgate_core::random`]).
     pub fn connect_cluster_lazy_with<S: AsRef<str>>(
         urls: &[S],
         options: RedisOptions,
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
-        let conn = Conn::cluster_lazy(&urls, options.connect_timeout)?;
-        Ok(Self::build(conn, options))
+        let conn = RedisConnection::cluster_lazy(&urls, options.connection())?;
+        Self::build(conn, options)
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with default options.
@@ -168,11 +172,14 @@ impl RedisStore {
         options: RedisOptions,
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
-        let conn = Conn::cluster(&urls, options.connect_timeout).await?;
-        Ok(Self::build(conn, options))
+        let conn = RedisConnection::cluster(&urls, options.connection()).await?;
+        Self::build(conn, options)
     }
 
-    fn build(conn: Conn, options: RedisOptions) -> Self {
+    /// # Errors
+    /// [`StoreError::Internal`] when the operating system gives no random seed for lease ids.
+    fn build(conn: RedisConnection, options: RedisOptions) -> Result<Self, StoreError> {
+        let leases = LeaseIds::new()?;
         let counters = Arc::new(Counters::default());
         let local_clock: Arc<dyn Clock> = match (&options.local_clock, &options.clock_override) {
             (Some(c), _) | (None, Some(c)) => c.clone(),
@@ -201,7 +208,7 @@ impl RedisStore {
                 blocked: Blocked::new(options.blocked_capacity),
                 local_clock,
                 lanes,
-                leases: LeaseIds::new(),
+                leases,
             }),
         };
         if options.clock_override.is_none()
@@ -209,7 +216,7 @@ impl RedisStore {
         {
             runtime.spawn(keep_time(Arc::downgrade(&store.inner)));
         }
-        store
+        Ok(store)
     }
 
     /// Redis's clock as this node estimates it: the instant a decision sent now is made at,
@@ -259,7 +266,7 @@ impl RedisStore {
     }
 
     /// The connection (the queue store shares it).
-    pub(crate) fn conn(&self) -> &Conn {
+    pub(crate) fn conn(&self) -> &RedisConnection {
         &self.inner.caller.conn
     }
 

@@ -11,10 +11,16 @@
 # Each JSON line also carries the CPU seconds used during that run (warm-up included) by the
 # generator, the server under test and redis-server (from /proc, utime + stime), and the wall time.
 # Usage: crates/flowgate-server/scripts/bench-server.sh [SECONDS] > results.jsonl
+# The lines are also kept in $CARGO_TARGET_DIR/bench-server/last-run.jsonl (default target/), the
+# input bench-table.py reads when none is given: results stay out of the source tree.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
-BIN=target/release/flowgate
+TARGET=${CARGO_TARGET_DIR:-target}
+BIN=$TARGET/release/flowgate
+OUT=$TARGET/bench-server/last-run.jsonl
+mkdir -p "$(dirname "$OUT")"
+: > "$OUT"
 cargo build --release -p flowgate-server >&2
 command -v redis-server >/dev/null || { echo "redis-server is needed (apt-get install redis-server)" >&2; exit 1; }
 PIDS=()
@@ -56,7 +62,7 @@ d["wall_s"] = round(float(sys.argv[8]) - float(sys.argv[7]), 2)
 if d["label"] == "redis": d["store_errors"] = int(sys.argv[11]) - int(sys.argv[10])
 d["cpu_s"] = {"bench": round(float(u) + float(s), 2), "server": (int(sys.argv[4]) - int(sys.argv[5])) / hz,
               "redis": (int(sys.argv[9]) - int(sys.argv[6])) / hz}
-print(json.dumps(d))' "$line" "$HZ" "$TIMES" "$(ticks "$target")" "$s0" "$r0" "$t0" "$(date +%s.%N)" "$(ticks "$REDIS")" "$e0" "$(store_errors)"
+print(json.dumps(d))' "$line" "$HZ" "$TIMES" "$(ticks "$target")" "$s0" "$r0" "$t0" "$(date +%s.%N)" "$(ticks "$REDIS")" "$e0" "$(store_errors)" | tee -a "$OUT"
 }
 for keys in 1 10000; do
   for c in 1 16 64; do

@@ -1,8 +1,22 @@
 #!/usr/bin/env python3
-"""Turns bench-server.sh's JSON lines into the BENCHMARKS.md tables (stdin -> stdout)."""
-import json, sys
+"""Turns bench-server.sh's JSON lines into the BENCHMARKS.md tables, on stdout.
 
-rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+Usage: bench-table.py [FILE]. The lines are read from FILE, else from stdin when it is not a
+terminal, else from the last run bench-server.sh kept: $CARGO_TARGET_DIR/bench-server/last-run.jsonl
+(default target/, from the workspace root).
+"""
+import json, os, sys
+
+def source():
+    if len(sys.argv) > 1:
+        return open(sys.argv[1])
+    if not sys.stdin.isatty():
+        return sys.stdin
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
+    return open(os.path.join(target, "bench-server", "last-run.jsonl"))
+
+rows = [json.loads(l) for l in source() if l.startswith("{")]
 by = {(r["label"], r["keys"], r["concurrency"]): r for r in rows}
 print("| keys | in flight | floor req/s | memory req/s | memory / floor | redis req/s | library redis req/s | redis / library | redis / floor | redis / serial bound | p99 floor / memory / redis (us) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -38,19 +38,6 @@ pub enum Backend {
     Redis(flowgate_redis::RedisStore),
 }
 
-/// The server URLs of `url`: `None` for one server (`redis://…`), the nodes of
-/// `redis+cluster://a,b` as `redis://a`, `redis://b`.
-pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
-    url.strip_prefix("redis+cluster://").map(|nodes| {
-        nodes
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|n| format!("redis://{}", n.trim_end_matches('/')))
-            .collect()
-    })
-}
-
 impl Backend {
     /// A memory store on `clock`.
     pub fn memory(clock: ServerClock) -> Self {
@@ -65,7 +52,7 @@ impl Backend {
     /// For an invalid URL, or when Redis answers with an error.
     pub async fn redis(url: &str, deadline: std::time::Duration) -> Result<Self, StoreError> {
         let options = flowgate_redis::RedisOptions::default().deadline(deadline);
-        let nodes = cluster_nodes(url);
+        let nodes = flowgate_redis::cluster_nodes(url);
         let connected = match &nodes {
             Some(nodes) => {
                 flowgate_redis::RedisStore::connect_cluster_with(nodes, options.clone()).await

@@ -118,34 +118,63 @@ pub fn init_logging() {
         .try_init();
 }
 
-async fn terminated() {
+/// SIGINT and SIGTERM, listened to from the moment this is made: from then on neither kills the
+/// process by its default action; one that arrives before [`Stop::wait`] is awaited is kept, and
+/// that call returns at once.
+struct Stop {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    /// Installs the handlers (within a Tokio runtime).
+    ///
+    /// # Errors
+    /// When a handler cannot be installed.
+    fn listen() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Self {})
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Until SIGINT or SIGTERM has arrived since [`Stop::listen`].
+    async fn wait(&mut self) {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => {}
+                _ = self.terminate.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
 /// Runs `flowgate serve` until SIGINT or SIGTERM.
 ///
+/// The signals are handled from its first instant, before any port opens: one that arrives while
+/// the server starts stops it there (nothing was served yet), and the process exits with success.
+///
 /// # Errors
 /// When the server cannot start (invalid configuration, address in use, store unreachable)
 /// or fails.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut stop = Stop::listen().context("cannot handle SIGINT and SIGTERM")?;
+    init_logging();
     let mut cfg = ServerConfig::new(args.config);
     cfg.http_addr = args.http_addr;
     cfg.grpc_addr = args.grpc_addr;
@@ -171,19 +200,28 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.shadow_mode = args.shadow_mode;
     cfg.quota_mode = args.quota_mode;
     cfg.response_headers = args.response_headers;
-    let server = Server::bind(cfg).await?;
-    terminated().await;
+    let server = tokio::select! {
+        bound = Server::bind(cfg) => bound?,
+        () = stop.wait() => {
+            tracing::info!("stopped while starting");
+            return Ok(());
+        }
+    };
+    stop.wait().await;
     tracing::info!("shutting down: finishing requests in flight");
     server.shutdown().await.context("shutdown")?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Runs a command.
+/// Runs a command, logging as [`init_logging`] sets up.
 ///
 /// # Errors
 /// The command's error.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging();
+    }
     match cli.command {
         Command::Serve(a) => serve(a).await,
         Command::Rules(a) => crate::rules_cli::run(a).await,

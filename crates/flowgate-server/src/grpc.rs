@@ -134,31 +134,15 @@ fn to_status(s: &Status) -> DescriptorStatus {
     }
 }
 
-/// Converts a verdict to Envoy's response; with `headers`, the `RateLimit-Limit`,
-/// `RateLimit-Remaining` and `RateLimit-Reset` of the binding descriptor (the one over its limit,
-/// else the one with the fewest units left, as envoyproxy/ratelimit picks it) for Envoy to add.
+/// Converts a verdict to Envoy's response; with `headers`, the verdict's rate-limit headers for
+/// Envoy to add ([`Verdict::headers`]: `ratelimit-limit`, `ratelimit-remaining` and
+/// `ratelimit-reset` of the binding descriptor, the one over its limit, else the one with the
+/// fewest units left, as envoyproxy/ratelimit picks it; `retry-after` when rejected with a known
+/// retry time), the same headers as the HTTP API's.
 pub fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
     let statuses: Vec<DescriptorStatus> = v.statuses.iter().map(to_status).collect();
-    let response_headers_to_add = match v.binding() {
-        Some(b) if headers => {
-            let i = v
-                .statuses
-                .iter()
-                .position(|s| std::ptr::eq(s, b))
-                .unwrap_or(0);
-            let limit = statuses[i]
-                .current_limit
-                .as_ref()
-                .map_or(0, |l| l.requests_per_unit);
-            let reset = b.decision.reset_after.as_micros().div_ceil(1_000_000);
-            [
-                ("RateLimit-Limit", limit.to_string()),
-                (
-                    "RateLimit-Remaining",
-                    statuses[i].limit_remaining.to_string(),
-                ),
-                ("RateLimit-Reset", reset.to_string()),
-            ]
+    let response_headers_to_add = if headers {
+        v.headers()
             .into_iter()
             .map(|(key, value)| HeaderValue {
                 key: key.to_owned(),
@@ -166,8 +150,8 @@ pub fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
                 ..Default::default()
             })
             .collect()
-        }
-        _ => Vec::new(),
+    } else {
+        Vec::new()
     };
     RateLimitResponse {
         overall_code: if v.allowed {

@@ -4,7 +4,7 @@ use clap::Parser as _;
 
 fn main() -> std::process::ExitCode {
     let cli = flowgate_server::cli::Cli::parse();
-    flowgate_server::cli::init_logging();
+    // Logging is set up by `run`: `serve` handles SIGTERM and SIGINT first.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

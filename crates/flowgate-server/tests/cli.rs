@@ -90,6 +90,117 @@ async fn sigterm_exits_zero() {
     }
 }
 
+/// Whether process `pid` handles SIGTERM now (its `SigCgt` mask in `/proc` has signal 15).
+#[cfg(target_os = "linux")]
+fn handles_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+}
+
+fn sigterm(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// The exit status of `child`, which must come within 20 s.
+async fn exit_of(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let end = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(tokio::time::Instant::now() < end, "no exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// SIGTERM right after the process is spawned, five times: from the instant the process handles
+/// the signal (its first statements, before any port opens) it exits 0. A signal that lands
+/// before the process could handle one at all (while the system loads the binary) kills it by
+/// the default action, as for any program; that is accepted only when `/proc` showed no handler
+/// just before the signal was sent.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn sigterm_right_after_spawn_exits_zero() {
+    let mut handled = 0;
+    for _ in 0..5 {
+        let cwd = tempfile::tempdir().unwrap();
+        let mut child = Command::new(BIN)
+            .current_dir(cwd.path())
+            .args(["serve", "--config"])
+            .arg(examples().join("flowgate.toml"))
+            .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let before = handles_sigterm(pid);
+        sigterm(pid);
+        let status = exit_of(&mut child).await;
+        if before {
+            handled += 1;
+            assert!(status.success(), "{status:?}");
+        } else {
+            use std::os::unix::process::ExitStatusExt as _;
+            assert!(
+                status.success() || status.signal() == Some(15),
+                "{status:?}"
+            );
+        }
+    }
+    eprintln!("{handled} of 5 signals sent after the handler was seen installed");
+}
+
+/// SIGTERM as soon as the process handles it (seen in `/proc`), five times: it exits 0.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn sigterm_at_the_first_instant_it_is_handled_exits_zero() {
+    for _ in 0..5 {
+        let cwd = tempfile::tempdir().unwrap();
+        let mut child = Command::new(BIN)
+            .current_dir(cwd.path())
+            .args(["serve", "--config"])
+            .arg(examples().join("flowgate.toml"))
+            .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let end = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !handles_sigterm(pid) {
+            assert!(tokio::time::Instant::now() < end, "SIGTERM never handled");
+            std::thread::yield_now();
+        }
+        sigterm(pid);
+        let status = exit_of(&mut child).await;
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+/// SIGTERM right after the ports open (the server's "serving" line), five times: the handler was
+/// installed before, and the process exits 0.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn sigterm_right_after_the_ports_open_exits_zero() {
+    for _ in 0..5 {
+        let mut p = spawn_server(&examples().join("flowgate.toml"), &[]);
+        let pid = p.child.id();
+        assert!(handles_sigterm(pid), "serving before SIGTERM is handled");
+        sigterm(pid);
+        let status = exit_of(&mut p.child).await;
+        assert!(status.success(), "{status:?}");
+    }
+}
+
 #[tokio::test]
 async fn two_processes_on_one_redis_share_limits_exactly() {
     let redis = flowgate_testkit::redis::RedisServer::start();

@@ -292,9 +292,9 @@ async fn answer_headers_follow_the_most_restrictive_descriptor_and_are_off_by_de
     assert_eq!(
         headers,
         vec![
-            ("RateLimit-Limit".to_owned(), "3".to_owned()),
-            ("RateLimit-Remaining".to_owned(), "2".to_owned()),
-            ("RateLimit-Reset".to_owned(), "60".to_owned()),
+            ("ratelimit-limit".to_owned(), "3".to_owned()),
+            ("ratelimit-remaining".to_owned(), "2".to_owned()),
+            ("ratelimit-reset".to_owned(), "60".to_owned()),
         ]
     );
     // Over the limit, the descriptor over binds.
@@ -308,14 +308,30 @@ async fn answer_headers_follow_the_most_restrictive_descriptor_and_are_off_by_de
     let remaining = r
         .response_headers_to_add
         .iter()
-        .find(|h| h.key == "RateLimit-Remaining")
+        .find(|h| h.key == "ratelimit-remaining")
         .unwrap();
     let limit = r
         .response_headers_to_add
         .iter()
-        .find(|h| h.key == "RateLimit-Limit")
+        .find(|h| h.key == "ratelimit-limit")
         .unwrap();
     assert_eq!((limit.value.as_str(), remaining.value.as_str()), ("0", "0"));
+    // Over a limit that frees up: `retry-after` too, as over HTTP.
+    for _ in 0..2 {
+        should(&mut grpc, "basic", vec![descriptor(&[("key2", "h")])], 0).await;
+    }
+    let r = should(&mut grpc, "basic", vec![descriptor(&[("key2", "h")])], 0).await;
+    assert_eq!(code_name(r.overall_code), "OVER_LIMIT");
+    let retry = r
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key == "retry-after")
+        .and_then(|h| h.value.parse::<u64>().ok());
+    assert!(
+        matches!(retry, Some(1..=60)),
+        "{:?}",
+        r.response_headers_to_add
+    );
     let mut grpc = off.grpc().await;
     let r = should(&mut grpc, "basic", request(), 0).await;
     assert!(r.response_headers_to_add.is_empty());

@@ -405,3 +405,105 @@ async fn a_long_poll_is_answered_by_a_submission_and_metrics_show_the_queue() {
         "{m}"
     );
 }
+
+#[tokio::test]
+async fn each_admin_operation_does_its_own_work_and_no_other() {
+    let s = start().await;
+    let r = post_json(
+        s.http(),
+        "/v1/queues/submit",
+        json!({"domain": "payments", "descriptor": wpg(), "jobs": [
+            {"payload": 1}, {"payload": 2}, {"payload": 3},
+        ]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Jobs 1 and 2 fail their two attempts (dead letters); job 3 stays leased.
+    let dead_ids = || async {
+        let dead = post_json(
+            s.http(),
+            "/v1/queues/dead",
+            json!({"domain": "payments", "descriptor": wpg()}),
+        )
+        .await
+        .json();
+        let ids: Vec<u64> = dead["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
+        ids
+    };
+    for _ in 0..20 {
+        if dead_ids().await.len() == 2 {
+            break;
+        }
+        s.clock.advance(Duration::from_secs(11));
+        let got = lease(&s).await;
+        if got.status != 200 {
+            continue;
+        }
+        let job = got.json();
+        if job["id"] != 3 {
+            let r = post_json(
+                s.http(),
+                "/v1/queues/nack",
+                json!({"token": job["token"], "retry_after_ms": 0}),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    }
+    assert_eq!(dead_ids().await, vec![1, 2]);
+    let body = |ids: Option<Vec<u64>>| {
+        let mut b = json!({"domain": "payments", "descriptor": wpg()});
+        if let Some(ids) = ids {
+            b["ids"] = json!(ids);
+        }
+        b
+    };
+
+    // A purge takes no ids: refused, nothing deleted.
+    let r = admin(&s, "/v1/queues/purge", body(Some(vec![1]))).await;
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (400, Some("bad_request"))
+    );
+    assert!(
+        r.body.contains("`ids` is for the dead letters"),
+        "{}",
+        r.body
+    );
+    assert_eq!(dead_ids().await, vec![1, 2]);
+    // Purging a dead letter deletes that one only.
+    let r = admin(&s, "/v1/queues/dead/purge", body(Some(vec![1]))).await;
+    assert_eq!(
+        (r.status, r.json()["purged"].as_u64()),
+        (200, Some(1)),
+        "{}",
+        r.body
+    );
+    assert_eq!(dead_ids().await, vec![2]);
+    // Requeueing moves the rest back: no dead letters, the job leased again.
+    let r = admin(&s, "/v1/queues/dead/requeue", body(None)).await;
+    assert_eq!(
+        (r.status, r.json()["requeued"].as_u64()),
+        (200, Some(1)),
+        "{}",
+        r.body
+    );
+    assert!(dead_ids().await.is_empty());
+    s.clock.advance(Duration::from_secs(1));
+    assert_eq!(lease(&s).await.json()["id"], 2);
+    // A purge deletes every job of the instance: the two leased.
+    let r = admin(&s, "/v1/queues/purge", body(None)).await;
+    assert_eq!(
+        (r.status, r.json()["purged"].as_u64()),
+        (200, Some(2)),
+        "{}",
+        r.body
+    );
+    let q = http(s.http(), "GET", "/v1/queues", &[], "").await.json();
+    assert_eq!(q["instances"][0]["depth"].as_u64(), Some(0), "{q}");
+}

@@ -101,6 +101,10 @@ impl Verdict {
     /// The standard rate-limit headers for this verdict: `RateLimit-Limit`,
     /// `RateLimit-Remaining`, `RateLimit-Reset` (seconds, rounded up) from the binding status,
     /// and `Retry-After` (seconds, rounded up) when rejected with a known retry time.
+    ///
+    /// Names are lowercase, as HTTP/2 and `http::HeaderName` write them. This is the one place
+    /// they are built: the tower layer, the server's HTTP API and its Envoy gRPC answer
+    /// (`response_headers_to_add`) all send these.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         let mut h = Vec::with_capacity(4);
         if let Some(s) = self.binding() {

@@ -471,11 +471,41 @@ pub(super) async fn dead(
     Ok(Json(json!({"jobs": jobs})).into_response())
 }
 
+/// An operation on a queue instance that needs the admin token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AdminOp {
+    /// Dead letters (`ids`, or all) back in the queue.
+    Requeue,
+    /// Deletes dead letters (`ids`, or all).
+    PurgeDead,
+    /// Deletes every job of the instance (no `ids`).
+    Purge,
+}
+
+impl AdminOp {
+    /// Its name in metrics and logs.
+    fn name(self) -> &'static str {
+        match self {
+            AdminOp::Requeue => "requeue",
+            AdminOp::PurgeDead => "purge_dead",
+            AdminOp::Purge => "purge",
+        }
+    }
+
+    /// The field of the answer that counts the jobs it moved or deleted.
+    fn counted(self) -> &'static str {
+        match self {
+            AdminOp::Requeue => "requeued",
+            AdminOp::PurgeDead | AdminOp::Purge => "purged",
+        }
+    }
+}
+
 async fn admin_op(
     state: &AppState,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    op: &'static str,
+    op: AdminOp,
 ) -> Result<Response, ApiError> {
     authorized(state, headers)?;
     let b: InstanceBody = body::parse(&body_bytes(body)?)?;
@@ -488,24 +518,21 @@ async fn admin_op(
     let ids = b.ids.as_deref();
     let q = &state.queue;
     let n = match op {
-        "requeue" => q.requeue_dead(&b.domain, &descriptor, ids).await,
-        "purge_dead" => q.purge_dead(&b.domain, &descriptor, ids).await,
-        _ if ids.is_some() => {
-            return Err(ApiError::bad_request(
-                "`ids` is for the dead letters: a purge deletes every job of the instance",
-            ));
+        AdminOp::Requeue => q.requeue_dead(&b.domain, &descriptor, ids).await,
+        AdminOp::PurgeDead => q.purge_dead(&b.domain, &descriptor, ids).await,
+        AdminOp::Purge => {
+            if ids.is_some() {
+                return Err(ApiError::bad_request(
+                    "`ids` is for the dead letters: a purge deletes every job of the instance",
+                ));
+            }
+            q.purge(&b.domain, &descriptor).await
         }
-        _ => q.purge(&b.domain, &descriptor).await,
     }
-    .map_err(|e| queue_error(state, op, e))?;
-    state.metrics.queue_op(op, "ok");
-    tracing::info!(op, domain = %b.domain, descriptor = %descriptor, jobs = n, "queue admin operation");
-    let field = if op == "requeue" {
-        "requeued"
-    } else {
-        "purged"
-    };
-    Ok(Json(json!({ field: n })).into_response())
+    .map_err(|e| queue_error(state, op.name(), e))?;
+    state.metrics.queue_op(op.name(), "ok");
+    tracing::info!(op = op.name(), domain = %b.domain, descriptor = %descriptor, jobs = n, "queue admin operation");
+    Ok(Json(json!({ op.counted(): n })).into_response())
 }
 
 /// `POST /v1/queues/dead/requeue` (admin): dead letters (`ids`, or all) back in the queue.
@@ -514,7 +541,7 @@ pub(super) async fn requeue(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    admin_op(&state, &headers, body, "requeue").await
+    admin_op(&state, &headers, body, AdminOp::Requeue).await
 }
 
 /// `POST /v1/queues/dead/purge` (admin): deletes dead letters (`ids`, or all).
@@ -523,7 +550,7 @@ pub(super) async fn purge_dead(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    admin_op(&state, &headers, body, "purge_dead").await
+    admin_op(&state, &headers, body, AdminOp::PurgeDead).await
 }
 
 /// `POST /v1/queues/purge` (admin): deletes every job of an instance.
@@ -532,5 +559,5 @@ pub(super) async fn purge(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    admin_op(&state, &headers, body, "purge").await
+    admin_op(&state, &headers, body, AdminOp::Purge).await
 }

@@ -7,14 +7,11 @@
 //! stale read is refused, never lost), stores it, moves `version` and publishes `n` on the
 //! channel `flowgate:rules`. The newest [`KEPT_VERSIONS`] versions are kept.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::cluster_async::ClusterConnection;
+use flowgate_core::StoreError;
+use flowgate_redis::{ConnectionOptions, RedisConnection};
 use serde::Serialize;
-use tokio::sync::OnceCell;
 
 use super::doc::RulesDoc;
 
@@ -27,7 +24,7 @@ pub const CHANNEL: &str = "flowgate:rules";
 /// How many versions are kept (older ones are deleted as new ones are written).
 pub const KEPT_VERSIONS: u64 = 1000;
 
-/// How long one command may take.
+/// How long one command may take (connecting included).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
 
 const PUSH: &str = r"
@@ -111,29 +108,10 @@ pub enum Written {
     Exists(u64),
 }
 
-#[derive(Clone)]
-enum Conn {
-    Single(ConnectionManager),
-    /// Made on first use, so that a node starts while the cluster is down (the client crate
-    /// has no lazy cluster connection; once made, it follows the cluster by itself).
-    Cluster(Arc<(ClusterClient, OnceCell<ClusterConnection>)>),
-}
-
-impl Conn {
-    async fn cluster(
-        cluster: &(ClusterClient, OnceCell<ClusterConnection>),
-    ) -> redis::RedisResult<ClusterConnection> {
-        let (client, conn) = cluster;
-        conn.get_or_try_init(|| client.get_async_connection())
-            .await
-            .cloned()
-    }
-}
-
 /// The shared rules' connection to Redis.
 #[derive(Clone)]
 pub struct SharedRules {
-    conn: Conn,
+    conn: RedisConnection,
     /// The URLs a subscriber connects to, tried in turn: a cluster publishes to every node, so
     /// any one that answers will do.
     subscribe_urls: Vec<String>,
@@ -143,12 +121,11 @@ fn unavailable(e: impl std::fmt::Display) -> SharedError {
     SharedError::Unavailable(e.to_string())
 }
 
-/// `f` within [`COMMAND_TIMEOUT`].
-async fn within<T>(f: impl Future<Output = redis::RedisResult<T>>) -> Result<T, SharedError> {
-    tokio::time::timeout(COMMAND_TIMEOUT, f)
-        .await
-        .map_err(|_| unavailable(format!("no answer within {COMMAND_TIMEOUT:?}")))?
-        .map_err(unavailable)
+impl From<StoreError> for SharedError {
+    /// Whatever went wrong with Redis, the shared rules cannot be read or written now.
+    fn from(e: StoreError) -> Self {
+        unavailable(e)
+    }
 }
 
 impl SharedRules {
@@ -158,33 +135,12 @@ impl SharedRules {
     /// # Errors
     /// [`SharedError::Unavailable`] for a bad URL.
     pub async fn connect(url: &str) -> Result<Self, SharedError> {
-        match crate::backend::cluster_nodes(url) {
-            Some(nodes) => {
-                let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
-                    .connection_timeout(COMMAND_TIMEOUT)
-                    .response_timeout(COMMAND_TIMEOUT)
-                    .build()
-                    .map_err(unavailable)?;
-                Ok(Self {
-                    conn: Conn::Cluster(Arc::new((client, OnceCell::new()))),
-                    subscribe_urls: nodes,
-                })
-            }
-            None => {
-                let client = redis::Client::open(url).map_err(unavailable)?;
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(COMMAND_TIMEOUT))
-                    .set_response_timeout(Some(COMMAND_TIMEOUT))
-                    .set_number_of_retries(1)
-                    .set_max_delay(Duration::from_millis(500));
-                let conn =
-                    ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
-                Ok(Self {
-                    conn: Conn::Single(conn),
-                    subscribe_urls: vec![url.to_owned()],
-                })
-            }
-        }
+        let options = ConnectionOptions::default().timeout(COMMAND_TIMEOUT);
+        Ok(Self {
+            conn: RedisConnection::connect_lazy(url, options)?,
+            subscribe_urls: flowgate_redis::cluster_nodes(url)
+                .unwrap_or_else(|| vec![url.to_owned()]),
+        })
     }
 
     /// The URLs of the servers whose notifications a node follows, tried in turn.
@@ -192,35 +148,12 @@ impl SharedRules {
         &self.subscribe_urls
     }
 
-    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, SharedError> {
-        within(async {
-            match &self.conn {
-                Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
-                Conn::Cluster(c) => cmd.query_async(&mut Conn::cluster(c).await?).await,
-            }
-        })
-        .await
-    }
-
-    async fn query_pipe<T: redis::FromRedisValue>(
-        &self,
-        pipe: &redis::Pipeline,
-    ) -> Result<T, SharedError> {
-        within(async {
-            match &self.conn {
-                Conn::Single(c) => pipe.query_async(&mut c.clone()).await,
-                Conn::Cluster(c) => pipe.query_async(&mut Conn::cluster(c).await?).await,
-            }
-        })
-        .await
-    }
-
     /// The number of the version in force (0 when none was stored yet).
     ///
     /// # Errors
     /// [`SharedError::Unavailable`].
     pub async fn current(&self) -> Result<u64, SharedError> {
-        let v: Option<u64> = self.query(redis::cmd("GET").arg(VERSION_KEY)).await?;
+        let v: Option<u64> = self.conn.query(redis::cmd("GET").arg(VERSION_KEY)).await?;
         Ok(v.unwrap_or(0))
     }
 
@@ -230,6 +163,7 @@ impl SharedRules {
     /// [`SharedError::Unavailable`], or [`SharedError::Corrupt`] when it cannot be read.
     pub async fn get(&self, n: u64) -> Result<Option<Version>, SharedError> {
         let fields: std::collections::HashMap<String, String> = self
+            .conn
             .query(redis::cmd("HGETALL").arg(format!("{VERSION_PREFIX}{n}")))
             .await?;
         if fields.is_empty() {
@@ -282,7 +216,7 @@ impl SharedRules {
             .arg(diff.summary())
             .arg(CHANNEL)
             .arg(KEPT_VERSIONS);
-        let (n, outcome): (u64, i64) = self.query(&cmd).await?;
+        let (n, outcome): (u64, i64) = self.conn.query(&cmd).await?;
         match (outcome, base) {
             (1, _) => Ok(Written::New(n)),
             (0, _) => Ok(Written::Exists(n)),
@@ -315,7 +249,7 @@ impl SharedRules {
         let rows: Vec<[Option<String>; 4]> = if numbers.is_empty() {
             Vec::new()
         } else {
-            self.query_pipe(&pipe).await?
+            self.conn.query_pipe(&pipe).await?
         };
         let mut out = Vec::new();
         for (n, [author, at, action, summary]) in numbers.into_iter().zip(rows) {

@@ -107,11 +107,13 @@ pub struct Queue<S: QueueStore> {
     meter: Mutex<Meter>,
 }
 
-fn nonce() -> u64 {
-    let mut b = [0u8; 8];
-    let _ = getrandom::fill(&mut b);
-    // 52 bits (exact in the Redis scripts' doubles), never 0 (0 means never delivered).
-    (u64::from_le_bytes(b) >> 12).max(1)
+/// A delivery's nonce: 52 random bits (exact in the Redis scripts' doubles), never 0 (0 means
+/// never delivered). Without the operating system's randomness the lease fails: a fixed nonce
+/// would let a worker whose lease expired ack the job's next delivery.
+fn nonce() -> Result<u64, QueueError> {
+    flowgate_core::random::seed()
+        .map(|r| (r >> 12).max(1))
+        .map_err(|e| QueueError::Store(flowgate_core::StoreError::Internal(e.to_string())))
 }
 
 fn micros(d: Duration) -> Micros {
@@ -268,7 +270,10 @@ impl<S: QueueStore> Queue<S> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let horizon = micros(left.min(MAX_HORIZON));
-            let outcome = self.store.lease(&spec, &instance, horizon, nonce()).await?;
+            let outcome = self
+                .store
+                .lease(&spec, &instance, horizon, nonce()?)
+                .await?;
             let pause = match outcome {
                 LeaseOutcome::Leased(job) => {
                     drop(turn);
