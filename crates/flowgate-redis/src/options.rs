@@ -182,11 +182,12 @@ impl RedisOptions {
         self
     }
 
-    /// **Test only.** Makes the scripts read `clock.now()` (passed as an argument) instead of
+    /// **Test only** (the `test-support` feature). Makes the scripts read `clock.now()` (passed as an argument) instead of
     /// Redis's `TIME`, so a conformance suite on a [`flowgate_core::ManualClock`] is
     /// deterministic. Keys then get 10 extra minutes of expiry, so state does not vanish while
     /// the test's clock runs slower than Redis's. Production code must never set it: the
     /// app servers' clocks would then decide, and they drift.
+    #[cfg(feature = "test-support")]
     pub fn clock_override(mut self, clock: impl Clock) -> Self {
         self.clock_override = Some(Arc::new(clock));
         self

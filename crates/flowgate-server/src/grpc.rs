@@ -28,7 +28,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
-use flowgate::{Descriptor, Entry, Request, Status, Verdict};
+use flowgate::decision::Status;
+use flowgate::{Descriptor, Entry, Request, Verdict};
 use tonic::{Response, Status as GrpcStatus};
 
 use crate::config::envoy_unit;
@@ -37,18 +38,18 @@ use crate::state::{Api, AppState};
 
 /// The gRPC service.
 #[derive(Clone)]
-pub struct RlsService {
+pub(crate) struct RlsService {
     state: Arc<AppState>,
 }
 
 impl RlsService {
     /// The service over `state`.
-    pub fn new(state: Arc<AppState>) -> Self {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 
     /// The tonic server for this service, with the message size bound.
-    pub fn into_server(self) -> RateLimitServiceServer<Self> {
+    pub(crate) fn into_server(self) -> RateLimitServiceServer<Self> {
         RateLimitServiceServer::new(self)
             .max_decoding_message_size(MAX_BODY_BYTES)
             .max_encoding_message_size(4 * MAX_BODY_BYTES)
@@ -59,7 +60,7 @@ impl RlsService {
 ///
 /// # Errors
 /// A message for `INVALID_ARGUMENT`.
-pub fn to_request(req: RateLimitRequest) -> Result<Request, String> {
+pub(crate) fn to_request(req: RateLimitRequest) -> Result<Request, String> {
     let descriptors = req
         .descriptors
         .into_iter()
@@ -139,7 +140,7 @@ fn to_status(s: &Status) -> DescriptorStatus {
 /// `ratelimit-reset` of the binding descriptor, the one over its limit, else the one with the
 /// fewest units left, as envoyproxy/ratelimit picks it; `retry-after` when rejected with a known
 /// retry time), the same headers as the HTTP API's.
-pub fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
+pub(crate) fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
     let statuses: Vec<DescriptorStatus> = v.statuses.iter().map(to_status).collect();
     let response_headers_to_add = if headers {
         v.headers()

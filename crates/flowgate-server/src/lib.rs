@@ -2,7 +2,8 @@
 //! [`flowgate::Limiter`], with rules from Flowgate TOML or envoyproxy/ratelimit YAML files,
 //! hot-reloaded, and Prometheus metrics.
 //!
-//! The `flowgate` binary is a thin layer over [`cli`]; integration tests start a [`Server`]
+//! The `flowgate` binary (`src/bin/flowgate`: its command line, the rules CLI and the load
+//! generator) is a thin layer over this library; integration tests start a [`Server`]
 //! in-process on `127.0.0.1:0`:
 //!
 //! ```no_run
@@ -20,31 +21,39 @@
 //! descriptors per request, 32 entries per descriptor, 1024 bytes per domain, key or value, and a
 //! cost of at most 2^32 - 1, the largest limit (400 / `INVALID_ARGUMENT`); configuration files at
 //! most 16 MiB. Junk bytes on either port close that connection only. The memory store holds at
-//! most 1,000,000 keys (a rule's failure policy decides beyond). See [`limits`] and
+//! most 1,000,000 keys (a rule's failure policy decides beyond). See `limits.rs` and
 //! `docs/operating.md`.
 //!
 //! # Configuration
 //! `--config` names a Flowgate TOML file ([`config`]'s `toml` format), an envoyproxy/ratelimit
-//! YAML file, or a directory of both. It is watched and polled every 2 s; see [`reload`].
+//! YAML file, or a directory of both. It is watched and polled every 2 s; see `reload.rs`.
 //!
 //! A node follows its files (`--rules-source files`, the default) or the versioned rules shared
 //! by the cluster through Redis (`--rules-source redis`); see [`rules`]. **Following files, rules
 //! set through the admin API (`PUT /v1/rules`) are replaced by the next file reload**: the file
 //! and the API each replace the whole rule set, and the last writer wins. `GET /v1/rules` shows
 //! the `source` of the rules in force and what the node `follows`.
+//!
+//! # Parts
+//! The library's public surface is what the binary and the integration tests use: [`Server`]
+//! and [`ServerConfig`], [`config`] (the rule schema and its readers), [`rules`] (the shared
+//! rules' store and documents) and [`tokens`]. Inside, the server is made of named parts:
+//! `state.rs` composes the limiter and the queues, the rules in force (`rules::RulesInForce`,
+//! which alone changes them), the recording of decisions (`observe`: metrics and logs, where the
+//! dashboard and alerts belong) and the admin tokens; `grpc.rs` and `http/` translate the
+//! protocols; `server.rs` starts the services. See `ARCHITECTURE.md`.
 
-pub mod backend;
+mod backend;
 pub mod config;
-pub mod grpc;
-pub mod http;
-pub mod limits;
-pub mod observe;
+mod grpc;
+mod http;
+mod limits;
+mod observe;
 mod queue_watch;
-pub mod reload;
+mod reload;
 pub mod rules;
-pub mod rules_cli;
 mod server;
-pub mod state;
+mod state;
 pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
@@ -52,6 +61,3 @@ pub use config::ConfigError;
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig, ServerError,
 };
-pub use state::AppState;
-pub mod bench;
-pub mod cli;

@@ -6,20 +6,20 @@
 use flowgate_core::Request;
 
 /// The largest HTTP request body, and the largest gRPC message (64 KiB).
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The most descriptors in one request.
-pub const MAX_DESCRIPTORS: usize = 64;
+pub(crate) const MAX_DESCRIPTORS: usize = 64;
 /// The most entries in one descriptor.
-pub const MAX_ENTRIES: usize = 32;
+pub(crate) const MAX_ENTRIES: usize = 32;
 /// The longest domain, key or value, in bytes.
-pub const MAX_TEXT_BYTES: usize = 1024;
+pub(crate) const MAX_TEXT_BYTES: usize = 1024;
 /// The largest cost (`hits_addend`): 2^32 - 1, the largest limit.
-pub const MAX_COST: u64 = flowgate_core::quota::MAX_LIMIT;
+pub(crate) const MAX_COST: u64 = flowgate_core::quota::MAX_LIMIT;
 
 /// Why a request was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum InputError {
+pub(crate) enum InputError {
     /// No domain.
     #[error("the domain must not be empty")]
     EmptyDomain,
@@ -64,7 +64,7 @@ pub enum InputError {
 
 /// The cost of a request whose `hits_addend` is `addend`: 0, or none, means 1, as in Envoy. (A
 /// descriptor's own `hits_addend` is its cost as it is: 0 only looks.)
-pub fn request_cost(addend: Option<u64>) -> u64 {
+pub(crate) fn request_cost(addend: Option<u64>) -> u64 {
     match addend {
         Some(h) if h > 0 => h,
         _ => 1,
@@ -75,7 +75,7 @@ pub fn request_cost(addend: Option<u64>) -> u64 {
 ///
 /// # Errors
 /// The first bound the request exceeds.
-pub fn validate(req: &Request) -> Result<(), InputError> {
+pub(crate) fn validate(req: &Request) -> Result<(), InputError> {
     if req.domain.is_empty() {
         return Err(InputError::EmptyDomain);
     }

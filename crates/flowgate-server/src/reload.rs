@@ -52,7 +52,10 @@ pub(crate) fn fingerprint(path: &Path) -> u64 {
 ///
 /// # Errors
 /// The configuration error, already logged and counted.
-pub async fn reload_now(rules: &RulesInForce, path: &Path) -> Result<u64, config::ConfigError> {
+pub(crate) async fn reload_now(
+    rules: &RulesInForce,
+    path: &Path,
+) -> Result<u64, config::ConfigError> {
     let change = rules.change().await;
     let p = path.to_owned();
     let loaded = tokio::task::spawn_blocking(move || config::load(&p))

@@ -146,7 +146,6 @@ impl From<ConfigError> for ServerError {
 pub struct Server {
     http_addr: SocketAddr,
     grpc_addr: SocketAddr,
-    state: Arc<AppState>,
     shutdown: watch::Sender<bool>,
     http: JoinHandle<Result<(), ServerError>>,
     grpc: JoinHandle<Result<(), ServerError>>,
@@ -331,7 +330,7 @@ impl Server {
         let limiter = Limiter::new(loaded.rules, backend);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
-        let queue = flowgate::Queue::new(loaded.queues, queues);
+        let queue = flowgate::queue::Queue::new(loaded.queues, queues);
         let mut state = AppState::new(limiter, queue, info, admin);
         state.response_headers = cfg.response_headers;
         state.follower = follower.clone();
@@ -364,7 +363,6 @@ impl Server {
         Ok(Server {
             http_addr,
             grpc_addr,
-            state,
             shutdown: tx,
             http,
             grpc,
@@ -381,11 +379,6 @@ impl Server {
     /// The gRPC API's address.
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
-    }
-
-    /// The shared state (limiter, metrics).
-    pub fn state(&self) -> &Arc<AppState> {
-        &self.state
     }
 
     /// Stops accepting, lets requests in flight finish (up to the grace period), and stops.

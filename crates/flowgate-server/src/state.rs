@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use flowgate::{Limiter, Queue, Request, Verdict};
+use flowgate::queue::Queue;
+use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
-pub use crate::observe::Api;
+pub(crate) use crate::observe::Api;
 use crate::observe::Recorder;
 use crate::observe::metrics::Metrics;
 use crate::rules::follow::Follower;
@@ -15,28 +16,28 @@ use crate::rules::{RulesInForce, RulesInfo};
 use crate::tokens::AdminTokens;
 
 /// The server's shared state.
-pub struct AppState {
+pub(crate) struct AppState {
     /// The limiter.
-    pub limiter: Arc<Limiter<Backend>>,
+    pub(crate) limiter: Arc<Limiter<Backend>>,
     /// The shaped queues.
-    pub queue: Arc<Queue<QueueBackend>>,
+    pub(crate) queue: Arc<Queue<QueueBackend>>,
     /// The rules in force, and the one way to change them.
-    pub rules: Arc<RulesInForce>,
+    pub(crate) rules: Arc<RulesInForce>,
     /// Records decisions into the metrics and the rejection log.
-    pub recorder: Arc<Recorder>,
+    pub(crate) recorder: Arc<Recorder>,
     /// The metrics (those the recorder records into).
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The admin API's tokens; the admin API is disabled without one.
-    pub admin: AdminTokens,
+    pub(crate) admin: AdminTokens,
     /// The rules shared through Redis, when the node follows them.
-    pub follower: Option<Arc<Follower>>,
+    pub(crate) follower: Option<Arc<Follower>>,
     /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
-    pub response_headers: bool,
+    pub(crate) response_headers: bool,
 }
 
 impl AppState {
     /// State over a limiter and queues whose rules came from `info`'s origin.
-    pub fn new(
+    pub(crate) fn new(
         limiter: Limiter<Backend>,
         queue: Queue<QueueBackend>,
         info: RulesInfo,
@@ -65,12 +66,12 @@ impl AppState {
     }
 
     /// Counts a request refused as invalid.
-    pub fn invalid(&self, api: Api) {
+    pub(crate) fn invalid(&self, api: Api) {
         self.recorder.invalid(api);
     }
 
     /// Decides a (validated) request, and records it.
-    pub async fn decide(&self, api: Api, request: &Request) -> Verdict {
+    pub(crate) async fn decide(&self, api: Api, request: &Request) -> Verdict {
         let start = quanta::Instant::now();
         let verdict = self.limiter.check(request).await;
         let elapsed = start.elapsed();

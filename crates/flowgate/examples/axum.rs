@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
+use flowgate::layer::RateLimitLayer;
 use flowgate::{
-    Algorithm, Descriptor, Limit, Limiter, Matcher, MemoryStore, Quota, RateLimitLayer, Request,
-    Rule, RuleSet,
+    Algorithm, Descriptor, Limit, Limiter, Matcher, MemoryStore, Quota, Request, Rule, RuleSet,
 };
 
 #[tokio::main]

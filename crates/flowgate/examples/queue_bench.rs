@@ -15,8 +15,9 @@ use std::time::Duration;
 // Benchmarks measure wall time: tokio's Instant (not disallowed; the real clock here).
 use tokio::time::Instant;
 
+use flowgate::clock::SystemClock;
 use flowgate::queue::{DiskQueueStore, NewJob, Queue, QueueSet, QueueSpec, QueueStore};
-use flowgate::{Descriptor, Matcher, RedisStore, SystemClock};
+use flowgate::{Descriptor, Matcher, RedisStore};
 use flowgate_testkit::redis::RedisServer;
 
 const PAYLOAD: usize = 200;

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use flowgate::clock::SystemClock;
 use flowgate::queue::{DiskQueueStore, NewJob, Queue, QueueSet, QueueSpec, QueueStore};
-use flowgate::{Descriptor, Matcher, SystemClock};
+use flowgate::{Descriptor, Matcher};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -2,7 +2,8 @@
 //! concurrency) and shaping (leaky bucket with a bounded queue), in one process or across a
 //! cluster of app servers through Redis.
 //!
-//! A [`Limiter`] holds a [`RuleSet`] (swappable at run time) and a [`Store`]. Each request
+//! A [`Limiter`] holds a [`RuleSet`] (swappable at run time) and a store ([`MemoryStore`], or
+//! [`RedisStore`] with the `redis` feature). Each request
 //! carries descriptors; each descriptor matches at most one rule; the request is admitted only if
 //! every matching rule admits it, and a rejected request consumes nothing from any rule.
 //!
@@ -23,26 +24,73 @@
 //! # }
 //! ```
 
+//! # Where things are
+//! The root names what a user of the limiter names. Beside it: [`layer`] (the tower layer for
+//! axum and tonic services), [`rule`] (the parts of a rule in detail: schedules, calendar
+//! windows, wildcards), [`decision`] (a verdict's parts), [`clock`], [`algorithm`] (the
+//! algorithms as pure transitions, for a caller that keeps its own state), [`store`] (for
+//! authors of a store), and behind features [`queue`] (`queue`: durable queues released at a
+//! rate) and [`redis`] (`redis`, on by default: the Redis store's details).
+
 pub mod layer;
 mod limiter;
 mod permit;
+#[cfg(feature = "queue")]
 pub mod queue;
 mod verdict;
 
 pub use flowgate_core::{
-    Algorithm, Calendar, CalendarUnit, Clock, Decision, Descriptor, Entry, FailurePolicy, Item,
-    Limit, LimitBuilder, ManualClock, Matcher, MemoryStore, Mode, Override, Quota, Request, Rule,
-    RuleSet, RuleSetError, Schedule, Store, StoreError, SystemClock, Tz, ValueMatch, algorithm,
-    store,
+    Algorithm, Descriptor, Entry, FailurePolicy, Limit, Matcher, MemoryStore, Mode, Quota, Request,
+    Rule, RuleSet,
 };
-pub use layer::RateLimitLayer;
 pub use limiter::Limiter;
 pub use permit::Permit;
-pub use queue::{DiskQueueStore, Queue, Worker};
-pub use verdict::{Status, Verdict};
+pub use verdict::Verdict;
 
 #[cfg(feature = "redis")]
-pub use flowgate_redis::{RedisOptions, RedisStats, RedisStore};
+pub use flowgate_redis::{RedisOptions, RedisStore};
 
-/// The core crate, for what is not re-exported here.
-pub use flowgate_core as core;
+/// The parts of a rule in detail: how an entry's value matches, schedules and calendar windows,
+/// and the errors of building one.
+pub mod rule {
+    pub use flowgate_core::calendar::{Calendar, CalendarUnit};
+    pub use flowgate_core::schedule::{Dates, Hours, Override, Schedule};
+    pub use flowgate_core::{
+        LimitBuilder, LimitError, QuotaError, RuleSetError, ValueMatch, Wildcard,
+    };
+}
+
+/// A verdict's parts: each descriptor's status, and the decision of its rule.
+pub mod decision {
+    pub use crate::verdict::Status;
+    pub use flowgate_core::Decision;
+}
+
+/// Time: the clock a store reads, a real one, and one that tests move by hand.
+pub mod clock {
+    pub use flowgate_core::clock::{Clock, ManualClock, Micros, SystemClock, system_now};
+}
+
+/// The algorithms as pure transitions `(state, now, cost) -> (state', decision)`, for a caller
+/// that keeps the state itself, and a single in-process bucket.
+pub mod algorithm {
+    pub use flowgate_core::DirectBucket;
+    pub use flowgate_core::algorithm::{
+        ConcurrencyState, FixedWindowState, GcraState, Lease, SlidingLogState, SlidingWindowState,
+        State, apply, check, is_idle, release, transition,
+    };
+}
+
+/// For authors of a store: the interface the limiter calls, and what it passes.
+pub mod store {
+    pub use flowgate_core::store::{Decisions, Item, Store, StoreError, admitted};
+    pub use flowgate_core::{MemoryStats, StateTag};
+}
+
+/// The Redis store's details: its statistics, defaults and, with `queue`, its queue store.
+#[cfg(feature = "redis")]
+pub mod redis {
+    #[cfg(feature = "queue")]
+    pub use flowgate_redis::RedisQueueStore;
+    pub use flowgate_redis::{DEFAULT_DEADLINE, RedisConnection, RedisStats};
+}

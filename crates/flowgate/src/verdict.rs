@@ -7,6 +7,7 @@ use flowgate_core::{Decision, Limit, Rule, StoreError};
 
 /// What one descriptor of a request got.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Status {
     /// The rule that applied; `None` when no rule matched (the descriptor is unlimited).
     pub rule: Option<Arc<Rule>>,
@@ -55,6 +56,7 @@ impl Status {
 
 /// The answer to a request.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Verdict {
     /// Whether the request is admitted: no enforced rule rejected it.
     pub allowed: bool,

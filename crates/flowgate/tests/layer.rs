@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
+use flowgate::clock::ManualClock;
+use flowgate::layer::RateLimitLayer;
 use flowgate::{
-    Algorithm, Descriptor, Limit, Limiter, ManualClock, Matcher, MemoryStore, Quota,
-    RateLimitLayer, Request, Rule, RuleSet,
+    Algorithm, Descriptor, Limit, Limiter, Matcher, MemoryStore, Quota, Request, Rule, RuleSet,
 };
 use http_body_util::BodyExt;
 use tower::ServiceExt;

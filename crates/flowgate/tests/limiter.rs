@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flowgate::clock::ManualClock;
+use flowgate::store::{Decisions, Item, Store, StoreError};
 use flowgate::{
-    Algorithm, Descriptor, FailurePolicy, Item, Limit, Limiter, ManualClock, Matcher, MemoryStore,
-    Mode, Quota, Request, Rule, RuleSet, Store, StoreError, store::Decisions,
+    Algorithm, Descriptor, FailurePolicy, Limit, Limiter, Matcher, MemoryStore, Mode, Quota,
+    Request, Rule, RuleSet,
 };
 
 fn q(s: &str) -> Quota {
@@ -261,7 +263,12 @@ async fn quota_and_shared_wildcards<S: Store>(l: &Limiter<S>) {
     assert!(second.statuses[0].over_limit() && !second.statuses[1].over_limit());
     let third = l.check(&gold_silver).await;
     assert!(!third.allowed);
-    assert!(third.statuses.iter().all(flowgate::Status::over_limit));
+    assert!(
+        third
+            .statuses
+            .iter()
+            .all(flowgate::decision::Status::over_limit)
+    );
     // Rejected by its only quota rule: the user's limit gave nothing.
     assert!(!l.check(&req(&["plan=gold", "user=u"])).await.allowed);
     for _ in 0..3 {

@@ -94,7 +94,7 @@ async fn failure_policies_under_a_redis_outage() {
     assert!(!limiter.store().is_degraded());
 }
 
-async fn futures_ok<S: flowgate::Store>(l: &Limiter<S>, r: &Request, n: usize) -> usize {
+async fn futures_ok<S: flowgate::store::Store>(l: &Limiter<S>, r: &Request, n: usize) -> usize {
     let mut ok = 0;
     for _ in 0..n {
         if l.check(r).await.allowed {

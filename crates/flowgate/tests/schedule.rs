@@ -5,11 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowgate::core::schedule::{Hours, Override, Schedule};
-use flowgate::{
-    Algorithm, Clock, Limit, Limiter, ManualClock, Matcher, MemoryStore, Quota, Request, Rule,
-    RuleSet, Store, Tz,
-};
+use flowgate::clock::{Clock, ManualClock};
+use flowgate::rule::{Hours, Override, Schedule};
+use flowgate::store::Store;
+use flowgate::{Algorithm, Limit, Limiter, Matcher, MemoryStore, Quota, Request, Rule, RuleSet};
 
 fn fixed(q: &str) -> Option<Limit> {
     Some(Limit::new(Algorithm::FixedWindow, q.parse::<Quota>().unwrap()).unwrap())
@@ -29,9 +28,10 @@ fn rules() -> RuleSet {
         vec![Matcher::parse("channel")],
         fixed("1/s"),
     );
-    rule.time_zone = Tz::Europe__Paris;
+    let paris = "Europe/Paris".parse().unwrap();
+    rule.time_zone = paris;
     rule.schedule = Some(Schedule::new(
-        Tz::Europe__Paris,
+        paris,
         vec![at("50/s", "02:00-02:30"), at("100/s", "02:30-03:30")],
     ));
     RuleSet::new(vec![rule]).unwrap()
@@ -102,7 +102,7 @@ struct HourAhead;
 
 impl Clock for HourAhead {
     fn now(&self) -> u64 {
-        flowgate::core::clock::system_now() + 3_600_000_000
+        flowgate::clock::system_now() + 3_600_000_000
     }
 }
 
@@ -120,7 +120,7 @@ async fn the_redis_store_tells_redis_time() {
     .await
     .unwrap();
     let near = |store: &flowgate::RedisStore| {
-        let off = store.now().abs_diff(flowgate::core::clock::system_now());
+        let off = store.now().abs_diff(flowgate::clock::system_now());
         off < 200_000
     };
     // Idle: the store reads TIME by itself at once.

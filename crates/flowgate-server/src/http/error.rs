@@ -6,23 +6,23 @@ use axum::response::{IntoResponse, Response};
 
 /// An HTTP error with a JSON body.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     /// The status.
-    pub status: StatusCode,
+    pub(crate) status: StatusCode,
     /// A short, stable kind (`bad_request`, `unauthorized`, ...).
-    pub error: &'static str,
+    pub(crate) error: &'static str,
     /// What is wrong, for people.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl ApiError {
     /// A 400.
-    pub fn bad_request(detail: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", detail)
     }
 
     /// Any status.
-    pub fn new(status: StatusCode, error: &'static str, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, error: &'static str, detail: impl Into<String>) -> Self {
         Self {
             status,
             error,

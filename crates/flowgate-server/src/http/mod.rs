@@ -44,12 +44,12 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
-pub use self::error::ApiError;
+pub(crate) use self::error::ApiError;
 use crate::limits::MAX_BODY_BYTES;
 use crate::state::AppState;
 
 /// The router of the HTTP API.
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(api::check))
         .route("/v1/acquire", post(api::acquire))

@@ -40,7 +40,7 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
     let info = state.rules.info();
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
-    let now = flowgate::Store::now(state.limiter.store());
+    let now = flowgate::store::Store::now(state.limiter.store());
     let list: Vec<RuleView> = rules.rules().iter().map(|r| RuleView::of(r, now)).collect();
     let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
     let mut out = json!({

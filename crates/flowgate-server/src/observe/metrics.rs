@@ -38,15 +38,15 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The most distinct `descriptor` labels of one rule; beyond, `_other`.
-pub const MAX_DESCRIPTOR_LABELS: usize = 1_000;
+pub(crate) const MAX_DESCRIPTOR_LABELS: usize = 1_000;
 
 /// The `descriptor` label of a decision of `rule` on `descriptor`: `None` unless the rule has
 /// `detailed_metric` or `value_to_metric` (see the module documentation).
-pub fn descriptor_label(
+pub(crate) fn descriptor_label(
     rule: &flowgate::Rule,
     descriptor: &flowgate::Descriptor,
 ) -> Option<String> {
-    use flowgate::ValueMatch;
+    use flowgate::rule::ValueMatch;
     let detailed = rule.detailed_metric;
     if !detailed && !rule.pattern.iter().any(|m| m.value_to_metric) {
         return None;
@@ -81,95 +81,95 @@ pub fn descriptor_label(
 
 /// The most queue instances with series (beyond, instances are left out of the metrics; they
 /// stay in `GET /v1/queues`).
-pub const MAX_QUEUE_SERIES: usize = 1_000;
+pub(crate) const MAX_QUEUE_SERIES: usize = 1_000;
 
 /// Labels of a queue instance's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct InstanceLabels {
+pub(crate) struct InstanceLabels {
     /// The domain.
-    pub domain: String,
+    pub(crate) domain: String,
     /// The queue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// The instance's key.
-    pub instance: String,
+    pub(crate) instance: String,
 }
 
 /// Labels of `flowgate_queue_jobs`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct JobLabels {
+pub(crate) struct JobLabels {
     /// The domain.
-    pub domain: String,
+    pub(crate) domain: String,
     /// The queue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// The instance's key.
-    pub instance: String,
+    pub(crate) instance: String,
     /// `ready`, `delayed`, `in_flight` or `dead`.
-    pub state: &'static str,
+    pub(crate) state: &'static str,
 }
 
 /// Labels of `flowgate_queue_operations_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OpLabels {
+pub(crate) struct OpLabels {
     /// The operation.
-    pub op: &'static str,
+    pub(crate) op: &'static str,
     /// Its result.
-    pub result: &'static str,
+    pub(crate) result: &'static str,
 }
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// Labels of `flowgate_decisions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DecisionLabels {
+pub(crate) struct DecisionLabels {
     /// The domain (`_unknown` when it has no rules).
-    pub domain: String,
+    pub(crate) domain: String,
     /// The rule's name (empty when none matched).
-    pub rule: String,
+    pub(crate) rule: String,
     /// `ok`, `over_limit`, `shadow_over_limit`, `unlimited` or `no_rule`.
-    pub outcome: &'static str,
+    pub(crate) outcome: &'static str,
     /// The descriptor, only for rules with `detailed_metric`.
-    pub descriptor: String,
+    pub(crate) descriptor: String,
 }
 
 /// Labels of `flowgate_shadow_hits_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RuleLabels {
+pub(crate) struct RuleLabels {
     /// The domain.
-    pub domain: String,
+    pub(crate) domain: String,
     /// The rule.
-    pub rule: String,
+    pub(crate) rule: String,
 }
 
 /// Labels of `flowgate_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub(crate) struct RequestLabels {
     /// `grpc` or `http`.
-    pub api: &'static str,
+    pub(crate) api: &'static str,
     /// `ok`, `over_limit` or `invalid`.
-    pub code: &'static str,
+    pub(crate) code: &'static str,
 }
 
 /// Labels of `flowgate_decision_duration_seconds`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ApiLabels {
+pub(crate) struct ApiLabels {
     /// `grpc` or `http`.
-    pub api: &'static str,
+    pub(crate) api: &'static str,
 }
 
 /// Labels of `flowgate_store_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
+pub(crate) struct KindLabels {
     /// The kind of error.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
 }
 
 /// Labels of `flowgate_config_reloads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
+pub(crate) struct ReloadLabels {
     /// `file` or `api`.
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// `success` or `failure`.
-    pub result: &'static str,
+    pub(crate) result: &'static str,
 }
 
 type HistogramFamily = Family<ApiLabels, Histogram, fn() -> Histogram>;
@@ -180,38 +180,38 @@ fn latency_histogram() -> Histogram {
 }
 
 /// The server's metrics and their registry.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// Decisions per descriptor.
-    pub decisions: Family<DecisionLabels, Counter>,
+    pub(crate) decisions: Family<DecisionLabels, Counter>,
     /// Shadow rules that would have rejected.
-    pub shadow_hits: Family<RuleLabels, Counter>,
+    pub(crate) shadow_hits: Family<RuleLabels, Counter>,
     /// Requests by API and result.
-    pub requests: Family<RequestLabels, Counter>,
+    pub(crate) requests: Family<RequestLabels, Counter>,
     /// Decision latency.
-    pub latency: HistogramFamily,
+    pub(crate) latency: HistogramFamily,
     /// Store errors by kind.
-    pub store_errors: Family<KindLabels, Counter>,
+    pub(crate) store_errors: Family<KindLabels, Counter>,
     /// 1 while degraded.
-    pub store_degraded: Gauge,
+    pub(crate) store_degraded: Gauge,
     /// Reloads.
-    pub reloads: Family<ReloadLabels, Counter>,
+    pub(crate) reloads: Family<ReloadLabels, Counter>,
     /// Rules in force.
-    pub rules: Gauge,
+    pub(crate) rules: Gauge,
     /// Rejection log lines dropped.
-    pub logs_suppressed: Counter<u64, AtomicU64>,
+    pub(crate) logs_suppressed: Counter<u64, AtomicU64>,
     /// Queues declared.
-    pub queues: Gauge,
+    pub(crate) queues: Gauge,
     /// Jobs per queue instance and state.
-    pub queue_jobs: Family<JobLabels, Gauge>,
+    pub(crate) queue_jobs: Family<JobLabels, Gauge>,
     /// Age of each instance's oldest waiting job.
-    pub queue_oldest: Family<InstanceLabels, FloatGauge>,
+    pub(crate) queue_oldest: Family<InstanceLabels, FloatGauge>,
     /// Time to drain each instance.
-    pub queue_drain: Family<InstanceLabels, FloatGauge>,
+    pub(crate) queue_drain: Family<InstanceLabels, FloatGauge>,
     /// Measured release rate of each instance.
-    pub queue_rate: Family<InstanceLabels, FloatGauge>,
+    pub(crate) queue_rate: Family<InstanceLabels, FloatGauge>,
     /// Queue operations through this node.
-    pub queue_ops: Family<OpLabels, Counter>,
+    pub(crate) queue_ops: Family<OpLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -222,7 +222,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Registers every metric.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
         let shadow_hits = Family::<RuleLabels, Counter>::default();
@@ -327,12 +327,12 @@ impl Metrics {
     }
 
     /// Counts a queue operation.
-    pub fn queue_op(&self, op: &'static str, result: &'static str) {
+    pub(crate) fn queue_op(&self, op: &'static str, result: &'static str) {
         self.queue_ops.get_or_create(&OpLabels { op, result }).inc();
     }
 
     /// Counts a reload.
-    pub fn reload(&self, source: &'static str, ok: bool) {
+    pub(crate) fn reload(&self, source: &'static str, ok: bool) {
         self.reloads
             .get_or_create(&ReloadLabels {
                 source,
@@ -342,7 +342,7 @@ impl Metrics {
     }
 
     /// The metrics in Prometheus' text format.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::with_capacity(4096);
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);

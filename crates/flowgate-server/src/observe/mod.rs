@@ -3,7 +3,7 @@
 //! the cost of a few counter increments on the request path. The dashboard and the alerts read
 //! what is recorded here.
 
-pub mod metrics;
+pub(crate) mod metrics;
 mod record;
 
-pub use record::{Api, Recorder};
+pub(crate) use record::{Api, Recorder};

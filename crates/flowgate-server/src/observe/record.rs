@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use flowgate::{Request, StoreError, Verdict};
+use flowgate::store::StoreError;
+use flowgate::{Request, Verdict};
 use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule};
 use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
@@ -19,7 +20,7 @@ use super::metrics::{
 
 /// Which front end a request came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Api {
+pub(crate) enum Api {
     /// Envoy's rate-limit service over gRPC.
     Grpc,
     /// The HTTP/JSON API.
@@ -28,7 +29,7 @@ pub enum Api {
 
 impl Api {
     /// The metric label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Api::Grpc => "grpc",
             Api::Http => "http",
@@ -75,7 +76,7 @@ struct RuleCounters {
 const REJECTION_LOGS_PER_SECOND: u64 = 10;
 
 /// Records decisions into the metrics and the rejection log.
-pub struct Recorder {
+pub(crate) struct Recorder {
     metrics: Arc<Metrics>,
     hot: Hot,
     /// The `descriptor` labels given so far, by rule (bounded).
@@ -85,7 +86,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder into `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
         let log_bucket = Quota::per_second(REJECTION_LOGS_PER_SECOND)
             .ok()
             .and_then(|q| {
@@ -104,17 +105,17 @@ impl Recorder {
     }
 
     /// The metrics recorded into.
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
     /// Forgets the series cached for the rules of the set that was in force.
-    pub fn rules_changed(&self) {
+    pub(crate) fn rules_changed(&self) {
         self.hot.rules.write().clear();
     }
 
     /// Counts a request refused as invalid.
-    pub fn invalid(&self, api: Api) {
+    pub(crate) fn invalid(&self, api: Api) {
         self.count_request(api, 2);
     }
 
@@ -166,7 +167,7 @@ impl Recorder {
 
     /// Records a decision of `request` that took `elapsed`; `has_domain` says whether the
     /// request's domain has rules (asked only when no rule matched).
-    pub fn record(
+    pub(crate) fn record(
         &self,
         api: Api,
         request: &Request,

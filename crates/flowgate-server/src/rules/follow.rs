@@ -21,20 +21,20 @@ use super::shared::{Base, SharedError, SharedRules, Version, Written};
 use crate::config::Loaded;
 
 /// How often a node checks the version in force, by default.
-pub const DEFAULT_CHECK: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_CHECK: Duration = Duration::from_secs(1);
 
 /// A node's link to the shared rules.
-pub struct Follower {
+pub(crate) struct Follower {
     /// The shared rules.
-    pub shared: SharedRules,
+    pub(crate) shared: SharedRules,
     /// The disk cache of the last version applied.
-    pub cache: PathBuf,
+    pub(crate) cache: PathBuf,
     /// How often the version in force is checked.
-    pub check: Duration,
+    pub(crate) check: Duration,
     /// The node's configuration files: the first version when Redis holds none.
-    pub files: RulesDoc,
+    pub(crate) files: RulesDoc,
     /// The action recorded when the files seed Redis (`seed from the files <path>`).
-    pub seed_action: String,
+    pub(crate) seed_action: String,
 }
 
 /// The disk cache's content.
@@ -47,11 +47,11 @@ struct Cached {
 }
 
 /// The rules a node starts with, and where they came from.
-pub struct Initial {
+pub(crate) struct Initial {
     /// The rules and queues.
-    pub loaded: Loaded,
+    pub(crate) loaded: Loaded,
     /// Their origin.
-    pub origin: RulesOrigin,
+    pub(crate) origin: RulesOrigin,
 }
 
 fn origin_of(v: &Version) -> RulesOrigin {
@@ -69,7 +69,7 @@ impl Follower {
     ///
     /// # Errors
     /// Never for Redis: only when the files themselves are invalid and nothing else is usable.
-    pub async fn initial(&self, files: Loaded) -> Initial {
+    pub(crate) async fn initial(&self, files: Loaded) -> Initial {
         match self.fetch_current_or_seed().await {
             Ok(v) => match v.doc.load() {
                 Ok(loaded) => {
@@ -184,7 +184,7 @@ impl Follower {
     /// data starts again from version 1. (A check that read an older version just before a push
     /// on this node may apply it after the push; the push's notification brings the newer one
     /// back at once.)
-    pub async fn apply(&self, rules: &RulesInForce, v: &Version, loaded: Loaded) {
+    pub(crate) async fn apply(&self, rules: &RulesInForce, v: &Version, loaded: Loaded) {
         {
             let change = rules.change().await;
             let info = change.info();
@@ -290,7 +290,7 @@ impl Follower {
     }
 
     /// Follows the shared rules until `shutdown` turns true.
-    pub fn spawn(
+    pub(crate) fn spawn(
         self: Arc<Self>,
         rules: Arc<RulesInForce>,
         mut shutdown: watch::Receiver<bool>,

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use flowgate::queue::Queue;
 use flowgate::queue::QueueSet;
-use flowgate::{Limiter, Queue, RuleSet};
+use flowgate::{Limiter, RuleSet};
 use parking_lot::Mutex;
 
 use crate::backend::{Backend, QueueBackend};
@@ -14,7 +15,7 @@ use crate::observe::Recorder;
 
 /// Where the rules in force came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RulesOrigin {
+pub(crate) enum RulesOrigin {
     /// The configuration files (the node follows its files).
     Files,
     /// `PUT /v1/rules` on a node that follows its files (until the files change).
@@ -35,18 +36,18 @@ pub enum RulesOrigin {
 
 /// The rules in force: their version and origin.
 #[derive(Clone, Debug)]
-pub struct RulesInfo {
+pub(crate) struct RulesInfo {
     /// Following files: incremented on every change. Following Redis: the shared version.
-    pub version: u64,
+    pub(crate) version: u64,
     /// Where they came from.
-    pub origin: RulesOrigin,
+    pub(crate) origin: RulesOrigin,
     /// The files read (empty when set through the API or Redis).
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
 impl RulesInfo {
     /// `file`, `api` or `redis`.
-    pub fn source(&self) -> &'static str {
+    pub(crate) fn source(&self) -> &'static str {
         match self.origin {
             RulesOrigin::Files => "file",
             RulesOrigin::Api => "api",
@@ -55,7 +56,7 @@ impl RulesInfo {
     }
 
     /// What the node follows: `files` or `redis`.
-    pub fn follows(&self) -> &'static str {
+    pub(crate) fn follows(&self) -> &'static str {
         match self.origin {
             RulesOrigin::Redis { .. } => "redis",
             _ => "files",
@@ -63,7 +64,7 @@ impl RulesInfo {
     }
 
     /// Why the node may not be on the shared version in force.
-    pub fn problem(&self) -> Option<&str> {
+    pub(crate) fn problem(&self) -> Option<&str> {
         match &self.origin {
             RulesOrigin::Redis { problem, .. } => problem.as_deref(),
             _ => None,
@@ -73,7 +74,7 @@ impl RulesInfo {
 
 /// The rules in force: what the limiter and the queues apply, where they came from, and the
 /// lock under which they change.
-pub struct RulesInForce {
+pub(crate) struct RulesInForce {
     limiter: Arc<Limiter<Backend>>,
     queue: Arc<Queue<QueueBackend>>,
     recorder: Arc<Recorder>,
@@ -83,7 +84,7 @@ pub struct RulesInForce {
 
 impl RulesInForce {
     /// The rules the limiter and the queues hold now, from `info`'s origin.
-    pub fn new(
+    pub(crate) fn new(
         limiter: Arc<Limiter<Backend>>,
         queue: Arc<Queue<QueueBackend>>,
         recorder: Arc<Recorder>,
@@ -102,13 +103,13 @@ impl RulesInForce {
     }
 
     /// Where the rules in force came from.
-    pub fn info(&self) -> RulesInfo {
+    pub(crate) fn info(&self) -> RulesInfo {
         self.info.lock().clone()
     }
 
     /// Waits for the changes under way, then hands out the one that may apply a change (until
     /// it is dropped, other changes wait).
-    pub async fn change(&self) -> Change<'_> {
+    pub(crate) async fn change(&self) -> Change<'_> {
         Change {
             rules: self,
             _guard: self.lock.lock().await,
@@ -116,7 +117,7 @@ impl RulesInForce {
     }
 
     /// Records why a node following Redis may not be on the version in force (`None`: it is).
-    pub fn set_problem(&self, why: Option<String>) {
+    pub(crate) fn set_problem(&self, why: Option<String>) {
         let mut info = self.info.lock();
         if let RulesOrigin::Redis { problem, .. } = &mut info.origin
             && *problem != why
@@ -132,25 +133,25 @@ impl RulesInForce {
     }
 
     /// Counts a change from `source` (`file`, `api`, `redis`) that was refused.
-    pub fn refused(&self, source: &'static str) {
+    pub(crate) fn refused(&self, source: &'static str) {
         self.recorder.metrics().reload(source, false);
     }
 }
 
 /// A change of the rules in force, holding the lock that serialises changes.
-pub struct Change<'a> {
+pub(crate) struct Change<'a> {
     rules: &'a RulesInForce,
     _guard: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl Change<'_> {
     /// Where the rules in force came from.
-    pub fn info(&self) -> RulesInfo {
+    pub(crate) fn info(&self) -> RulesInfo {
         self.rules.info()
     }
 
     /// Puts `rules` (and `queues`, when given) in force, atomically; answers the new version.
-    pub fn apply(
+    pub(crate) fn apply(
         self,
         rules: RuleSet,
         queues: Option<QueueSet>,

@@ -12,11 +12,11 @@
 //!   none, and are not watched: one source, never two fighting.
 
 pub mod doc;
-pub mod follow;
+pub(crate) mod follow;
 mod in_force;
 pub mod shared;
 
-pub use in_force::{Change, RulesInForce, RulesInfo, RulesOrigin};
+pub(crate) use in_force::{RulesInForce, RulesInfo, RulesOrigin};
 
 use doc::RulesDoc;
 use shared::{Base, SharedError, Version, Written};
@@ -35,7 +35,7 @@ pub enum RulesSource {
 
 /// Why a change was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum ChangeError {
+pub(crate) enum ChangeError {
     /// The rules are invalid: nothing changed.
     #[error("{0}")]
     Invalid(ConfigError),
@@ -49,7 +49,7 @@ pub enum ChangeError {
 
 /// The outcome of a change that was not refused.
 #[derive(Debug)]
-pub struct Changed {
+pub(crate) struct Changed {
     /// The version in force now.
     pub version: Version,
     /// Whether it was stored by this change; `false` when the rules were those of the version
@@ -64,7 +64,7 @@ pub struct Changed {
 ///
 /// # Errors
 /// [`ChangeError`]; nothing changed then.
-pub async fn change(
+pub(crate) async fn change(
     rules: &RulesInForce,
     follower: &follow::Follower,
     doc: RulesDoc,
@@ -143,7 +143,7 @@ pub async fn change(
 ///
 /// # Errors
 /// [`ChangeError::Missing`] when version `n` is not kept; as [`change`].
-pub async fn rollback(
+pub(crate) async fn rollback(
     rules: &RulesInForce,
     follower: &follow::Follower,
     n: u64,

@@ -12,7 +12,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use axum::{Router, routing::get};
-//! use flowgate::{Descriptor, Limiter, MemoryStore, Request, RuleSet, RateLimitLayer};
+//! use flowgate::layer::RateLimitLayer;
+//! use flowgate::{Descriptor, Limiter, MemoryStore, Request, RuleSet};
 //!
 //! let limiter = Arc::new(Limiter::new(RuleSet::default(), MemoryStore::new()));
 //! let app: Router = Router::new()

@@ -5,7 +5,8 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use flowgate::queue::{DiskQueueStore, NewJob, Queue, QueueSet, QueueSpec};
-//! use flowgate::{Descriptor, Matcher, SystemClock};
+//! use flowgate::clock::SystemClock;
+//! use flowgate::{Descriptor, Matcher};
 //!
 //! let refunds = QueueSpec::new("payments", "refunds",
 //!     vec![Matcher::parse("biz=REFUND"), Matcher::parse("channel")], "1/s".parse()?)?;

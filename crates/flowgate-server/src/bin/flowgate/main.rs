@@ -1,9 +1,13 @@
 //! The `flowgate` binary.
 
+mod bench;
+mod cli;
+mod rules_cli;
+
 use clap::Parser as _;
 
 fn main() -> std::process::ExitCode {
-    let cli = flowgate_server::cli::Cli::parse();
+    let cli = cli::Cli::parse();
     // Logging is set up by `run`: `serve` handles SIGTERM and SIGINT first.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -15,7 +19,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match rt.block_on(flowgate_server::cli::run(cli)) {
+    match rt.block_on(cli::run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("flowgate: {e:#}");

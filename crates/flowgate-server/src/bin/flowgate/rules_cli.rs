@@ -9,11 +9,11 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::rules::doc::RulesDoc;
+use flowgate_server::rules::doc::RulesDoc;
 
 /// `flowgate rules`.
 #[derive(Debug, Args)]
-pub struct RulesArgs {
+pub(crate) struct RulesArgs {
     /// The server's HTTP address.
     #[arg(
         long,
@@ -21,7 +21,7 @@ pub struct RulesArgs {
         default_value = "http://127.0.0.1:8080",
         global = true
     )]
-    pub server: String,
+    pub(crate) server: String,
     /// An admin token of the server (its name is recorded as the change's author).
     #[arg(
         long,
@@ -29,18 +29,18 @@ pub struct RulesArgs {
         hide_env_values = true,
         global = true
     )]
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Print the server's JSON answer instead of text.
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// What to do.
     #[command(subcommand)]
-    pub command: RulesCommand,
+    pub(crate) command: RulesCommand,
 }
 
 /// A `flowgate rules` command.
 #[derive(Debug, Subcommand)]
-pub enum RulesCommand {
+pub(crate) enum RulesCommand {
     /// Validate a configuration file or directory here, without a server (for CI).
     Check {
         /// A Flowgate .toml file, an envoyproxy/ratelimit .yaml file, or a directory of them.
@@ -80,7 +80,7 @@ pub enum RulesCommand {
 ///
 /// # Errors
 /// Invalid rules (file, line and field), the server's refusal, or an unreachable server.
-pub async fn run(args: RulesArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: RulesArgs) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || run_blocking(&args))
         .await
         .context("the command panicked")?

@@ -22,11 +22,11 @@ use hyper::body::Bytes;
 use serde_json::json;
 use tonic::transport::Channel;
 
-pub use self::floor::{ConstantOk, FloorArgs, floor};
+pub(crate) use self::floor::{FloorArgs, floor};
 
 /// Which API to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchApi {
+pub(crate) enum BenchApi {
     /// Envoy's rate-limit service over gRPC.
     Grpc,
     /// `POST /v1/check` over HTTP/1.1.
@@ -38,46 +38,46 @@ pub enum BenchApi {
 
 /// `flowgate bench`.
 #[derive(Clone, Debug, clap::Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// The API to load.
     #[arg(long, value_enum, default_value = "grpc")]
-    pub api: BenchApi,
+    pub(crate) api: BenchApi,
     /// The server's address (default: the API's default address).
     #[arg(long)]
-    pub addr: Option<SocketAddr>,
+    pub(crate) addr: Option<SocketAddr>,
     /// Requests in flight.
     #[arg(long, default_value_t = 16)]
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// gRPC connections (HTTP/2, multiplexed); over HTTP/1.1 each request in flight has its own.
     #[arg(long, default_value_t = 1)]
-    pub connections: usize,
+    pub(crate) connections: usize,
     /// Distinct descriptor values: 1 is one hot key.
     #[arg(long, default_value_t = 1)]
-    pub keys: u64,
+    pub(crate) keys: u64,
     /// Measured duration (`10s`, `1m`, ...).
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
-    pub duration: Duration,
+    pub(crate) duration: Duration,
     /// Warm-up before measuring.
     #[arg(long, default_value = "2s", value_parser = parse_dur)]
-    pub warmup: Duration,
+    pub(crate) warmup: Duration,
     /// The domain.
     #[arg(long, default_value = "bench")]
-    pub domain: String,
+    pub(crate) domain: String,
     /// The descriptor key; values are `0 .. keys`.
     #[arg(long, default_value = "key")]
-    pub key: String,
+    pub(crate) key: String,
     /// A label for the JSON summary (e.g. `memory`, `redis`, `floor`).
     #[arg(long, default_value = "")]
-    pub label: String,
+    pub(crate) label: String,
     /// For `--api library`: the rules.
     #[arg(long, default_value = "examples/bench.toml")]
-    pub config: std::path::PathBuf,
+    pub(crate) config: std::path::PathBuf,
     /// For `--api library`: the Redis URL (else the memory store).
     #[arg(long)]
-    pub redis_url: Option<String>,
+    pub(crate) redis_url: Option<String>,
     /// Print only the JSON summary.
     #[arg(long)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -99,7 +99,7 @@ enum Outcome {
 }
 
 enum Conn {
-    Library(Arc<flowgate::Limiter<crate::Backend>>),
+    Library(Arc<flowgate::Limiter<flowgate_server::Backend>>),
     Grpc(RateLimitServiceClient<Channel>),
     Http(
         hyper::client::conn::http1::SendRequest<Full<Bytes>>,
@@ -201,29 +201,29 @@ impl Rng {
 
 /// The result of a run.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// The label given.
-    pub label: String,
+    pub(crate) label: String,
     /// `grpc` or `http`.
-    pub api: &'static str,
+    pub(crate) api: &'static str,
     /// Requests in flight.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Connections.
-    pub connections: usize,
+    pub(crate) connections: usize,
     /// Key space.
-    pub keys: u64,
+    pub(crate) keys: u64,
     /// Measured seconds.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Requests answered in the measured period.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// Requests per second.
-    pub throughput: f64,
+    pub(crate) throughput: f64,
     /// Admitted.
-    pub ok: u64,
+    pub(crate) ok: u64,
     /// Over limit.
-    pub over_limit: u64,
+    pub(crate) over_limit: u64,
     /// Failed.
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// Latency percentiles, microseconds.
     pub p50_us: u64,
     /// p90.
@@ -231,14 +231,14 @@ pub struct Summary {
     /// p99.
     pub p99_us: u64,
     /// Max.
-    pub max_us: u64,
+    pub(crate) max_us: u64,
 }
 
 /// Runs the benchmark and prints the report.
 ///
 /// # Errors
 /// When the server cannot be reached.
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let s = bench(&args).await?;
     if !args.quiet {
         eprintln!(
@@ -265,25 +265,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// When the server cannot be reached.
-pub async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
+pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     let concurrency = args.concurrency.max(1);
     let (api, addr) = match args.api {
         BenchApi::Grpc => (
             "grpc",
-            args.addr.unwrap_or(crate::DEFAULT_GRPC_ADDR.parse()?),
+            args.addr
+                .unwrap_or(flowgate_server::DEFAULT_GRPC_ADDR.parse()?),
         ),
         BenchApi::Http => (
             "http",
-            args.addr.unwrap_or(crate::DEFAULT_HTTP_ADDR.parse()?),
+            args.addr
+                .unwrap_or(flowgate_server::DEFAULT_HTTP_ADDR.parse()?),
         ),
-        BenchApi::Library => ("library", crate::DEFAULT_GRPC_ADDR.parse()?),
+        BenchApi::Library => ("library", flowgate_server::DEFAULT_GRPC_ADDR.parse()?),
     };
     let library = match args.api {
         BenchApi::Library => {
-            let set = crate::config::load(&args.config)?.rules;
+            let set = flowgate_server::config::load(&args.config)?.rules;
             let backend = match &args.redis_url {
-                Some(url) => crate::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?,
-                None => crate::Backend::memory(crate::ServerClock::System(
+                Some(url) => {
+                    flowgate_server::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?
+                }
+                None => flowgate_server::Backend::memory(flowgate_server::ServerClock::System(
                     flowgate_core::SystemClock::new(),
                 )),
             };

@@ -6,20 +6,22 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
-use crate::server::{DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig};
+use flowgate_server::{
+    DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig,
+};
 
 /// Flowgate: distributed rate limiting and shaping.
 #[derive(Debug, Parser)]
 #[command(name = "flowgate", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The command.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// A command.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve Envoy's rate-limit API (gRPC) and the HTTP/JSON API.
     Serve(ServeArgs),
     /// Change and inspect the rules shared by a cluster (`--rules-source redis`) through a
@@ -34,35 +36,35 @@ pub enum Command {
 
 /// `flowgate serve`.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Rules: a Flowgate .toml file, an envoyproxy/ratelimit .yaml file, or a directory of them.
     #[arg(long, env = "FLOWGATE_CONFIG")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Address of the HTTP/JSON API.
     #[arg(long, env = "FLOWGATE_HTTP_ADDR", default_value = DEFAULT_HTTP_ADDR)]
-    pub http_addr: SocketAddr,
+    pub(crate) http_addr: SocketAddr,
     /// Address of Envoy's rate-limit gRPC API.
     #[arg(long, env = "FLOWGATE_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
-    pub grpc_addr: SocketAddr,
+    pub(crate) grpc_addr: SocketAddr,
     /// Redis URL (`redis://host:port/`, or `redis+cluster://host:port,host:port` for a cluster);
     /// without it, the embedded store.
     #[arg(long, env = "FLOWGATE_REDIS_URL")]
-    pub redis_url: Option<String>,
+    pub(crate) redis_url: Option<String>,
     /// How long a decision may wait for Redis (e.g. `25ms`, `2s`); past it, each rule's failure
     /// policy (`open`, `closed`, `local`) decides.
     #[arg(long, env = "FLOWGATE_REDIS_DEADLINE", default_value = "25ms", value_parser = parse_deadline)]
-    pub redis_deadline: std::time::Duration,
+    pub(crate) redis_deadline: std::time::Duration,
     /// Token for the admin API, named `admin` in the rules' history; without any token the admin
     /// API is disabled.
     #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    pub(crate) admin_token: Option<String>,
     /// A file of named admin tokens, one `name:token` per line (`#` starts a comment line); the
     /// name is the author of the changes made with the token.
     #[arg(long, env = "FLOWGATE_ADMIN_TOKENS_FILE")]
-    pub admin_tokens_file: Option<PathBuf>,
+    pub(crate) admin_tokens_file: Option<PathBuf>,
     /// Named admin tokens, `name:token,name:token` (as the tokens file).
     #[arg(long, env = "FLOWGATE_ADMIN_TOKENS", hide_env_values = true)]
-    pub admin_tokens: Option<String>,
+    pub(crate) admin_tokens: Option<String>,
     /// What the rules follow: `files` (the configuration, watched; `PUT /v1/rules` lasts until
     /// the files change) or `redis` (the versioned rules shared by every node through Redis;
     /// the files only seed the first version).
@@ -72,31 +74,31 @@ pub struct ServeArgs {
         value_enum,
         default_value = "files"
     )]
-    pub rules_source: crate::rules::RulesSource,
+    pub(crate) rules_source: flowgate_server::rules::RulesSource,
     /// Following Redis: how often the version in force is checked (changes are also notified at
     /// once; the check catches a missed notification).
     #[arg(long, env = "FLOWGATE_RULES_CHECK", default_value = "1s", value_parser = parse_deadline)]
-    pub rules_check: std::time::Duration,
+    pub(crate) rules_check: std::time::Duration,
     /// Do not watch the configuration for changes (rules then change only through the admin API).
     #[arg(long, env = "FLOWGATE_NO_WATCH")]
-    pub no_watch: bool,
+    pub(crate) no_watch: bool,
     /// Where the embedded store keeps queued jobs (a redb database, `queues.redb`; with Redis
     /// jobs live in Redis), and a node following the rules in Redis its copy of the version in
     /// force (`rules.json`); relative to the working directory.
     #[arg(long, env = "FLOWGATE_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// Global shadow mode: every rule is evaluated and reported, and no request is rejected
     /// (envoyproxy/ratelimit's `SHADOW_MODE`).
     #[arg(long, env = "FLOWGATE_SHADOW_MODE")]
-    pub shadow_mode: bool,
+    pub(crate) shadow_mode: bool,
     /// Global quota mode: every rule is in quota mode, a request is rejected only when all the
     /// rules it matched are over their limits (envoyproxy/ratelimit's `QUOTA_MODE`).
     #[arg(long, env = "FLOWGATE_QUOTA_MODE")]
-    pub quota_mode: bool,
+    pub(crate) quota_mode: bool,
     /// Add `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` to gRPC answers for
     /// Envoy to pass on (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`).
     #[arg(long, env = "FLOWGATE_RESPONSE_HEADERS")]
-    pub response_headers: bool,
+    pub(crate) response_headers: bool,
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
@@ -108,7 +110,7 @@ fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Sets up logging from `FLOWGATE_LOG` (default `info`).
-pub fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FLOWGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -172,7 +174,7 @@ impl Stop {
 /// # Errors
 /// When the server cannot start (invalid configuration, address in use, store unreachable)
 /// or fails.
-pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut stop = Stop::listen().context("cannot handle SIGINT and SIGTERM")?;
     init_logging();
     let mut cfg = ServerConfig::new(args.config);
@@ -218,7 +220,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// The command's error.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     if !matches!(cli.command, Command::Serve(_)) {
         init_logging();
     }

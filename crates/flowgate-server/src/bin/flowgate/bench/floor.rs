@@ -12,15 +12,15 @@ use tonic::{Request, Response, Status};
 
 /// `flowgate floor` (hidden): the constant-OK service.
 #[derive(Debug, clap::Args)]
-pub struct FloorArgs {
+pub(crate) struct FloorArgs {
     /// Address to serve gRPC on.
     #[arg(long, default_value = "127.0.0.1:8091")]
-    pub grpc_addr: SocketAddr,
+    pub(crate) grpc_addr: SocketAddr,
 }
 
 /// Answers OK, with one OK status per descriptor.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ConstantOk;
+pub(crate) struct ConstantOk;
 
 #[tonic::async_trait]
 impl RateLimitService for ConstantOk {
@@ -47,7 +47,7 @@ impl RateLimitService for ConstantOk {
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub async fn floor(args: FloorArgs) -> anyhow::Result<()> {
+pub(crate) async fn floor(args: FloorArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.grpc_addr).await?;
     eprintln!(
         "constant-OK rate-limit service on {}",
