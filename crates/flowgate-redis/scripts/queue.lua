@@ -1,4 +1,7 @@
 -- Shaped queues: one queue instance's transitions, the same as flowgate_core::queue::engine.
+-- Assembled after common.lua and the algorithm files (scripts.rs): the release schedule is
+-- gcra.lua's `reserve`, a release being a request of one unit (span = spacing, tau = burst *
+-- spacing, max_wait = the lease's horizon).
 --
 -- KEYS (one instance, one hash tag, one slot):
 --   1 m   hash: seq (last id), tat (release schedule), submitted, released, acked, dead (totals)
@@ -25,10 +28,12 @@
 --   nack         5 id, 6 nonce, 7 retry_after ('' for the backoff), 8 backoff, 9 backoff cap
 --   dead         5 offset, 6 limit
 --   requeue, purge_dead   5.. ids (none: all)
---   purge, stats 5 tau
+--   purge        (none)
+--   stats        5 spacing, 6 tau
 -- Every op first applies what time has done (sweep). Times are µs since the epoch; every value
 -- stays below 2^53, so Lua's doubles hold them exactly.
 
+local reserve = make(GCRA).reserve
 local m, j, r, rz, d, f, x, k, kt, bt =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op = ARGV[1]
@@ -151,7 +156,8 @@ if op == 'submit' then
   local ready = ready_head()
   local held = ready + redis.call('ZCARD', d) + redis.call('ZCARD', f)
   if held + fresh > max_depth then return {'full', held, fresh} end
-  local first = math.max(now, meta('tat') - tau)
+  local _, wait = reserve(meta('tat'), now, spacing, tau, math.huge)
+  local first = now + wait
   local id = redis.call('HINCRBY', m, 'seq', fresh) - fresh
   redis.call('HINCRBY', m, 'submitted', fresh)
   -- The reply: the instant, the first release slot, the jobs ready before, the first new id,
@@ -211,10 +217,10 @@ if op == 'lease' then
     end
     return {'empty', next}
   end
-  local tat = meta('tat')
-  local at = math.max(now, tat - tau)
-  if at - now > horizon then return {'later', at - now - horizon} end
-  redis.call('HSET', m, 'tat', num(math.max(tat, at) + spacing))
+  local tat, wait = reserve(meta('tat'), now, spacing, tau, horizon)
+  if not tat then return {'later', wait} end
+  local at = now + wait
+  redis.call('HSET', m, 'tat', num(tat))
   redis.call('HINCRBY', m, 'released', 1)
   local s, a, _, key, payload = job(id)
   if redis.call('ZREM', rz, id) == 0 then
@@ -312,7 +318,7 @@ if op == 'purge' then
 end
 
 if op == 'stats' then
-  local tau = tonumber(ARGV[5])
+  local spacing, tau = tonumber(ARGV[5]), tonumber(ARGV[6])
   local oldest = -1
   local ready, head = ready_head()
   local next_due = redis.call('ZRANGE', d, 0, 0)[1]
@@ -323,7 +329,7 @@ if op == 'stats' then
   return {
     ready, redis.call('ZCARD', d), redis.call('ZCARD', f), redis.call('ZCARD', x),
     oldest, meta('submitted'), meta('released'), meta('acked'), meta('dead'),
-    math.max(meta('tat') - tau, now), now,
+    now + select(2, reserve(meta('tat'), now, spacing, tau, math.huge)), now,
   }
 end
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::job::{
     DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, Submitted,
 };
-use super::release::{Slot, next_slot};
+use super::release::{Slot, first_slot, next_slot};
 use super::spec::QueueSpec;
 use crate::clock::Micros;
 
@@ -271,7 +271,7 @@ impl Instance {
                 max: spec.max_depth(),
             });
         }
-        let first_slot = now.max(self.meta.tat.saturating_sub(spec.tau()));
+        let first_slot = first_slot(self.meta.tat, now, spec.spacing(), spec.tau());
         let mut out = Vec::with_capacity(jobs.len());
         for j in jobs {
             if let Some(&id) = j.key.as_deref().and_then(|k| self.keys.get(k)) {
@@ -527,7 +527,7 @@ impl Instance {
             released_total: t.released,
             acked_total: t.acked,
             dead_total: t.dead,
-            next_slot: self.meta.tat.saturating_sub(spec.tau()).max(now),
+            next_slot: first_slot(self.meta.tat, now, spec.spacing(), spec.tau()),
             now,
         }
     }
