@@ -81,6 +81,30 @@ local function bulk(cmd, key, args)
   end
 end
 
+-- Members `from` to `from + count - 1` (0-based ranks) of zset `z`, as {id, score} pairs, in the
+-- engine's order: by score, then by id as a number. (Redis breaks a tie of scores by the
+-- members' text, "10" before "9": the members tied with the last one read are all read, and
+-- sorted here.)
+local function by_score(z, from, count)
+  local list = redis.call('ZRANGE', z, 0, from + count - 1, 'WITHSCORES')
+  if #list == 0 then return {} end
+  local last = tonumber(list[#list])
+  local rows = {}
+  for i = 1, #list, 2 do
+    local score = tonumber(list[i + 1])
+    if score < last then rows[#rows + 1] = {list[i], score} end
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', z, num(last), num(last))) do
+    rows[#rows + 1] = {id, last}
+  end
+  table.sort(rows, function(a, b)
+    return a[2] < b[2] or (a[2] == b[2] and tonumber(a[1]) < tonumber(b[1]))
+  end)
+  local out = {}
+  for i = from + 1, math.min(from + count, #rows) do out[#out + 1] = rows[i] end
+  return out
+end
+
 local function sweep()
   local expired = redis.call('ZRANGEBYSCORE', f, '-inf', now, 'WITHSCORES')
   for i = 1, #expired, 2 do
@@ -271,11 +295,10 @@ if op == 'dead' then
   local offset, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
   local out = {}
   if limit < 1 then return out end
-  local list = redis.call('ZRANGE', x, offset, offset + limit - 1, 'WITHSCORES')
-  for i = 1, #list, 2 do
-    local id = list[i]
+  for _, row in ipairs(by_score(x, offset, limit)) do
+    local id, died = row[1], row[2]
     local s, a, _, key, payload = job(id)
-    out[#out + 1] = {tonumber(id), payload, a, s, tonumber(list[i + 1]), key}
+    out[#out + 1] = {tonumber(id), payload, a, s, died, key}
   end
   return out
 end
@@ -321,7 +344,7 @@ if op == 'stats' then
   local spacing, tau = tonumber(ARGV[5]), tonumber(ARGV[6])
   local oldest = -1
   local ready, head = ready_head()
-  local next_due = redis.call('ZRANGE', d, 0, 0)[1]
+  local next_due = (by_score(d, 0, 1)[1] or {})[1]
   for _, id in ipairs({head or next_due, next_due}) do
     local s = job(id)
     if s and (oldest < 0 or s < oldest) then oldest = s end
