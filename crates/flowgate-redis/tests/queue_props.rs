@@ -10,7 +10,7 @@
 //! Both read the same `ManualClock` (the Redis store's test-only clock override). Idempotency
 //! keys are never empty: the script stores "no key" as an empty key (see `queue.lua`'s record).
 //!
-//! 200 cases by default (about 12 s here); `PROPTEST_CASES=n` runs more (1,500 take 90 s).
+//! 200 cases by default (about 5 s here); `PROPTEST_CASES=n` runs more (600 take 15 s).
 
 mod common;
 
@@ -251,16 +251,8 @@ fn queue_lua_agrees_with_the_rust_engine() {
     let strategy = (spec_case(), steps(), 0u64..1_000_000);
     let result = runner.run(&strategy, |(spec, steps, offset)| {
         let n = case_no.fetch_add(1, Ordering::Relaxed);
-        run_case(
-            &rt,
-            &redis,
-            &clock,
-            &spec,
-            &steps,
-            offset,
-            n,
-            &mut seen.lock(),
-        )
+        let case = (&spec, &steps[..], offset);
+        run_case(&rt, &redis, &clock, case, n, &mut seen.lock())
     });
     if let Err(e) = result {
         panic!("{e}");
@@ -274,9 +266,7 @@ fn run_case(
     rt: &tokio::runtime::Runtime,
     redis: &RedisQueueStore,
     clock: &ManualClock,
-    spec: &SpecCase,
-    steps: &[(u64, Op)],
-    offset: u64,
+    (spec, steps, offset): (&SpecCase, &[(u64, Op)], u64),
     case_no: u64,
     seen: &mut Seen,
 ) -> Result<(), TestCaseError> {
