@@ -1,4 +1,5 @@
--- Shaped queues: one queue instance's transitions, the same as flowgate_core::queue::engine.
+-- Shaped queues: one queue instance's transitions, the same as flowgate_core::queue::engine
+-- (tests/queue_props.rs runs random operation sequences on both and compares every answer).
 -- Assembled after common.lua and the algorithm files (scripts.rs): the release schedule is
 -- gcra.lua's `reserve`, a release being a request of one unit (span = spacing, tau = burst *
 -- spacing, max_wait = the lease's horizon).

@@ -1,7 +1,8 @@
 //! One queue instance in memory: its jobs, its release schedule, and every transition, as pure
 //! functions of `now`. The embedded store keeps its instances here and persists what each
 //! transition changed ([`Instance::take_changes`]); the Redis store runs the same transitions
-//! in Lua, and the queue conformance table holds both to the same answers.
+//! in Lua, and the queue conformance table and a differential property test (random operation
+//! sequences, `flowgate-redis/tests/queue_props.rs`) hold both to the same answers.
 //!
 //! A job is in exactly one state: ready (ordered by id, so submission order), delayed (until an
 //! instant), in flight (until its lease deadline) or dead. Every operation first applies what
