@@ -1,6 +1,20 @@
--- token_bucket / leaky_bucket: GCRA over one theoretical arrival time (TAT).
--- Mirrors flowgate-core src/algorithm/gcra.rs.
+-- token_bucket / leaky_bucket, and the queues' release schedule: GCRA over one theoretical
+-- arrival time (TAT). Mirrors flowgate-core src/algorithm/gcra.rs.
 -- Key flowgate:{<key>}:g holds the TAT, us since the epoch, as '<d' (8 bytes).
+
+-- GCRA's one step, flowgate-core's `gcra::reserve`, for every script (decide and the queues):
+-- a request of `span` us of the schedule (cost * T) at `now` on the TAT `tat`, with tolerance
+-- tau = burst * T, is admitted when its wait, max(0, max(tat, now) + span - now - tau), is at
+-- most `max_wait`. Answers the new TAT and the wait, or nil and how long until it would be
+-- admitted.
+local function reserve(tat, now, span, tau, max_wait)
+  local new = (tat > now and tat or now) + span
+  local wait = new - now - tau
+  if wait > max_wait then
+    return nil, wait - max_wait
+  end
+  return new, wait > 0 and wait or 0
+end
 
 -- The parameters the other functions take, from the call's block: the emission interval T,
 -- tau = burst * T, max_wait (0 in reject mode).
@@ -24,8 +38,8 @@ end
 -- with a cost, the new state, when it is empty again and when `v` was (see decide.lua).
 local function admit(v, now, cost, _, t, tau, max_wait)
   local tat = tat_of(v)
-  local new = (tat > now and tat or now) + cost * t
-  if new - now - tau > max_wait then
+  local new = reserve(tat, now, cost * t, tau, max_wait)
+  if not new then
     return false
   end
   if cost == 0 then
@@ -43,4 +57,4 @@ local function refund(v, at, cost, _, t)
   return pack('<d', max(tat_of(v) - cost * t, 0))
 end
 
-return { params = params, admit = admit, idle_at = idle_at, refund = refund }
+return { params = params, admit = admit, idle_at = idle_at, refund = refund, reserve = reserve }

@@ -1,4 +1,8 @@
--- Shaped queues: one queue instance's transitions, the same as flowgate_core::queue::engine.
+-- Shaped queues: one queue instance's transitions, the same as flowgate_core::queue::engine
+-- (tests/queue_props.rs runs random operation sequences on both and compares every answer).
+-- Assembled after common.lua and the algorithm files (scripts.rs): the release schedule is
+-- gcra.lua's `reserve`, a release being a request of one unit (span = spacing, tau = burst *
+-- spacing, max_wait = the lease's horizon).
 --
 -- KEYS (one instance, one hash tag, one slot):
 --   1 m   hash: seq (last id), tat (release schedule), submitted, released, acked, dead (totals)
@@ -25,10 +29,12 @@
 --   nack         5 id, 6 nonce, 7 retry_after ('' for the backoff), 8 backoff, 9 backoff cap
 --   dead         5 offset, 6 limit
 --   requeue, purge_dead   5.. ids (none: all)
---   purge, stats 5 tau
+--   purge        (none)
+--   stats        5 spacing, 6 tau
 -- Every op first applies what time has done (sweep). Times are µs since the epoch; every value
 -- stays below 2^53, so Lua's doubles hold them exactly.
 
+local reserve = make(GCRA).reserve
 local m, j, r, rz, d, f, x, k, kt, bt =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op = ARGV[1]
@@ -74,6 +80,30 @@ local function bulk(cmd, key, args)
   for i = 1, #args, 1000 do
     redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
   end
+end
+
+-- Members `from` to `from + count - 1` (0-based ranks) of zset `z`, as {id, score} pairs, in the
+-- engine's order: by score, then by id as a number. (Redis breaks a tie of scores by the
+-- members' text, "10" before "9": the members tied with the last one read are all read, and
+-- sorted here.)
+local function by_score(z, from, count)
+  local list = redis.call('ZRANGE', z, 0, from + count - 1, 'WITHSCORES')
+  if #list == 0 then return {} end
+  local last = tonumber(list[#list])
+  local rows = {}
+  for i = 1, #list, 2 do
+    local score = tonumber(list[i + 1])
+    if score < last then rows[#rows + 1] = {list[i], score} end
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', z, num(last), num(last))) do
+    rows[#rows + 1] = {id, last}
+  end
+  table.sort(rows, function(a, b)
+    return a[2] < b[2] or (a[2] == b[2] and tonumber(a[1]) < tonumber(b[1]))
+  end)
+  local out = {}
+  for i = from + 1, math.min(from + count, #rows) do out[#out + 1] = rows[i] end
+  return out
 end
 
 local function sweep()
@@ -151,7 +181,8 @@ if op == 'submit' then
   local ready = ready_head()
   local held = ready + redis.call('ZCARD', d) + redis.call('ZCARD', f)
   if held + fresh > max_depth then return {'full', held, fresh} end
-  local first = math.max(now, meta('tat') - tau)
+  local _, wait = reserve(meta('tat'), now, spacing, tau, math.huge)
+  local first = now + wait
   local id = redis.call('HINCRBY', m, 'seq', fresh) - fresh
   redis.call('HINCRBY', m, 'submitted', fresh)
   -- The reply: the instant, the first release slot, the jobs ready before, the first new id,
@@ -211,10 +242,10 @@ if op == 'lease' then
     end
     return {'empty', next}
   end
-  local tat = meta('tat')
-  local at = math.max(now, tat - tau)
-  if at - now > horizon then return {'later', at - now - horizon} end
-  redis.call('HSET', m, 'tat', num(math.max(tat, at) + spacing))
+  local tat, wait = reserve(meta('tat'), now, spacing, tau, horizon)
+  if not tat then return {'later', wait} end
+  local at = now + wait
+  redis.call('HSET', m, 'tat', num(tat))
   redis.call('HINCRBY', m, 'released', 1)
   local s, a, _, key, payload = job(id)
   if redis.call('ZREM', rz, id) == 0 then
@@ -265,11 +296,10 @@ if op == 'dead' then
   local offset, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
   local out = {}
   if limit < 1 then return out end
-  local list = redis.call('ZRANGE', x, offset, offset + limit - 1, 'WITHSCORES')
-  for i = 1, #list, 2 do
-    local id = list[i]
+  for _, row in ipairs(by_score(x, offset, limit)) do
+    local id, died = row[1], row[2]
     local s, a, _, key, payload = job(id)
-    out[#out + 1] = {tonumber(id), payload, a, s, tonumber(list[i + 1]), key}
+    out[#out + 1] = {tonumber(id), payload, a, s, died, key}
   end
   return out
 end
@@ -312,10 +342,10 @@ if op == 'purge' then
 end
 
 if op == 'stats' then
-  local tau = tonumber(ARGV[5])
+  local spacing, tau = tonumber(ARGV[5]), tonumber(ARGV[6])
   local oldest = -1
   local ready, head = ready_head()
-  local next_due = redis.call('ZRANGE', d, 0, 0)[1]
+  local next_due = (by_score(d, 0, 1)[1] or {})[1]
   for _, id in ipairs({head or next_due, next_due}) do
     local s = job(id)
     if s and (oldest < 0 or s < oldest) then oldest = s end
@@ -323,7 +353,7 @@ if op == 'stats' then
   return {
     ready, redis.call('ZCARD', d), redis.call('ZCARD', f), redis.call('ZCARD', x),
     oldest, meta('submitted'), meta('released'), meta('acked'), meta('dead'),
-    math.max(meta('tat') - tau, now), now,
+    now + select(2, reserve(meta('tat'), now, spacing, tau, math.huge)), now,
   }
 end
 

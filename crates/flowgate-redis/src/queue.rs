@@ -9,7 +9,6 @@
 //! `submit` answers once Redis holds the jobs. How much a Redis restart can lose depends on its
 //! persistence: see `docs/queues.md`, "Durability".
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use flowgate_core::queue::{
@@ -17,13 +16,11 @@ use flowgate_core::queue::{
     QueueSpec, QueueStore, Submitted,
 };
 use flowgate_core::{Micros, StoreError};
-use redis::{Script, Value};
+use redis::Value;
 
 use crate::RedisStore;
 use crate::error::store_error;
-
-static SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/queue.lua")));
+use crate::scripts::QUEUE;
 
 /// The set of every instance's key.
 pub const INSTANCES_KEY: &str = "flowgate:queues";
@@ -108,7 +105,7 @@ impl RedisQueueStore {
         op: &str,
         args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
     ) -> Result<Value, QueueError> {
-        let mut inv = SCRIPT.prepare_invoke();
+        let mut inv = QUEUE.prepare_invoke();
         for s in SUFFIXES {
             inv.key(format!("flowgate:q:{{{instance}}}:{s}"));
         }
@@ -363,18 +360,14 @@ impl QueueStore for RedisQueueStore {
     }
 
     async fn purge(&self, spec: &QueueSpec, instance: &str) -> Result<u64, QueueError> {
-        let v = self
-            .call(spec, instance, "purge", |inv| {
-                inv.arg(spec.tau());
-            })
-            .await?;
+        let v = self.call(spec, instance, "purge", |_| {}).await?;
         uint(at(tagged(&v)?.1, 0)?)
     }
 
     async fn stats(&self, spec: &QueueSpec, instance: &str) -> Result<InstanceStats, QueueError> {
         let v = self
             .call(spec, instance, "stats", |inv| {
-                inv.arg(spec.tau());
+                inv.arg(spec.spacing()).arg(spec.tau());
             })
             .await?;
         let a = array(&v)?;

@@ -1,5 +1,7 @@
 //! The Lua scripts, assembled from `scripts/*.lua`: `common.lua`, one file per algorithm, and a
-//! driver. The algorithm codes are defined here, once, and given to Lua as named constants.
+//! driver (the limiter's `decide.lua`, `refund.lua`, `release.lua`, and the queues'
+//! `queue.lua`, whose release schedule is `gcra.lua`'s `reserve`). The algorithm codes are
+//! defined here, once, and given to Lua as named constants.
 
 use std::sync::LazyLock;
 
@@ -56,6 +58,9 @@ pub(crate) static REFUND: LazyLock<Script> =
 /// Releases a concurrency lease (`release.lua`).
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/release.lua"))));
+/// One queue instance's operations (`queue.lua`).
+pub(crate) static QUEUE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/queue.lua"))));
 
 #[cfg(test)]
 mod tests {
@@ -74,5 +79,7 @@ mod tests {
             assert_eq!(file_name, name);
             assert!(src.contains("\nreturn { params = params, admit = admit,"));
         }
+        // The queues' release schedule is the limiter's GCRA step.
+        assert!(ALGORITHMS[0].1.contains("reserve = reserve }"));
     }
 }

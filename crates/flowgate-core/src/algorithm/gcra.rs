@@ -1,9 +1,13 @@
-//! `token_bucket` and `leaky_bucket`: the Generic Cell Rate Algorithm over one theoretical
-//! arrival time (TAT).
+//! `token_bucket` and `leaky_bucket`, and the queues' release schedule: the Generic Cell Rate
+//! Algorithm over one theoretical arrival time (TAT).
 //!
-//! With emission interval `T = ceil(window / limit)` and tolerance `tau = burst * T`, a request of
-//! cost `n` at `now` takes the slot ending at `new_tat = max(tat, now) + n * T` and must wait
-//! `wait = max(0, new_tat - now - tau)`.
+//! [`reserve`] is the algorithm, written once for every caller (the limiter here, the queues in
+//! [`crate::queue::release`]; the Redis scripts' twin is `reserve` in `gcra.lua`). Its one
+//! convention: with emission interval `T` and burst `b`, the tolerance is `tau = b * T`. A
+//! request of `span = n * T` at `now` takes the slot ending at `new_tat = max(tat, now) + span`
+//! and must wait `wait = max(0, new_tat - now - tau)`; it is admitted when `wait <= max_wait`.
+//!
+//! For the limiter, `T = ceil(window / limit)` and `n` is the request's cost:
 //!
 //! - `reject` mode admits when `wait == 0`: from a full bucket `burst` units pass at once, then one
 //!   unit every `T`. "20/s with burst 5" admits 5 at once and then one every 50 ms; after 250 ms of
@@ -26,6 +30,68 @@ pub struct GcraState {
     pub tat: Micros,
 }
 
+/// What [`reserve`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reservation {
+    /// Admitted: the request's slot starts `wait` µs after `now` (0 within the tolerance), and the
+    /// TAT becomes `tat`.
+    Admitted {
+        /// µs from `now` to the request's slot, at most `max_wait`.
+        wait: Micros,
+        /// The new TAT.
+        tat: Micros,
+    },
+    /// Refused: the slot is further than `max_wait` ahead; it is within reach `retry_after` µs
+    /// from `now`. Nothing is reserved.
+    Rejected {
+        /// µs until the same request would be admitted.
+        retry_after: Micros,
+    },
+}
+
+/// GCRA's one step: a request of `span` µs of the schedule (`cost * T`) at `now`, on a TAT of
+/// `tat`, with tolerance `tau = burst * T`, admitted when its wait is at most `max_wait`. See the
+/// [module documentation](self).
+///
+/// `tat.max(now) + span` must not overflow: the limiter bounds `span` by its largest cost, and
+/// every instant stays below 2^53.
+///
+/// # Examples
+/// ```
+/// use flowgate_core::algorithm::gcra::{Reservation, reserve};
+/// // T = 100 µs, burst 3 (tau 300): three at once after idle, then one per 100 µs.
+/// let mut tat = 0;
+/// for _ in 0..3 {
+///     let Reservation::Admitted { wait: 0, tat: t } = reserve(tat, 1_000, 100, 300, 0) else {
+///         panic!("a burst of 3");
+///     };
+///     tat = t;
+/// }
+/// assert_eq!(reserve(tat, 1_000, 100, 300, 0), Reservation::Rejected { retry_after: 100 });
+/// assert_eq!(
+///     reserve(tat, 1_000, 100, 300, 250),
+///     Reservation::Admitted { wait: 100, tat: 1_400 }
+/// );
+/// ```
+#[inline]
+pub fn reserve(
+    tat: Micros,
+    now: Micros,
+    span: Micros,
+    tau: Micros,
+    max_wait: Micros,
+) -> Reservation {
+    let new_tat = tat.max(now) + span;
+    let wait = (new_tat - now).saturating_sub(tau);
+    if wait <= max_wait {
+        Reservation::Admitted { wait, tat: new_tat }
+    } else {
+        Reservation::Rejected {
+            retry_after: wait - max_wait,
+        }
+    }
+}
+
 /// The largest cost that can ever be admitted: `burst`, plus in delay mode the units that fit
 /// in `max_wait`.
 #[inline]
@@ -38,43 +104,46 @@ pub fn max_cost(l: &Limit) -> u64 {
 pub fn check(l: &Limit, s: &GcraState, now: Micros, cost: u64) -> Decision {
     let t = l.emission_interval();
     let tau = l.burst() * t;
-    let base = s.tat.max(now);
     // (a rejection reports the state as it is, an admission the state after it: each is
     // computed on its own path only)
-    let rejected = |retry_after| Decision {
-        allowed: false,
-        limit: l.limit(),
-        remaining: l.per_emission((now + tau).saturating_sub(base)),
-        reset_after: us(base - now),
-        retry_after,
-        wait: us(0),
-        lease: None,
+    let rejected = |retry_after| {
+        let base = s.tat.max(now);
+        Decision {
+            allowed: false,
+            limit: l.limit(),
+            remaining: l.per_emission((now + tau).saturating_sub(base)),
+            reset_after: us(base - now),
+            retry_after,
+            wait: us(0),
+            lease: None,
+        }
     };
     if cost > max_cost(l) {
         return rejected(None);
     }
-    let new_tat = base + cost * t;
-    let wait = (new_tat - now).saturating_sub(tau);
-    if wait <= l.max_wait() {
-        Decision {
+    match reserve(s.tat, now, cost * t, tau, l.max_wait()) {
+        Reservation::Admitted { wait, tat } => Decision {
             allowed: true,
             limit: l.limit(),
-            remaining: l.per_emission((now + tau).saturating_sub(new_tat)),
-            reset_after: us(new_tat - now),
+            remaining: l.per_emission((now + tau).saturating_sub(tat)),
+            reset_after: us(tat - now),
             retry_after: None,
             wait: us(wait),
             lease: None,
-        }
-    } else {
-        // new_tat - tau - max_wait > now here, and since cost*T <= tau + max_wait, base == tat.
-        rejected(Some(us(new_tat - tau - l.max_wait() - now)))
+        },
+        Reservation::Rejected { retry_after } => rejected(Some(us(retry_after))),
     }
 }
 
-/// Applies an admitted request: reserves its slot.
+/// Applies an admitted request: reserves its slot (the TAT [`reserve`] answers, with no bound on
+/// the wait since the request was admitted).
 #[inline]
 pub fn apply(l: &Limit, s: &mut GcraState, now: Micros, cost: u64) {
-    s.tat = s.tat.max(now) + cost * l.emission_interval();
+    if let Reservation::Admitted { tat, .. } =
+        reserve(s.tat, now, cost * l.emission_interval(), 0, Micros::MAX)
+    {
+        s.tat = tat;
+    }
 }
 
 /// Whether the state is back to empty (a full bucket) at `now`.

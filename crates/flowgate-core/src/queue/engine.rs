@@ -1,7 +1,8 @@
 //! One queue instance in memory: its jobs, its release schedule, and every transition, as pure
 //! functions of `now`. The embedded store keeps its instances here and persists what each
 //! transition changed ([`Instance::take_changes`]); the Redis store runs the same transitions
-//! in Lua, and the queue conformance table holds both to the same answers.
+//! in Lua, and the queue conformance table and a differential property test (random operation
+//! sequences, `flowgate-redis/tests/queue_props.rs`) hold both to the same answers.
 //!
 //! A job is in exactly one state: ready (ordered by id, so submission order), delayed (until an
 //! instant), in flight (until its lease deadline) or dead. Every operation first applies what
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use super::job::{
     DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, Submitted,
 };
-use super::release::{Slot, next_slot};
+use super::release::{Slot, first_slot, next_slot};
 use super::spec::QueueSpec;
 use crate::clock::Micros;
 
@@ -271,7 +272,7 @@ impl Instance {
                 max: spec.max_depth(),
             });
         }
-        let first_slot = now.max(self.meta.tat.saturating_sub(spec.tau()));
+        let first_slot = first_slot(self.meta.tat, now, spec.spacing(), spec.tau());
         let mut out = Vec::with_capacity(jobs.len());
         for j in jobs {
             if let Some(&id) = j.key.as_deref().and_then(|k| self.keys.get(k)) {
@@ -527,7 +528,7 @@ impl Instance {
             released_total: t.released,
             acked_total: t.acked,
             dead_total: t.dead,
-            next_slot: self.meta.tat.saturating_sub(spec.tau()).max(now),
+            next_slot: first_slot(self.meta.tat, now, spec.spacing(), spec.tau()),
             now,
         }
     }

@@ -202,9 +202,11 @@ impl QueueSpec {
         self.rate.window_micros().div_ceil(self.rate.limit().max(1))
     }
 
-    /// How far a release may come ahead of the steady schedule: `(burst - 1) × spacing`.
+    /// GCRA's tolerance, `burst × spacing`, the limiter's convention (see
+    /// [`crate::algorithm::gcra`]): a release may come up to `(burst - 1) × spacing` ahead of the
+    /// steady schedule.
     pub fn tau(&self) -> Micros {
-        (self.burst - 1).saturating_mul(self.spacing())
+        self.burst.saturating_mul(self.spacing())
     }
 
     /// The burst.
@@ -269,8 +271,8 @@ mod tests {
     fn spacing_is_rounded_up_and_tau_follows_burst() {
         assert_eq!(spec("1/s").spacing(), 1_000_000);
         assert_eq!(spec("3/s").spacing(), 333_334);
-        assert_eq!(spec("20/s").tau(), 0);
-        assert_eq!(spec("20/s").with_burst(3).unwrap().tau(), 100_000);
+        assert_eq!(spec("20/s").tau(), 50_000);
+        assert_eq!(spec("20/s").with_burst(3).unwrap().tau(), 150_000);
     }
 
     #[test]
