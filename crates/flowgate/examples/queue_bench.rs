@@ -1,10 +1,10 @@
 //! Queue benchmarks (run by hand; figures in BENCHMARKS.md):
 //!
 //! ```sh
-//! cargo run --release -p flowgate --example queue_bench -- submit     # Redis batch submit vs pipelined LPUSH
-//! cargo run --release -p flowgate --example queue_bench -- disk       # embedded store, durable batch submit
-//! cargo run --release -p flowgate --example queue_bench -- release    # 1,000/s drained by 16 workers, Redis
-//! cargo run --release -p flowgate --example queue_bench -- release disk   # the same, embedded store
+//! cargo run --release -p flowgate --features queue --example queue_bench -- submit     # Redis batch submit vs pipelined LPUSH
+//! cargo run --release -p flowgate --features queue --example queue_bench -- disk       # embedded store, durable batch submit
+//! cargo run --release -p flowgate --features queue --example queue_bench -- release    # 1,000/s drained by 16 workers, Redis
+//! cargo run --release -p flowgate --features queue --example queue_bench -- release disk   # the same, embedded store
 //! ```
 //!
 //! Each starts its own `redis-server` on a free loopback port (persistence off) and stops it.

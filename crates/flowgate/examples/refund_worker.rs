@@ -1,8 +1,8 @@
 //! A refund worker: refunds queued per channel and sent at the channel's rate, with retries.
 //!
 //! ```sh
-//! cargo run -p flowgate --example refund_worker                        # embedded store
-//! cargo run -p flowgate --example refund_worker -- redis://127.0.0.1/  # jobs in Redis
+//! cargo run -p flowgate --features queue --example refund_worker                        # embedded store
+//! cargo run -p flowgate --features queue --example refund_worker -- redis://127.0.0.1/  # jobs in Redis
 //! ```
 //!
 //! Six refunds are submitted to channel WPG, which takes 2 refunds a second. The worker sends
