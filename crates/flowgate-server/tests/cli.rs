@@ -121,6 +121,20 @@ async fn exit_of(child: &mut std::process::Child) -> std::process::ExitStatus {
     }
 }
 
+/// `flowgate serve` on the example rules in `cwd`, on ephemeral ports, its output discarded.
+#[cfg(target_os = "linux")]
+fn serve_quietly(cwd: &std::path::Path) -> std::process::Child {
+    Command::new(BIN)
+        .current_dir(cwd)
+        .args(["serve", "--config"])
+        .arg(examples().join("flowgate.toml"))
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// SIGTERM right after the process is spawned, five times: from the instant the process handles
 /// the signal (its first statements, before any port opens) it exits 0. A signal that lands
 /// before the process could handle one at all (while the system loads the binary) kills it by
@@ -132,15 +146,7 @@ async fn sigterm_right_after_spawn_exits_zero() {
     let mut handled = 0;
     for _ in 0..5 {
         let cwd = tempfile::tempdir().unwrap();
-        let mut child = Command::new(BIN)
-            .current_dir(cwd.path())
-            .args(["serve", "--config"])
-            .arg(examples().join("flowgate.toml"))
-            .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = serve_quietly(cwd.path());
         let pid = child.id();
         let before = handles_sigterm(pid);
         sigterm(pid);
@@ -165,15 +171,7 @@ async fn sigterm_right_after_spawn_exits_zero() {
 async fn sigterm_at_the_first_instant_it_is_handled_exits_zero() {
     for _ in 0..5 {
         let cwd = tempfile::tempdir().unwrap();
-        let mut child = Command::new(BIN)
-            .current_dir(cwd.path())
-            .args(["serve", "--config"])
-            .arg(examples().join("flowgate.toml"))
-            .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = serve_quietly(cwd.path());
         let pid = child.id();
         let end = tokio::time::Instant::now() + Duration::from_secs(20);
         while !handles_sigterm(pid) {
