@@ -166,6 +166,7 @@ pub struct Limit {
     bucket_width: Micros,
     emission_div: Divisor,
     max_cost: u64,
+    tag: StateTag,
 }
 
 /// A divisor with its reciprocal precomputed, so that the hot path divides by multiplying.
@@ -288,6 +289,16 @@ impl LimitBuilder {
         } else {
             w.div_ceil(q.limit())
         };
+        let tag = match a {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => StateTag::Gcra,
+            Algorithm::FixedWindow => match q.calendar() {
+                Some(c) => StateTag::CalendarWindow(c),
+                None => StateTag::FixedWindow(w),
+            },
+            Algorithm::SlidingWindow => StateTag::SlidingWindow(w, self.buckets),
+            Algorithm::SlidingLog => StateTag::SlidingLog(w),
+            Algorithm::Concurrency => StateTag::Concurrency,
+        };
         Ok(Limit {
             algorithm: a,
             quota: q,
@@ -312,6 +323,7 @@ impl LimitBuilder {
                 } else {
                     0
                 },
+            tag,
         })
     }
 }
@@ -416,20 +428,11 @@ impl Limit {
     }
 
     /// What this limit's state means ([`StateTag`]): a rule's counter carries over a change of
-    /// its limit exactly when the tag is unchanged.
+    /// its limit exactly when the tag is unchanged. Fixed when the limit is built: the stores
+    /// read it on every decision.
     #[inline]
     pub fn state_tag(&self) -> StateTag {
-        let w = self.window();
-        match self.algorithm {
-            Algorithm::TokenBucket | Algorithm::LeakyBucket => StateTag::Gcra,
-            Algorithm::FixedWindow => match self.quota.calendar() {
-                Some(c) => StateTag::CalendarWindow(c),
-                None => StateTag::FixedWindow(w),
-            },
-            Algorithm::SlidingWindow => StateTag::SlidingWindow(w, self.buckets),
-            Algorithm::SlidingLog => StateTag::SlidingLog(w),
-            Algorithm::Concurrency => StateTag::Concurrency,
-        }
+        self.tag
     }
 
     /// For token and leaky buckets, the largest cost that can ever be admitted: `burst`, plus in

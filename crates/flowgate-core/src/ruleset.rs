@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::descriptor::{Descriptor, Request};
 use crate::rule::{Rule, ValueMatch, Wildcard};
 
@@ -189,9 +191,10 @@ impl RuleSet {
     }
 
     /// The rules that apply to a request, one per matching descriptor, with their state keys;
-    /// replaced rules are dropped. Descriptors without a rule (unlimited) are absent.
-    pub fn resolve<'a>(&'a self, request: &Request) -> Vec<Matched<'a>> {
-        let mut out: Vec<Matched<'a>> = Vec::with_capacity(request.descriptors.len());
+    /// replaced rules are dropped. Descriptors without a rule (unlimited) are absent. Held
+    /// inline up to four (a request's usual size), so resolving allocates only the keys.
+    pub fn resolve<'a>(&'a self, request: &Request) -> SmallVec<[Matched<'a>; 4]> {
+        let mut out: SmallVec<[Matched<'a>; 4]> = SmallVec::new();
         for (i, d) in request.descriptors.iter().enumerate() {
             if let Some(rule) = self.find(&request.domain, d) {
                 out.push(Matched {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
@@ -29,7 +30,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use flowgate::decision::Status;
-use flowgate::{Descriptor, Entry, Request, Verdict};
+use flowgate::{Descriptor, Entry, Limit, Request, Verdict};
 use tonic::{Response, Status as GrpcStatus};
 
 use crate::config::envoy_unit;
@@ -102,6 +103,29 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
     }
 }
 
+/// Envoy's units whose length is a whole number of them: a window of exactly one is reported as
+/// is, without [`envoy_unit`]'s search on a logarithmic scale.
+const EXACT_UNITS: [(u64, Unit); 7] = [
+    (1_000_000, Unit::Second),
+    (60_000_000, Unit::Minute),
+    (3_600_000_000, Unit::Hour),
+    (86_400_000_000, Unit::Day),
+    (604_800_000_000, Unit::Week),
+    (2_592_000_000_000, Unit::Month),
+    (31_536_000_000_000, Unit::Year),
+];
+
+/// The Envoy unit and count of `limit`, as [`envoy_unit`] reports it: a window of exactly one
+/// unit (`100/s`, `5/m`, the common case) is looked up in a table of integer lengths, any other
+/// is scaled by [`envoy_unit`].
+fn unit_of(limit: &Limit) -> (Unit, u32) {
+    let window = limit.window();
+    match EXACT_UNITS.iter().find(|(len, _)| *len == window) {
+        Some(&(_, unit)) => (unit, u32::try_from(limit.limit()).unwrap_or(u32::MAX)),
+        None => envoy_unit(limit.limit(), limit.quota().window()),
+    }
+}
+
 fn to_status(s: &Status) -> DescriptorStatus {
     let Some(rule) = &s.rule else {
         return DescriptorStatus {
@@ -116,7 +140,7 @@ fn to_status(s: &Status) -> DescriptorStatus {
             ..Default::default()
         };
     };
-    let (unit, per_unit) = envoy_unit(limit.limit(), limit.quota().window());
+    let (unit, per_unit) = unit_of(limit);
     let d = &s.decision;
     DescriptorStatus {
         code: if s.over_limit() {
@@ -184,5 +208,39 @@ impl RateLimitService for RlsService {
             &verdict,
             self.state.response_headers,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flowgate_core::{Algorithm, Quota};
+
+    use super::*;
+
+    #[test]
+    fn the_unit_table_reports_as_envoy_unit_does() {
+        let windows = [
+            "1us", "999ms", "1s", "2s", "30s", "59s", "1m", "61s", "90s", "1h", "2h", "1d", "7d",
+            "8d", "30d", "31d", "365d", "400d",
+        ];
+        for limit in [0, 1, 5, 100, 4_294_967_295] {
+            for w in windows {
+                let quota: Quota = format!("{limit}/{w}").parse().unwrap();
+                for extra in [0, 1] {
+                    let micros = quota.window_micros() + extra;
+                    let quota =
+                        Quota::new(limit, std::time::Duration::from_micros(micros)).unwrap();
+                    let l = Limit::new(Algorithm::FixedWindow, quota).unwrap();
+                    assert_eq!(
+                        unit_of(&l),
+                        envoy_unit(limit, l.quota().window()),
+                        "{limit}/{micros}us"
+                    );
+                }
+            }
+        }
+        let l = Limit::new(Algorithm::FixedWindow, "100/month".parse().unwrap()).unwrap();
+        assert_eq!(unit_of(&l), envoy_unit(100, l.quota().window()));
+        assert_eq!(unit_of(&l).0, Unit::Month);
     }
 }

@@ -263,7 +263,9 @@ impl Recorder {
                 m.store_errors.get_or_create(&KindLabels { kind }).inc();
                 m.store_degraded.set(1);
             }
-            None if stored => {
+            // Written only when it changes: every request that reached the store passes here,
+            // and a read leaves the gauge's cache line shared between the cores.
+            None if stored && m.store_degraded.get() != 0 => {
                 m.store_degraded.set(0);
             }
             None => {}
