@@ -4,39 +4,56 @@
 -- gcra.lua's `reserve`, a release being a request of one unit (span = spacing, tau = burst *
 -- spacing, max_wait = the lease's horizon).
 --
--- KEYS (one instance, one hash tag, one slot):
---   1 m   hash: seq (last id), tat (release schedule), submitted, released, acked, dead (totals)
---   2 j   hash: id -> job record "<submitted>:<attempts>:<nonce>:<key length>:<key><payload>";
---         a job submitted ready is stored as the client built it, submitted 0: its instant is
---         its batch's (bt), and is written into the record when the job leaves r
+-- Every call is bounded, so that no call holds Redis for long: a sweep applies at most SWEEP of
+-- each kind; purges and requeues of all dead letters work CHUNK jobs per call and answer 'more'
+-- (the client calls again); a big batch's records are uploaded beforehand, in chunks, into a
+-- staging hash that `submit` renames (O(1)) into the batch's hash.
+--
+-- KEYS (one instance, one hash tag, one slot; `<p>` is the instance's prefix
+-- "flowgate:q:{<instance>}:"):
+--   1 m   hash: seq (last id given), tat (release schedule), submitted, released, acked, dead
+--   2 j   hash: id -> job record "<submitted>:<attempts>:<nonce>:<key length>:<key><payload>",
+--         for jobs delivered at least once, or delayed by an older version
 --   3 r   list: ready jobs never delivered, in submission order (ids only grow)
 --   4 rz  zset: ready jobs back out of order (redelivered, retried, due, requeued), score = id;
 --         the next ready job is the lower id of the heads of r and rz (submission order)
 --   5 d   zset: delayed jobs, score = due instant
---   6 f   zset: in-flight jobs, score = lease deadline
+--   6 f   zset: in-flight jobs, score = lease deadline (their slot plus the lease)
 --   7 x   zset: dead letters, score = instant of death
---   8 k   hash: idempotency key -> id (live jobs, and finished jobs within the retention)
+--   8 k   hash: idempotency key -> "<id>:<fingerprint>" (live jobs, and finished jobs within
+--         the retention; a value without fingerprint, kept by an older version, is "<id>")
 --   9 kt  zset: finished jobs' keys, score = finish instant
---  10 bt  zset: batches with jobs in r, member "<first id>:<instant>", score = first id
--- ARGV: 1 op, 2 now (µs; empty: Redis's TIME), 3 max_attempts, 4 key_retention (µs), then:
---   submit       5 max_depth, 6 spacing, 7 tau, 8 n, 9 how many jobs have a key, then
---                n × (record, options): the record "0:0:0:<key length>:<key><payload>",
---                options '' or "<not_before or 0>:<key>"
---                (records are stored as sent: building them here cost more than the rest of a
---                submit, whose cost is per job)
+--  10 bt  zset: batches with records in their hash, member "<first id>:<instant>", score = first
+--  11 rl  list: the slots of the last RELEASE_LOG releases, newest first
+--  12     submit only: the staging hash of the batch's records (empty string: none)
+--   <p>b:<first id>  hash: a batch's records of jobs never delivered, field = 1 + id - first,
+--         records "0:0:0:<key length>:<key><payload>" as the client built them (submitted 0:
+--         the batch's instant, in bt). A job's record leaves it for j at its first delivery.
+-- ARGV: 1 op, 2 now (us; empty: Redis's TIME), 3 max_attempts, 4 key_retention (us), then:
+--   submit       5 max_depth, 6 spacing, 7 tau, 8 n, 9 how many jobs have a key, 10 '1' when
+--                the records are staged (KEYS[12]), then n x (record unless staged, options):
+--                options '' or "<not_before or 0>:<fingerprint>:<key>"
+--   describe     5 spacing, 6 tau, then ids: each one's state, position, release estimate
 --   lease        5 spacing, 6 tau, 7 horizon, 8 lease, 9 nonce
+--   give_back    5 id, 6 nonce, 7 slot, 8 spacing
 --   ack          5 id, 6 nonce
 --   nack         5 id, 6 nonce, 7 retry_after ('' for the backoff), 8 backoff, 9 backoff cap
 --   dead         5 offset, 6 limit
---   requeue, purge_dead   5.. ids (none: all)
---   purge        (none)
---   stats        5 spacing, 6 tau
--- Every op first applies what time has done (sweep). Times are µs since the epoch; every value
+--   requeue, purge_dead   5.. ids (none: all, CHUNK per call)
+--   purge        (none; CHUNK per call)
+--   stats        5 spacing, 6 tau, 7 lease
+-- Every op first applies what time has done (sweep). Times are us since the epoch; every value
 -- stays below 2^53, so Lua's doubles hold them exactly.
 
+local SWEEP = 1000
+local CHUNK = 500
+local RELEASE_LOG = 4096
+local RELEASE_WINDOW = 60000000
 local reserve = make(GCRA).reserve
-local m, j, r, rz, d, f, x, k, kt, bt =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local m, j, r, rz, d, f, x, k, kt, bt, rl =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
+  KEYS[11]
+local prefix = string.sub(m, 1, -2)
 local op = ARGV[1]
 local now
 if ARGV[2] ~= '' then
@@ -52,19 +69,46 @@ local function num(v)
   return string.format('%.0f', v)
 end
 
--- A job record's fields: submitted instant, attempts, nonce (a string), key ('' when none) and
--- payload; nil for an unknown job.
+-- The batch a job id belongs to: its hash, the job's field there, the batch's instant and bt
+-- member; nil when no batch starts at or before the id.
+local function batch_of(id)
+  local b = redis.call('ZREVRANGEBYSCORE', bt, id, '-inf', 'LIMIT', 0, 1)[1]
+  if not b then return nil end
+  local first, at = string.match(b, '^(%d+):(%d+)$')
+  return prefix .. 'b:' .. first, num(tonumber(id) - tonumber(first) + 1), tonumber(at), b
+end
+
+-- A job's record, from j or from its batch's hash: submitted instant, attempts, nonce (a
+-- string), key ('' when none), payload, and (for a record in a batch) where it is: hash,
+-- field, bt member. nil for an unknown job.
 local function job(id)
   local v = redis.call('HGET', j, id)
-  if not v then return nil end
+  local hash, field, instant, member
+  if not v then
+    hash, field, instant, member = batch_of(id)
+    if not hash then return nil end
+    v = redis.call('HGET', hash, field)
+    if not v then return nil end
+  end
   local s, a, n, kl, at = string.match(v, '^(%d+):(%d+):(%d+):(%d+):()')
   local key_end = at + tonumber(kl)
   s = tonumber(s)
   if s == 0 then
-    local batch = redis.call('ZREVRANGEBYSCORE', bt, id, '-inf', 'LIMIT', 0, 1)[1]
-    s = batch and tonumber(string.match(batch, ':(%d+)$')) or now
+    if not instant then
+      local _, _, batch_at = batch_of(id)
+      instant = batch_at
+    end
+    s = instant or now
   end
-  return s, tonumber(a), n, string.sub(v, at, key_end - 1), string.sub(v, key_end)
+  return s, tonumber(a), n, string.sub(v, at, key_end - 1), string.sub(v, key_end),
+    hash, field, member
+end
+
+-- Removes a record from its batch's hash (the batch leaves bt with its last record).
+local function unbatch(hash, field, member)
+  if not hash then return end
+  redis.call('HDEL', hash, field)
+  if redis.call('EXISTS', hash) == 0 then redis.call('ZREM', bt, member) end
 end
 
 local function record(s, a, n, key, payload)
@@ -73,6 +117,12 @@ end
 
 local function meta(field)
   return tonumber(redis.call('HGET', m, field) or '0')
+end
+
+-- An idempotency key's value: the job's id and the payload's fingerprint (nil when not kept).
+local function key_value(v)
+  local id, fp = string.match(v, '^(%d+):?(%x*)$')
+  return tonumber(id), fp ~= '' and fp or nil
 end
 
 -- Calls `cmd key` with the arguments of `args` in chunks (Lua's unpack has a stack limit).
@@ -106,10 +156,20 @@ local function by_score(z, from, count)
   return out
 end
 
+-- Up to SWEEP members of zset `z` due by `now`, in the engine's order (ties by id).
+local function due(z)
+  local list = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'WITHSCORES', 'LIMIT', 0, SWEEP)
+  local rows = {}
+  for i = 1, #list, 2 do rows[#rows + 1] = {list[i], tonumber(list[i + 1])} end
+  table.sort(rows, function(a, b)
+    return a[2] < b[2] or (a[2] == b[2] and tonumber(a[1]) < tonumber(b[1]))
+  end)
+  return rows
+end
+
 local function sweep()
-  local expired = redis.call('ZRANGEBYSCORE', f, '-inf', now, 'WITHSCORES')
-  for i = 1, #expired, 2 do
-    local id, deadline = expired[i], expired[i + 1]
+  for _, row in ipairs(due(f)) do
+    local id, deadline = row[1], row[2]
     redis.call('ZREM', f, id)
     local _, a = job(id)
     if a and a >= max_attempts then
@@ -119,12 +179,11 @@ local function sweep()
       redis.call('ZADD', rz, id, id)
     end
   end
-  local due = redis.call('ZRANGEBYSCORE', d, '-inf', now)
-  for _, id in ipairs(due) do
-    redis.call('ZREM', d, id)
-    redis.call('ZADD', rz, id, id)
+  for _, row in ipairs(due(d)) do
+    redis.call('ZREM', d, row[1])
+    redis.call('ZADD', rz, row[1], row[1])
   end
-  local old = redis.call('ZRANGEBYSCORE', kt, '-inf', now - retention)
+  local old = redis.call('ZRANGEBYSCORE', kt, '-inf', now - retention, 'LIMIT', 0, SWEEP)
   for _, key in ipairs(old) do
     redis.call('ZREM', kt, key)
     redis.call('HDEL', k, key)
@@ -140,18 +199,56 @@ local function ready_head()
   return count, b
 end
 
--- Removes a finished job (not one in r: a job there was never delivered, so it is only ever
--- finished by a purge, which deletes r); its key is retained from now.
-local function finish(id)
-  local _, _, _, key = job(id)
-  if not key then return false end
+-- Removes a finished job (not one in r: a job there is only finished by a purge, which takes
+-- it out of r itself). An acked job's key is retained from now; a purged job's is forgotten.
+local function finish(id, keep_key)
+  local s, _, _, key, _, hash, field, member = job(id)
+  if not s then return false end
   redis.call('ZREM', rz, id)
   redis.call('ZREM', d, id)
   redis.call('ZREM', f, id)
   redis.call('ZREM', x, id)
   redis.call('HDEL', j, id)
-  if key ~= '' then redis.call('ZADD', kt, now, key) end
+  unbatch(hash, field, member)
+  if key ~= '' then
+    if keep_key then
+      redis.call('ZADD', kt, now, key)
+    else
+      redis.call('HDEL', k, key)
+      redis.call('ZREM', kt, key)
+    end
+  end
   return true
+end
+
+-- The number of jobs in r below each of `ids` (ascending): one binary search for the first,
+-- then one walk of r up to the last.
+local function ranks_in_r(ids)
+  local out = {}
+  if #ids == 0 then return out end
+  local lo, hi = 0, redis.call('LLEN', r)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if tonumber(redis.call('LINDEX', r, mid)) < ids[1] then lo = mid + 1 else hi = mid end
+  end
+  local base = lo
+  local chunk, p = redis.call('LRANGE', r, base, base + 999), 1
+  for _, id in ipairs(ids) do
+    while true do
+      if p > #chunk then
+        if #chunk < 1000 then break end
+        base = base + #chunk
+        chunk, p = redis.call('LRANGE', r, base, base + 999), 1
+        if #chunk == 0 then break end
+      elseif tonumber(chunk[p]) < id then
+        p = p + 1
+      else
+        break
+      end
+    end
+    out[id] = base + p - 1
+  end
+  return out
 end
 
 sweep()
@@ -159,71 +256,139 @@ sweep()
 if op == 'submit' then
   local max_depth, spacing, tau, n, keyed_jobs =
     tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-  -- Options of job i: its not_before (0 when none) and key ('' when none).
+  local staged = ARGV[10] == '1'
+  local stage = KEYS[12]
+  local per = staged and 1 or 2
+  -- (a staging hash that expired before its submit: nothing is stored, the client says so)
+  if staged and redis.call('EXISTS', stage) == 0 then return {'lost'} end
+  -- Job i's options: not_before (0 when none), key ('' when none), fingerprint.
   local function options(i)
-    local opt = ARGV[9 + 2 * i]
-    if opt == '' then return 0, '' end
-    local nb, key = string.match(opt, '^(%d+):(.*)$')
-    return tonumber(nb), key
+    local opt = ARGV[10 + per * i]
+    if opt == '' then return 0, '', nil end
+    local nb, fp, key = string.match(opt, '^(%d+):(%x*):(.*)$')
+    return tonumber(nb), key, fp
   end
-  -- New jobs: all but those whose key names a job (known, or earlier in the batch).
+  local seq = meta('seq')
+  -- Known keys: another payload is a conflict (checked first); the same one, a duplicate.
+  local dup = {}
   local fresh = n
   if keyed_jobs > 0 then
-    local seen = {}
+    local in_batch = {}
     for i = 1, n do
-      local _, key = options(i)
+      local _, key, fp = options(i)
       if key ~= '' then
-        if seen[key] or redis.call('HEXISTS', k, key) == 1 then fresh = fresh - 1 end
-        seen[key] = true
+        local known, known_fp
+        local v = redis.call('HGET', k, key)
+        if v then
+          known, known_fp = key_value(v)
+        elseif in_batch[key] then
+          known, known_fp = in_batch[key][1], in_batch[key][2]
+        end
+        if known then
+          if known_fp and known_fp ~= fp then
+            if staged then redis.call('DEL', stage) end
+            return {'conflict', i - 1, key, known}
+          end
+          dup[i] = known
+          fresh = fresh - 1
+        else
+          in_batch[key] = {seq + i, fp}
+        end
       end
     end
   end
   local ready = ready_head()
   local held = ready + redis.call('ZCARD', d) + redis.call('ZCARD', f)
-  if held + fresh > max_depth then return {'full', held, fresh} end
+  if held + fresh > max_depth then
+    if staged then redis.call('DEL', stage) end
+    return {'full', held, fresh}
+  end
   local _, wait = reserve(meta('tat'), now, spacing, tau, math.huge)
-  local first = now + wait
-  local id = redis.call('HINCRBY', m, 'seq', fresh) - fresh
+  if fresh > 0 then redis.call('HSET', m, 'seq', num(seq + n)) end
   redis.call('HINCRBY', m, 'submitted', fresh)
-  -- The reply: the instant, the first release slot, the jobs ready before, the first new id,
-  -- then (index, id) of each duplicate; the client numbers the new jobs and their positions.
-  local out = {'ok', now, first, ready, id + 1}
-  if fresh > 0 then redis.call('ZADD', bt, id + 1, (id + 1) .. ':' .. num(now)) end
-  -- Records and ready ids are written in bulk after the loop: the batch's cost is this loop.
-  local records, readies, keyed, ids = {}, {}, {}, {}
-  local nr, nready = 0, 0
+  local first = seq + 1
+  -- The reply: the instant, the first release slot, the jobs ready before, the first id, then
+  -- (index, id) of each duplicate; the client numbers and places the new jobs.
+  local out = {'ok', now, now + wait, ready, first}
+  local hash = prefix .. 'b:' .. num(first)
+  if fresh > 0 then
+    if staged then
+      redis.call('RENAME', stage, hash)
+      redis.call('PERSIST', hash)
+    end
+    redis.call('ZADD', bt, first, num(first) .. ':' .. num(now))
+  elseif staged then
+    redis.call('DEL', stage)
+  end
+  local records, readies, keyed, gone = {}, {}, {}, {}
   for i = 1, n do
-    local nb, key = options(i)
-    local dup = key ~= '' and (ids[key] or redis.call('HGET', k, key))
-    if dup then
-      out[#out + 1] = i - 1; out[#out + 1] = tonumber(dup)
+    if dup[i] then
+      out[#out + 1] = i - 1
+      out[#out + 1] = dup[i]
+      if staged then gone[#gone + 1] = i end
     else
-      id = id + 1
-      records[nr + 1] = id
-      records[nr + 2] = ARGV[8 + 2 * i]
-      if key ~= '' then
-        ids[key] = id
-        keyed[#keyed + 1] = key; keyed[#keyed + 1] = id
+      local id = seq + i
+      local nb, key, fp = options(i)
+      if not staged then
+        records[#records + 1] = i
+        records[#records + 1] = ARGV[10 + 2 * i - 1]
       end
-      nr = nr + 2
+      if key ~= '' then
+        keyed[#keyed + 1] = key
+        keyed[#keyed + 1] = num(id) .. ':' .. fp
+      end
       if nb > now then
-        -- Not in r: its record carries its instant.
-        records[nr] = num(now) .. string.sub(ARGV[8 + 2 * i], 2)
         redis.call('ZADD', d, nb, id)
       else
-        nready = nready + 1
-        readies[nready] = id
-      end
-      if nr == 1000 then
-        redis.call('HSET', j, unpack(records))
-        redis.call('RPUSH', r, unpack(readies, 1, nready))
-        records, readies, nr, nready = {}, {}, 0, 0
+        readies[#readies + 1] = id
       end
     end
   end
-  if nr > 0 then redis.call('HSET', j, unpack(records)) end
-  if nready > 0 then redis.call('RPUSH', r, unpack(readies, 1, nready)) end
+  bulk('HSET', hash, records)
+  bulk('HDEL', hash, gone)
+  bulk('RPUSH', r, readies)
   bulk('HSET', k, keyed)
+  return out
+end
+
+if op == 'describe' then
+  local spacing, tau = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local first = now + select(2, reserve(meta('tat'), now, spacing, tau, math.huge))
+  local states, in_r, in_z = {}, {}, {}
+  for i = 6, #ARGV - 1 do
+    local id = tonumber(ARGV[i + 1])
+    local due_at = redis.call('ZSCORE', d, id)
+    if due_at then
+      states[i] = {'delayed', -1, tonumber(due_at)}
+    elseif redis.call('ZSCORE', f, id) then
+      states[i] = {'in_flight', -1, -1}
+    elseif redis.call('ZSCORE', x, id) then
+      states[i] = {'dead', -1, -1}
+    elseif redis.call('ZSCORE', rz, id) then
+      states[i] = {'ready'}
+      in_z[#in_z + 1] = id
+    elseif job(id) then
+      states[i] = {'ready'}
+      in_r[#in_r + 1] = id
+    else
+      states[i] = {'done', -1, -1}
+    end
+  end
+  local all = {}
+  for _, id in ipairs(in_r) do all[#all + 1] = id end
+  for _, id in ipairs(in_z) do all[#all + 1] = id end
+  table.sort(all)
+  local ranks = ranks_in_r(all)
+  local out = {}
+  for i = 6, #ARGV - 1 do
+    local s = states[i]
+    if s[1] == 'ready' then
+      local id = tonumber(ARGV[i + 1])
+      local pos = ranks[id] + redis.call('ZCOUNT', rz, '-inf', '(' .. num(id))
+      s = {'ready', pos, first + pos * spacing}
+    end
+    out[#out + 1] = s
+  end
   return out
 end
 
@@ -247,28 +412,34 @@ if op == 'lease' then
   local at = now + wait
   redis.call('HSET', m, 'tat', num(tat))
   redis.call('HINCRBY', m, 'released', 1)
-  local s, a, _, key, payload = job(id)
-  if redis.call('ZREM', rz, id) == 0 then
-    redis.call('LPOP', r)
-    -- Batches with no job left in r go.
-    local next = redis.call('LINDEX', r, 0)
-    if next then
-      local batch = redis.call('ZREVRANGEBYSCORE', bt, next, '-inf', 'LIMIT', 0, 1, 'WITHSCORES')
-      if batch[2] then redis.call('ZREMRANGEBYSCORE', bt, '-inf', '(' .. batch[2]) end
-    else
-      redis.call('DEL', bt)
-    end
-  end
+  redis.call('LPUSH', rl, num(at))
+  redis.call('LTRIM', rl, 0, RELEASE_LOG - 1)
+  local s, a, _, key, payload, hash, field, member = job(id)
+  if redis.call('ZREM', rz, id) == 0 then redis.call('LPOP', r) end
+  unbatch(hash, field, member)
   redis.call('ZADD', f, at + lease, id)
   redis.call('HSET', j, id, record(s, a + 1, nonce, key, payload))
   return {'job', tonumber(id), payload, a + 1, s, at, at + lease, now}
+end
+
+if op == 'give_back' then
+  local id, nonce, slot, spacing = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+  local s, a, n, key, payload = job(id)
+  if n ~= nonce or nonce == '0' or not redis.call('ZSCORE', f, id) then return {'not_held'} end
+  redis.call('ZREM', f, id)
+  redis.call('ZADD', rz, id, id)
+  redis.call('HSET', j, id, record(s, math.max(a - 1, 0), '0', key, payload))
+  if meta('released') > 0 then redis.call('HINCRBY', m, 'released', -1) end
+  if meta('tat') == slot + spacing then redis.call('HSET', m, 'tat', num(slot)) end
+  redis.call('LREM', rl, 1, num(slot))
+  return {'ok'}
 end
 
 if op == 'ack' then
   local id, nonce = ARGV[5], ARGV[6]
   local _, _, n = job(id)
   if n ~= nonce or nonce == '0' then return {'not_held'} end
-  finish(id)
+  finish(id, true)
   redis.call('HINCRBY', m, 'acked', 1)
   return {'ok'}
 end
@@ -306,8 +477,10 @@ end
 
 if op == 'requeue' or op == 'purge_dead' then
   local ids = {}
+  local more = false
   if #ARGV < 5 then
-    ids = redis.call('ZRANGE', x, 0, -1)
+    ids = redis.call('ZRANGE', x, 0, CHUNK - 1)
+    more = #ids == CHUNK
   else
     for i = 5, #ARGV do
       if not redis.call('ZSCORE', x, ARGV[i]) then return {'not_dead', tonumber(ARGV[i])} end
@@ -321,39 +494,63 @@ if op == 'requeue' or op == 'purge_dead' then
       redis.call('ZREM', x, id)
       redis.call('ZADD', rz, id, id)
     else
-      finish(id)
+      finish(id, false)
     end
   end
-  return {'ok', #ids}
+  return {more and 'more' or 'ok', #ids}
 end
 
 if op == 'purge' then
   local count = 0
-  for _, id in ipairs(redis.call('LRANGE', r, 0, -1)) do
-    if finish(id) then count = count + 1 end
+  local from_r = redis.call('LRANGE', r, 0, CHUNK - 1)
+  for _, id in ipairs(from_r) do
+    if finish(id, false) then count = count + 1 end
   end
-  redis.call('DEL', r, bt)
+  redis.call('LTRIM', r, #from_r, -1)
   for _, z in ipairs({rz, d, f, x}) do
-    for _, id in ipairs(redis.call('ZRANGE', z, 0, -1)) do
-      if finish(id) then count = count + 1 end
+    if count >= CHUNK then break end
+    for _, id in ipairs(redis.call('ZRANGE', z, 0, CHUNK - count - 1)) do
+      if finish(id, false) then count = count + 1 end
     end
   end
-  return {'ok', count}
+  local left = redis.call('LLEN', r) + redis.call('ZCARD', rz) + redis.call('ZCARD', d)
+    + redis.call('ZCARD', f) + redis.call('ZCARD', x)
+  return {left > 0 and 'more' or 'ok', count}
 end
 
 if op == 'stats' then
-  local spacing, tau = tonumber(ARGV[5]), tonumber(ARGV[6])
-  local oldest = -1
+  local spacing, tau, lease = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local ready, head = ready_head()
+  local delayed, flying = redis.call('ZCARD', d), redis.call('ZCARD', f)
+  local dead = redis.call('ZCARD', x)
+  local tat = meta('tat')
+  -- Forgotten: no job, no key retained, no release within the retention.
+  if ready + delayed + flying + dead == 0 and redis.call('HLEN', k) == 0
+      and tat <= now and now - tat >= retention then
+    redis.call('DEL', m, j, r, rz, d, f, x, k, kt, bt, rl)
+    return {'gone'}
+  end
+  local oldest = -1
   local next_due = (by_score(d, 0, 1)[1] or {})[1]
   for _, id in ipairs({head or next_due, next_due}) do
     local s = job(id)
     if s and (oldest < 0 or s < oldest) then oldest = s end
   end
+  local reserved = redis.call('ZCOUNT', f, '(' .. num(now + lease), '+inf')
+  local last_due = redis.call('ZRANGE', d, -1, -1, 'WITHSCORES')[2] or -1
+  local recent, first_recent = 0, -1
+  for _, v in ipairs(redis.call('LRANGE', rl, 0, -1)) do
+    local t = tonumber(v)
+    if t > now - RELEASE_WINDOW and t <= now then
+      recent = recent + 1
+      if first_recent < 0 or t < first_recent then first_recent = t end
+    end
+  end
   return {
-    ready, redis.call('ZCARD', d), redis.call('ZCARD', f), redis.call('ZCARD', x),
+    'stats', ready, delayed, flying - reserved, reserved, dead,
     oldest, meta('submitted'), meta('released'), meta('acked'), meta('dead'),
-    now + select(2, reserve(meta('tat'), now, spacing, tau, math.huge)), now,
+    now + select(2, reserve(tat, now, spacing, tau, math.huge)), tonumber(last_due),
+    recent, first_recent, now,
   }
 end
 

@@ -6,14 +6,20 @@
 //! masters. The set `flowgate:queues` lists the instances (its own slot; added to before the
 //! first submit, so a listed instance may be empty but a held job is always listed).
 //!
+//! No call holds Redis for long: a batch whose records pass `STAGE_ABOVE` (256 KiB) bytes is uploaded
+//! first, in chunks of at most `STAGE_CHUNK` (256 KiB) bytes, into a staging hash (plain `HSET`s, one at
+//! a time, so that other commands on the connection pass between them), which the submit script
+//! then renames into place: the batch stays all or nothing, and its script's cost no longer grows
+//! with its bytes. Purges and requeues of every dead letter run in chunks of 500 jobs.
+//!
 //! `submit` answers once Redis holds the jobs. How much a Redis restart can lose depends on its
 //! persistence: see `docs/queues.md`, "Durability".
 
 use std::time::Duration;
 
 use flowgate_core::queue::{
-    DeadJob, InstanceStats, LeaseOutcome, Leased, MAX_AUTO_BACKOFF, Nacked, NewJob, QueueError,
-    QueueSpec, QueueStore, Submitted,
+    DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, MAX_AUTO_BACKOFF, Nacked, NewJob,
+    QueueError, QueueSpec, QueueStore, Submitted, fingerprint,
 };
 use flowgate_core::{Micros, StoreError};
 use redis::Value;
@@ -25,14 +31,25 @@ use crate::scripts::QUEUE;
 /// The set of every instance's key.
 pub const INSTANCES_KEY: &str = "flowgate:queues";
 /// The key suffixes of an instance, in the script's `KEYS` order.
-const SUFFIXES: [&str; 10] = ["m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt"];
-/// How long a queue operation may take (a batch of thousands of jobs takes milliseconds).
+const SUFFIXES: [&str; 11] = ["m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt", "rl"];
+/// How long one queue call may take.
 pub const QUEUE_DEADLINE: Duration = Duration::from_secs(5);
+/// A batch whose records pass this many bytes is staged before its submit.
+pub(crate) const STAGE_ABOVE: usize = 256 * 1024;
+/// The most bytes of records in one staging command.
+pub(crate) const STAGE_CHUNK: usize = 256 * 1024;
+/// The most records in one staging command.
+const STAGE_RECORDS: usize = 1_000;
+/// How long a staged batch may wait for its submit before Redis drops it.
+const STAGE_TTL_SECS: u64 = 3_600;
+/// The most ids described in one call.
+const DESCRIBE_CHUNK: usize = 1_000;
 
 /// Shaped queues in Redis. Built by [`RedisStore::queues`]; shares the store's connection.
 #[derive(Clone)]
 pub struct RedisQueueStore {
     store: RedisStore,
+    stage_above: usize,
 }
 
 fn internal(what: &str, v: &Value) -> QueueError {
@@ -92,7 +109,17 @@ impl RedisStore {
     pub fn queues(&self) -> RedisQueueStore {
         RedisQueueStore {
             store: self.clone(),
+            stage_above: STAGE_ABOVE,
         }
+    }
+}
+
+#[cfg(feature = "test-support")]
+impl RedisQueueStore {
+    /// Stages every batch whose records pass `bytes` (0: every batch), to test both paths.
+    pub fn stage_above(mut self, bytes: usize) -> Self {
+        self.stage_above = bytes;
+        self
     }
 }
 
@@ -105,9 +132,24 @@ impl RedisQueueStore {
         op: &str,
         args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
     ) -> Result<Value, QueueError> {
+        self.call_staged(spec, instance, op, None, args).await
+    }
+
+    /// [`Self::call`] with the staging hash of a batch as the script's last key.
+    async fn call_staged(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        op: &str,
+        stage: Option<&str>,
+        args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
+    ) -> Result<Value, QueueError> {
         let mut inv = QUEUE.prepare_invoke();
         for s in SUFFIXES {
             inv.key(format!("flowgate:q:{{{instance}}}:{s}"));
+        }
+        if let Some(stage) = stage {
+            inv.key(stage);
         }
         inv.arg(op);
         match self.store.clock_override() {
@@ -134,49 +176,74 @@ fn not_held(tag: &str, id: u64, v: &Value) -> Result<(), QueueError> {
 }
 
 /// The answers of a submit from the script's reply: `now`, the first release slot, the jobs
-/// ready before, the first new id, then `(index, id)` of each duplicate. New jobs are numbered in
-/// order and positioned as the engine does (a delayed job is not ahead of later ones).
+/// ready before, the first id, then `(index, id)` of each duplicate. Job `i` has id `first + i`;
+/// new jobs are placed as the engine does (a delayed job is not ahead of later ones). Answers
+/// for duplicates of earlier jobs of the batch are their jobs'; the others are left for
+/// [`RedisQueueStore::describe`] (state `Done` until then).
 fn numbered(
     spec: &QueueSpec,
     jobs: &[NewJob],
     rest: &[Value],
-) -> Result<Vec<Submitted>, QueueError> {
+) -> Result<(Vec<Submitted>, Vec<usize>), QueueError> {
     let now = uint(at(rest, 0)?)?;
-    let first = uint(at(rest, 1)?)?;
+    let first_slot = uint(at(rest, 1)?)?;
     let mut ready = uint(at(rest, 2)?)?;
-    let mut id = uint(at(rest, 3)?)?;
+    let first = uint(at(rest, 3)?)?;
     let mut dups = rest[4.min(rest.len())..].chunks(2).peekable();
-    let mut out = Vec::with_capacity(jobs.len());
+    let mut out: Vec<Submitted> = Vec::with_capacity(jobs.len());
+    let mut older = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
         if let Some([at_index, dup]) = dups.peek().copied()
             && uint(at_index)? == i as u64
         {
-            out.push(Submitted {
-                id: uint(dup)?,
-                duplicate: true,
-                position: None,
-                release_at: None,
-            });
+            let id = uint(dup)?;
             dups.next();
+            let earlier = id
+                .checked_sub(first)
+                .and_then(|k| out.get(usize::try_from(k).ok()?));
+            match earlier {
+                Some(e) => out.push(Submitted {
+                    duplicate: true,
+                    ..e.clone()
+                }),
+                None => {
+                    older.push(i);
+                    out.push(Submitted {
+                        id,
+                        duplicate: true,
+                        state: JobStatus::Done,
+                        position: None,
+                        release_at: None,
+                    });
+                }
+            }
             continue;
         }
-        let position = ready;
-        if j.not_before.is_none_or(|t| t <= now) {
-            ready += 1;
-        }
-        out.push(Submitted {
-            id,
-            duplicate: false,
-            position: Some(position),
-            release_at: Some(
-                first
-                    .saturating_add(position.saturating_mul(spec.spacing()))
-                    .max(j.not_before.unwrap_or(0)),
-            ),
+        let id = first + i as u64;
+        out.push(match j.not_before {
+            Some(t) if t > now => Submitted {
+                id,
+                duplicate: false,
+                state: JobStatus::Delayed,
+                position: None,
+                release_at: Some(t),
+            },
+            _ => {
+                let position = ready;
+                ready += 1;
+                Submitted {
+                    id,
+                    duplicate: false,
+                    state: JobStatus::Ready,
+                    position: Some(position),
+                    release_at: Some(
+                        first_slot.saturating_add(position.saturating_mul(spec.spacing())),
+                    ),
+                }
+            }
         });
-        id += 1;
     }
-    Ok(out)
+    Ok((out, older))
 }
 
 /// A new job's record as the script stores it: `0:0:0:<key length>:<key><payload>`.
@@ -187,6 +254,105 @@ fn record(j: &NewJob) -> Vec<u8> {
     r
 }
 
+/// A job's options as the script reads them: `''`, or `<not_before>:<fingerprint>:<key>`.
+fn options(j: &NewJob) -> String {
+    match (&j.key, j.not_before) {
+        (None, None) => String::new(),
+        (key, nb) => format!(
+            "{}:{}:{}",
+            nb.unwrap_or(0),
+            key.as_ref()
+                .map(|_| fingerprint(&j.payload))
+                .unwrap_or_default(),
+            key.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+fn status(name: &str) -> Option<JobStatus> {
+    Some(match name {
+        "ready" => JobStatus::Ready,
+        "delayed" => JobStatus::Delayed,
+        "in_flight" => JobStatus::InFlight,
+        "dead" => JobStatus::Dead,
+        "done" => JobStatus::Done,
+        _ => return None,
+    })
+}
+
+impl RedisQueueStore {
+    /// Uploads the records of `jobs` into a new staging hash, a chunk at a time; answers its key.
+    async fn stage(&self, instance: &str, records: &[Vec<u8>]) -> Result<String, QueueError> {
+        let nonce = flowgate_core::random::seed()
+            .map_err(|e| QueueError::Store(StoreError::Internal(e.to_string())))?;
+        let stage = format!("flowgate:q:{{{instance}}}:s:{nonce:016x}");
+        let mut i = 0;
+        while i < records.len() {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(&stage);
+            let mut bytes = 0;
+            let start = i;
+            while i < records.len()
+                && (i == start
+                    || (bytes + records[i].len() <= STAGE_CHUNK && i - start < STAGE_RECORDS))
+            {
+                bytes += records[i].len();
+                cmd.arg(i + 1).arg(&records[i]);
+                i += 1;
+            }
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd).ignore();
+            pipe.expire(&stage, STAGE_TTL_SECS as i64).ignore();
+            let run = self.store.conn().query_pipe::<()>(&pipe);
+            match tokio::time::timeout(QUEUE_DEADLINE, run).await {
+                Ok(r) => r?,
+                Err(_) => return Err(QueueError::Store(StoreError::Timeout)),
+            }
+        }
+        Ok(stage)
+    }
+
+    /// The state, position and release estimate of the jobs answered at `which` (duplicates of
+    /// earlier batches' jobs), read after the submit in calls of at most 1,000 ids.
+    async fn describe(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        out: &mut [Submitted],
+        which: &[usize],
+    ) -> Result<(), QueueError> {
+        for chunk in which.chunks(DESCRIBE_CHUNK) {
+            let v = self
+                .call(spec, instance, "describe", |inv| {
+                    inv.arg(spec.spacing()).arg(spec.tau());
+                    for &i in chunk {
+                        inv.arg(out[i].id);
+                    }
+                })
+                .await?;
+            for (&i, row) in chunk.iter().zip(array(&v)?) {
+                let r = array(row)?;
+                let state = status(&text(at(r, 0)?)?).ok_or_else(|| internal("state", row))?;
+                let pos = int(at(r, 1)?)?;
+                let release = int(at(r, 2)?)?;
+                let s = &mut out[i];
+                s.state = state;
+                s.position = (pos >= 0).then_some(pos as u64);
+                s.release_at = (release >= 0).then_some(release as u64);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the instance to the list of instances.
+    async fn list(&self, instance: &str) -> Result<(), QueueError> {
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(INSTANCES_KEY).arg(instance);
+        self.store.query(&sadd).await?;
+        Ok(())
+    }
+}
+
 impl QueueStore for RedisQueueStore {
     async fn submit(
         &self,
@@ -194,39 +360,56 @@ impl QueueStore for RedisQueueStore {
         instance: &str,
         jobs: &[NewJob],
     ) -> Result<Vec<Submitted>, QueueError> {
-        let mut sadd = redis::cmd("SADD");
-        sadd.arg(INSTANCES_KEY).arg(instance);
-        self.store.query(&sadd).await?;
+        // Listed before (a held job is always listed) and after (a stats call that forgot the
+        // idle instance in between cannot leave it unlisted).
+        self.list(instance).await?;
+        let records: Vec<Vec<u8>> = jobs.iter().map(record).collect();
+        let bytes: usize = records.iter().map(Vec::len).sum();
+        let stage = if bytes > self.stage_above {
+            Some(self.stage(instance, &records).await?)
+        } else {
+            None
+        };
         let v = self
-            .call(spec, instance, "submit", |inv| {
+            .call_staged(spec, instance, "submit", stage.as_deref(), |inv| {
                 inv.arg(spec.max_depth())
                     .arg(spec.spacing())
                     .arg(spec.tau())
                     .arg(jobs.len())
-                    .arg(jobs.iter().filter(|j| j.key.is_some()).count());
-                for j in jobs {
-                    inv.arg(record(j));
-                    match (&j.key, j.not_before) {
-                        (None, None) => inv.arg(""),
-                        (key, nb) => inv.arg(format!(
-                            "{}:{}",
-                            nb.unwrap_or(0),
-                            key.as_deref().unwrap_or("")
-                        )),
-                    };
+                    .arg(jobs.iter().filter(|j| j.key.is_some()).count())
+                    .arg(if stage.is_some() { "1" } else { "0" });
+                for (j, r) in jobs.iter().zip(&records) {
+                    if stage.is_none() {
+                        inv.arg(r.as_slice());
+                    }
+                    inv.arg(options(j));
                 }
             })
             .await?;
         let (tag, rest) = tagged(&v)?;
-        match tag.as_str() {
+        let out = match tag.as_str() {
             "full" => Err(QueueError::QueueFull {
                 held: uint(at(rest, 0)?)?,
                 asked: uint(at(rest, 1)?)?,
                 max: spec.max_depth(),
             }),
-            "ok" => numbered(spec, jobs, rest),
+            "conflict" => Err(QueueError::KeyConflict {
+                index: usize::try_from(uint(at(rest, 0)?)?).unwrap_or(usize::MAX),
+                key: text(at(rest, 1)?)?,
+                id: uint(at(rest, 2)?)?,
+            }),
+            "lost" => Err(QueueError::Store(StoreError::Unavailable(
+                "the staged batch expired before its submit: nothing was stored".into(),
+            ))),
+            "ok" => {
+                let (mut out, older) = numbered(spec, jobs, rest)?;
+                self.list(instance).await?;
+                self.describe(spec, instance, &mut out, &older).await?;
+                Ok(out)
+            }
             _ => Err(internal("answer", &v)),
-        }
+        };
+        out
     }
 
     async fn lease(
@@ -266,6 +449,22 @@ impl QueueStore for RedisQueueStore {
             }
             _ => Err(internal("answer", &v)),
         }
+    }
+
+    async fn give_back(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        id: u64,
+        nonce: u64,
+        slot: Micros,
+    ) -> Result<(), QueueError> {
+        let v = self
+            .call(spec, instance, "give_back", |inv| {
+                inv.arg(id).arg(nonce).arg(slot).arg(spec.spacing());
+            })
+            .await?;
+        not_held(&tagged(&v)?.0, id, &v)
     }
 
     async fn ack(
@@ -360,32 +559,56 @@ impl QueueStore for RedisQueueStore {
     }
 
     async fn purge(&self, spec: &QueueSpec, instance: &str) -> Result<u64, QueueError> {
-        let v = self.call(spec, instance, "purge", |_| {}).await?;
-        uint(at(tagged(&v)?.1, 0)?)
+        let mut total = 0;
+        loop {
+            let v = self.call(spec, instance, "purge", |_| {}).await?;
+            let (tag, rest) = tagged(&v)?;
+            total += uint(at(rest, 0)?)?;
+            if tag != "more" {
+                return Ok(total);
+            }
+        }
     }
 
-    async fn stats(&self, spec: &QueueSpec, instance: &str) -> Result<InstanceStats, QueueError> {
+    async fn stats(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+    ) -> Result<Option<InstanceStats>, QueueError> {
         let v = self
             .call(spec, instance, "stats", |inv| {
-                inv.arg(spec.spacing()).arg(spec.tau());
+                inv.arg(spec.spacing()).arg(spec.tau()).arg(spec.lease());
             })
             .await?;
-        let a = array(&v)?;
+        let (tag, a) = tagged(&v)?;
+        if tag == "gone" {
+            let mut srem = redis::cmd("SREM");
+            srem.arg(INSTANCES_KEY).arg(instance);
+            self.store.query(&srem).await?;
+            return Ok(None);
+        }
         let n = |i| uint(at(a, i)?);
-        let oldest = int(at(a, 4)?)?;
-        Ok(InstanceStats {
+        let opt = |i| -> Result<Option<u64>, QueueError> {
+            let v = int(at(a, i)?)?;
+            Ok((v >= 0).then_some(v as u64))
+        };
+        Ok(Some(InstanceStats {
             ready: n(0)?,
             delayed: n(1)?,
             in_flight: n(2)?,
-            dead: n(3)?,
-            oldest_submitted: (oldest >= 0).then_some(oldest as u64),
-            submitted_total: n(5)?,
-            released_total: n(6)?,
-            acked_total: n(7)?,
-            dead_total: n(8)?,
-            next_slot: n(9)?,
-            now: n(10)?,
-        })
+            reserved: n(3)?,
+            dead: n(4)?,
+            oldest_submitted: opt(5)?,
+            submitted_total: n(6)?,
+            released_total: n(7)?,
+            acked_total: n(8)?,
+            dead_total: n(9)?,
+            next_slot: n(10)?,
+            last_due: opt(11)?,
+            recent_releases: n(12)?,
+            first_recent_release: opt(13)?,
+            now: n(14)?,
+        }))
     }
 
     async fn instances(&self) -> Result<Vec<String>, QueueError> {
@@ -410,20 +633,26 @@ impl RedisQueueStore {
         op: &str,
         ids: Option<&[u64]>,
     ) -> Result<u64, QueueError> {
-        let v = self
-            .call(spec, instance, op, |inv| {
-                for id in ids.into_iter().flatten() {
-                    inv.arg(*id);
+        let mut total = 0;
+        loop {
+            let v = self
+                .call(spec, instance, op, |inv| {
+                    for id in ids.into_iter().flatten() {
+                        inv.arg(*id);
+                    }
+                })
+                .await?;
+            let (tag, rest) = tagged(&v)?;
+            match tag.as_str() {
+                "ok" => return Ok(total + uint(at(rest, 0)?)?),
+                "more" => total += uint(at(rest, 0)?)?,
+                "not_dead" => {
+                    return Err(QueueError::NotDead {
+                        id: uint(at(rest, 0)?)?,
+                    });
                 }
-            })
-            .await?;
-        let (tag, rest) = tagged(&v)?;
-        match tag.as_str() {
-            "ok" => uint(at(rest, 0)?),
-            "not_dead" => Err(QueueError::NotDead {
-                id: uint(at(rest, 0)?)?,
-            }),
-            _ => Err(internal("answer", &v)),
+                _ => return Err(internal("answer", &v)),
+            }
         }
     }
 }

@@ -2,10 +2,13 @@
 //! real redis-server) and the Rust engine (`flowgate_core::queue::engine::Instance`, the embedded
 //! store's transitions) give the same answer to every operation of random sequences: submits of
 //! batches with and without idempotency keys and `not_before`, leases at any horizon, acks and
-//! nacks of live, stale and forged deliveries, lease expiry and dead letters after
-//! `max_attempts`, listing, requeueing and purging dead letters, purges, and clock steps of
-//! every size. After every operation the instance's stats (depths, totals, next slot, oldest
-//! job) must agree too, and at the end the whole dead-letter list.
+//! nacks of live, stale and forged deliveries, give-backs of deliveries never made, lease
+//! expiry and dead letters after `max_attempts`, listing, requeueing and purging dead letters,
+//! purges, key conflicts (a key resubmitted with another payload), and clock steps of every
+//! size. After every operation the instance's stats (depths, totals, next slot, oldest job,
+//! recent releases, or its being forgotten) must agree too, and at the end the whole
+//! dead-letter list. Half the cases stage every batch's records before its submit (the path of
+//! big batches), half send them with the submit.
 //!
 //! Both read the same `ManualClock` (the Redis store's test-only clock override). Idempotency
 //! keys are never empty: the script stores "no key" as an empty key (see `queue.lua`'s record).
@@ -85,9 +88,10 @@ fn spec_case() -> impl Strategy<Value = SpecCase> {
         )
 }
 
-/// A job of a submit: its payload's length, its key (an index into [`KEYS`]), and its
+/// A job of a submit: its payload's length, its key (an index into [`KEYS`]) and whether its
+/// payload is the key's usual one (else unique: a resubmission conflicts), and its
 /// `not_before` in ms from the submit's instant (negative: in the past).
-type JobCase = (usize, Option<usize>, Option<i64>);
+type JobCase = (usize, Option<(usize, bool)>, Option<i64>);
 
 const KEYS: [&str; 4] = ["a", "b", "c:d", "é"];
 
@@ -101,6 +105,8 @@ enum Op {
     Ack(usize, bool),
     /// As `Ack`, with `retry_after` in ms (none: the backoff).
     Nack(usize, bool, Option<u64>),
+    /// As `Ack`: the delivery was never made, its job goes back.
+    GiveBack(usize, bool),
     /// Dead letters from an offset, at most a limit.
     Dead(usize, usize),
     /// Requeue dead letters: all, or these (an index into the dead letters, or from
@@ -116,7 +122,7 @@ const RAW_ID: usize = 100;
 fn op() -> impl Strategy<Value = Op> {
     let job = (
         prop_oneof![1 => Just(0usize), 6 => 1usize..12],
-        prop::option::weighted(0.5, 0..KEYS.len()),
+        prop::option::weighted(0.5, (0..KEYS.len(), prop::bool::weighted(0.85))),
         prop::option::weighted(0.25, -500i64..2_500),
     );
     let picks = prop::option::weighted(
@@ -133,6 +139,7 @@ fn op() -> impl Strategy<Value = Op> {
             prop::option::of(prop_oneof![Just(0u64), 0u64..2_000]),
         )
             .prop_map(|(p, f, r)| Op::Nack(p, f, r)),
+        2 => (any::<usize>(), prop::bool::weighted(0.1)).prop_map(|(p, f)| Op::GiveBack(p, f)),
         1 => (0usize..3, 0usize..4).prop_map(|(o, l)| Op::Dead(o, l)),
         1 => picks.clone().prop_map(Op::Requeue),
         1 => picks.prop_map(Op::PurgeDead),
@@ -155,11 +162,17 @@ fn new_jobs(now: Micros, jobs: &[JobCase], n: usize) -> Vec<NewJob> {
     jobs.iter()
         .enumerate()
         .map(|(i, &(len, key, nb))| {
-            let mut payload = format!("{n}.{i}:").into_bytes();
-            payload.resize(len, b'~');
+            let payload = match key {
+                Some((k, true)) => format!("usual {}", KEYS[k]).into_bytes(),
+                _ => {
+                    let mut p = format!("{n}.{i}:").into_bytes();
+                    p.resize(len, b'~');
+                    p
+                }
+            };
             NewJob {
                 payload,
-                key: key.map(|k| KEYS[k].to_owned()),
+                key: key.map(|(k, _)| KEYS[k].to_owned()),
                 not_before: nb.map(|ms| now.saturating_add_signed(ms * 1_000)),
             }
         })
@@ -183,6 +196,7 @@ fn picked(picks: &Option<Vec<usize>>, dead: &[u64]) -> Option<Vec<u64>> {
 #[derive(Debug, Default)]
 struct Seen {
     duplicates: u64,
+    conflicts: u64,
     full: u64,
     delayed: u64,
     leased: u64,
@@ -198,6 +212,8 @@ struct Seen {
     purged_dead: u64,
     not_dead: u64,
     purged: u64,
+    given_back: u64,
+    forgotten: u64,
 }
 
 impl Seen {
@@ -206,6 +222,7 @@ impl Seen {
         let s = self;
         [
             s.duplicates,
+            s.conflicts,
             s.full,
             s.delayed,
             s.leased,
@@ -221,6 +238,8 @@ impl Seen {
             s.purged_dead,
             s.not_dead,
             s.purged,
+            s.given_back,
+            s.forgotten,
         ]
         .iter()
         .all(|&n| n > 0)
@@ -240,6 +259,7 @@ fn queue_lua_agrees_with_the_rust_engine() {
     let rt = runtime();
     let clock = ManualClock::new(START);
     let redis = rt.block_on(single(&server, test_options(&clock))).queues();
+    let staged = redis.clone().stage_above(0);
     let mut runner = TestRunner::new(Config {
         cases: cases(),
         failure_persistence: None,
@@ -252,7 +272,8 @@ fn queue_lua_agrees_with_the_rust_engine() {
     let result = runner.run(&strategy, |(spec, steps, offset)| {
         let n = case_no.fetch_add(1, Ordering::Relaxed);
         let case = (&spec, &steps[..], offset);
-        run_case(&rt, &redis, &clock, case, n, &mut seen.lock())
+        let store = if n % 2 == 0 { &redis } else { &staged };
+        run_case(&rt, store, &clock, case, n, &mut seen.lock())
     });
     if let Err(e) = result {
         panic!("{e}");
@@ -274,8 +295,8 @@ fn run_case(
     let instance = format!("diff:q:channel=case{case_no}");
     clock.set(START + offset);
     let mut rust = Instance::new();
-    // Every delivery made, in order: (id, nonce).
-    let mut leases: Vec<(u64, u64)> = Vec::new();
+    // Every delivery made, in order: (id, nonce, slot).
+    let mut leases: Vec<(u64, u64, u64)> = Vec::new();
     let redis_err = |e| TestCaseError::fail(format!("redis: {e}"));
     for (n, (dt, op)) in steps.iter().enumerate() {
         clock.advance(Duration::from_micros(*dt));
@@ -283,8 +304,8 @@ fn run_case(
         let mut dead_before = rust.meta().totals.dead;
         let at = format!("step {n} (+{} µs) {op:?}", now - START - offset);
         let delivery = |pick: usize, forged: bool| match leases.get(pick % leases.len().max(1)) {
-            Some(&(id, nonce)) => (id, if forged { nonce + 1_000_000 } else { nonce }),
-            None => (1, 1),
+            Some(&(id, nonce, slot)) => (id, if forged { nonce + 1_000_000 } else { nonce }, slot),
+            None => (1, 1, 0),
         };
         match op {
             Op::Submit(jobs) => {
@@ -298,6 +319,7 @@ fn run_case(
                             jobs.iter().filter(|j| j.not_before > Some(now)).count() as u64;
                     }
                     Err(QueueError::QueueFull { .. }) => seen.full += 1,
+                    Err(QueueError::KeyConflict { .. }) => seen.conflicts += 1,
                     Err(_) => {}
                 }
                 prop_assert_eq!(want, got, "{}", at);
@@ -310,7 +332,7 @@ fn run_case(
                     .map_err(redis_err)?;
                 match &want {
                     LeaseOutcome::Leased(l) => {
-                        leases.push((l.id, l.nonce));
+                        leases.push((l.id, l.nonce, l.released_at));
                         seen.leased += 1;
                         seen.redelivered += u64::from(l.attempt > 1);
                     }
@@ -321,8 +343,17 @@ fn run_case(
                 }
                 prop_assert_eq!(want, got, "{}", at);
             }
+            Op::GiveBack(pick, forged) => {
+                let (id, nonce, slot) = delivery(*pick, *forged);
+                let want = rust.give_back(&spec, now, id, nonce, slot);
+                let got = rt.block_on(redis.give_back(&spec, &instance, id, nonce, slot));
+                if want.is_ok() {
+                    seen.given_back += 1;
+                }
+                prop_assert_eq!(want, got, "{} (job {}, nonce {})", at, id, nonce);
+            }
             Op::Ack(pick, forged) => {
-                let (id, nonce) = delivery(*pick, *forged);
+                let (id, nonce, _) = delivery(*pick, *forged);
                 let want = rust.ack(&spec, now, id, nonce);
                 let got = rt.block_on(redis.ack(&spec, &instance, id, nonce));
                 match &want {
@@ -332,7 +363,7 @@ fn run_case(
                 prop_assert_eq!(want, got, "{} (job {}, nonce {})", at, id, nonce);
             }
             Op::Nack(pick, forged, retry_after) => {
-                let (id, nonce) = delivery(*pick, *forged);
+                let (id, nonce, _) = delivery(*pick, *forged);
                 let retry = retry_after.map(|ms| ms * MS);
                 let want = rust.nack(&spec, now, id, nonce, retry);
                 let got = rt.block_on(redis.nack(&spec, &instance, id, nonce, retry));
@@ -385,9 +416,17 @@ fn run_case(
                 prop_assert_eq!(want, got, "{}", at);
             }
         }
-        let want = rust.stats(&spec, now);
+        let stats = rust.stats(&spec, now);
         // (a nack's death is counted above; any other is a lease that expired)
-        seen.expired_dead += want.dead_total - dead_before;
+        seen.expired_dead += stats.dead_total - dead_before;
+        let want = if rust.forgettable(&spec, now) {
+            seen.forgotten += 1;
+            rust = Instance::new();
+            leases.clear();
+            None
+        } else {
+            Some(stats)
+        };
         let got = rt
             .block_on(redis.stats(&spec, &instance))
             .map_err(redis_err)?;
@@ -474,5 +513,5 @@ fn ties_in_time_are_ordered_by_id() {
     let now = clock.now();
     let want = rust.stats(&spec, now);
     assert_eq!(want.oldest_submitted, Some(now - 2_000));
-    assert_eq!(Ok(want), rt.block_on(redis.stats(&spec, "ties-due")));
+    assert_eq!(Ok(Some(want)), rt.block_on(redis.stats(&spec, "ties-due")));
 }

@@ -183,6 +183,17 @@ impl QueueStore for QueueBackend {
         dispatch!(self, s => s.lease(spec, instance, horizon, nonce))
     }
 
+    async fn give_back(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        id: u64,
+        nonce: u64,
+        slot: Micros,
+    ) -> Result<(), QueueError> {
+        dispatch!(self, s => s.give_back(spec, instance, id, nonce, slot))
+    }
+
     async fn ack(
         &self,
         spec: &QueueSpec,
@@ -236,7 +247,11 @@ impl QueueStore for QueueBackend {
         dispatch!(self, s => s.purge(spec, instance))
     }
 
-    async fn stats(&self, spec: &QueueSpec, instance: &str) -> Result<InstanceStats, QueueError> {
+    async fn stats(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+    ) -> Result<Option<InstanceStats>, QueueError> {
         dispatch!(self, s => s.stats(spec, instance))
     }
 

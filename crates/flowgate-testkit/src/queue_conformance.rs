@@ -63,6 +63,8 @@ struct Step {
     nonce: Option<u64>,
     /// nack: ms.
     retry_after: Option<u64>,
+    /// give_back: the delivery's slot, ms after the start.
+    slot: Option<u64>,
     /// requeue/purge_dead: ids (absent: all).
     ids: Option<Vec<u64>>,
     expect: String,
@@ -99,8 +101,10 @@ fn error(e: &QueueError) -> String {
 fn submitted(s: &[Submitted]) -> String {
     s.iter()
         .map(|s| match (s.duplicate, s.position, s.release_at) {
-            (true, _, _) => format!("dup {}", s.id),
+            (true, Some(p), _) => format!("dup {} {} pos {p}", s.id, s.state.as_str()),
+            (true, None, _) => format!("dup {} {}", s.id, s.state.as_str()),
             (false, Some(p), Some(r)) => format!("{} pos {p} at {}", s.id, t(r)),
+            (false, None, Some(r)) => format!("{} delayed until {}", s.id, t(r)),
             _ => format!("{} ?", s.id),
         })
         .collect::<Vec<_>>()
@@ -124,9 +128,16 @@ fn leased(o: &LeaseOutcome) -> String {
     }
 }
 
-fn stats(s: &InstanceStats) -> String {
+fn stats(s: &Option<InstanceStats>) -> String {
+    let Some(s) = s else {
+        return "forgotten".into();
+    };
+    let reserved = match s.reserved {
+        0 => String::new(),
+        n => format!(" reserved {n}"),
+    };
     format!(
-        "ready {} delayed {} in_flight {} dead {} oldest {} totals {}/{}/{}/{} next {}",
+        "ready {} delayed {} in_flight {}{reserved} dead {} oldest {} totals {}/{}/{}/{} next {}",
         s.ready,
         s.delayed,
         s.in_flight,
@@ -249,6 +260,13 @@ pub async fn run<S: QueueStore>(store: &S, clock: &ManualClock, prefix: &str) {
                     describe(store.lease(&q, &instance, h, n).await, |o| leased(&o))
                 }
                 "ack" => describe(store.ack(&q, &instance, id, nonce).await, |()| "ok".into()),
+                "give_back" => {
+                    let slot = START + step.slot.unwrap_or(0) * 1000;
+                    describe(
+                        store.give_back(&q, &instance, id, nonce, slot).await,
+                        |()| "ok".into(),
+                    )
+                }
                 "nack" => {
                     let r = step.retry_after.map(|ms| ms * 1000);
                     describe(store.nack(&q, &instance, id, nonce, r).await, |o| match o {

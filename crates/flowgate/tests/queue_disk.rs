@@ -48,7 +48,7 @@ async fn every_committed_change_survives_reopening_in_order() {
             }
         }
         store.ack(&q, inst, leased[0].id, 1).await.unwrap();
-        let before = store.stats(&q, inst).await.unwrap();
+        let before = store.stats(&q, inst).await.unwrap().expect("listed");
         assert_eq!(
             (before.ready, before.in_flight, before.acked_total),
             (997, 2, 1)
@@ -56,7 +56,7 @@ async fn every_committed_change_survives_reopening_in_order() {
     }
     // The store is dropped: reopen the same directory.
     let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
-    let after = store.stats(&q, inst).await.unwrap();
+    let after = store.stats(&q, inst).await.unwrap().expect("listed");
     assert_eq!(
         (
             after.ready,
@@ -67,13 +67,25 @@ async fn every_committed_change_survives_reopening_in_order() {
         (997, 2, 1, 1000)
     );
     assert_eq!(store.instances().await.unwrap(), vec![inst.to_owned()]);
-    // The in-flight jobs keep their tokens; the acked job's key is remembered.
+    // The in-flight jobs keep their tokens; the acked job's key is remembered with its
+    // payload's fingerprint: the same payload is a duplicate, another one a conflict.
     store.ack(&q, inst, 2, 2).await.unwrap();
-    let dup = store
+    let conflict = store
         .submit(&q, inst, &[NewJob::new("again").with_key("k0")])
+        .await;
+    assert!(
+        matches!(
+            conflict,
+            Err(flowgate::queue::QueueError::KeyConflict { id: 1, .. })
+        ),
+        "{conflict:?}"
+    );
+    let dup = store
+        .submit(&q, inst, &[NewJob::new("job-0").with_key("k0")])
         .await
         .unwrap();
     assert!(dup[0].duplicate && dup[0].id == 1);
+    assert_eq!(dup[0].state, flowgate::queue::JobStatus::Done);
     // The rest come out in submission order.
     for (n, want) in (4..=10).enumerate() {
         clock.advance(std::time::Duration::from_millis(1));

@@ -8,17 +8,24 @@
 //! instant), in flight (until its lease deadline) or dead. Every operation first applies what
 //! time has done ([`Instance::sweep`]): due delayed jobs become ready, expired leases give their
 //! job back (or to the dead letters after its last attempt), and idempotency keys past their
-//! retention are forgotten.
+//! retention are forgotten. Each kind of these is applied at most [`SWEEP_LIMIT`] at a time, so
+//! no operation's cost grows with a backlog that expired at once (the rest goes at the next
+//! operations).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::job::{
-    DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, Submitted,
+    DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, Nacked, NewJob, QueueError,
+    RELEASE_LOG, RELEASE_WINDOW, Submitted, fingerprint,
 };
 use super::release::{Slot, first_slot, next_slot};
 use super::spec::QueueSpec;
 use crate::clock::Micros;
+
+/// The most expired leases, due delayed jobs and old idempotency keys one operation applies
+/// (of each kind); the Redis script's bound too.
+pub const SWEEP_LIMIT: usize = 1_000;
 
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,13 +106,20 @@ pub struct Instance {
     delayed: BTreeSet<(Micros, u64)>,
     in_flight: BTreeSet<(Micros, u64)>,
     dead: BTreeSet<(Micros, u64)>,
-    /// Idempotency keys of live jobs and of finished jobs within their retention.
-    keys: HashMap<String, u64>,
+    /// Idempotency keys of live jobs and of finished jobs within their retention: the job's id
+    /// and its payload's [`fingerprint`] (none for a key kept by an older version).
+    keys: HashMap<String, (u64, Option<String>)>,
     /// Finished jobs' keys: key -> (id, finished at), and the same ordered by time.
     finished: HashMap<String, (u64, Micros)>,
     finished_by_time: BTreeSet<(Micros, String)>,
+    /// The slots of the last releases, oldest first (at most [`RELEASE_LOG`]; not persisted).
+    releases: VecDeque<Micros>,
     changes: Vec<Change>,
 }
+
+/// A finished job's idempotency key as persisted: the key, the job's id, when it finished, and
+/// its payload's fingerprint.
+pub type FinishedKey = (String, u64, Micros, Option<String>);
 
 impl Instance {
     /// An empty instance.
@@ -117,7 +131,7 @@ impl Instance {
     pub fn restore(
         meta: Meta,
         jobs: impl IntoIterator<Item = Job>,
-        finished: impl IntoIterator<Item = (String, u64, Micros)>,
+        finished: impl IntoIterator<Item = FinishedKey>,
     ) -> Self {
         let mut inst = Self {
             meta,
@@ -125,13 +139,14 @@ impl Instance {
         };
         for job in jobs {
             if let Some(k) = &job.key {
-                inst.keys.insert(k.clone(), job.id);
+                inst.keys
+                    .insert(k.clone(), (job.id, Some(fingerprint(&job.payload))));
             }
             inst.index(job.id, job.state);
             inst.jobs.insert(job.id, job);
         }
-        for (key, id, at) in finished {
-            inst.keys.insert(key.clone(), id);
+        for (key, id, at, print) in finished {
+            inst.keys.insert(key.clone(), (id, print));
             inst.finished_by_time.insert((at, key.clone()));
             inst.finished.insert(key, (id, at));
         }
@@ -148,9 +163,12 @@ impl Instance {
         self.jobs.get(&id)
     }
 
-    /// A finished job's key: its id and when it finished, while retained.
-    pub fn finished_key(&self, key: &str) -> Option<(u64, Micros)> {
-        self.finished.get(key).copied()
+    /// A finished job's key: its id, when it finished and its payload's fingerprint, while
+    /// retained.
+    pub fn finished_key(&self, key: &str) -> Option<(u64, Micros, Option<&str>)> {
+        let &(id, at) = self.finished.get(key)?;
+        let print = self.keys.get(key).and_then(|(_, p)| p.as_deref());
+        Some((id, at, print))
     }
 
     /// What changed since the last call, in order (duplicates possible).
@@ -194,16 +212,21 @@ impl Instance {
         self.changes.push(Change::Job(id));
     }
 
-    /// Removes a finished job; its key, if any, is retained from `now`.
-    fn finish(&mut self, id: u64, now: Micros) {
+    /// Removes a finished job. An acked job's key is retained from `now` (a resubmission is
+    /// answered as a duplicate); a purged job's key is forgotten (it may be submitted again).
+    fn finish(&mut self, id: u64, now: Micros, keep_key: bool) {
         let Some(job) = self.jobs.remove(&id) else {
             return;
         };
         self.unindex(id, job.state);
         self.changes.push(Change::Job(id));
         if let Some(k) = job.key {
-            self.finished.insert(k.clone(), (id, now));
-            self.finished_by_time.insert((now, k.clone()));
+            if keep_key {
+                self.finished.insert(k.clone(), (id, now));
+                self.finished_by_time.insert((now, k.clone()));
+            } else {
+                self.keys.remove(&k);
+            }
             self.changes.push(Change::Key(k));
         }
     }
@@ -212,7 +235,10 @@ impl Instance {
     /// last attempt, to the dead letters), due delayed jobs become ready, and finished jobs' keys
     /// older than the retention are forgotten.
     pub fn sweep(&mut self, spec: &QueueSpec, now: Micros) {
-        while let Some(&(deadline, id)) = self.in_flight.first() {
+        for _ in 0..SWEEP_LIMIT {
+            let Some(&(deadline, id)) = self.in_flight.first() else {
+                break;
+            };
             if deadline > now {
                 break;
             }
@@ -225,14 +251,20 @@ impl Instance {
                 self.set_state(id, JobState::Ready);
             }
         }
-        while let Some(&(due, id)) = self.delayed.first() {
+        for _ in 0..SWEEP_LIMIT {
+            let Some(&(due, id)) = self.delayed.first() else {
+                break;
+            };
             if due > now {
                 break;
             }
             self.set_state(id, JobState::Ready);
         }
         let horizon = now.saturating_sub(spec.key_retention());
-        while let Some((at, key)) = self.finished_by_time.first().cloned() {
+        for _ in 0..SWEEP_LIMIT {
+            let Some((at, key)) = self.finished_by_time.first().cloned() else {
+                break;
+            };
             if at > horizon {
                 break;
             }
@@ -243,11 +275,13 @@ impl Instance {
         }
     }
 
-    /// Submits a batch, all or nothing: [`QueueError::QueueFull`] stores nothing. A job whose key
-    /// is known (a live job's, a retained finished job's, or an earlier job's of this batch) is
-    /// answered with that job's id and stored again.
+    /// Submits a batch, all or nothing: an error stores nothing. Job `i` of the batch gets id
+    /// `seq + 1 + i` (a batch of duplicates only takes no id). A job whose key is known (a live job's, a retained finished job's, or an
+    /// earlier job's of this batch) with the same payload is answered with that job (its id,
+    /// state and position) and not stored again.
     ///
     /// # Errors
+    /// [`QueueError::KeyConflict`] when a known key comes with another payload (checked first);
     /// [`QueueError::QueueFull`] when the new jobs would hold more than `max_depth`.
     pub fn submit(
         &mut self,
@@ -256,14 +290,42 @@ impl Instance {
         jobs: &[NewJob],
     ) -> Result<Vec<Submitted>, QueueError> {
         self.sweep(spec, now);
-        let mut seen: HashMap<&str, ()> = HashMap::new();
-        let fresh = jobs
+        let prints: Vec<Option<String>> = jobs
             .iter()
-            .filter(|j| match j.key.as_deref() {
-                None => true,
-                Some(k) => !self.keys.contains_key(k) && seen.insert(k, ()).is_none(),
-            })
-            .count() as u64;
+            .map(|j| j.key.as_ref().map(|_| fingerprint(&j.payload)))
+            .collect();
+        // Per job: the id of the job its key names (None: a new job).
+        let mut dup_of: Vec<Option<u64>> = Vec::with_capacity(jobs.len());
+        let mut in_batch: HashMap<&str, (u64, Option<&str>)> = HashMap::new();
+        for (i, j) in jobs.iter().enumerate() {
+            let id = self.meta.seq + 1 + i as u64;
+            let print = prints[i].as_deref();
+            let known = j.key.as_deref().and_then(|k| {
+                let (id, p) = self
+                    .keys
+                    .get(k)
+                    .map(|(id, p)| (*id, p.as_deref()))
+                    .or_else(|| in_batch.get(k).copied())?;
+                Some((k, id, p))
+            });
+            match known {
+                Some((key, existing, Some(p))) if Some(p) != print => {
+                    return Err(QueueError::KeyConflict {
+                        index: i,
+                        key: key.to_owned(),
+                        id: existing,
+                    });
+                }
+                Some((_, existing, _)) => dup_of.push(Some(existing)),
+                None => {
+                    if let Some(k) = j.key.as_deref() {
+                        in_batch.insert(k, (id, print));
+                    }
+                    dup_of.push(None);
+                }
+            }
+        }
+        let fresh = dup_of.iter().filter(|d| d.is_none()).count() as u64;
         let held = self.held();
         if held + fresh > spec.max_depth() {
             return Err(QueueError::QueueFull {
@@ -273,29 +335,29 @@ impl Instance {
             });
         }
         let first_slot = first_slot(self.meta.tat, now, spec.spacing(), spec.tau());
+        let seq = self.meta.seq;
+        if fresh > 0 {
+            self.meta.seq += jobs.len() as u64;
+        }
         let mut out = Vec::with_capacity(jobs.len());
-        for j in jobs {
-            if let Some(&id) = j.key.as_deref().and_then(|k| self.keys.get(k)) {
+        for (i, (j, print)) in jobs.iter().zip(prints).enumerate() {
+            if let Some(existing) = dup_of[i] {
                 out.push(Submitted {
-                    id,
+                    id: existing,
                     duplicate: true,
+                    state: JobStatus::Done,
                     position: None,
                     release_at: None,
                 });
                 continue;
             }
-            self.meta.seq += 1;
-            let id = self.meta.seq;
+            let id = seq + 1 + i as u64;
             let state = match j.not_before {
                 Some(t) if t > now => JobState::Delayed(t),
                 _ => JobState::Ready,
             };
-            let position = self.ready.len() as u64;
-            let release_at = first_slot
-                .saturating_add(position.saturating_mul(spec.spacing()))
-                .max(j.not_before.unwrap_or(0));
             if let Some(k) = &j.key {
-                self.keys.insert(k.clone(), id);
+                self.keys.insert(k.clone(), (id, print));
             }
             self.jobs.insert(
                 id,
@@ -314,13 +376,56 @@ impl Instance {
             out.push(Submitted {
                 id,
                 duplicate: false,
-                position: Some(position),
-                release_at: Some(release_at),
+                state: JobStatus::Done,
+                position: None,
+                release_at: None,
             });
         }
+        self.describe(spec, first_slot, &mut out);
         self.meta.totals.submitted += fresh;
         self.changes.push(Change::Meta);
         Ok(out)
+    }
+
+    /// Fills in each answer's state, position and estimated release from its job as it is now
+    /// (a duplicate's job may be anywhere; a finished one is `Done`). Positions are counted in
+    /// one walk of the ready jobs.
+    fn describe(&self, spec: &QueueSpec, first_slot: Micros, out: &mut [Submitted]) {
+        let mut ready: Vec<u64> = Vec::new();
+        for s in out.iter_mut() {
+            let (state, release_at) = match self.jobs.get(&s.id).map(|j| j.state) {
+                None => (JobStatus::Done, None),
+                Some(JobState::Ready) => {
+                    ready.push(s.id);
+                    (JobStatus::Ready, None)
+                }
+                Some(JobState::Delayed(t)) => (JobStatus::Delayed, Some(t)),
+                Some(JobState::InFlight(_)) => (JobStatus::InFlight, None),
+                Some(JobState::Dead(_)) => (JobStatus::Dead, None),
+            };
+            s.state = state;
+            s.release_at = release_at;
+        }
+        ready.sort_unstable();
+        ready.dedup();
+        let Some(&lowest) = ready.first() else {
+            return;
+        };
+        let mut ranks: HashMap<u64, u64> = HashMap::with_capacity(ready.len());
+        let mut rank = self.ready.range(..lowest).count() as u64;
+        let mut walk = self.ready.range(lowest..).peekable();
+        for id in ready {
+            while walk.next_if(|&&r| r < id).is_some() {
+                rank += 1;
+            }
+            ranks.insert(id, rank);
+        }
+        for s in out.iter_mut() {
+            if let Some(&p) = ranks.get(&s.id) {
+                s.position = Some(p);
+                s.release_at = Some(first_slot.saturating_add(p.saturating_mul(spec.spacing())));
+            }
+        }
     }
 
     /// Leases the next ready job at its release slot, if that slot is at most `horizon` µs away;
@@ -348,6 +453,10 @@ impl Instance {
         self.meta.tat = tat;
         self.meta.totals.released += 1;
         self.changes.push(Change::Meta);
+        if self.releases.len() >= RELEASE_LOG {
+            self.releases.pop_front();
+        }
+        self.releases.push_back(at);
         let deadline = at + spec.lease();
         self.set_state(id, JobState::InFlight(deadline));
         let Some(job) = self.jobs.get_mut(&id) else {
@@ -382,7 +491,7 @@ impl Instance {
         self.sweep(spec, now);
         match self.jobs.get(&id) {
             Some(j) if j.nonce == nonce && nonce != 0 => {
-                self.finish(id, now);
+                self.finish(id, now, true);
                 self.meta.totals.acked += 1;
                 self.changes.push(Change::Meta);
                 Ok(())
@@ -493,19 +602,66 @@ impl Instance {
         self.sweep(spec, now);
         let ids = self.dead_ids(ids)?;
         for &id in &ids {
-            self.finish(id, now);
+            self.finish(id, now, false);
         }
         Ok(ids.len() as u64)
     }
 
-    /// Deletes every job (waiting, in flight and dead); answers how many.
+    /// Deletes every job (waiting, in flight and dead) and forgets their keys; answers how
+    /// many.
     pub fn purge(&mut self, spec: &QueueSpec, now: Micros) -> u64 {
         self.sweep(spec, now);
         let ids: Vec<u64> = self.jobs.keys().copied().collect();
         for &id in &ids {
-            self.finish(id, now);
+            self.finish(id, now, false);
         }
         ids.len() as u64
+    }
+
+    /// Gives back a delivery that never reached its worker (the client went away, or the answer
+    /// came too late for its slot): the job is ready again at once, first in line (its id is
+    /// the lowest ready), with this attempt not counted and its release not counted. If no
+    /// release was reserved after its slot, the slot is freed too.
+    ///
+    /// # Errors
+    /// [`QueueError::NotHeld`] when job `id` is not in flight with delivery `nonce`.
+    pub fn give_back(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        id: u64,
+        nonce: u64,
+        slot: Micros,
+    ) -> Result<(), QueueError> {
+        self.sweep(spec, now);
+        match self.jobs.get_mut(&id) {
+            Some(j)
+                if j.nonce == nonce && nonce != 0 && matches!(j.state, JobState::InFlight(_)) =>
+            {
+                j.attempts = j.attempts.saturating_sub(1);
+                j.nonce = 0;
+            }
+            _ => return Err(QueueError::NotHeld { id }),
+        }
+        self.set_state(id, JobState::Ready);
+        self.meta.totals.released = self.meta.totals.released.saturating_sub(1);
+        if self.meta.tat == slot.saturating_add(spec.spacing()) {
+            self.meta.tat = slot;
+        }
+        self.changes.push(Change::Meta);
+        if let Some(i) = self.releases.iter().rposition(|&t| t == slot) {
+            self.releases.remove(i);
+        }
+        Ok(())
+    }
+
+    /// Whether the instance may be forgotten: no job in any state, no idempotency key
+    /// retained, and no release for `key_retention`.
+    pub fn forgettable(&self, spec: &QueueSpec, now: Micros) -> bool {
+        self.jobs.is_empty()
+            && self.keys.is_empty()
+            && now.saturating_sub(self.meta.tat) >= spec.key_retention()
+            && self.meta.tat <= now
     }
 
     /// The instance's state at `now` (after applying what time has done).
@@ -514,10 +670,18 @@ impl Instance {
         let first_ready = self.ready.first().and_then(|id| self.jobs.get(id));
         let first_delayed = self.delayed.first().and_then(|(_, id)| self.jobs.get(id));
         let t = self.meta.totals;
+        // A reserved job's lease ends one lease after its slot, which is ahead.
+        let reserved = self
+            .in_flight
+            .range((now.saturating_add(spec.lease()).saturating_add(1), 0)..)
+            .count() as u64;
+        let since = now.saturating_sub(RELEASE_WINDOW);
+        let recent = self.releases.iter().filter(|&&t| t > since && t <= now);
         InstanceStats {
             ready: self.ready.len() as u64,
             delayed: self.delayed.len() as u64,
-            in_flight: self.in_flight.len() as u64,
+            in_flight: self.in_flight.len() as u64 - reserved,
+            reserved,
             dead: self.dead.len() as u64,
             oldest_submitted: [first_ready, first_delayed]
                 .into_iter()
@@ -529,6 +693,9 @@ impl Instance {
             acked_total: t.acked,
             dead_total: t.dead,
             next_slot: first_slot(self.meta.tat, now, spec.spacing(), spec.tau()),
+            last_due: self.delayed.last().map(|&(t, _)| t),
+            recent_releases: recent.clone().count() as u64,
+            first_recent_release: recent.min().copied(),
             now,
         }
     }

@@ -44,15 +44,62 @@ impl NewJob {
 /// A submitted job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submitted {
-    /// The job's id, unique in its queue instance (1, 2, 3, … in submission order).
+    /// The job's id, unique in its queue instance. Ids grow in submission order: job `i` of a
+    /// batch gets the batch's first id plus `i`, so a duplicate's place in a batch with new jobs
+    /// leaves its number unused.
     pub id: u64,
     /// Whether the key named an existing job (nothing was stored).
     pub duplicate: bool,
-    /// Jobs ready ahead of it at submission (new jobs only).
+    /// Where the job is now (for a duplicate: the existing job's state).
+    pub state: JobStatus,
+    /// Ready jobs ahead of it (a ready job only).
     pub position: Option<u64>,
-    /// The estimated release instant (new jobs only): the next free slot plus one spacing per
-    /// job ahead, or `not_before` if later. An estimate: retries and new bursts move it.
+    /// The estimated release instant (a ready or delayed job only): the next free slot plus one
+    /// spacing per job ahead, or its `not_before` (retry time) if later. An estimate: retries
+    /// and new bursts move it.
     pub release_at: Option<Micros>,
+}
+
+/// Where a job is, as a submit answers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Waiting for its release slot.
+    Ready,
+    /// Waiting for its `not_before` or its retry time.
+    Delayed,
+    /// Leased to a worker (or reserved for one, its slot ahead).
+    InFlight,
+    /// In the dead letters.
+    Dead,
+    /// Finished (acked); its key is remembered for the queue's `key_retention`.
+    Done,
+}
+
+impl JobStatus {
+    /// Its name in the HTTP API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Ready => "ready",
+            JobStatus::Delayed => "delayed",
+            JobStatus::InFlight => "in_flight",
+            JobStatus::Dead => "dead",
+            JobStatus::Done => "done",
+        }
+    }
+}
+
+/// The fingerprint of a keyed job's payload, kept with its idempotency key: a resubmission under
+/// the key with another payload is a [`QueueError::KeyConflict`]. The first 16 bytes of the
+/// payload's SHA-256, as 32 hex digits (stable across versions and stores).
+pub fn fingerprint(payload: &[u8]) -> String {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(payload);
+    let mut out = String::with_capacity(32);
+    for b in &d[..16] {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
+    }
+    out
 }
 
 /// A job leased to a worker.
@@ -126,8 +173,10 @@ pub struct InstanceStats {
     pub ready: u64,
     /// Jobs waiting for their `not_before` or retry time.
     pub delayed: u64,
-    /// Jobs leased and not yet acked.
+    /// Jobs delivered (their slot passed) and not yet acked.
     pub in_flight: u64,
+    /// Jobs reserved for a waiting lease, their slot ahead.
+    pub reserved: u64,
     /// Jobs in the dead letters.
     pub dead: u64,
     /// When the oldest waiting job (the next ready one, or the next delayed one) was submitted.
@@ -142,13 +191,29 @@ pub struct InstanceStats {
     pub dead_total: u64,
     /// The earliest instant of the next release (the TAT less tau).
     pub next_slot: Micros,
+    /// When the last delayed job is due.
+    pub last_due: Option<Micros>,
+    /// Releases whose slot is within the last [`RELEASE_WINDOW`] (at most [`RELEASE_LOG`]).
+    pub recent_releases: u64,
+    /// The slot of the oldest of them.
+    pub first_recent_release: Option<Micros>,
     /// The store's clock when it answered.
     pub now: Micros,
 }
 
+/// How far back the measured release rate looks.
+pub const RELEASE_WINDOW: Micros = 60_000_000;
+/// The most recent release slots an instance keeps for its measured rate.
+pub const RELEASE_LOG: usize = 4_096;
+
 impl InstanceStats {
-    /// Jobs waiting: ready and delayed.
+    /// Jobs held: waiting (ready and delayed), reserved and in flight. `max_depth` bounds it.
     pub fn depth(&self) -> u64 {
+        self.waiting() + self.reserved + self.in_flight
+    }
+
+    /// Jobs waiting for their release: ready and delayed.
+    pub fn waiting(&self) -> u64 {
         self.ready + self.delayed
     }
 
@@ -157,12 +222,33 @@ impl InstanceStats {
         self.oldest_submitted.map(|t| self.now.saturating_sub(t))
     }
 
-    /// How long the waiting jobs take to be released at `spacing`, if none fails: from the next
-    /// slot, one spacing per job after the first.
+    /// How long until the waiting jobs are all released at `spacing`, if none fails: from the
+    /// next slot one spacing per job after the first, and no sooner than the last delayed job
+    /// is due.
     pub fn time_to_drain(&self, spacing: Micros) -> Micros {
-        match self.depth() {
+        match self.waiting() {
             0 => 0,
-            n => self.next_slot.saturating_sub(self.now) + (n - 1).saturating_mul(spacing),
+            n => self
+                .next_slot
+                .saturating_add((n - 1).saturating_mul(spacing))
+                .max(self.last_due.unwrap_or(0))
+                .saturating_sub(self.now),
+        }
+    }
+
+    /// Deliveries per second, measured over the recent releases: those whose slot is within
+    /// the last minute, over the time since the first of them plus one `spacing` (so a drain
+    /// that has just started reads its rate, not a minute's average).
+    pub fn release_rate(&self, spacing: Micros) -> f64 {
+        match self.first_recent_release {
+            Some(first) if self.recent_releases > 0 => {
+                let span = self
+                    .now
+                    .saturating_sub(first)
+                    .saturating_add(spacing.max(1));
+                self.recent_releases as f64 * 1e6 / span as f64
+            }
+            _ => 0.0,
         }
     }
 }
@@ -251,6 +337,18 @@ pub enum QueueError {
     )]
     NotHeld {
         /// The job.
+        id: u64,
+    },
+    /// An idempotency key resubmitted with another payload: nothing was stored.
+    #[error(
+        "job {index}: the key `{key}` is job {id}'s, submitted with another payload: nothing was stored"
+    )]
+    KeyConflict {
+        /// The job's index in the batch.
+        index: usize,
+        /// The key.
+        key: String,
+        /// The existing job's id.
         id: u64,
     },
     /// The job asked for is not in the dead letters.

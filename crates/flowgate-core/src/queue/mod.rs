@@ -21,7 +21,8 @@ mod spec;
 mod store;
 
 pub use job::{
-    DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, Submitted, Token,
+    DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, Nacked, NewJob, QueueError,
+    RELEASE_LOG, RELEASE_WINDOW, Submitted, Token, fingerprint,
 };
 pub use set::{QueueSet, instance_descriptor, instance_names};
 pub use spec::{

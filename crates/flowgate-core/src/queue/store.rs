@@ -7,14 +7,14 @@ use super::job::{DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueErro
 use super::spec::QueueSpec;
 use crate::clock::Micros;
 
-/// Where queue instances live: the embedded on-disk store, or Redis.
+/// Where queue instances live: the embedded on-disk store, or Redis. Clones share the store.
 ///
 /// Every operation is atomic on one instance (`instance` is its key, see
 /// [`super::QueueSet::find`]), applies what time has done first (expired leases, due delayed
 /// jobs), reads the time from the store's own clock, and answers only once its effect is durable
 /// (committed to disk, or held by Redis). The semantics are [`super::engine::Instance`]'s; the
 /// queue conformance table in `flowgate-testkit` holds every store to them.
-pub trait QueueStore: Send + Sync + 'static {
+pub trait QueueStore: Clone + Send + Sync + 'static {
     /// Submits a batch, all or nothing. See [`super::engine::Instance::submit`].
     fn submit(
         &self,
@@ -32,6 +32,17 @@ pub trait QueueStore: Send + Sync + 'static {
         horizon: Micros,
         nonce: u64,
     ) -> impl Future<Output = Result<LeaseOutcome, QueueError>> + Send;
+
+    /// Gives back a delivery that never reached its worker. See
+    /// [`super::engine::Instance::give_back`].
+    fn give_back(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        id: u64,
+        nonce: u64,
+        slot: Micros,
+    ) -> impl Future<Output = Result<(), QueueError>> + Send;
 
     /// Acks a delivery. See [`super::engine::Instance::ack`].
     fn ack(
@@ -84,12 +95,14 @@ pub trait QueueStore: Send + Sync + 'static {
         instance: &str,
     ) -> impl Future<Output = Result<u64, QueueError>> + Send;
 
-    /// An instance's state. See [`super::engine::Instance::stats`].
+    /// An instance's state (see [`super::engine::Instance::stats`]), or `None` when the
+    /// instance was forgotten: empty and idle for its `key_retention`
+    /// ([`super::engine::Instance::forgettable`]), it leaves [`QueueStore::instances`].
     fn stats(
         &self,
         spec: &QueueSpec,
         instance: &str,
-    ) -> impl Future<Output = Result<InstanceStats, QueueError>> + Send;
+    ) -> impl Future<Output = Result<Option<InstanceStats>, QueueError>> + Send;
 
     /// The keys of every instance that ever held a job.
     fn instances(&self) -> impl Future<Output = Result<Vec<String>, QueueError>> + Send;

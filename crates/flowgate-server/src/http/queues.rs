@@ -127,6 +127,7 @@ fn queue_error(state: &AppState, op: &'static str, e: QueueError) -> ApiError {
         QueueError::BadToken(_) => (StatusCode::BAD_REQUEST, "bad_token"),
         QueueError::NotHeld { .. } => (StatusCode::CONFLICT, "not_held"),
         QueueError::NotDead { .. } => (StatusCode::CONFLICT, "not_dead"),
+        QueueError::KeyConflict { .. } => (StatusCode::CONFLICT, "key_conflict"),
         QueueError::Invalid(_) => (StatusCode::BAD_REQUEST, "bad_request"),
         QueueError::Store(_) | _ => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
     };
@@ -202,6 +203,7 @@ pub(super) async fn submit(
             json!({
                 "id": s.id,
                 "duplicate": s.duplicate,
+                "state": s.state.as_str(),
                 "position": s.position,
                 "release_at_ms": s.release_at.map(ms),
                 "release_in_ms": s.release_at.map(|t| ms(t.saturating_sub(now))),

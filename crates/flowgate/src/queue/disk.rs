@@ -6,8 +6,9 @@
 //! releases, no C dependency and no background compaction; it is actively maintained. SQLite
 //! (rusqlite) would do as well but brings a C build; sled's format is not stable.
 //!
-//! The instances live in memory ([`Instance`], the same transitions as the Redis scripts), and
-//! every operation's changes are written to the database before it answers. Writes are
+//! The instances live in memory ([`Instance`], the same transitions as the Redis scripts), each
+//! behind its own lock (a big batch submitted to one instance never holds up another's leases),
+//! and every operation's changes are written to the database before it answers. Writes are
 //! group-committed by one writer thread: the changes of all operations waiting at that moment go
 //! in one transaction and one fsync, so throughput grows with concurrency instead of being one
 //! fsync per operation. Payloads are kept in memory too (so a lease never reads the disk):
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
 
-use flowgate_core::queue::engine::{Change, Instance, Job, JobState, Meta, Totals};
+use flowgate_core::queue::engine::{Change, FinishedKey, Instance, Job, JobState, Meta, Totals};
 use flowgate_core::queue::{
     DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore,
     Submitted,
@@ -38,6 +39,9 @@ const JOBS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("jobs");
 const PAYLOADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("payloads");
 /// (instance, idempotency key) -> a finished job's id and finish time.
 const KEYS: TableDefinition<(&str, &str), (u64, u64)> = TableDefinition::new("keys");
+/// (instance, idempotency key) -> the finished job's payload fingerprint (absent for keys kept
+/// before fingerprints were).
+const PRINTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("key_prints");
 
 /// The database file's name in the data directory.
 pub const FILE_NAME: &str = "queues.redb";
@@ -51,11 +55,21 @@ enum Write {
         state: Option<Vec<u8>>,
         payload: Option<Arc<[u8]>>,
     },
-    Key(String, String, Option<(u64, Micros)>),
+    Key(String, String, Option<(u64, Micros, Option<String>)>),
+    /// The instance was forgotten: its record goes.
+    Forget(String),
+}
+
+/// One instance and whether it was forgotten (an operation that finds it so looks it up
+/// again, and gets a fresh one).
+#[derive(Default)]
+struct Slot {
+    inst: Instance,
+    gone: bool,
 }
 
 struct State {
-    instances: HashMap<String, Instance>,
+    instances: HashMap<String, Arc<Mutex<Slot>>>,
     pending: Vec<Write>,
     /// The number of the last operation whose writes were queued.
     queued: u64,
@@ -143,23 +157,40 @@ impl DiskQueueStore {
         &self.inner.path
     }
 
-    /// Runs `op` on `instance` (created if absent), queues its changes, and waits until they
-    /// are committed.
+    /// Runs `op` on `instance` (created if absent) under the instance's lock, queues its
+    /// changes, and waits until they are committed. `op` answers whether the instance may be
+    /// forgotten too.
     async fn run<T>(
         &self,
         instance: &str,
-        op: impl FnOnce(&mut Instance, Micros) -> Result<T, QueueError>,
+        op: impl FnOnce(&mut Instance, Micros) -> Result<(T, bool), QueueError>,
     ) -> Result<T, QueueError> {
-        let seq = {
-            let mut st = self.inner.state.lock();
-            if let Some(e) = &st.failed {
-                return Err(QueueError::Store(unavailable("a commit failed", e)));
+        let (seq, out) = loop {
+            let slot = {
+                let mut st = self.inner.state.lock();
+                if let Some(e) = &st.failed {
+                    return Err(QueueError::Store(unavailable("a commit failed", e)));
+                }
+                Arc::clone(st.instances.entry(instance.to_owned()).or_default())
+            };
+            let mut slot_guard = slot.lock();
+            if slot_guard.gone {
+                continue;
             }
             let now = self.inner.clock.now();
-            let inst = st.instances.entry(instance.to_owned()).or_default();
-            let out = op(inst, now);
-            let changes = inst.take_changes();
-            let writes = writes(instance, inst, changes);
+            let out = op(&mut slot_guard.inst, now);
+            let changes = slot_guard.inst.take_changes();
+            let mut writes = writes(instance, &slot_guard.inst, changes);
+            let forget = matches!(out, Ok((_, true)));
+            if forget {
+                slot_guard.gone = true;
+                writes.push(Write::Forget(instance.to_owned()));
+            }
+            // Queued while the instance is locked, so its writes reach the disk in order.
+            let mut st = self.inner.state.lock();
+            if forget {
+                st.instances.remove(instance);
+            }
             if !writes.is_empty() {
                 st.pending.extend(writes);
                 st.queued += 1;
@@ -167,9 +198,8 @@ impl DiskQueueStore {
                     let _ = w.send(());
                 }
             }
-            (st.queued, out)
+            break (st.queued, out.map(|(t, _)| t));
         };
-        let (seq, out) = seq;
         let mut rx = self.inner.committed.clone();
         let done = rx
             .wait_for(|c| c.as_ref().map_or(true, |&c| c >= seq))
@@ -203,7 +233,9 @@ fn writes(key: &str, inst: &Instance, changes: Vec<Change>) -> Vec<Write> {
                 });
             }
             Change::Key(k) => {
-                let v = inst.finished_key(&k);
+                let v = inst
+                    .finished_key(&k)
+                    .map(|(id, at, print)| (id, at, print.map(str::to_owned)));
                 out.push(Write::Key(key.to_owned(), k, v));
             }
         }
@@ -289,10 +321,10 @@ fn decode_meta(b: &[u8]) -> Option<Meta> {
     })
 }
 
-type Loaded = HashMap<String, (Meta, Vec<Job>, Vec<(String, u64, Micros)>)>;
+type Loaded = HashMap<String, (Meta, Vec<Job>, Vec<FinishedKey>)>;
 
 /// Reads every instance.
-fn load(db: &Database) -> Result<HashMap<String, Instance>, Box<dyn std::error::Error>> {
+fn load(db: &Database) -> Result<HashMap<String, Arc<Mutex<Slot>>>, Box<dyn std::error::Error>> {
     let txn = db.begin_read()?;
     let mut all: Loaded = HashMap::new();
     let missing = |e: &redb::TableError| matches!(e, redb::TableError::TableDoesNotExist(_));
@@ -318,20 +350,31 @@ fn load(db: &Database) -> Result<HashMap<String, Instance>, Box<dyn std::error::
         let job = decode_job(id, v.value(), payload).ok_or("a damaged job record")?;
         all.entry(instance.to_owned()).or_default().1.push(job);
     }
+    let prints = txn.open_table(PRINTS).ok();
     if let Ok(keys) = txn.open_table(KEYS) {
         for row in keys.iter()? {
             let (k, v) = row?;
             let (instance, key) = k.value();
             let (id, at) = v.value();
+            let print = match &prints {
+                Some(p) => p.get((instance, key))?.map(|p| p.value().to_owned()),
+                None => None,
+            };
             all.entry(instance.to_owned())
                 .or_default()
                 .2
-                .push((key.to_owned(), id, at));
+                .push((key.to_owned(), id, at, print));
         }
     }
     Ok(all
         .into_iter()
-        .map(|(k, (meta, jobs, keys))| (k, Instance::restore(meta, jobs, keys)))
+        .map(|(k, (meta, jobs, keys))| {
+            let slot = Slot {
+                inst: Instance::restore(meta, jobs, keys),
+                gone: false,
+            };
+            (k, Arc::new(Mutex::new(slot)))
+        })
         .collect())
 }
 
@@ -374,6 +417,7 @@ fn commit(db: &Database, writes: Vec<Write>) -> Result<(), Box<dyn std::error::E
         let mut jobs = txn.open_table(JOBS)?;
         let mut payloads = txn.open_table(PAYLOADS)?;
         let mut keys = txn.open_table(KEYS)?;
+        let mut prints = txn.open_table(PRINTS)?;
         for w in writes {
             match w {
                 Write::Meta(i, m) => {
@@ -399,11 +443,19 @@ fn commit(db: &Database, writes: Vec<Write>) -> Result<(), Box<dyn std::error::E
                     jobs.remove((instance.as_str(), id))?;
                     payloads.remove((instance.as_str(), id))?;
                 }
-                Write::Key(i, k, Some(v)) => {
-                    keys.insert((i.as_str(), k.as_str()), v)?;
+                Write::Key(i, k, Some((id, at, print))) => {
+                    keys.insert((i.as_str(), k.as_str()), (id, at))?;
+                    match print {
+                        Some(p) => prints.insert((i.as_str(), k.as_str()), p.as_str())?,
+                        None => prints.remove((i.as_str(), k.as_str()))?,
+                    };
                 }
                 Write::Key(i, k, None) => {
                     keys.remove((i.as_str(), k.as_str()))?;
+                    prints.remove((i.as_str(), k.as_str()))?;
+                }
+                Write::Forget(i) => {
+                    meta.remove(i.as_str())?;
                 }
             }
         }
@@ -419,7 +471,8 @@ impl QueueStore for DiskQueueStore {
         instance: &str,
         jobs: &[NewJob],
     ) -> Result<Vec<Submitted>, QueueError> {
-        self.run(instance, |i, now| i.submit(spec, now, jobs)).await
+        self.run(instance, |i, now| Ok((i.submit(spec, now, jobs)?, false)))
+            .await
     }
 
     async fn lease(
@@ -429,8 +482,24 @@ impl QueueStore for DiskQueueStore {
         horizon: Micros,
         nonce: u64,
     ) -> Result<LeaseOutcome, QueueError> {
-        self.run(instance, |i, now| Ok(i.lease(spec, now, horizon, nonce)))
-            .await
+        self.run(instance, |i, now| {
+            Ok((i.lease(spec, now, horizon, nonce), false))
+        })
+        .await
+    }
+
+    async fn give_back(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        id: u64,
+        nonce: u64,
+        slot: Micros,
+    ) -> Result<(), QueueError> {
+        self.run(instance, |i, now| {
+            Ok((i.give_back(spec, now, id, nonce, slot)?, false))
+        })
+        .await
     }
 
     async fn ack(
@@ -440,7 +509,7 @@ impl QueueStore for DiskQueueStore {
         id: u64,
         nonce: u64,
     ) -> Result<(), QueueError> {
-        self.run(instance, |i, now| i.ack(spec, now, id, nonce))
+        self.run(instance, |i, now| Ok((i.ack(spec, now, id, nonce)?, false)))
             .await
     }
 
@@ -452,8 +521,10 @@ impl QueueStore for DiskQueueStore {
         nonce: u64,
         retry_after: Option<Micros>,
     ) -> Result<Nacked, QueueError> {
-        self.run(instance, |i, now| i.nack(spec, now, id, nonce, retry_after))
-            .await
+        self.run(instance, |i, now| {
+            Ok((i.nack(spec, now, id, nonce, retry_after)?, false))
+        })
+        .await
     }
 
     async fn dead(
@@ -465,7 +536,7 @@ impl QueueStore for DiskQueueStore {
     ) -> Result<Vec<DeadJob>, QueueError> {
         self.run(instance, |i, now| {
             i.sweep(spec, now);
-            Ok(i.dead(offset, limit))
+            Ok((i.dead(offset, limit), false))
         })
         .await
     }
@@ -476,8 +547,10 @@ impl QueueStore for DiskQueueStore {
         instance: &str,
         ids: Option<&[u64]>,
     ) -> Result<u64, QueueError> {
-        self.run(instance, |i, now| i.requeue_dead(spec, now, ids))
-            .await
+        self.run(instance, |i, now| {
+            Ok((i.requeue_dead(spec, now, ids)?, false))
+        })
+        .await
     }
 
     async fn purge_dead(
@@ -486,25 +559,48 @@ impl QueueStore for DiskQueueStore {
         instance: &str,
         ids: Option<&[u64]>,
     ) -> Result<u64, QueueError> {
-        self.run(instance, |i, now| i.purge_dead(spec, now, ids))
-            .await
+        self.run(instance, |i, now| {
+            Ok((i.purge_dead(spec, now, ids)?, false))
+        })
+        .await
     }
 
     async fn purge(&self, spec: &QueueSpec, instance: &str) -> Result<u64, QueueError> {
-        self.run(instance, |i, now| Ok(i.purge(spec, now))).await
+        self.run(instance, |i, now| Ok((i.purge(spec, now), false)))
+            .await
     }
 
-    async fn stats(&self, spec: &QueueSpec, instance: &str) -> Result<InstanceStats, QueueError> {
-        self.run(instance, |i, now| Ok(i.stats(spec, now))).await
+    async fn stats(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+    ) -> Result<Option<InstanceStats>, QueueError> {
+        self.run(instance, |i, now| {
+            let stats = i.stats(spec, now);
+            Ok(if i.forgettable(spec, now) {
+                (None, true)
+            } else {
+                (Some(stats), false)
+            })
+        })
+        .await
     }
 
     async fn instances(&self) -> Result<Vec<String>, QueueError> {
-        let st = self.inner.state.lock();
-        let mut v: Vec<String> = st
-            .instances
-            .iter()
-            .filter(|(_, i)| i.meta().seq > 0)
-            .map(|(k, _)| k.clone())
+        let slots: Vec<(String, Arc<Mutex<Slot>>)> = {
+            let st = self.inner.state.lock();
+            st.instances
+                .iter()
+                .map(|(k, s)| (k.clone(), Arc::clone(s)))
+                .collect()
+        };
+        let mut v: Vec<String> = slots
+            .into_iter()
+            .filter(|(_, s)| {
+                let s = s.lock();
+                !s.gone && s.inst.meta().seq > 0
+            })
+            .map(|(k, _)| k)
             .collect();
         v.sort();
         Ok(v)

@@ -25,9 +25,17 @@
 //! one process the leasers of an instance take turns asking the store (so one request per slot
 //! reaches Redis, not one per worker), and a submit, nack or requeue through this process wakes
 //! them at once; jobs submitted through other processes are seen within [`POLL`].
+//!
+//! The rate is held where the channel sees it: the store answers a lease with its slot (on the
+//! store's clock), and the lease returns when that slot comes on this node's clock
+//! ([`offset`]). An answer that arrives later than its slot plus [`tolerance`] (a store that
+//! stalled) is not delivered late: the job is given back, first in line, and the lease asks for
+//! the next slot. A lease dropped while it holds a job (its client went away) gives the job back
+//! at once, with no attempt counted. While the store cannot answer, a lease retries until its
+//! `wait` ends, then fails.
 
 mod disk;
-mod meter;
+mod offset;
 mod worker;
 
 use std::collections::HashMap;
@@ -36,8 +44,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 pub use flowgate_core::queue::{
-    DeadJob, InstanceStats, LeaseOutcome, Leased, Nacked, NewJob, QueueError, QueueSet, QueueSpec,
-    QueueSpecError, QueueStore, Submitted, Token, instance_descriptor, instance_names,
+    DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, Nacked, NewJob, QueueError, QueueSet,
+    QueueSpec, QueueSpecError, QueueStore, Submitted, Token, instance_descriptor, instance_names,
 };
 use flowgate_core::{Descriptor, Micros};
 use parking_lot::Mutex;
@@ -45,7 +53,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 pub use self::disk::{DiskQueueStore, FILE_NAME};
-use self::meter::Meter;
+use self::offset::{Offset, wall};
 pub use self::worker::Worker;
 
 /// How often a long-polling lease asks the store while its instance is empty.
@@ -53,6 +61,20 @@ pub const POLL: Duration = Duration::from_millis(50);
 /// The furthest ahead a lease reserves a release slot: a worker holds a reserved job at most
 /// this long before it is released to it.
 pub const MAX_HORIZON: Duration = Duration::from_secs(1);
+/// The first pause of a lease whose store failed, doubled per failure up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between two tries of a lease whose store fails.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// How late after its slot a lease answer may still be delivered: a quarter of the queue's
+/// spacing, at least 2 ms (the timer's and the scheduler's grain) and at most 25 ms; plus how
+/// uncertain the store's clock is on this node (about half the fastest round trip). Two
+/// answers are then never closer than the spacing less this (half the spacing or more for any
+/// queue of up to 125 releases a second).
+pub fn tolerance(spec: &QueueSpec) -> Duration {
+    Duration::from_micros(spec.spacing() / 4)
+        .clamp(Duration::from_millis(2), Duration::from_millis(25))
+}
 
 /// A job delivered to a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +108,8 @@ pub struct InstanceInfo {
     pub retired: bool,
     /// Its state (absent when its queue is not declared: the store needs the queue's bounds).
     pub stats: Option<InstanceStats>,
-    /// Releases per second over the last minute, measured from the store's release count.
+    /// Deliveries per second, measured over the recent releases of the whole cluster
+    /// ([`InstanceStats::release_rate`]).
     pub release_rate: Option<f64>,
 }
 
@@ -105,7 +128,7 @@ pub struct Queue<S: QueueStore> {
     retired: ArcSwap<QueueSet>,
     store: S,
     locals: Mutex<HashMap<String, Arc<Local>>>,
-    meter: Mutex<Meter>,
+    offset: Mutex<Offset>,
 }
 
 /// A delivery's nonce: 52 random bits (exact in the Redis scripts' doubles), never 0 (0 means
@@ -129,7 +152,7 @@ impl<S: QueueStore> Queue<S> {
             retired: ArcSwap::from_pointee(QueueSet::default()),
             store,
             locals: Mutex::new(HashMap::new()),
-            meter: Mutex::new(Meter::default()),
+            offset: Mutex::new(Offset::default()),
         }
     }
 
@@ -252,10 +275,11 @@ impl<S: QueueStore> Queue<S> {
     }
 
     /// Leases the next job of the instance of `descriptor`, waiting up to `wait` for one; the
-    /// answer comes at the job's release slot. `None` when no job was released within `wait`.
+    /// answer comes at the job's release slot (see the [module documentation](self)). `None`
+    /// when no job was released within `wait`.
     ///
     /// # Errors
-    /// [`QueueError::UnknownQueue`], or the store's error.
+    /// [`QueueError::UnknownQueue`], or the store's error if it still fails when `wait` ends.
     pub async fn lease(
         &self,
         domain: &str,
@@ -265,38 +289,38 @@ impl<S: QueueStore> Queue<S> {
         let (spec, instance) = self.find(domain, descriptor, false)?;
         let deadline = Instant::now() + wait;
         let local = self.local(&instance);
-        let Ok(turn) = tokio::time::timeout_at(deadline, local.turn.lock()).await else {
-            return Ok(None);
-        };
+        let mut retry = RETRY_FIRST;
         loop {
+            let Ok(turn) = tokio::time::timeout_at(deadline, local.turn.lock()).await else {
+                return Ok(None);
+            };
             let left = deadline.saturating_duration_since(Instant::now());
             let horizon = micros(left.min(MAX_HORIZON));
-            let outcome = self
-                .store
-                .lease(&spec, &instance, horizon, nonce()?)
-                .await?;
+            let sent = wall();
+            let outcome = match self.store.lease(&spec, &instance, horizon, nonce()?).await {
+                Ok(o) => {
+                    retry = RETRY_FIRST;
+                    o
+                }
+                Err(QueueError::Store(e)) => {
+                    if left.is_zero() {
+                        return Err(QueueError::Store(e));
+                    }
+                    tracing::debug!(error = %e, %instance, "lease: the store failed; trying again");
+                    tokio::time::sleep(retry.min(left)).await;
+                    retry = (retry * 2).min(RETRY_MAX);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let pause = match outcome {
                 LeaseOutcome::Leased(job) => {
                     drop(turn);
-                    let hold = job.released_at.saturating_sub(job.now);
-                    if hold > 0 {
-                        tokio::time::sleep(Duration::from_micros(hold)).await;
+                    if let Some(d) = self.deliver(&spec, &instance, job, sent).await? {
+                        return Ok(Some(d));
                     }
-                    return Ok(Some(Delivery {
-                        token: Token {
-                            instance: instance.clone(),
-                            id: job.id,
-                            nonce: job.nonce,
-                        }
-                        .to_string(),
-                        id: job.id,
-                        payload: job.payload,
-                        attempt: job.attempt,
-                        instance,
-                        submitted_at: job.submitted_at,
-                        released_at: job.released_at,
-                        lease_deadline: job.lease_deadline,
-                    }));
+                    // Too late for its slot: given back; ask again for the next one.
+                    continue;
                 }
                 LeaseOutcome::Later(after) => Duration::from_micros(after),
                 LeaseOutcome::Empty { next } => {
@@ -312,6 +336,58 @@ impl<S: QueueStore> Queue<S> {
                 () = local.wake.notified() => {}
             }
         }
+    }
+
+    /// Holds a leased job until its slot comes on this node, and delivers it; gives it back
+    /// (answering `None`) if the answer came too late for its slot, or at once if this future
+    /// is dropped first.
+    async fn deliver(
+        &self,
+        spec: &Arc<QueueSpec>,
+        instance: &str,
+        job: Leased,
+        sent: Micros,
+    ) -> Result<Option<Delivery>, QueueError> {
+        let (hold, late, slack) = {
+            let mut o = self.offset.lock();
+            let received = wall();
+            o.sample(job.now, sent, received);
+            (
+                o.until(job.released_at, received).unwrap_or_default(),
+                o.since(job.released_at, received),
+                tolerance(spec) + o.uncertainty(),
+            )
+        };
+        let mut back = GiveBack {
+            store: self.store.clone(),
+            spec: Arc::clone(spec),
+            instance: instance.to_owned(),
+            job: Some((job.id, job.nonce, job.released_at)),
+        };
+        if late > slack {
+            tracing::debug!(%instance, id = job.id, late_ms = late.as_millis() as u64, "lease answer too late for its slot: re-slotted");
+            back.now().await;
+            return Ok(None);
+        }
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        back.job = None;
+        Ok(Some(Delivery {
+            token: Token {
+                instance: instance.to_owned(),
+                id: job.id,
+                nonce: job.nonce,
+            }
+            .to_string(),
+            id: job.id,
+            payload: job.payload,
+            attempt: job.attempt,
+            instance: instance.to_owned(),
+            submitted_at: job.submitted_at,
+            released_at: job.released_at,
+            lease_deadline: job.lease_deadline,
+        }))
     }
 
     fn token(&self, token: &str) -> Result<(Token, Arc<QueueSpec>), QueueError> {
@@ -424,8 +500,10 @@ impl<S: QueueStore> Queue<S> {
                 });
                 continue;
             };
-            let stats = self.store.stats(&spec, &instance).await?;
-            let release_rate = self.meter.lock().sample(&instance, &stats);
+            let Some(stats) = self.store.stats(&spec, &instance).await? else {
+                continue; // idle and empty for its retention: forgotten
+            };
+            let release_rate = Some(stats.release_rate(spec.spacing()));
             out.push(InstanceInfo {
                 instance,
                 spec: Some(spec),
@@ -440,5 +518,59 @@ impl<S: QueueStore> Queue<S> {
     /// A worker helper for the instance of `descriptor`: see [`Worker`].
     pub fn worker(self: &Arc<Self>, domain: &str, descriptor: Descriptor) -> Worker<S> {
         Worker::new(Arc::clone(self), domain, descriptor)
+    }
+}
+
+/// A job leased for a delivery not made yet: given back to the store if dropped armed.
+struct GiveBack<S: QueueStore> {
+    store: S,
+    spec: Arc<QueueSpec>,
+    instance: String,
+    /// (id, nonce, slot); `None` once delivered.
+    job: Option<(u64, u64, Micros)>,
+}
+
+impl<S: QueueStore> GiveBack<S> {
+    /// Gives the job back now (a job no longer held, its lease expired meanwhile, is left).
+    async fn now(&mut self) {
+        if let Some((id, nonce, slot)) = self.job.take() {
+            give_back(&self.store, &self.spec, &self.instance, id, nonce, slot).await;
+        }
+    }
+}
+
+impl<S: QueueStore> Drop for GiveBack<S> {
+    fn drop(&mut self) {
+        let Some((id, nonce, slot)) = self.job.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return; // the runtime is going: the lease expires by itself
+        };
+        let (store, spec, instance) = (
+            self.store.clone(),
+            Arc::clone(&self.spec),
+            self.instance.clone(),
+        );
+        rt.spawn(async move { give_back(&store, &spec, &instance, id, nonce, slot).await });
+    }
+}
+
+async fn give_back<S: QueueStore>(
+    store: &S,
+    spec: &QueueSpec,
+    instance: &str,
+    id: u64,
+    nonce: u64,
+    slot: Micros,
+) {
+    match store.give_back(spec, instance, id, nonce, slot).await {
+        Ok(()) => {
+            tracing::debug!(%instance, id, "lease given back: the job is first in line again")
+        }
+        Err(QueueError::NotHeld { .. }) => {}
+        Err(e) => {
+            tracing::warn!(%instance, id, error = %e, "cannot give a lease back: it will expire by itself")
+        }
     }
 }
