@@ -34,6 +34,7 @@
 mod api;
 mod body;
 mod error;
+mod payload;
 mod queues;
 mod rules;
 
