@@ -8,7 +8,7 @@ mod common;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -233,11 +233,9 @@ async fn payloads_come_back_as_submitted_on_redis() {
     round_trips(&s, "redis").await;
 }
 
+/// The server's clock for `not_before_ms` (the system clock), in ms.
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    flowgate_core::Clock::now(&flowgate_core::SystemClock::new()) / 1000
 }
 
 const DAY_MS: u64 = 86_400_000;
