@@ -327,6 +327,14 @@ impl Server {
         let (loaded, info, follower) = initial_rules(&cfg, files).await?;
         let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg))
             .map_err(|e| ServerError::Store(e.to_string()))?;
+        // Where the jobs are: the start-up line names it, apart from the limiter's store.
+        let (queues_in, queues_path) = match &queues {
+            QueueBackend::Disk(d) => (
+                "disk",
+                Some(std::path::absolute(d.path()).unwrap_or_else(|_| d.path().to_owned())),
+            ),
+            QueueBackend::Redis(_) => ("redis", None),
+        };
         let limiter = Limiter::new(loaded.rules, backend);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
@@ -359,7 +367,7 @@ impl Server {
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
 
         let info = state.rules.info();
-        tracing::info!(%http_addr, %grpc_addr, store = store_name, config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
+        tracing::info!(%http_addr, %grpc_addr, store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
             http_addr,
             grpc_addr,

@@ -11,11 +11,16 @@
 //!   `#name`) at a heading that exists;
 //! - every `FLOWGATE_*` environment variable named in the pages is one the binary reads, and
 //!   every flag of `flowgate serve` is documented in `docs/operating.md`;
-//! - every `docs/<page>.md` named in the crates' sources exists.
+//! - every `docs/<page>.md` named in the crates' sources exists;
+//! - every queue example of `README.md` and `docs/queues.md` (a ` ```sh ` block calling
+//!   `/v1/queues`) runs as written, with `curl`, against the server started with the command the
+//!   page shows before it (see [`every_queue_example_runs_against_the_server_the_page_starts`]).
 
 use std::collections::BTreeSet;
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_flowgate");
 
@@ -386,4 +391,240 @@ fn pages_named_in_the_sources_exist() {
         "pages named in the sources that do not exist:\n{}",
         missing.join("\n")
     );
+}
+
+/// The pages whose queue examples are run.
+const QUEUE_PAGES: [&str; 2] = ["README.md", "docs/queues.md"];
+
+/// The admin token that stands for `<token>` in a server command and in `Bearer <token>`.
+const ADMIN_TOKEN: &str = "docs-test-admin-token";
+
+/// The arguments of a server command a page shows (`flowgate serve …`, or
+/// `cargo run … -p flowgate-server -- serve …`), after `flowgate`; `None` for any other line.
+fn server_command(line: &str) -> Option<Vec<String>> {
+    let line = line.split(" #").next().unwrap_or("").trim();
+    let args = if let Some(rest) = line.strip_prefix("flowgate ") {
+        rest
+    } else if line.starts_with("cargo run") && line.contains("-p flowgate-server") {
+        line.split_once(" -- ")?.1
+    } else {
+        return None;
+    };
+    let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+    (args.first().map(String::as_str) == Some("serve")).then_some(args)
+}
+
+/// A `flowgate serve` process started as a page shows it, killed on drop.
+struct Served {
+    child: Child,
+    port: u16,
+    _cwd: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the server with `args` as a reader would from the repository's root, except for:
+/// ephemeral loopback ports, a fresh working directory (for its data directory; paths that name
+/// a file of the repository are made absolute), and `<token>` replaced by [`ADMIN_TOKEN`].
+fn serve(args: &[String]) -> Result<Served, String> {
+    let cwd = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if a.contains(['"', '\'', '$', '`']) {
+                return Err(format!("cannot run an argument with quotes or `$`: {a}"));
+            }
+            let a = a.replace("<token>", ADMIN_TOKEN);
+            let file = root().join(&a);
+            Ok(if !a.starts_with('-') && file.exists() {
+                file.to_string_lossy().into_owned()
+            } else {
+                a
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut child = Command::new(BIN)
+        .current_dir(cwd.path())
+        .args(&args)
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .env("FLOWGATE_LOG", "info")
+        .env_remove("FLOWGATE_ADMIN_TOKEN")
+        .env_remove("FLOWGATE_REDIS_URL")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {BIN}: {e}"))?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("flowgate serving") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let mut served = Served {
+        child,
+        port: 0,
+        _cwd: cwd,
+    };
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .map_err(|_| format!("`flowgate {}` did not start", args.join(" ")))?;
+    served.port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http_addr="))
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("no http_addr in {line}"))?;
+    Ok(served)
+}
+
+/// The shell run before an example: `curl` is a function that sends the example's request to
+/// the test's server (`localhost:8080` becomes its address; `Bearer <token>` the admin token;
+/// any other `<token>` the token of the last lease answered), and stops the example with the
+/// command and the answer unless it answers 2xx.
+const CURL_WRAPPER: &str = r#"set -euo pipefail
+LEASE_TOKEN=''
+curl() {
+  local args=() a code
+  for a in "$@"; do
+    a="${a//localhost:8080/127.0.0.1:$PORT}"
+    a="${a//Bearer <token>/Bearer $ADMIN_TOKEN}"
+    a="${a//<token>/$LEASE_TOKEN}"
+    args+=("$a")
+  done
+  code=$(command curl -sS --max-time 30 -o "$BODY" -w '%{http_code}' "${args[@]}") || {
+    echo "curl could not send: curl $*" >&2; exit 1; }
+  echo "$code" >> "$CALLS"
+  case "$code" in
+    2??) ;;
+    *) echo "answered $code: curl $*: $(cat "$BODY")" >&2; exit 1 ;;
+  esac
+  if [[ "$*" == *"/v1/queues/lease"* && "$code" == 200 ]]; then
+    LEASE_TOKEN=$(sed -n 's/.*"token":"\([^"]*\)".*/\1/p' "$BODY")
+  fi
+}
+"#;
+
+/// Runs one example (a block of shell) against the server on `port`: every `curl` line must
+/// answer 2xx, and every one must have been sent.
+fn run_example(body: &str, port: u16) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let calls = dir.path().join("calls");
+    let script = dir.path().join("example.sh");
+    std::fs::write(&script, format!("{CURL_WRAPPER}\n{body}")).map_err(|e| e.to_string())?;
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("PORT", port.to_string())
+        .env("ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("BODY", dir.path().join("body"))
+        .env("CALLS", &calls)
+        .output()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    let sent = std::fs::read_to_string(&calls)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let written = body
+        .lines()
+        .filter(|l| l.trim_start().starts_with("curl "))
+        .count();
+    if sent != written {
+        return Err(format!(
+            "{written} curl commands written, {sent} sent: every command of an example must run"
+        ));
+    }
+    Ok(())
+}
+
+/// The queue examples of [`QUEUE_PAGES`], run as a reader would: each ` ```sh ` block that
+/// calls `/v1/queues` runs (with bash and curl) against a server started with the last server
+/// command the page showed before it, in a block of its own or beside commands that are not
+/// examples (the README's first block). A page's server command starts a fresh server.
+#[test]
+fn every_queue_example_runs_against_the_server_the_page_starts() {
+    assert!(
+        Command::new("curl").arg("--version").output().is_ok(),
+        "curl is not installed (scripts/test.sh installs it)"
+    );
+    let mut failures = Vec::new();
+    for page in QUEUE_PAGES {
+        let (blocks, _) = blocks(&read(page));
+        let mut server: Option<Served> = None;
+        let mut ran = 0;
+        for b in blocks.iter().filter(|b| b.lang() == "sh") {
+            let commands: Vec<Vec<String>> = b.body.lines().filter_map(server_command).collect();
+            let example = b.body.contains("/v1/queues");
+            match (commands.as_slice(), example) {
+                ([], false) => {}
+                ([args], false) => {
+                    server = None;
+                    match serve(args) {
+                        Ok(s) => server = Some(s),
+                        Err(e) => failures.push(format!("{page}:{}: {e}", b.line)),
+                    }
+                }
+                (_, false) => failures.push(format!(
+                    "{page}:{}: one server command per block, to know which to run",
+                    b.line
+                )),
+                (_, true) if !commands.is_empty() => failures.push(format!(
+                    "{page}:{}: a queue example beside a server command cannot run as written",
+                    b.line
+                )),
+                (_, true) => {
+                    let Some(s) = &server else {
+                        failures.push(format!(
+                            "{page}:{}: a queue example before any server command",
+                            b.line
+                        ));
+                        continue;
+                    };
+                    ran += 1;
+                    if let Err(e) = run_example(&b.body, s.port) {
+                        failures.push(format!(
+                            "{page}:{} (the example opened at that line): {e}",
+                            b.line
+                        ));
+                    }
+                }
+            }
+        }
+        if ran == 0 {
+            failures.push(format!("{page}: no queue example found"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "queue examples that do not run as written:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn server_commands_are_read_from_either_form() {
+    let args = |l: &str| server_command(l).map(|a| a.join(" "));
+    assert_eq!(
+        args("cargo run --release -p flowgate-server -- serve --config x.toml   # the server"),
+        Some("serve --config x.toml".into())
+    );
+    assert_eq!(
+        args("flowgate serve --config x.toml --admin-token <token>"),
+        Some("serve --config x.toml --admin-token <token>".into())
+    );
+    assert_eq!(args("flowgate bench --duration 2s"), None);
+    assert_eq!(args("./scripts/test.sh"), None);
 }

@@ -30,4 +30,5 @@ pub use spec::{
     DEFAULT_MAX_PAYLOAD, DEFAULT_RETRY_BACKOFF, MAX_AUTO_BACKOFF, MAX_PAYLOAD_LIMIT, QueueSpec,
     QueueSpecError,
 };
+pub use spec::{MAX_DELAY, MAX_KEY_RETENTION, MAX_LEASE, MAX_RETRY_BACKOFF};
 pub use store::QueueStore;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::clock::{Micros, micros};
-use crate::quota::Quota;
+use crate::quota::{MicrosText, Quota};
 use crate::rule::Matcher;
 
 /// Default `max_depth`: jobs held (waiting and in flight) per queue instance.
@@ -22,6 +22,16 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 64 * 1024;
 pub const MAX_PAYLOAD_LIMIT: usize = 16 * 1024 * 1024;
 /// Default `key_retention`: how long an idempotency key is remembered after its job finished.
 pub const DEFAULT_KEY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// The longest `lease`.
+pub const MAX_LEASE: Duration = Duration::from_secs(12 * 3600);
+/// The longest `retry_backoff` (the automatic retry delay never passes [`MAX_AUTO_BACKOFF`]).
+pub const MAX_RETRY_BACKOFF: Duration = MAX_AUTO_BACKOFF;
+/// The longest `key_retention`.
+pub const MAX_KEY_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest delay a job may be given: a submission's `not_before` at most this long after
+/// now, a `nack`'s `retry_after` at most this long. A job parked longer would never reach the
+/// dead letters yet count in the depth.
+pub const MAX_DELAY: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// A queue that cannot be declared.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +51,17 @@ pub enum QueueSpecError {
     PayloadTooLarge {
         /// The bound asked for.
         bytes: usize,
+    },
+    /// A duration above its maximum ([`MAX_LEASE`], [`MAX_RETRY_BACKOFF`],
+    /// [`MAX_KEY_RETENTION`]).
+    #[error("`{field}` {} is above the maximum of {}", MicrosText(*.micros), MicrosText(*.max))]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// The duration asked for, in µs.
+        micros: Micros,
+        /// The maximum, in µs.
+        max: Micros,
     },
     /// An empty domain, name or descriptor key.
     #[error("the domain, the name and every descriptor key must be non-empty")]
@@ -125,6 +146,20 @@ impl QueueSpec {
                 bytes: self.max_payload,
             });
         }
+        for (field, v, max) in [
+            ("lease", self.lease, MAX_LEASE),
+            ("retry_backoff", self.retry_backoff, MAX_RETRY_BACKOFF),
+            ("key_retention", self.key_retention, MAX_KEY_RETENTION),
+        ] {
+            let max = micros(max);
+            if v > max {
+                return Err(QueueSpecError::TooLong {
+                    field,
+                    micros: v,
+                    max,
+                });
+            }
+        }
         Ok(self)
     }
 
@@ -149,7 +184,8 @@ impl QueueSpec {
     /// Sets the lease (visibility timeout): a job not acked within it is delivered again.
     ///
     /// # Errors
-    /// [`QueueSpecError::Zero`] for a lease shorter than 1 µs.
+    /// [`QueueSpecError::Zero`] for a lease shorter than 1 µs, [`QueueSpecError::TooLong`] above
+    /// [`MAX_LEASE`] (12 h).
     pub fn with_lease(mut self, lease: Duration) -> Result<Self, QueueSpecError> {
         self.lease = micros(lease);
         self.check()
@@ -167,7 +203,7 @@ impl QueueSpec {
     /// Sets the first automatic retry delay (doubled per attempt, at most 1 h).
     ///
     /// # Errors
-    /// Never; returns `Result` like the other setters.
+    /// [`QueueSpecError::TooLong`] above [`MAX_RETRY_BACKOFF`] (1 h).
     pub fn with_retry_backoff(mut self, backoff: Duration) -> Result<Self, QueueSpecError> {
         self.retry_backoff = micros(backoff);
         self.check()
@@ -185,7 +221,7 @@ impl QueueSpec {
     /// Sets how long an idempotency key is remembered after its job finished (acked or purged).
     ///
     /// # Errors
-    /// Never; returns `Result` like the other setters.
+    /// [`QueueSpecError::TooLong`] above [`MAX_KEY_RETENTION`] (30 days).
     pub fn with_key_retention(mut self, retention: Duration) -> Result<Self, QueueSpecError> {
         self.key_retention = micros(retention);
         self.check()
@@ -235,7 +271,7 @@ impl QueueSpec {
     }
 
     /// The automatic retry delay after delivery `attempt` (1-based) failed:
-    /// `retry_backoff × 2^(attempt - 1)`, at most one hour (or `retry_backoff` if longer).
+    /// `retry_backoff × 2^(attempt - 1)`, at most one hour.
     pub fn backoff_after(&self, attempt: u32) -> Micros {
         let cap = micros(MAX_AUTO_BACKOFF).max(self.retry_backoff);
         let shift = attempt.saturating_sub(1).min(40);
@@ -287,6 +323,35 @@ mod tests {
         assert_eq!(
             QueueSpec::new("", "q", vec![Matcher::parse("c")], "1/s".parse().unwrap()),
             Err(QueueSpecError::EmptyName)
+        );
+    }
+
+    #[test]
+    fn durations_past_their_maximum_are_refused_naming_field_and_maximum() {
+        let hour = Duration::from_secs(3600);
+        assert!(spec("1/s").with_lease(12 * hour).is_ok());
+        let e = spec("1/s").with_lease(12 * hour + Duration::from_micros(1));
+        assert_eq!(
+            e,
+            Err(QueueSpecError::TooLong {
+                field: "lease",
+                micros: 12 * 3_600_000_000 + 1,
+                max: 12 * 3_600_000_000,
+            })
+        );
+        let e = spec("1/s").with_lease(13 * hour).unwrap_err();
+        assert_eq!(e.to_string(), "`lease` 13h is above the maximum of 12h");
+        assert!(spec("1/s").with_retry_backoff(hour).is_ok());
+        let e = spec("1/s").with_retry_backoff(hour + Duration::from_secs(1));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "`retry_backoff` 3601s is above the maximum of 1h"
+        );
+        assert!(spec("1/s").with_key_retention(MAX_KEY_RETENTION).is_ok());
+        let e = spec("1/s").with_key_retention(MAX_KEY_RETENTION + Duration::from_millis(1));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "`key_retention` 2592000001ms is above the maximum of 30d"
         );
     }
 

@@ -14,12 +14,23 @@ use serde_json::{Value, json};
 
 use super::ApiError;
 use super::body::{self, DescriptorField};
+use super::error::{DEFAULT_RETRY_AFTER, retry_after_secs};
 use crate::limits;
 use crate::state::{Api, AppState};
 
 type Shared = State<Arc<AppState>>;
 
+/// The body of a route that takes at most [`limits::MAX_BODY_BYTES`] (64 KiB).
 pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body_bytes_within(body, limits::MAX_BODY_BYTES)
+}
+
+/// The body of a route that takes at most `max` bytes (its `DefaultBodyLimit`): a body over it
+/// is a 413 naming `max`.
+pub(super) fn body_bytes_within(
+    body: Result<Bytes, BytesRejection>,
+    max: usize,
+) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
         let status = e.status();
         let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -31,12 +42,21 @@ pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, A
             status,
             kind,
             format!(
-                "{} (the largest body is {} bytes)",
+                "{} (the largest body of this route is {})",
                 e.body_text(),
-                limits::MAX_BODY_BYTES
+                size(max)
             ),
         )
     })
+}
+
+/// A size in bytes, also in KiB or MiB when it is a whole number of them.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB ({b} bytes)", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB ({b} bytes)", b >> 10),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// A check or acquire body.
@@ -136,6 +156,13 @@ fn verdict_response(v: &Verdict) -> Response {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);
         }
+    }
+    if !v.allowed {
+        // Every 429 says when to retry, at least 1 s ahead: a rejection with no known retry
+        // time (a store failure decided closed, a concurrency limit) or one due within the
+        // second would otherwise invite an immediate retry.
+        let secs = v.retry_after().map_or(1, retry_after_secs);
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     (status, headers, Json(verdict_json(v))).into_response()
 }
@@ -257,6 +284,10 @@ pub(super) async fn readyz(State(state): Shared) -> Response {
         }
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
+            [(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs(DEFAULT_RETRY_AFTER)),
+            )],
             Json(json!({
                 "error": "not_ready",
                 "detail": format!("the {} store cannot answer: {e}", store.name()),

@@ -11,10 +11,10 @@
 //! | `GET /v1/rules/history` | (admin, following Redis) the newest versions (`?limit=50`): number, author, time, action, summary |
 //! | `GET /v1/rules/versions/{n}` | (admin, following Redis) one version: its files and its diff from the version before |
 //! | `POST /v1/rules/rollback` | (admin, following Redis) `{"version": 3}`: version 3's rules stored as a new version |
-//! | `POST /v1/queues/submit` | submit one job (`payload` or `payload_base64`, `key`, `not_before_ms`) or a batch (`jobs`, up to 10,000; body up to 32 MiB) to the queue instance of `domain` + `descriptor`: `id`, `position`, `release_at_ms` per job; 429 `queue_full` stores nothing |
-//! | `POST /v1/queues/lease` | the next released job (`wait_ms` long-poll, up to 60 s): `id`, `payload`, `token`, `attempt`, `lease_deadline_ms`; 204 when none |
+//! | `POST /v1/queues/submit` | submit one job (`payload` or `payload_base64`, `key`, `not_before_ms` at most 30 days ahead) or a batch (`jobs`, up to 10,000; body up to 32 MiB) to the queue instance of `domain` + `descriptor`: `id`, `position`, `release_at_ms` per job; 429 `queue_full` stores nothing |
+//! | `POST /v1/queues/lease` | the next released job (`wait_ms` long-poll, up to 60 s): `id`, `payload` (or `payload_base64`) as submitted, `token`, `attempt`, `lease_deadline_ms`; 204 when none |
 //! | `POST /v1/queues/ack` | `{"token"}`: the job is done |
-//! | `POST /v1/queues/nack` | `{"token", "retry_after_ms"}`: retry later (default: the queue's backoff), or dead letters after the last attempt |
+//! | `POST /v1/queues/nack` | `{"token", "retry_after_ms"}`: retry later (default: the queue's backoff; at most 30 days), or dead letters after the last attempt |
 //! | `GET /v1/queues` | the declared queues and every instance's depth, in flight, dead letters, oldest age, release rate and time to drain |
 //! | `POST /v1/queues/dead` | list an instance's dead letters (`offset`, `limit`) |
 //! | `POST /v1/queues/dead/requeue`, `/v1/queues/dead/purge` | (admin) requeue or delete dead letters (`ids`, or all) |
@@ -29,11 +29,14 @@
 //! 1, as in Envoy; `cost` sets the units exactly (0 only looks).
 //!
 //! Every error is JSON, `{"error": "...", "detail": "..."}`, with 400 (malformed), 401/403
-//! (admin token), 404, 405, 413 (body over 64 KiB), 415 (unknown content type) or 503.
+//! (admin token), 404, 405, 413 (body over its route's bound, stated: 64 KiB, 16 MiB for rules,
+//! 32 MiB for a queue submit), 415 (unknown content type), 429 or 503. Every 429 and 503
+//! carries `Retry-After` (seconds, rounded up, at least 1).
 
 mod api;
 mod body;
 mod error;
+mod payload;
 mod queues;
 mod rules;
 

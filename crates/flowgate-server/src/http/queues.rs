@@ -3,7 +3,8 @@
 //! Bodies are JSON objects parsed by serde; an error names the field at fault
 //! (`jobs[3].not_before_ms: invalid type: string "x", expected u64`). A queue is addressed by
 //! `domain` and `descriptor` (`"biz=REFUND, channel=WPG"`, or Envoy's
-//! `{"entries": [{"key": …, "value": …}]}`); a delivery by its `token`.
+//! `{"entries": [{"key": …, "value": …}]}`); a delivery by its `token`. A payload is stored and
+//! answered byte-exact (see [`super::payload`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +21,14 @@ use flowgate::Descriptor;
 use flowgate::queue::{
     Delivery, InstanceInfo, Nacked, NewJob, QueueError, instance_descriptor, instance_names,
 };
-use serde::Deserialize;
+use flowgate_core::queue::MAX_DELAY;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::ApiError;
-use super::api::{authorized, body_bytes};
+use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body::{self, DescriptorField};
+use super::payload::{self, Form, WithPayload};
 use crate::limits;
 use crate::state::AppState;
 
@@ -82,12 +85,17 @@ struct SubmitBody {
     jobs: Option<Vec<JobField>>,
 }
 
-fn new_job(j: JobField, at: &str) -> Result<NewJob, ApiError> {
-    let payload = match (j.payload, j.payload_base64) {
-        (Some(p), None) => p.get().as_bytes().to_vec(),
-        (None, Some(b)) => BASE64
-            .decode(b.as_bytes())
-            .map_err(|e| ApiError::bad_request(format!("`{at}payload_base64`: {e}")))?,
+/// A job as the store takes it, and the form its payload came in; `now_ms` bounds
+/// `not_before_ms`.
+fn new_job(j: JobField, at: &str, now_ms: u64) -> Result<(NewJob, Form), ApiError> {
+    let (payload, form) = match (j.payload, j.payload_base64) {
+        (Some(p), None) => (payload::from_json(&p), Form::Json),
+        (None, Some(b)) => {
+            let bytes = BASE64
+                .decode(b.as_bytes())
+                .map_err(|e| ApiError::bad_request(format!("`{at}payload_base64`: {e}")))?;
+            (payload::from_bytes(&bytes), Form::Base64)
+        }
         (None, None) => {
             return Err(ApiError::bad_request(format!(
                 "missing `{at}payload` (any JSON) or `{at}payload_base64` (bytes)"
@@ -107,11 +115,26 @@ fn new_job(j: JobField, at: &str) -> Result<NewJob, ApiError> {
             limits::MAX_TEXT_BYTES
         )));
     }
-    Ok(NewJob {
+    if let Some(t) = j.not_before_ms {
+        let latest = now_ms.saturating_add(MAX_DELAY.as_millis() as u64);
+        if t > latest {
+            return Err(ApiError::bad_request(format!(
+                "`{at}not_before_ms` {t} is more than the longest delay of {} after now: at most {latest} now",
+                days(MAX_DELAY)
+            )));
+        }
+    }
+    let job = NewJob {
         payload,
         key: j.key,
         not_before: j.not_before_ms.map(|ms| ms.saturating_mul(1000)),
-    })
+    };
+    Ok((job, form))
+}
+
+/// A whole number of days, as text (`30 days`).
+fn days(d: Duration) -> String {
+    format!("{} days", d.as_secs() / 86_400)
 }
 
 fn ms(us: u64) -> u64 {
@@ -145,8 +168,9 @@ pub(super) async fn submit(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let b: SubmitBody = body::parse(&body_bytes(body)?)?;
+    let b: SubmitBody = body::parse(&body_bytes_within(body, MAX_SUBMIT_BYTES)?)?;
     let descriptor = instance_of(b.descriptor)?;
+    let now_ms = ms(now_us());
     let single = JobField {
         payload: b.payload,
         payload_base64: b.payload_base64,
@@ -173,22 +197,18 @@ pub(super) async fn submit(
             let jobs = list
                 .into_iter()
                 .enumerate()
-                .map(|(i, j)| new_job(j, &format!("jobs[{i}].")))
+                .map(|(i, j)| new_job(j, &format!("jobs[{i}]."), now_ms))
                 .collect::<Result<Vec<_>, _>>()?;
             (jobs, true)
         }
-        (None, _) => (vec![new_job(single, "")?], false),
+        (None, _) => (vec![new_job(single, "", now_ms)?], false),
     };
+    let (jobs, forms): (Vec<NewJob>, Vec<Form>) = jobs.into_iter().unzip();
     let out = state
         .queue
         .submit(&b.domain, &descriptor, jobs)
         .await
-        .map_err(|e| {
-            if matches!(e, QueueError::QueueFull { .. }) {
-                tracing::warn!(domain = %b.domain, %descriptor, error = %e, "queue full: submission refused");
-            }
-            queue_error(&state, "submit", e)
-        })?;
+        .map_err(|e| submit_error(&state, &b.domain, &descriptor, batch, &forms, e))?;
     state.metrics.queue_op("submit", "ok");
     let now = now_us();
     let instance = state
@@ -223,6 +243,52 @@ pub(super) async fn submit(
     Ok(Json(body).into_response())
 }
 
+/// A submit's error as HTTP: a payload too large is named as the user sent it; a full queue
+/// says to retry after the queue's spacing (the soonest a release may make room), at least 1 s.
+fn submit_error(
+    state: &AppState,
+    domain: &str,
+    descriptor: &Descriptor,
+    batch: bool,
+    forms: &[Form],
+    e: QueueError,
+) -> ApiError {
+    match e {
+        QueueError::PayloadTooLarge { index, bytes, max } => {
+            let form = forms.get(index).copied().unwrap_or(Form::Json);
+            let at = if batch {
+                format!("jobs[{index}].")
+            } else {
+                String::new()
+            };
+            state.metrics.queue_op("submit", "payload_too_large");
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!(
+                    "`{at}{}` is {}, more than the queue's max_payload of {max} bytes",
+                    form.field(),
+                    form.describe(bytes)
+                ),
+            )
+        }
+        QueueError::QueueFull { .. } => {
+            tracing::warn!(domain = %domain, %descriptor, error = %e, "queue full: submission refused");
+            let spacing = state
+                .queue
+                .specs()
+                .find(domain, descriptor)
+                .map(|(spec, _)| Duration::from_micros(spec.spacing()));
+            let err = queue_error(state, "submit", e);
+            match spacing {
+                Some(s) => err.retry_after(s),
+                None => err,
+            }
+        }
+        e => queue_error(state, "submit", e),
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LeaseBody {
@@ -232,16 +298,8 @@ struct LeaseBody {
     wait_ms: u64,
 }
 
-fn payload_json(payload: &[u8]) -> (&'static str, Value) {
-    match serde_json::from_slice::<Value>(payload) {
-        Ok(v) => ("payload", v),
-        Err(_) => ("payload_base64", json!(BASE64.encode(payload))),
-    }
-}
-
-fn delivery_json(d: &Delivery) -> Value {
-    let (field, payload) = payload_json(&d.payload);
-    let mut v = json!({
+fn delivery_json(d: &Delivery) -> WithPayload<'_> {
+    let v = json!({
         "id": d.id,
         "token": d.token,
         "attempt": d.attempt,
@@ -251,10 +309,7 @@ fn delivery_json(d: &Delivery) -> Value {
         "released_at_us": d.released_at,
         "lease_deadline_ms": ms(d.lease_deadline),
     });
-    if let Value::Object(m) = &mut v {
-        m.insert(field.into(), payload);
-    }
-    v
+    payload::with_payload(v, &d.payload)
 }
 
 /// `POST /v1/queues/lease`: the next released job (200), or 204 when none came within `wait_ms`.
@@ -323,6 +378,15 @@ pub(super) async fn nack(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let b: TokenBody = body::parse(&body_bytes(body)?)?;
+    if let Some(after) = b.retry_after_ms
+        && Duration::from_millis(after) > MAX_DELAY
+    {
+        return Err(ApiError::bad_request(format!(
+            "`retry_after_ms` {after} is above the longest delay of {} ({} ms)",
+            days(MAX_DELAY),
+            MAX_DELAY.as_millis()
+        )));
+    }
     let out = state
         .queue
         .nack(&b.token, b.retry_after_ms.map(Duration::from_millis))
@@ -453,24 +517,26 @@ pub(super) async fn dead(
         .dead(&b.domain, &descriptor, b.offset, limit)
         .await
         .map_err(|e| queue_error(&state, "dead", e))?;
-    let jobs: Vec<Value> = list
+    let jobs: Vec<WithPayload<'_>> = list
         .iter()
         .map(|j| {
-            let (field, payload) = payload_json(&j.payload);
-            let mut v = json!({
+            let v = json!({
                 "id": j.id,
                 "attempts": j.attempts,
                 "key": j.key,
                 "submitted_at_ms": ms(j.submitted_at),
                 "died_at_ms": ms(j.died_at),
             });
-            if let Value::Object(m) = &mut v {
-                m.insert(field.into(), payload);
-            }
-            v
+            payload::with_payload(v, &j.payload)
         })
         .collect();
-    Ok(Json(json!({"jobs": jobs})).into_response())
+    Ok(Json(DeadList { jobs }).into_response())
+}
+
+/// The dead letters' answer (a struct, not `json!`, so that payloads stay raw text).
+#[derive(Serialize)]
+struct DeadList<'a> {
+    jobs: Vec<WithPayload<'a>>,
 }
 
 /// An operation on a queue instance that needs the admin token.

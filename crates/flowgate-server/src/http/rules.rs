@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
-use super::api::{authorized, body_bytes};
+use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body;
 use crate::config::schema::{FileDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
@@ -187,7 +187,7 @@ pub(super) async fn put_rules(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let author = authorized(&state, &headers)?;
-    let bytes = body_bytes(body)?;
+    let bytes = body_bytes_within(body, MAX_RULES_BYTES)?;
     let (doc, json) = put_doc(&headers, &bytes)?;
     let locate = |e: ConfigError| if json { json_located(e) } else { e };
     if let Some(f) = state.follower.as_deref() {
@@ -298,7 +298,7 @@ pub(super) async fn push(
 ) -> Result<Response, ApiError> {
     let author = authorized(&state, &headers)?;
     let f = follower(&state)?;
-    let b: PushBody = body::parse(&body_bytes(body)?)?;
+    let b: PushBody = body::parse(&body_bytes_within(body, MAX_RULES_BYTES)?)?;
     let doc = RulesDoc { files: b.files };
     let changed = rules::change(&state.rules, f, doc, b.base_version, &author, "push")
         .await
