@@ -387,7 +387,7 @@ impl QueueStore for RedisQueueStore {
             })
             .await?;
         let (tag, rest) = tagged(&v)?;
-        let out = match tag.as_str() {
+        match tag.as_str() {
             "full" => Err(QueueError::QueueFull {
                 held: uint(at(rest, 0)?)?,
                 asked: uint(at(rest, 1)?)?,
@@ -408,8 +408,7 @@ impl QueueStore for RedisQueueStore {
                 Ok(out)
             }
             _ => Err(internal("answer", &v)),
-        };
-        out
+        }
     }
 
     async fn lease(

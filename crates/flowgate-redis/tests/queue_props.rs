@@ -272,7 +272,7 @@ fn queue_lua_agrees_with_the_rust_engine() {
     let result = runner.run(&strategy, |(spec, steps, offset)| {
         let n = case_no.fetch_add(1, Ordering::Relaxed);
         let case = (&spec, &steps[..], offset);
-        let store = if n % 2 == 0 { &redis } else { &staged };
+        let store = if n.is_multiple_of(2) { &redis } else { &staged };
         run_case(&rt, store, &clock, case, n, &mut seen.lock())
     });
     if let Err(e) = result {

@@ -12,12 +12,12 @@ use crate::observe::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
 use crate::state::AppState;
 
 /// How often the state is read.
-pub(crate) const INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
 
 /// What was last seen of an instance.
 #[derive(Clone, Copy, Default)]
 struct Seen {
-    depth: u64,
+    waiting: u64,
     busy: bool,
     dead: u64,
 }
@@ -40,14 +40,16 @@ fn labels(instance: &str) -> InstanceLabels {
 impl Watch {
     /// Reads every instance once: updates the gauges and logs the changes.
     pub(crate) async fn tick(&mut self, state: &AppState) {
+        let m = &state.metrics;
         let all = match state.queue.instances().await {
             Ok(all) => all,
             Err(e) => {
+                m.queue_state_read(None);
                 tracing::warn!(error = %e, "cannot read the queues' state");
                 return;
             }
         };
-        let m = &state.metrics;
+        m.queue_state_read(Some(flowgate_core::clock::system_now()));
         let mut now_seen = HashMap::with_capacity(all.len());
         for i in all.iter().take(MAX_QUEUE_SERIES) {
             let InstanceInfo {
@@ -63,6 +65,7 @@ impl Watch {
             for (state, n) in [
                 ("ready", s.ready),
                 ("delayed", s.delayed),
+                ("reserved", s.reserved),
                 ("in_flight", s.in_flight),
                 ("dead", s.dead),
             ] {
@@ -85,13 +88,13 @@ impl Watch {
                 .get_or_create(&l)
                 .set(i.release_rate.unwrap_or(0.0));
             let now = Seen {
-                depth: s.depth(),
-                busy: s.depth() + s.in_flight > 0,
+                waiting: s.waiting(),
+                busy: s.depth() > 0,
                 dead: s.dead,
             };
             let before = self.seen.get(instance).copied().unwrap_or_default();
-            if now.depth > 0 && before.depth == 0 {
-                tracing::info!(%instance, depth = now.depth, drain_s = s.time_to_drain(spec.spacing()) / 1_000_000, "queue backlog");
+            if now.waiting > 0 && before.waiting == 0 {
+                tracing::info!(%instance, waiting = now.waiting, drain_s = s.time_to_drain(spec.spacing()) / 1_000_000, "queue backlog");
             }
             if !now.busy && before.busy {
                 tracing::info!(%instance, "queue drained");
@@ -103,7 +106,7 @@ impl Watch {
         }
         for gone in self.seen.keys().filter(|k| !now_seen.contains_key(*k)) {
             let l = labels(gone);
-            for state in ["ready", "delayed", "in_flight", "dead"] {
+            for state in ["ready", "delayed", "reserved", "in_flight", "dead"] {
                 m.queue_jobs.remove(&JobLabels {
                     domain: l.domain.clone(),
                     queue: l.queue.clone(),

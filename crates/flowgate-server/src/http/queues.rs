@@ -163,12 +163,20 @@ fn now_us() -> u64 {
     flowgate_core::Clock::now(&flowgate_core::SystemClock::new())
 }
 
-/// `POST /v1/queues/submit`: one job (`payload`, `key`, `not_before_ms`) or a batch (`jobs`).
-pub(super) async fn submit(
-    State(state): Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let b: SubmitBody = body::parse(&body_bytes_within(body, MAX_SUBMIT_BYTES)?)?;
+/// A submit body above this many bytes is parsed on a blocking thread.
+const BLOCKING_PARSE_ABOVE: usize = 1 << 20;
+
+/// A submit, read and validated.
+struct Submit {
+    domain: String,
+    descriptor: Descriptor,
+    jobs: Vec<(NewJob, Form)>,
+    batch: bool,
+}
+
+/// Reads a submit's body: its queue instance and its jobs.
+fn read_submit(bytes: &[u8]) -> Result<Submit, ApiError> {
+    let b: SubmitBody = body::parse(bytes)?;
     let descriptor = instance_of(b.descriptor)?;
     let now_ms = ms(now_us());
     let single = JobField {
@@ -203,18 +211,47 @@ pub(super) async fn submit(
         }
         (None, _) => (vec![new_job(single, "", now_ms)?], false),
     };
+    Ok(Submit {
+        domain: b.domain,
+        descriptor,
+        jobs,
+        batch,
+    })
+}
+
+/// `POST /v1/queues/submit`: one job (`payload`, `key`, `not_before_ms`) or a batch (`jobs`).
+pub(super) async fn submit(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body_bytes_within(body, MAX_SUBMIT_BYTES)?;
+    // A big batch is parsed on a blocking thread: its megabytes of JSON must not hold up the
+    // decisions the same workers serve.
+    let read = if bytes.len() > BLOCKING_PARSE_ABOVE {
+        tokio::task::spawn_blocking(move || read_submit(&bytes))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the submit's parser failed: {e}")))?
+    } else {
+        read_submit(&bytes)
+    };
+    let Submit {
+        domain,
+        descriptor,
+        jobs,
+        batch,
+    } = read?;
     let (jobs, forms): (Vec<NewJob>, Vec<Form>) = jobs.into_iter().unzip();
     let out = state
         .queue
-        .submit(&b.domain, &descriptor, jobs)
+        .submit(&domain, &descriptor, jobs)
         .await
-        .map_err(|e| submit_error(&state, &b.domain, &descriptor, batch, &forms, e))?;
+        .map_err(|e| submit_error(&state, &domain, &descriptor, batch, &forms, e))?;
     state.metrics.queue_op("submit", "ok");
     let now = now_us();
     let instance = state
         .queue
         .specs()
-        .find(&b.domain, &descriptor)
+        .find(&domain, &descriptor)
         .map(|(_, i)| i)
         .unwrap_or_default();
     let mut list: Vec<Value> = out
@@ -428,9 +465,11 @@ pub(crate) fn instance_json(i: &InstanceInfo) -> Value {
     }
     if let (Some(s), Some(spec)) = (&i.stats, &i.spec) {
         m.insert("depth".into(), json!(s.depth()));
+        m.insert("waiting".into(), json!(s.waiting()));
         m.insert("ready".into(), json!(s.ready));
         m.insert("delayed".into(), json!(s.delayed));
         m.insert("in_flight".into(), json!(s.in_flight));
+        m.insert("reserved".into(), json!(s.reserved));
         m.insert("dead".into(), json!(s.dead));
         m.insert(
             "oldest_age_ms".into(),

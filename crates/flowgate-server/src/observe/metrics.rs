@@ -12,11 +12,13 @@
 //! | `flowgate_rules` | | rules in force |
 //! | `flowgate_rejection_logs_suppressed_total` | | rejection log lines dropped by the log rate limit |
 //! | `flowgate_queues` | | queues declared |
-//! | `flowgate_queue_jobs` | `domain`, `queue`, `instance`, `state` | jobs of a queue instance by `state`: `ready`, `delayed`, `in_flight`, `dead` (the whole cluster's, read from the store every few seconds) |
+//! | `flowgate_queue_jobs` | `domain`, `queue`, `instance`, `state` | jobs of a queue instance by `state`: `ready`, `delayed`, `reserved` (for a waiting lease, slot ahead), `in_flight` (delivered, not acked), `dead` (the whole cluster's, read from the store every second) |
 //! | `flowgate_queue_oldest_age_seconds` | `domain`, `queue`, `instance` | age of the oldest waiting job |
-//! | `flowgate_queue_drain_seconds` | `domain`, `queue`, `instance` | time to release the waiting jobs at the queue's rate |
-//! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | releases per second over the last minute, cluster-wide |
-//! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `error`, ...) |
+//! | `flowgate_queue_drain_seconds` | `domain`, `queue`, `instance` | time until the waiting jobs are released at the queue's rate (delayed ones no sooner than due) |
+//! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | deliveries per second, cluster-wide, over the recent releases (the last minute, or since the drain began) |
+//! | `flowgate_queue_state_age_seconds` | | how old the queue gauges above are: time since the store's state was last read (grows while the store cannot be read) |
+//! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
+//! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
 //! unless the rule has `detailed_metric` (the descriptor's text, a shared wildcard entry written as
@@ -27,7 +29,7 @@
 //! one per queue instance (one per matched descriptor value), for at most
 //! [`MAX_QUEUE_SERIES`] instances.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -212,6 +214,12 @@ pub(crate) struct Metrics {
     pub(crate) queue_rate: Family<InstanceLabels, FloatGauge>,
     /// Queue operations through this node.
     pub(crate) queue_ops: Family<OpLabels, Counter>,
+    /// 1 while the queues' store fails.
+    pub(crate) queue_degraded: Gauge,
+    /// Seconds since the queue gauges were read, set when the metrics are encoded.
+    queue_age: FloatGauge,
+    /// When the queues' state was last read (µs since the epoch; 0: never).
+    queue_read_at: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -239,7 +247,19 @@ impl Metrics {
         let queue_drain = Family::<InstanceLabels, FloatGauge>::default();
         let queue_rate = Family::<InstanceLabels, FloatGauge>::default();
         let queue_ops = Family::<OpLabels, Counter>::default();
+        let queue_degraded = Gauge::default();
+        let queue_age = FloatGauge::default();
         registry.register("flowgate_queues", "Queues declared", queues.clone());
+        registry.register(
+            "flowgate_queue_state_age_seconds",
+            "Time since the queues' state (the flowgate_queue_* gauges) was last read",
+            queue_age.clone(),
+        );
+        registry.register(
+            "flowgate_queue_store_degraded",
+            "1 while the last queue operation or state read met a store error",
+            queue_degraded.clone(),
+        );
         registry.register(
             "flowgate_queue_jobs",
             "Jobs of a queue instance by state (cluster-wide)",
@@ -323,12 +343,37 @@ impl Metrics {
             queue_drain,
             queue_rate,
             queue_ops,
+            queue_degraded,
+            queue_age,
+            queue_read_at: AtomicU64::new(0),
+        }
+    }
+
+    /// Records that the queues' state was read (at `at`, µs since the epoch) or could not be.
+    pub(crate) fn queue_state_read(&self, at: Option<u64>) {
+        match at {
+            Some(at) => {
+                self.queue_read_at.store(at, Ordering::Relaxed);
+                self.queue_degraded.set(0);
+            }
+            None => {
+                self.queue_degraded.set(1);
+            }
         }
     }
 
     /// Counts a queue operation.
     pub(crate) fn queue_op(&self, op: &'static str, result: &'static str) {
         self.queue_ops.get_or_create(&OpLabels { op, result }).inc();
+        match result {
+            "store_unavailable" => {
+                self.queue_degraded.set(1);
+            }
+            "ok" | "empty" => {
+                self.queue_degraded.set(0);
+            }
+            _ => {}
+        }
     }
 
     /// Counts a reload.
@@ -343,6 +388,11 @@ impl Metrics {
 
     /// The metrics in Prometheus' text format.
     pub(crate) fn encode(&self) -> String {
+        let read = self.queue_read_at.load(Ordering::Relaxed);
+        if read > 0 {
+            let age = flowgate_core::clock::system_now().saturating_sub(read);
+            self.queue_age.set(age as f64 / 1e6);
+        }
         let mut out = String::with_capacity(4096);
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);

@@ -68,8 +68,11 @@ struct Slot {
     gone: bool,
 }
 
+/// The instances by key.
+type Slots = HashMap<String, Arc<Mutex<Slot>>>;
+
 struct State {
-    instances: HashMap<String, Arc<Mutex<Slot>>>,
+    instances: Slots,
     pending: Vec<Write>,
     /// The number of the last operation whose writes were queued.
     queued: u64,
@@ -324,7 +327,7 @@ fn decode_meta(b: &[u8]) -> Option<Meta> {
 type Loaded = HashMap<String, (Meta, Vec<Job>, Vec<FinishedKey>)>;
 
 /// Reads every instance.
-fn load(db: &Database) -> Result<HashMap<String, Arc<Mutex<Slot>>>, Box<dyn std::error::Error>> {
+fn load(db: &Database) -> Result<Slots, Box<dyn std::error::Error>> {
     let txn = db.begin_read()?;
     let mut all: Loaded = HashMap::new();
     let missing = |e: &redb::TableError| matches!(e, redb::TableError::TableDoesNotExist(_));

@@ -9,15 +9,13 @@
 //! interval when they disagree (a clock stepped). Its midpoint is the offset; its half-width is
 //! how uncertain a slot's local time is (about half the fastest round trip seen).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use flowgate_core::Micros;
 
-/// This node's wall clock, in µs since the epoch.
+/// This node's clock, in µs since the epoch (the process's one system clock).
 pub(super) fn wall() -> Micros {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    flowgate_core::clock::system_now()
 }
 
 /// The bounds of the offset, in µs (signed: the store may be behind).
