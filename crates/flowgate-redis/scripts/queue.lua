@@ -20,19 +20,21 @@
 --   5 d   zset: delayed jobs, score = due instant
 --   6 f   zset: in-flight jobs, score = lease deadline (their slot plus the lease)
 --   7 x   zset: dead letters, score = instant of death
---   8 k   hash: idempotency key -> "<id>:<fingerprint>" (live jobs, and finished jobs within
---         the retention; a value without fingerprint, kept by an older version, is "<id>")
+--   8 k   hash: idempotency key -> id (live jobs, and finished jobs within the retention)
 --   9 kt  zset: finished jobs' keys, score = finish instant
 --  10 bt  zset: batches with records in their hash, member "<first id>:<instant>", score = first
 --  11 rl  list: the slots of the last RELEASE_LOG releases, newest first
---  12     submit only: the staging hash of the batch's records (empty string: none)
+--  12 kf  hash: idempotency key -> its job's payload fingerprint (none for a key kept by an
+--         older version: no conflict is detected for it)
+--  13     submit only: the staging hash of the batch's records
 --   <p>b:<first id>  hash: a batch's records of jobs never delivered, field = 1 + id - first,
 --         records "0:0:0:<key length>:<key><payload>" as the client built them (submitted 0:
 --         the batch's instant, in bt). A job's record leaves it for j at its first delivery.
 -- ARGV: 1 op, 2 now (us; empty: Redis's TIME), 3 max_attempts, 4 key_retention (us), then:
---   submit       5 max_depth, 6 spacing, 7 tau, 8 n, 9 how many jobs have a key, 10 '1' when
---                the records are staged (KEYS[12]), then n x (record unless staged, options):
---                options '' or "<not_before or 0>:<fingerprint>:<key>"
+--   submit       5 max_depth, 6 spacing, 7 tau, 8 n, 9 how many jobs have a not_before,
+--                10 '1' when the records are staged (KEYS[13]), 11 '1' when keys are sent;
+--                then (index, not_before) of each job with one; then, with keys, n keys and
+--                n fingerprints ('' for a job without); then, unless staged, n records
 --   describe     5 spacing, 6 tau, then ids: each one's state, position, release estimate
 --   lease        5 spacing, 6 tau, 7 horizon, 8 lease, 9 nonce
 --   give_back    5 id, 6 nonce, 7 slot, 8 spacing
@@ -45,14 +47,14 @@
 -- Every op first applies what time has done (sweep). Times are us since the epoch; every value
 -- stays below 2^53, so Lua's doubles hold them exactly.
 
-local SWEEP = 1000
-local CHUNK = 500
+local SWEEP = 100
+local CHUNK = 100
 local RELEASE_LOG = 4096
 local RELEASE_WINDOW = 60000000
 local reserve = make(GCRA).reserve
-local m, j, r, rz, d, f, x, k, kt, bt, rl =
+local m, j, r, rz, d, f, x, k, kt, bt, rl, kf =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
-  KEYS[11]
+  KEYS[11], KEYS[12]
 local prefix = string.sub(m, 1, -2)
 local op = ARGV[1]
 local now
@@ -104,6 +106,13 @@ local function job(id)
     hash, field, member
 end
 
+-- Whether a job is held (its record exists), without reading it.
+local function held(id)
+  if redis.call('HEXISTS', j, id) == 1 then return true end
+  local hash, field = batch_of(id)
+  return hash ~= nil and redis.call('HEXISTS', hash, field) == 1
+end
+
 -- Removes a record from its batch's hash (the batch leaves bt with its last record).
 local function unbatch(hash, field, member)
   if not hash then return end
@@ -119,13 +128,8 @@ local function meta(field)
   return tonumber(redis.call('HGET', m, field) or '0')
 end
 
--- An idempotency key's value: the job's id and the payload's fingerprint (nil when not kept).
-local function key_value(v)
-  local id, fp = string.match(v, '^(%d+):?(%x*)$')
-  return tonumber(id), fp ~= '' and fp or nil
-end
-
--- Calls `cmd key` with the arguments of `args` in chunks (Lua's unpack has a stack limit).
+-- Calls `cmd key` with the arguments of `args` in chunks (Lua's unpack has a stack limit; an
+-- even size keeps pairs together).
 local function bulk(cmd, key, args)
   for i = 1, #args, 1000 do
     redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
@@ -187,6 +191,7 @@ local function sweep()
   for _, key in ipairs(old) do
     redis.call('ZREM', kt, key)
     redis.call('HDEL', k, key)
+    redis.call('HDEL', kf, key)
   end
 end
 
@@ -215,6 +220,7 @@ local function finish(id, keep_key)
       redis.call('ZADD', kt, now, key)
     else
       redis.call('HDEL', k, key)
+      redis.call('HDEL', kf, key)
       redis.call('ZREM', kt, key)
     end
   end
@@ -254,45 +260,51 @@ end
 sweep()
 
 if op == 'submit' then
-  local max_depth, spacing, tau, n, keyed_jobs =
+  -- (per job, the script creates no string: Redis's Lua interns every string it makes, and at
+  -- about a microsecond each they were most of a big batch's cost)
+  local max_depth, spacing, tau, n, n_delayed =
     tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-  local staged = ARGV[10] == '1'
-  local stage = KEYS[12]
-  local per = staged and 1 or 2
+  local staged, with_keys = ARGV[10] == '1', ARGV[11] == '1'
+  local stage = KEYS[13]
   -- (a staging hash that expired before its submit: nothing is stored, the client says so)
   if staged and redis.call('EXISTS', stage) == 0 then return {'lost'} end
-  -- Job i's options: not_before (0 when none), key ('' when none), fingerprint.
-  local function options(i)
-    local opt = ARGV[10 + per * i]
-    if opt == '' then return 0, '', nil end
-    local nb, fp, key = string.match(opt, '^(%d+):(%x*):(.*)$')
-    return tonumber(nb), key, fp
-  end
+  local nbs = {}
+  for t = 0, n_delayed - 1 do nbs[tonumber(ARGV[12 + 2 * t])] = tonumber(ARGV[13 + 2 * t]) end
+  local at_keys = 12 + 2 * n_delayed
+  local at_prints = at_keys + n
+  local at_records = with_keys and at_prints + n or at_keys
   local seq = meta('seq')
-  -- Known keys: another payload is a conflict (checked first); the same one, a duplicate.
   local dup = {}
   local fresh = n
-  if keyed_jobs > 0 then
+  if with_keys then
+    -- Known keys, a thousand at a time: another payload is a conflict (checked first, in
+    -- order); the same one, a duplicate.
+    local ids, prints = {}, {}
+    for c = 0, n - 1, 1000 do
+      local last = math.min(c + 999, n - 1)
+      local got = redis.call('HMGET', k, unpack(ARGV, at_keys + c, at_keys + last))
+      local fps = redis.call('HMGET', kf, unpack(ARGV, at_keys + c, at_keys + last))
+      for t = 1, #got do
+        ids[c + t] = got[t]
+        prints[c + t] = fps[t]
+      end
+    end
     local in_batch = {}
     for i = 1, n do
-      local _, key, fp = options(i)
+      local key = ARGV[at_keys + i - 1]
       if key ~= '' then
-        local known, known_fp
-        local v = redis.call('HGET', k, key)
-        if v then
-          known, known_fp = key_value(v)
-        elseif in_batch[key] then
-          known, known_fp = in_batch[key][1], in_batch[key][2]
-        end
-        if known then
-          if known_fp and known_fp ~= fp then
+        local fp = ARGV[at_prints + i - 1]
+        local id, id_fp = tonumber(ids[i] or nil), prints[i] or nil
+        if not id and in_batch[key] then id, id_fp = in_batch[key], ARGV[at_prints + in_batch[key] - seq - 1] end
+        if id then
+          if id_fp and id_fp ~= fp then
             if staged then redis.call('DEL', stage) end
-            return {'conflict', i - 1, key, known}
+            return {'conflict', i - 1, key, id}
           end
-          dup[i] = known
+          dup[i] = id
           fresh = fresh - 1
         else
-          in_batch[key] = {seq + i, fp}
+          in_batch[key] = seq + i
         end
       end
     end
@@ -320,7 +332,7 @@ if op == 'submit' then
   elseif staged then
     redis.call('DEL', stage)
   end
-  local records, readies, keyed, gone = {}, {}, {}, {}
+  local records, readies, delays, ids_kv, prints_kv, gone = {}, {}, {}, {}, {}, {}
   for i = 1, n do
     if dup[i] then
       out[#out + 1] = i - 1
@@ -328,17 +340,23 @@ if op == 'submit' then
       if staged then gone[#gone + 1] = i end
     else
       local id = seq + i
-      local nb, key, fp = options(i)
       if not staged then
         records[#records + 1] = i
-        records[#records + 1] = ARGV[10 + 2 * i - 1]
+        records[#records + 1] = ARGV[at_records + i - 1]
       end
-      if key ~= '' then
-        keyed[#keyed + 1] = key
-        keyed[#keyed + 1] = num(id) .. ':' .. fp
+      if with_keys then
+        local key = ARGV[at_keys + i - 1]
+        if key ~= '' then
+          ids_kv[#ids_kv + 1] = key
+          ids_kv[#ids_kv + 1] = id
+          prints_kv[#prints_kv + 1] = key
+          prints_kv[#prints_kv + 1] = ARGV[at_prints + i - 1]
+        end
       end
-      if nb > now then
-        redis.call('ZADD', d, nb, id)
+      local nb = nbs[i]
+      if nb and nb > now then
+        delays[#delays + 1] = nb
+        delays[#delays + 1] = id
       else
         readies[#readies + 1] = id
       end
@@ -347,7 +365,9 @@ if op == 'submit' then
   bulk('HSET', hash, records)
   bulk('HDEL', hash, gone)
   bulk('RPUSH', r, readies)
-  bulk('HSET', k, keyed)
+  bulk('ZADD', d, delays)
+  bulk('HSET', k, ids_kv)
+  bulk('HSET', kf, prints_kv)
   return out
 end
 
@@ -367,7 +387,7 @@ if op == 'describe' then
     elseif redis.call('ZSCORE', rz, id) then
       states[i] = {'ready'}
       in_z[#in_z + 1] = id
-    elseif job(id) then
+    elseif held(id) then
       states[i] = {'ready'}
       in_r[#in_r + 1] = id
     else
@@ -527,7 +547,7 @@ if op == 'stats' then
   -- Forgotten: no job, no key retained, no release within the retention.
   if ready + delayed + flying + dead == 0 and redis.call('HLEN', k) == 0
       and tat <= now and now - tat >= retention then
-    redis.call('DEL', m, j, r, rz, d, f, x, k, kt, bt, rl)
+    redis.call('DEL', m, j, r, rz, d, f, x, k, kt, bt, rl, kf)
     return {'gone'}
   end
   local oldest = -1

@@ -6,11 +6,14 @@
 //! masters. The set `flowgate:queues` lists the instances (its own slot; added to before the
 //! first submit, so a listed instance may be empty but a held job is always listed).
 //!
-//! No call holds Redis for long: a batch whose records pass `STAGE_ABOVE` (256 KiB) bytes is uploaded
+//! No call holds Redis for long: a batch of more than 1,000 jobs, or whose records pass
+//! `STAGE_ABOVE` (256 KiB), is uploaded
 //! first, in chunks of at most `STAGE_CHUNK` (256 KiB) bytes, into a staging hash (plain `HSET`s, one at
 //! a time, so that other commands on the connection pass between them), which the submit script
 //! then renames into place: the batch stays all or nothing, and its script's cost no longer grows
-//! with its bytes. Purges and requeues of every dead letter run in chunks of 500 jobs.
+//! with its bytes. Sweeps apply at most 100 expired leases (and as many due jobs and old keys) per call; purges
+//! and requeues of every dead letter run in chunks of 100 jobs. Measured by Redis's SLOWLOG
+//! (`tests/queue.rs`), no queue call takes more than a few milliseconds.
 //!
 //! `submit` answers once Redis holds the jobs. How much a Redis restart can lose depends on its
 //! persistence: see `docs/queues.md`, "Durability".
@@ -31,7 +34,9 @@ use crate::scripts::QUEUE;
 /// The set of every instance's key.
 pub const INSTANCES_KEY: &str = "flowgate:queues";
 /// The key suffixes of an instance, in the script's `KEYS` order.
-const SUFFIXES: [&str; 11] = ["m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt", "rl"];
+const SUFFIXES: [&str; 12] = [
+    "m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt", "rl", "kf",
+];
 /// How long one queue call may take.
 pub const QUEUE_DEADLINE: Duration = Duration::from_secs(5);
 /// A batch whose records pass this many bytes is staged before its submit.
@@ -43,7 +48,7 @@ const STAGE_RECORDS: usize = 1_000;
 /// How long a staged batch may wait for its submit before Redis drops it.
 const STAGE_TTL_SECS: u64 = 3_600;
 /// The most ids described in one call.
-const DESCRIBE_CHUNK: usize = 1_000;
+const DESCRIBE_CHUNK: usize = 250;
 
 /// Shaped queues in Redis. Built by [`RedisStore::queues`]; shares the store's connection.
 #[derive(Clone)]
@@ -254,21 +259,6 @@ fn record(j: &NewJob) -> Vec<u8> {
     r
 }
 
-/// A job's options as the script reads them: `''`, or `<not_before>:<fingerprint>:<key>`.
-fn options(j: &NewJob) -> String {
-    match (&j.key, j.not_before) {
-        (None, None) => String::new(),
-        (key, nb) => format!(
-            "{}:{}:{}",
-            nb.unwrap_or(0),
-            key.as_ref()
-                .map(|_| fingerprint(&j.payload))
-                .unwrap_or_default(),
-            key.as_deref().unwrap_or("")
-        ),
-    }
-}
-
 fn status(name: &str) -> Option<JobStatus> {
     Some(match name {
         "ready" => JobStatus::Ready,
@@ -313,7 +303,7 @@ impl RedisQueueStore {
     }
 
     /// The state, position and release estimate of the jobs answered at `which` (duplicates of
-    /// earlier batches' jobs), read after the submit in calls of at most 1,000 ids.
+    /// earlier batches' jobs), read after the submit in calls of at most 250 ids.
     async fn describe(
         &self,
         spec: &QueueSpec,
@@ -365,24 +355,42 @@ impl QueueStore for RedisQueueStore {
         self.list(instance).await?;
         let records: Vec<Vec<u8>> = jobs.iter().map(record).collect();
         let bytes: usize = records.iter().map(Vec::len).sum();
-        let stage = if bytes > self.stage_above {
+        let stage = if bytes > self.stage_above || records.len() > STAGE_RECORDS {
             Some(self.stage(instance, &records).await?)
         } else {
             None
         };
         let v = self
             .call_staged(spec, instance, "submit", stage.as_deref(), |inv| {
+                let delayed = jobs.iter().filter(|j| j.not_before.is_some()).count();
+                let keyed = jobs.iter().any(|j| j.key.is_some());
                 inv.arg(spec.max_depth())
                     .arg(spec.spacing())
                     .arg(spec.tau())
                     .arg(jobs.len())
-                    .arg(jobs.iter().filter(|j| j.key.is_some()).count())
-                    .arg(if stage.is_some() { "1" } else { "0" });
-                for (j, r) in jobs.iter().zip(&records) {
-                    if stage.is_none() {
+                    .arg(delayed)
+                    .arg(if stage.is_some() { "1" } else { "0" })
+                    .arg(if keyed { "1" } else { "0" });
+                for (i, j) in jobs.iter().enumerate() {
+                    if let Some(nb) = j.not_before {
+                        inv.arg(i + 1).arg(nb);
+                    }
+                }
+                if keyed {
+                    for j in jobs {
+                        inv.arg(j.key.as_deref().unwrap_or(""));
+                    }
+                    for j in jobs {
+                        match &j.key {
+                            Some(_) => inv.arg(fingerprint(&j.payload)),
+                            None => inv.arg(""),
+                        };
+                    }
+                }
+                if stage.is_none() {
+                    for r in &records {
                         inv.arg(r.as_slice());
                     }
-                    inv.arg(options(j));
                 }
             })
             .await?;

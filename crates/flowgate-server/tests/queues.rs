@@ -189,7 +189,10 @@ async fn refunds_are_released_one_per_second_acked_retried_and_dead_lettered() {
         ),
         (Some(1), Some(1), Some(2), Some(1))
     );
-    assert_eq!((i["waiting"].as_u64(), i["reserved"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (i["waiting"].as_u64(), i["reserved"].as_u64()),
+        (Some(0), Some(0))
+    );
     assert_eq!(q["queues"][0]["rate"], "1/s");
     let r = admin(&s, "/v1/queues/purge", body.clone()).await;
     assert_eq!(r.json()["purged"], 1);

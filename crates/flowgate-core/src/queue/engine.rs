@@ -25,7 +25,7 @@ use crate::clock::Micros;
 
 /// The most expired leases, due delayed jobs and old idempotency keys one operation applies
 /// (of each kind); the Redis script's bound too.
-pub const SWEEP_LIMIT: usize = 1_000;
+pub const SWEEP_LIMIT: usize = 100;
 
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,8 +27,8 @@ pub use job::{
 pub use set::{QueueSet, instance_descriptor, instance_names};
 pub use spec::{
     DEFAULT_KEY_RETENTION, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_PAYLOAD, DEFAULT_RETRY_BACKOFF, MAX_AUTO_BACKOFF, MAX_PAYLOAD_LIMIT, QueueSpec,
-    QueueSpecError,
+    DEFAULT_MAX_PAYLOAD, DEFAULT_RETRY_BACKOFF, MAX_AUTO_BACKOFF, MAX_KEYED_BATCH,
+    MAX_PAYLOAD_LIMIT, QueueSpec, QueueSpecError,
 };
 pub use spec::{MAX_DELAY, MAX_KEY_RETENTION, MAX_LEASE, MAX_RETRY_BACKOFF};
 pub use store::QueueStore;

@@ -230,7 +230,13 @@ pub(super) async fn submit(
     let read = if bytes.len() > BLOCKING_PARSE_ABOVE {
         tokio::task::spawn_blocking(move || read_submit(&bytes))
             .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the submit's parser failed: {e}")))?
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("the submit's parser failed: {e}"),
+                )
+            })?
     } else {
         read_submit(&bytes)
     };

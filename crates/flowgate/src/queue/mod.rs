@@ -247,7 +247,9 @@ impl<S: QueueStore> Queue<S> {
     ///
     /// # Errors
     /// [`QueueError::UnknownQueue`], [`QueueError::PayloadTooLarge`], [`QueueError::QueueFull`]
-    /// (nothing stored), [`QueueError::Invalid`] for an empty batch, or the store's error.
+    /// or [`QueueError::KeyConflict`] (nothing stored), [`QueueError::Invalid`] for an empty
+    /// batch or one with more than [`flowgate_core::queue::MAX_KEYED_BATCH`] keys, or the
+    /// store's error.
     pub async fn submit(
         &self,
         domain: &str,
@@ -257,6 +259,13 @@ impl<S: QueueStore> Queue<S> {
         let (spec, instance) = self.find(domain, descriptor, true)?;
         if jobs.is_empty() {
             return Err(QueueError::Invalid("the batch has no job".into()));
+        }
+        let keyed = jobs.iter().filter(|j| j.key.is_some()).count();
+        if keyed > flowgate_core::queue::MAX_KEYED_BATCH {
+            return Err(QueueError::Invalid(format!(
+                "{keyed} jobs have a key: at most {} in one submit",
+                flowgate_core::queue::MAX_KEYED_BATCH
+            )));
         }
         if let Some((index, j)) = jobs
             .iter()
