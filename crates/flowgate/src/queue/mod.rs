@@ -373,13 +373,16 @@ impl<S: QueueStore> Queue<S> {
             instance: instance.to_owned(),
             job: Some((job.id, job.nonce, job.released_at)),
         };
+        if !hold.is_zero() && late <= slack {
+            tokio::time::sleep(hold).await;
+        }
+        // Checked last, after the hold: this node may have been held up too (a pause, a
+        // starved runtime), and what counts is when the answer leaves.
+        let late = late.max(self.offset.lock().since(job.released_at, wall()));
         if late > slack {
             tracing::debug!(%instance, id = job.id, late_ms = late.as_millis() as u64, "lease answer too late for its slot: re-slotted");
             back.now().await;
             return Ok(None);
-        }
-        if !hold.is_zero() {
-            tokio::time::sleep(hold).await;
         }
         back.job = None;
         Ok(Some(Delivery {

@@ -1,0 +1,370 @@
+//! Queues as the channel sees them, with real server processes and a real redis-server: the
+//! limiter stays exact while the largest batch is submitted on the same Redis; lease answers keep
+//! their spacing through a store stall of half a second (measured at the workers); a lease whose
+//! client goes away gives its job back at once; a lease waits out a store that cannot answer.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{http, post_json, spawn_server};
+use flowgate_testkit::redis::{RedisServer, raw_command};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+const CONFIG: &str = r#"
+[[rule]]
+domain = "api"
+name = "per-user"
+match = "user"
+limit = 5
+window = "1h"
+algorithm = "fixed_window"
+
+[[rule]]
+domain = "api"
+name = "probe"
+match = "probe"
+limit = "1000000/s"
+failure = "closed"
+
+[[queue]]
+domain = "payments"
+name = "bulk"
+match = ["channel=BULK"]
+rate = "1000/s"
+max_payload = 4096
+max_depth = 100000
+
+[[queue]]
+domain = "payments"
+name = "steady"
+match = ["channel=STEADY"]
+rate = "20/s"
+lease = "30s"
+
+[[queue]]
+domain = "payments"
+name = "slow"
+match = ["channel=SLOW"]
+rate = "1/s"
+"#;
+
+fn config() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flowgate.toml");
+    std::fs::write(&path, CONFIG).unwrap();
+    (dir, path)
+}
+
+/// The largest batch the API takes, near its 32 MiB: 10,000 jobs of 3 KB.
+fn largest_batch(channel: &str) -> String {
+    let memo = "x".repeat(3_000);
+    let jobs: Vec<Value> = (0..10_000)
+        .map(|i| json!({"payload": {"refund": i, "memo": memo}}))
+        .collect();
+    json!({"domain": "payments", "descriptor": format!("channel={channel}"), "jobs": jobs})
+        .to_string()
+}
+
+async fn check(addr: SocketAddr, descriptor: &str) -> u16 {
+    post_json(
+        addr,
+        "/v1/check",
+        json!({"domain": "api", "descriptors": [descriptor]}),
+    )
+    .await
+    .status
+}
+
+/// 40 keys of 5 each (200 admissions exactly) hammered while a batch of 10,000 jobs of 3 KB
+/// (30 MB) goes to a queue on the same Redis, through the same server, with the limiter's
+/// default 25 ms deadline: exactly 200 admitted (a decision that missed its deadline would be
+/// decided `open` and admit more), no store error, and a `closed` limit never reached refuses
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_batch_submit_leaves_the_limiter_exact() {
+    let redis = RedisServer::start();
+    let (_dir, cfg) = config();
+    let p = spawn_server(&cfg, &["--redis-url", &redis.url()]);
+    let addr = p.http;
+    let body = largest_batch("BULK");
+    assert!(body.len() > 30_000_000 && body.len() < 32 << 20);
+    let done = Arc::new(AtomicBool::new(false));
+    let submit = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let r = http(
+                addr,
+                "POST",
+                "/v1/queues/submit",
+                &[("content-type", "application/json")],
+                &body,
+            )
+            .await;
+            done.store(true, Ordering::SeqCst);
+            r
+        })
+    };
+    let admitted = Arc::new(AtomicU64::new(0));
+    let refused_probes = Arc::new(AtomicU64::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut burst = Vec::new();
+    for w in 0..8u64 {
+        let (done, admitted, refused, sent) = (
+            done.clone(),
+            admitted.clone(),
+            refused_probes.clone(),
+            sent.clone(),
+        );
+        burst.push(tokio::spawn(async move {
+            let mut n = w;
+            // Until the submit is answered, and for at least a second.
+            while !done.load(Ordering::SeqCst) || started.elapsed() < Duration::from_secs(1) {
+                let key = format!("user=k{}", n % 40);
+                n += 8;
+                match check(addr, &key).await {
+                    200 => admitted.fetch_add(1, Ordering::SeqCst),
+                    429 => 0,
+                    other => panic!("check answered {other}"),
+                };
+                if check(addr, "probe=p").await != 200 {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                }
+                sent.fetch_add(2, Ordering::SeqCst);
+            }
+        }));
+    }
+    for b in burst {
+        b.await.unwrap();
+    }
+    let r = submit.await.unwrap();
+    assert_eq!(r.status, 200, "{}", &r.body[..r.body.len().min(300)]);
+    assert_eq!(r.json()["jobs"].as_array().map(Vec::len), Some(10_000));
+    let sent = sent.load(Ordering::SeqCst);
+    assert!(sent > 400, "only {sent} decisions were asked");
+    assert_eq!(admitted.load(Ordering::SeqCst), 200, "of {sent} decisions");
+    assert_eq!(refused_probes.load(Ordering::SeqCst), 0);
+    let metrics = http(addr, "GET", "/metrics", &[], "").await.body;
+    let errors: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("flowgate_store_errors_total{") && !l.ends_with(" 0"))
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// Workers leasing from a 20/s queue (50 ms spacing) through two servers, with their answers'
+/// arrival timed at the workers; `stall` holds the store up for about half a second meanwhile.
+/// No two answers closer than half the spacing, no second with more than 21.
+async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + Send + 'static) {
+    let jobs: Vec<Value> = (0..200).map(|i| json!({"payload": i})).collect();
+    let r = post_json(
+        addrs[0],
+        "/v1/queues/submit",
+        json!({"domain": "payments", "descriptor": "channel=STEADY", "jobs": jobs}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let arrivals = Arc::new(parking_lot::Mutex::new(Vec::<(Instant, u64)>::new()));
+    let end = Instant::now() + Duration::from_millis(3_500);
+    let mut workers = Vec::new();
+    for w in 0..6usize {
+        let (arrivals, addr) = (arrivals.clone(), addrs[w % addrs.len()]);
+        workers.push(tokio::spawn(async move {
+            while Instant::now() < end {
+                let r = post_json(
+                    addr,
+                    "/v1/queues/lease",
+                    json!({"domain": "payments", "descriptor": "channel=STEADY", "wait_ms": 1000}),
+                )
+                .await;
+                let at = Instant::now();
+                if r.status != 200 {
+                    continue;
+                }
+                let job = r.json();
+                arrivals.lock().push((at, job["id"].as_u64().unwrap()));
+                let ack = post_json(addr, "/v1/queues/ack", json!({"token": job["token"]})).await;
+                assert_eq!(ack.status, 200, "{}", ack.body);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let stalled = std::thread::spawn(stall);
+    for w in workers {
+        w.await.unwrap();
+    }
+    stalled.join().unwrap();
+    let mut seen = arrivals.lock().clone();
+    seen.sort();
+    assert!(seen.len() >= 40, "only {} answers in 3.5 s", seen.len());
+    let gaps: Vec<u128> = seen
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].0).as_micros())
+        .collect();
+    let min = gaps.iter().min().copied().unwrap_or(0);
+    assert!(min >= 25_000, "two answers {min} µs apart: {gaps:?}");
+    for (i, (t, _)) in seen.iter().enumerate() {
+        let within = seen[i..]
+            .iter()
+            .take_while(|(u, _)| *u - *t < Duration::from_secs(1))
+            .count();
+        assert!(within <= 21, "{within} answers within one second");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_answers_keep_their_spacing_through_a_redis_stall() {
+    let redis = RedisServer::start();
+    let (_dir, cfg) = config();
+    let url = redis.url();
+    let procs: Vec<_> = (0..2)
+        .map(|_| spawn_server(&cfg, &["--redis-url", &url]))
+        .collect();
+    let port = redis.port();
+    // A script that holds Redis for half a second, as a big script call did.
+    let busy = "EVAL \"local s = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 500000 return 1\" 0";
+    spacing_through_a_stall(procs.iter().map(|p| p.http).collect(), move || {
+        let _ = raw_command(port, busy);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_answers_keep_their_spacing_while_a_big_batch_is_stored_on_disk() {
+    let (dir, cfg) = config();
+    let data = dir.path().join("data");
+    let p = spawn_server(&cfg, &["--data-dir", data.to_str().unwrap()]);
+    let addr = p.http;
+    let body = largest_batch("BULK");
+    let rt = tokio::runtime::Handle::current();
+    spacing_through_a_stall(vec![addr], move || {
+        let r = rt.block_on(http(
+            addr,
+            "POST",
+            "/v1/queues/submit",
+            &[("content-type", "application/json")],
+            &body,
+        ));
+        assert_eq!(r.status, 200);
+    })
+    .await;
+}
+
+/// A lease waiting for its slot (job 2, one second ahead on a 1/s queue) whose client gives up
+/// after 0.3 s: the job goes back at once, first in line, with no attempt counted, and the next
+/// worker gets it at its slot.
+async fn a_client_gone_gives_its_job_back(addr: SocketAddr) {
+    let jobs: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|p| json!({"payload": p}))
+        .collect();
+    let r = post_json(
+        addr,
+        "/v1/queues/submit",
+        json!({"domain": "payments", "descriptor": "channel=SLOW", "jobs": jobs}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lease = json!({"domain": "payments", "descriptor": "channel=SLOW", "wait_ms": 5000});
+    let first = post_json(addr, "/v1/queues/lease", lease.clone())
+        .await
+        .json();
+    assert_eq!(first["id"], 1);
+    // A raw client: sends the lease, waits 0.3 s, and closes the connection.
+    let mut gone = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = lease.to_string();
+    let req = format!(
+        "POST /v1/queues/lease HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    gone.write_all(req.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(gone);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let next = post_json(addr, "/v1/queues/lease", lease).await.json();
+    assert_eq!(
+        (next["id"].as_u64(), next["attempt"].as_u64()),
+        (Some(2), Some(1)),
+        "{next}"
+    );
+    let q = http(addr, "GET", "/v1/queues", &[], "").await.json();
+    let i = q["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["queue"] == "slow")
+        .unwrap()
+        .clone();
+    assert_eq!(i["released_total"], 2, "{i}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_whose_client_went_away_gives_its_job_back_on_redis() {
+    let redis = RedisServer::start();
+    let (_dir, cfg) = config();
+    let p = spawn_server(&cfg, &["--redis-url", &redis.url()]);
+    a_client_gone_gives_its_job_back(p.http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_whose_client_went_away_gives_its_job_back_on_disk() {
+    let (dir, cfg) = config();
+    let data = dir.path().join("data");
+    let p = spawn_server(&cfg, &["--data-dir", data.to_str().unwrap()]);
+    a_client_gone_gives_its_job_back(p.http).await;
+}
+
+/// With Redis gone, a lease retries until its `wait_ms` ends, then answers 503 with
+/// `Retry-After`, instead of failing at once (workers would spin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_waits_out_a_store_that_cannot_answer() {
+    let mut redis = RedisServer::start();
+    let (_dir, cfg) = config();
+    let p = spawn_server(&cfg, &["--redis-url", &redis.url()]);
+    redis.stop();
+    let started = Instant::now();
+    let r = post_json(
+        p.http,
+        "/v1/queues/lease",
+        json!({"domain": "payments", "descriptor": "channel=SLOW", "wait_ms": 1500}),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.header("retry-after").is_some());
+    assert!(
+        took >= Duration::from_millis(1_400),
+        "answered after {took:?}"
+    );
+}
+
+/// One of two servers frozen for half a second (SIGSTOP, then SIGCONT): the store's answers to
+/// its leases arrive after their slots, and are re-slotted rather than sent late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_answers_are_re_slotted_when_a_server_is_frozen() {
+    let redis = RedisServer::start();
+    let (_dir, cfg) = config();
+    let url = redis.url();
+    let procs: Vec<_> = (0..2)
+        .map(|_| spawn_server(&cfg, &["--redis-url", &url]))
+        .collect();
+    let pid = procs[1].child.id().to_string();
+    spacing_through_a_stall(procs.iter().map(|p| p.http).collect(), move || {
+        let signal = |s: &str| {
+            let ok = std::process::Command::new("kill")
+                .args([s, &pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "kill {s} {pid}");
+        };
+        signal("-STOP");
+        std::thread::sleep(Duration::from_millis(500));
+        signal("-CONT");
+    })
+    .await;
+}
