@@ -8,12 +8,13 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{http, post_json, spawn_server};
 use flowgate_testkit::redis::{RedisServer, raw_command};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
 
 const CONFIG: &str = r#"
 [[rule]]
