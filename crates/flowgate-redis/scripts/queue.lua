@@ -558,12 +558,17 @@ if op == 'stats' then
   end
   local reserved = redis.call('ZCOUNT', f, '(' .. num(now + lease), '+inf')
   local last_due = redis.call('ZRANGE', d, -1, -1, 'WITHSCORES')[2] or -1
-  local recent, first_recent = 0, -1
+  -- The current run of releases (engine.rs's `release_gap`): back from the newest delivered
+  -- one until a pause of five spacings (at least 2 s) or the window's start.
+  local gap = math.max(5 * spacing, 2000000)
+  local recent, first_recent, prev = 0, -1, now
   for _, v in ipairs(redis.call('LRANGE', rl, 0, -1)) do
     local t = tonumber(v)
-    if t > now - RELEASE_WINDOW and t <= now then
+    if t <= now then
+      if prev - t > gap or now - t > RELEASE_WINDOW then break end
       recent = recent + 1
-      if first_recent < 0 or t < first_recent then first_recent = t end
+      first_recent = t
+      prev = t
     end
   end
   return {

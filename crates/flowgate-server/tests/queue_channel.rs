@@ -327,6 +327,16 @@ async fn a_lease_waits_out_a_store_that_cannot_answer() {
     let mut redis = RedisServer::start();
     let (_dir, cfg) = config();
     let p = spawn_server(&cfg, &["--redis-url", &redis.url()]);
+    // The queue gauges are read every second: their age is shown.
+    let gauge = |text: &str, name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let before = http(p.http, "GET", "/metrics", &[], "").await.body;
+    let age = gauge(&before, "flowgate_queue_state_age_seconds ").expect("the age gauge");
+    assert!(age < 2.0, "{age}");
+    assert_eq!(gauge(&before, "flowgate_queue_store_degraded "), Some(0.0));
     redis.stop();
     let started = Instant::now();
     let r = post_json(

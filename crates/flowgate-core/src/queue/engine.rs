@@ -117,6 +117,12 @@ pub struct Instance {
     changes: Vec<Change>,
 }
 
+/// The pause between two releases that ends a run of them for the measured rate: five
+/// spacings, at least 2 s.
+pub fn release_gap(spacing: Micros) -> Micros {
+    spacing.saturating_mul(5).max(2_000_000)
+}
+
 /// A finished job's idempotency key as persisted: the key, the job's id, when it finished, and
 /// its payload's fingerprint.
 pub type FinishedKey = (String, u64, Micros, Option<String>);
@@ -675,8 +681,18 @@ impl Instance {
             .in_flight
             .range((now.saturating_add(spec.lease()).saturating_add(1), 0)..)
             .count() as u64;
-        let since = now.saturating_sub(RELEASE_WINDOW);
-        let recent = self.releases.iter().filter(|&&t| t > since && t <= now);
+        // The current run of releases: back from the newest delivered one, until a gap of
+        // `release_gap` or the window's start.
+        let gap = release_gap(spec.spacing());
+        let (mut count, mut first, mut prev) = (0u64, None, now);
+        for &t in self.releases.iter().rev().filter(|&&t| t <= now) {
+            if prev - t > gap || now - t > RELEASE_WINDOW {
+                break;
+            }
+            count += 1;
+            first = Some(t);
+            prev = t;
+        }
         InstanceStats {
             ready: self.ready.len() as u64,
             delayed: self.delayed.len() as u64,
@@ -694,9 +710,104 @@ impl Instance {
             dead_total: t.dead,
             next_slot: first_slot(self.meta.tat, now, spec.spacing(), spec.tau()),
             last_due: self.delayed.last().map(|&(t, _)| t),
-            recent_releases: recent.clone().count() as u64,
-            first_recent_release: recent.min().copied(),
+            recent_releases: count,
+            first_recent_release: first,
             now,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Matcher;
+
+    const S: Micros = 1_000_000;
+
+    fn spec(rate: &str) -> QueueSpec {
+        QueueSpec::new(
+            "d",
+            "q",
+            vec![Matcher::parse("c")],
+            rate.parse().unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn jobs(n: usize) -> Vec<NewJob> {
+        (0..n).map(|i| NewJob::new(format!("{i}"))).collect()
+    }
+
+    /// Leases every slot from `from` for `secs` seconds, acking each; answers the instant after.
+    fn drain(q: &mut Instance, spec: &QueueSpec, from: Micros, secs: u64) -> Micros {
+        let mut now = from;
+        let mut nonce = from;
+        while now < from + secs * S {
+            nonce += 1;
+            if let LeaseOutcome::Leased(j) = q.lease(spec, now, 0, nonce) {
+                q.ack(spec, now, j.id, nonce)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            now += spec.spacing();
+        }
+        now
+    }
+
+    #[test]
+    fn the_release_rate_counts_deliveries_and_starts_fresh() {
+        let spec = spec("20/s");
+        let mut q = Instance::new();
+        q.submit(&spec, 0, &jobs(1_000))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let now = drain(&mut q, &spec, 0, 5);
+        let rate = q.stats(&spec, now).release_rate(spec.spacing());
+        assert!((rate - 20.0).abs() < 0.5, "{rate}");
+        // A slot reserved ahead is not a delivery yet.
+        assert!(matches!(q.lease(&spec, now, 0, 1), LeaseOutcome::Leased(_)));
+        assert!(matches!(q.lease(&spec, now, S, 2), LeaseOutcome::Leased(_)));
+        let ahead = q.stats(&spec, now);
+        assert_eq!(ahead.reserved, 1);
+        assert!((ahead.release_rate(spec.spacing()) - rate).abs() < 0.5);
+        // Idle for 70 s: nothing recent.
+        let later = now + 70 * S;
+        assert_eq!(q.stats(&spec, later).release_rate(spec.spacing()), 0.0);
+        // A drain that starts 30 s after the last one reads its own rate after a second.
+        let mut q = Instance::new();
+        q.submit(&spec, 0, &jobs(1_000))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let end = drain(&mut q, &spec, 0, 5);
+        let restart = end + 30 * S;
+        let now = drain(&mut q, &spec, restart, 1);
+        let rate = q.stats(&spec, now).release_rate(spec.spacing());
+        assert!(rate > 19.0, "diluted by the idle time: {rate}");
+    }
+
+    #[test]
+    fn time_to_drain_counts_delayed_jobs_and_idle_instances_are_forgotten() {
+        let spec = spec("1/s");
+        let t0 = 100 * 24 * 3_600 * S;
+        let mut q = Instance::new();
+        q.submit(
+            &spec,
+            t0,
+            &[NewJob::new("later").not_before(t0 + 3_600 * S)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let s = q.stats(&spec, t0);
+        assert_eq!((s.waiting(), s.depth()), (1, 1));
+        assert_eq!(s.time_to_drain(spec.spacing()), 3_600 * S);
+        assert!(!q.forgettable(&spec, t0));
+        q.purge(&spec, t0 + 10 * S);
+        // Empty, no key, no release for key_retention (24 h): forgettable.
+        assert!(q.forgettable(&spec, t0 + 10 * S));
+        q.submit(&spec, t0 + 10 * S, &jobs(1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let LeaseOutcome::Leased(j) = q.lease(&spec, t0 + 10 * S, 0, 7) else {
+            panic!("no lease");
+        };
+        q.ack(&spec, t0 + 10 * S, j.id, 7)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!q.forgettable(&spec, t0 + 11 * S));
+        assert!(q.forgettable(&spec, t0 + 12 * S + 24 * 3_600 * S));
     }
 }

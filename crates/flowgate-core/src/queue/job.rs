@@ -193,9 +193,11 @@ pub struct InstanceStats {
     pub next_slot: Micros,
     /// When the last delayed job is due.
     pub last_due: Option<Micros>,
-    /// Releases whose slot is within the last [`RELEASE_WINDOW`] (at most [`RELEASE_LOG`]).
+    /// Releases of the current run: delivered (slot passed), within the last
+    /// [`RELEASE_WINDOW`], back to the first pause longer than
+    /// [`super::engine::release_gap`] (at most [`RELEASE_LOG`]).
     pub recent_releases: u64,
-    /// The slot of the oldest of them.
+    /// The slot of the first of them.
     pub first_recent_release: Option<Micros>,
     /// The store's clock when it answered.
     pub now: Micros,
@@ -236,9 +238,10 @@ impl InstanceStats {
         }
     }
 
-    /// Deliveries per second, measured over the recent releases: those whose slot is within
-    /// the last minute, over the time since the first of them plus one `spacing` (so a drain
-    /// that has just started reads its rate, not a minute's average).
+    /// Deliveries per second, measured over the current run of releases (see
+    /// [`InstanceStats::recent_releases`]): their count over the time since the first of them
+    /// plus one `spacing`. A drain that has just started reads its own rate, not a minute's
+    /// average; a queue that stopped releasing reads 0 after the gap.
     pub fn release_rate(&self, spacing: Micros) -> f64 {
         match self.first_recent_release {
             Some(first) if self.recent_releases > 0 => {

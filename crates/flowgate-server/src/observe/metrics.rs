@@ -15,7 +15,7 @@
 //! | `flowgate_queue_jobs` | `domain`, `queue`, `instance`, `state` | jobs of a queue instance by `state`: `ready`, `delayed`, `reserved` (for a waiting lease, slot ahead), `in_flight` (delivered, not acked), `dead` (the whole cluster's, read from the store every second) |
 //! | `flowgate_queue_oldest_age_seconds` | `domain`, `queue`, `instance` | age of the oldest waiting job |
 //! | `flowgate_queue_drain_seconds` | `domain`, `queue`, `instance` | time until the waiting jobs are released at the queue's rate (delayed ones no sooner than due) |
-//! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | deliveries per second, cluster-wide, over the recent releases (the last minute, or since the drain began) |
+//! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | deliveries per second, cluster-wide, over the current run of releases (since the last pause, at most a minute back) |
 //! | `flowgate_queue_state_age_seconds` | | how old the queue gauges above are: time since the store's state was last read (grows while the store cannot be read) |
 //! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
