@@ -2,15 +2,16 @@
 # The limiter's decisions while the largest queue batch is submitted on the same Redis
 # (BENCHMARKS.md, "Queues and the limiter on one Redis"): `flowgate bench` sends Envoy gRPC
 # decisions (10,000 keys, 64 in flight) to `flowgate serve --redis-url` for SECONDS, alone and
-# then while a loop submits batches of 10,000 jobs of 3 KB (30 MB each) to a queue through the
-# same server, in turn, ROUNDS times. Each JSON line is `flowgate bench`'s summary plus the store
-# errors of the run (decisions that missed the store's 25 ms deadline and were decided by the
+# then while a loop submits a batch of 10,000 jobs of 3 KB (30 MB) to a queue through the same
+# server every second (EVERY=0: back to back), in turn, ROUNDS times. Each JSON line is
+# `flowgate bench`'s summary plus the store errors of the run (decisions that missed the store's 25 ms deadline and were decided by the
 # failure policy) and the batches submitted meanwhile.
 # Usage: crates/flowgate-server/scripts/bench-queue-submit.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-6}
 ROUNDS=${2:-3}
+EVERY=${EVERY:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
 BIN=$TARGET/release/flowgate
 cargo build --release -p flowgate-server >&2
@@ -43,15 +44,17 @@ sleep 2
 store_errors() {
   curl -s http://127.0.0.1:18180/metrics | awk '/^flowgate_store_errors_total/ {n += $NF} END {print n + 0}'
 }
-# Submits the batch again and again until the file `stop` appears; counts them in `submitted`.
+# Submits the batch every EVERY seconds until the file `stop` appears; counts them in `submitted`.
 submitter() {
   local n=0
   while [ ! -e "$WORK/stop" ]; do
     curl -s -o /dev/null -w '%{http_code}\n' -H 'content-type: application/json' \
-      --data-binary @"$WORK/batch.json" http://127.0.0.1:18180/v1/queues/submit >> "$WORK/codes"
+      --data-binary @"$WORK/batch.json" http://127.0.0.1:18180/v1/queues/submit >> "$WORK/codes" &
     n=$((n + 1))
     echo "$n" > "$WORK/submitted"
+    if [ "$EVERY" = 0 ]; then wait; else sleep "$EVERY"; fi
   done
+  wait
 }
 run() {
   local label=$1 e0 e1 line submitted=0

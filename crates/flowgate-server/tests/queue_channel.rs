@@ -202,20 +202,28 @@ async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + 
     stalled.join().unwrap();
     let mut seen = arrivals.lock().clone();
     seen.sort();
-    assert!(seen.len() >= 40, "only {} answers in 3.5 s", seen.len());
+    assert!(seen.len() >= 20, "only {} answers in 3.5 s", seen.len());
     let gaps: Vec<u128> = seen
         .windows(2)
         .map(|w| (w[1].0 - w[0].0).as_micros())
         .collect();
     let min = gaps.iter().min().copied().unwrap_or(0);
     assert!(min >= 25_000, "two answers {min} µs apart: {gaps:?}");
+    let mut most = 0;
     for (i, (t, _)) in seen.iter().enumerate() {
         let within = seen[i..]
             .iter()
             .take_while(|(u, _)| *u - *t < Duration::from_secs(1))
             .count();
         assert!(within <= 21, "{within} answers within one second");
+        most = most.max(within);
     }
+    // (the figures of BENCHMARKS.md, with --nocapture)
+    eprintln!(
+        "{} answers; closest two {:.1} ms apart; at most {most} in one second",
+        seen.len(),
+        min as f64 / 1e3
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -345,16 +345,32 @@ impl Instance {
         if fresh > 0 {
             self.meta.seq += jobs.len() as u64;
         }
+        // New jobs have the highest ids: a ready one is behind every ready job before the batch
+        // and the batch's earlier ready jobs.
+        let mut position = self.ready.len() as u64;
         let mut out = Vec::with_capacity(jobs.len());
+        let mut older = Vec::new();
         for (i, (j, print)) in jobs.iter().zip(prints).enumerate() {
             if let Some(existing) = dup_of[i] {
-                out.push(Submitted {
-                    id: existing,
-                    duplicate: true,
-                    state: JobStatus::Done,
-                    position: None,
-                    release_at: None,
-                });
+                let earlier = existing
+                    .checked_sub(seq + 1)
+                    .and_then(|k| out.get(usize::try_from(k).ok()?));
+                match earlier {
+                    Some(e) => out.push(Submitted {
+                        duplicate: true,
+                        ..Submitted::clone(e)
+                    }),
+                    None => {
+                        older.push(i);
+                        out.push(Submitted {
+                            id: existing,
+                            duplicate: true,
+                            state: JobStatus::Done,
+                            position: None,
+                            release_at: None,
+                        });
+                    }
+                }
                 continue;
             }
             let id = seq + 1 + i as u64;
@@ -379,26 +395,50 @@ impl Instance {
             );
             self.index(id, state);
             self.changes.push(Change::New(id));
-            out.push(Submitted {
-                id,
-                duplicate: false,
-                state: JobStatus::Done,
-                position: None,
-                release_at: None,
+            out.push(match state {
+                JobState::Delayed(t) => Submitted {
+                    id,
+                    duplicate: false,
+                    state: JobStatus::Delayed,
+                    position: None,
+                    release_at: Some(t),
+                },
+                _ => {
+                    let p = position;
+                    position += 1;
+                    Submitted {
+                        id,
+                        duplicate: false,
+                        state: JobStatus::Ready,
+                        position: Some(p),
+                        release_at: Some(
+                            first_slot.saturating_add(p.saturating_mul(spec.spacing())),
+                        ),
+                    }
+                }
             });
         }
-        self.describe(spec, first_slot, &mut out);
+        self.describe(spec, first_slot, &mut out, &older);
         self.meta.totals.submitted += fresh;
         self.changes.push(Change::Meta);
         Ok(out)
     }
 
-    /// Fills in each answer's state, position and estimated release from its job as it is now
-    /// (a duplicate's job may be anywhere; a finished one is `Done`). Positions are counted in
-    /// one walk of the ready jobs.
-    fn describe(&self, spec: &QueueSpec, first_slot: Micros, out: &mut [Submitted]) {
+    /// Fills in the answers at `which` (duplicates of jobs of earlier batches) from their jobs
+    /// as they are now (anywhere; a finished one is `Done`). Positions are counted in one walk
+    /// of the ready jobs.
+    fn describe(
+        &self,
+        spec: &QueueSpec,
+        first_slot: Micros,
+        out: &mut [Submitted],
+        which: &[usize],
+    ) {
         let mut ready: Vec<u64> = Vec::new();
-        for s in out.iter_mut() {
+        for &i in which {
+            let Some(s) = out.get_mut(i) else {
+                continue;
+            };
             let (state, release_at) = match self.jobs.get(&s.id).map(|j| j.state) {
                 None => (JobStatus::Done, None),
                 Some(JobState::Ready) => {
@@ -426,7 +466,10 @@ impl Instance {
             }
             ranks.insert(id, rank);
         }
-        for s in out.iter_mut() {
+        for &i in which {
+            let Some(s) = out.get_mut(i) else {
+                continue;
+            };
             if let Some(&p) = ranks.get(&s.id) {
                 s.position = Some(p);
                 s.release_at = Some(first_slot.saturating_add(p.saturating_mul(spec.spacing())));
