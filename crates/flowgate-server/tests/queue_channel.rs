@@ -387,3 +387,74 @@ async fn late_answers_are_re_slotted_when_a_server_is_frozen() {
     })
     .await;
 }
+
+/// Idempotency as payment systems expect it, over HTTP on the embedded store: a key resubmitted
+/// with another payload is a 409 `key_conflict` naming the job; with the same payload, a
+/// duplicate carrying the job's state and place; a purge forgets the keys it deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_resubmitted_with_another_payload_is_a_conflict() {
+    let (dir, cfg) = config();
+    let data = dir.path().join("data");
+    let p = spawn_server(
+        &cfg,
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--admin-token",
+            "secret-token-1",
+        ],
+    );
+    let submit = |payload: Value| json!({"domain": "payments", "descriptor": "channel=SLOW", "payload": payload, "key": "R-1"});
+    let first = post_json(
+        p.http,
+        "/v1/queues/submit",
+        submit(json!({"amount": "12.50"})),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let again = post_json(
+        p.http,
+        "/v1/queues/submit",
+        submit(json!({"amount": "12.50"})),
+    )
+    .await;
+    let a = again.json();
+    assert_eq!(
+        (&a["id"], &a["duplicate"], &a["state"], &a["position"]),
+        (&json!(1), &json!(true), &json!("ready"), &json!(0)),
+        "{a}"
+    );
+    let other = post_json(
+        p.http,
+        "/v1/queues/submit",
+        submit(json!({"amount": "125.00"})),
+    )
+    .await;
+    assert_eq!(other.status, 409, "{}", other.body);
+    assert_eq!(other.json()["error"], "key_conflict");
+    assert!(
+        other.json()["detail"].as_str().unwrap().contains("job 1"),
+        "{}",
+        other.body
+    );
+    let purge = common::http(
+        p.http,
+        "POST",
+        "/v1/queues/purge",
+        &[
+            ("authorization", "Bearer secret-token-1"),
+            ("content-type", "application/json"),
+        ],
+        &json!({"domain": "payments", "descriptor": "channel=SLOW"}).to_string(),
+    )
+    .await;
+    assert_eq!(purge.status, 200, "{}", purge.body);
+    let corrected = post_json(
+        p.http,
+        "/v1/queues/submit",
+        submit(json!({"amount": "125.00"})),
+    )
+    .await;
+    assert_eq!(corrected.status, 200, "{}", corrected.body);
+    assert_eq!(corrected.json()["duplicate"], false);
+}
