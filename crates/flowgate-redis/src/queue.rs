@@ -13,7 +13,7 @@
 //! then renames into place: the batch stays all or nothing, and its script's cost no longer grows
 //! with its bytes. Sweeps apply at most 100 expired leases (and as many due jobs and old keys) per call; purges
 //! and requeues of every dead letter run in chunks of 100 jobs. Measured by Redis's SLOWLOG
-//! (`tests/queue.rs`), no queue call takes more than a few milliseconds.
+//! (`tests/queue_bounds.rs`), no queue call takes more than a few milliseconds.
 //!
 //! `submit` answers once Redis holds the jobs. How much a Redis restart can lose depends on its
 //! persistence: see `docs/queues.md`, "Durability".

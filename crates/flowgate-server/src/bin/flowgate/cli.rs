@@ -99,6 +99,10 @@ pub(crate) struct ServeArgs {
     /// Envoy to pass on (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`).
     #[arg(long, env = "FLOWGATE_RESPONSE_HEADERS")]
     pub(crate) response_headers: bool,
+    /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
+    /// thread, the cheapest per request where the cores are shared (with Envoy, say).
+    #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) worker_threads: Option<u16>,
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {

@@ -8,11 +8,22 @@ use clap::Parser as _;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
+    let threads = match &cli.command {
+        cli::Command::Serve(a) => a.worker_threads,
+        cli::Command::Floor(a) => a.worker_threads,
+        _ => None,
+    };
     // Logging is set up by `run`: `serve` handles SIGTERM and SIGINT first.
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(usize::from(n));
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("flowgate: cannot start the runtime: {e}");

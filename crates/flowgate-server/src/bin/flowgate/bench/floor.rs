@@ -16,6 +16,9 @@ pub(crate) struct FloorArgs {
     /// Address to serve gRPC on.
     #[arg(long, default_value = "127.0.0.1:8091")]
     pub(crate) grpc_addr: SocketAddr,
+    /// Threads that serve requests, as `serve`'s.
+    #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) worker_threads: Option<u16>,
 }
 
 /// Answers OK, with one OK status per descriptor.
