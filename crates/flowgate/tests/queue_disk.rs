@@ -107,3 +107,92 @@ async fn a_data_directory_is_opened_by_one_process_at_a_time() {
     let err = second.err().unwrap().to_string();
     assert!(err.contains("cannot open"), "{err}");
 }
+
+/// The staged payloads of the store in `dir` (closed), read from its file.
+fn staged_rows(dir: &std::path::Path) -> usize {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let db = redb::Database::open(dir.join(flowgate::queue::FILE_NAME)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let table: redb::TableDefinition<(u64, u64), &[u8]> =
+        redb::TableDefinition::new("staged_payloads");
+    match txn.open_table(table) {
+        Ok(t) => t.len().unwrap() as usize,
+        Err(_) => 0,
+    }
+}
+
+/// A batch of more than 1 MiB is written in chunks before its jobs: after reopening every job
+/// is there with its payload, in order; a duplicate's and a refused batch's staged payloads are
+/// gone; acked and purged jobs leave nothing staged behind.
+#[tokio::test]
+async fn a_big_batch_is_staged_and_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let q = spec().with_max_depth(2_500).unwrap();
+    let inst = "pay:refunds:channel=BIG";
+    let payload = |i: usize| {
+        let mut p = format!("job-{i}:").into_bytes();
+        p.resize(1_000, b'.');
+        p
+    };
+    {
+        let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+        store
+            .submit(&q, inst, &[NewJob::new(payload(0)).with_key("k")])
+            .await
+            .unwrap();
+        // 2,000 jobs of 1 KB (2 MB): job 5 repeats the key of the first batch.
+        let jobs: Vec<NewJob> = (1..=2_000)
+            .map(|i| match i {
+                5 => NewJob::new(payload(0)).with_key("k"),
+                _ => NewJob::new(payload(i)),
+            })
+            .collect();
+        let out = store.submit(&q, inst, &jobs).await.unwrap();
+        assert_eq!(out.len(), 2_000);
+        assert!(out[4].duplicate && out[4].id == 1);
+        // Too many for max_depth: refused whole.
+        let more: Vec<NewJob> = (0..1_500).map(|i| NewJob::new(payload(i))).collect();
+        assert!(store.submit(&q, inst, &more).await.is_err());
+        // A submit cut short while its payloads are staged (its caller gave up): the staged
+        // chunk is committed, no job refers to it; the store deletes it when it opens.
+        let cut = tokio::time::timeout(
+            std::time::Duration::from_micros(1),
+            store.submit(&q, inst, &more[..1_200]),
+        )
+        .await;
+        assert!(cut.is_err(), "the submit finished within 1 µs");
+    }
+    assert!(
+        staged_rows(dir.path()) > 1_999,
+        "the cut submit's chunk is on disk"
+    );
+    drop(DiskQueueStore::open(dir.path(), clock.clone()).unwrap());
+    assert_eq!(
+        staged_rows(dir.path()),
+        1_999,
+        "one staged payload per job stored"
+    );
+    let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+    let stats = store.stats(&q, inst).await.unwrap().unwrap();
+    assert_eq!(stats.ready, 2_000);
+    for want in [1u64, 2, 3, 4, 5, 7] {
+        clock.advance(std::time::Duration::from_millis(1));
+        match store.lease(&q, inst, 0, want).await.unwrap() {
+            flowgate::queue::LeaseOutcome::Leased(j) => {
+                assert_eq!(j.id, want);
+                let i = if want == 1 { 0 } else { want as usize - 1 };
+                assert_eq!(j.payload, payload(i));
+                store.ack(&q, inst, j.id, want).await.unwrap();
+            }
+            other => panic!("{other:?}"),
+        }
+        if want == 5 {
+            // (job 6 was job 5 of the batch, the duplicate: no id 6 was stored)
+            assert!(store.stats(&q, inst).await.unwrap().unwrap().ready > 0);
+        }
+    }
+    store.purge(&q, inst).await.unwrap();
+    drop(store);
+    assert_eq!(staged_rows(dir.path()), 0);
+}

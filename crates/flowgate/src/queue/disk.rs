@@ -11,7 +11,12 @@
 //! and every operation's changes are written to the database before it answers. Writes are
 //! group-committed by one writer thread: the changes of all operations waiting at that moment go
 //! in one transaction and one fsync, so throughput grows with concurrency instead of being one
-//! fsync per operation. Payloads are kept in memory too (so a lease never reads the disk):
+//! fsync per operation. A batch whose payloads pass 1 MiB writes them first, in
+//! transactions of about that size each (`staged_payloads`), and then its jobs in one small
+//! transaction: the operations of other instances commit between the chunks instead of waiting
+//! behind one big commit, and the batch stays all or nothing (a staged payload no job refers to,
+//! left by a failed or interrupted submit, is deleted when the store opens). Payloads are kept in
+//! memory too (so a lease never reads the disk):
 //! memory grows with the bytes waiting. If a commit fails (disk full), the store stops taking
 //! operations (`StoreError::Unavailable`) rather than answer from memory what the disk does not
 //! hold; a restart reloads the last committed state.
@@ -43,6 +48,12 @@ const KEYS: TableDefinition<(&str, &str), (u64, u64)> = TableDefinition::new("ke
 /// before fingerprints were).
 const PRINTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("key_prints");
 
+/// (stage, index) -> the payload of job `index` of a big batch, written before the batch.
+const STAGED: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("staged_payloads");
+
+/// A batch whose payloads pass this many bytes is staged, in transactions of about this size.
+const STAGE_ABOVE: usize = 1 << 20;
+
 /// The database file's name in the data directory.
 pub const FILE_NAME: &str = "queues.redb";
 
@@ -54,17 +65,27 @@ enum Write {
         id: u64,
         state: Option<Vec<u8>>,
         payload: Option<Arc<[u8]>>,
+        /// Where its payload was staged (deleted with the job).
+        staged: Option<Stage>,
     },
+    /// A staged payload.
+    Staged(Stage, Arc<[u8]>),
+    /// A staged payload no job refers to.
+    Unstaged(Stage),
     Key(String, String, Option<(u64, Micros, Option<String>)>),
     /// The instance was forgotten: its record goes.
     Forget(String),
 }
 
-/// One instance and whether it was forgotten (an operation that finds it so looks it up
-/// again, and gets a fresh one).
+/// Where a staged payload is: (stage, index in its batch).
+type Stage = (u64, u64);
+
+/// One instance, where its staged jobs' payloads are, and whether it was forgotten (an
+/// operation that finds it so looks it up again, and gets a fresh one).
 #[derive(Default)]
 struct Slot {
     inst: Instance,
+    staged: HashMap<u64, Stage>,
     gone: bool,
 }
 
@@ -129,7 +150,8 @@ impl DiskQueueStore {
         let path = dir.join(FILE_NAME);
         let db = Database::create(&path)
             .map_err(|e| unavailable(&format!("cannot open {}", path.display()), e))?;
-        let instances = load(&db).map_err(|e| unavailable("cannot load", e))?;
+        let (instances, orphans) = load(&db).map_err(|e| unavailable("cannot load", e))?;
+        drop_orphans(&db, &orphans).map_err(|e| unavailable("cannot tidy", e))?;
         let (wake, rx) = mpsc::channel();
         let (tx_committed, committed) = watch::channel(Ok(0));
         let state = Arc::new(Mutex::new(State {
@@ -168,6 +190,17 @@ impl DiskQueueStore {
         instance: &str,
         op: impl FnOnce(&mut Instance, Micros) -> Result<(T, bool), QueueError>,
     ) -> Result<T, QueueError> {
+        self.run_staged(instance, None, op).await
+    }
+
+    /// [`Self::run`] for a submit whose payloads were staged as `stage`: job `i` of the batch
+    /// (id `seq + 1 + i`) refers to `(stage, i)`.
+    async fn run_staged<T>(
+        &self,
+        instance: &str,
+        stage: Option<u64>,
+        op: impl FnOnce(&mut Instance, Micros) -> Result<(T, bool), QueueError>,
+    ) -> Result<T, QueueError> {
         let (seq, out) = loop {
             let slot = {
                 let mut st = self.inner.state.lock();
@@ -181,9 +214,18 @@ impl DiskQueueStore {
                 continue;
             }
             let now = self.inner.clock.now();
+            let before = slot_guard.inst.meta().seq;
             let out = op(&mut slot_guard.inst, now);
             let changes = slot_guard.inst.take_changes();
-            let mut writes = writes(instance, &slot_guard.inst, changes);
+            if let Some(stage) = stage {
+                for c in &changes {
+                    if let Change::New(id) = c {
+                        slot_guard.staged.insert(*id, (stage, id - before - 1));
+                    }
+                }
+            }
+            let slot = &mut *slot_guard;
+            let mut writes = writes(instance, &slot.inst, &mut slot.staged, changes);
             let forget = matches!(out, Ok((_, true)));
             if forget {
                 slot_guard.gone = true;
@@ -216,8 +258,87 @@ impl DiskQueueStore {
     }
 }
 
-/// The writes for `changes` of `instance`, read from its current state.
-fn writes(key: &str, inst: &Instance, changes: Vec<Change>) -> Vec<Write> {
+impl DiskQueueStore {
+    /// Queues `writes` (of no instance's state) and waits until they are committed.
+    async fn commit_writes(&self, writes: Vec<Write>) -> Result<(), QueueError> {
+        let seq = {
+            let mut st = self.inner.state.lock();
+            if let Some(e) = &st.failed {
+                return Err(QueueError::Store(unavailable("a commit failed", e)));
+            }
+            st.pending.extend(writes);
+            st.queued += 1;
+            if let Some(w) = &self.inner.wake {
+                let _ = w.send(());
+            }
+            st.queued
+        };
+        let mut rx = self.inner.committed.clone();
+        let done = rx
+            .wait_for(|c| c.as_ref().map_or(true, |&c| c >= seq))
+            .await
+            .map_err(|_| QueueError::Store(unavailable("the writer stopped", "")))?
+            .clone();
+        done.map(|_| ())
+            .map_err(|e| QueueError::Store(unavailable("a commit failed", e)))
+    }
+
+    /// Submits a big batch: its payloads first, a transaction of about `STAGE_ABOVE` bytes at
+    /// a time, then the batch; the staged payloads of jobs not stored (duplicates, or the whole
+    /// batch on an error) go again.
+    async fn submit_staged(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Submitted>, QueueError> {
+        let stage = flowgate_core::random::seed()
+            .map_err(|e| QueueError::Store(StoreError::Internal(e.to_string())))?;
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        for (i, j) in jobs.iter().enumerate() {
+            bytes += j.payload.len();
+            chunk.push(Write::Staged(
+                (stage, i as u64),
+                Arc::from(j.payload.as_slice()),
+            ));
+            if bytes >= STAGE_ABOVE || i + 1 == jobs.len() {
+                self.commit_writes(std::mem::take(&mut chunk)).await?;
+                bytes = 0;
+            }
+        }
+        let out = self
+            .run_staged(instance, Some(stage), |i, now| {
+                let first = i.meta().seq + 1;
+                Ok(((i.submit(spec, now, jobs)?, first), false))
+            })
+            .await;
+        let unused: Vec<Write> = match &out {
+            Ok((subs, first)) => subs
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| s.duplicate || s.id != first + *i as u64)
+                .map(|(i, _)| Write::Unstaged((stage, i as u64)))
+                .collect(),
+            Err(_) => (0..jobs.len() as u64)
+                .map(|i| Write::Unstaged((stage, i)))
+                .collect(),
+        };
+        if !unused.is_empty() {
+            self.commit_writes(unused).await?;
+        }
+        out.map(|(subs, _)| subs)
+    }
+}
+
+/// The writes for `changes` of `instance`, read from its current state; `staged` says where
+/// staged jobs' payloads are (a deleted job's entry goes).
+fn writes(
+    key: &str,
+    inst: &Instance,
+    staged: &mut HashMap<u64, Stage>,
+    changes: Vec<Change>,
+) -> Vec<Write> {
     let mut out = Vec::with_capacity(changes.len());
     let mut meta = false;
     for c in changes {
@@ -225,14 +346,19 @@ fn writes(key: &str, inst: &Instance, changes: Vec<Change>) -> Vec<Write> {
             Change::Meta => meta = true,
             Change::New(id) | Change::Job(id) => {
                 let job = inst.job(id);
+                let stage = staged.get(&id).copied();
+                if job.is_none() {
+                    staged.remove(&id);
+                }
                 out.push(Write::Job {
                     instance: key.to_owned(),
                     id,
-                    state: job.map(encode_job),
-                    payload: match (&c, job) {
-                        (Change::New(_), Some(j)) => Some(j.payload.clone()),
+                    state: job.map(|j| encode_job(j, stage)),
+                    payload: match (&c, job, stage) {
+                        (Change::New(_), Some(j), None) => Some(j.payload.clone()),
                         _ => None,
                     },
+                    staged: stage,
                 });
             }
             Change::Key(k) => {
@@ -249,8 +375,9 @@ fn writes(key: &str, inst: &Instance, changes: Vec<Change>) -> Vec<Write> {
     out
 }
 
-/// A job's state: submitted, attempts, nonce, state tag and instant, key.
-fn encode_job(j: &Job) -> Vec<u8> {
+/// A job's state: submitted, attempts, nonce, state tag and instant, where its payload was
+/// staged (tag bit 0x40), key (tag bit 0x80).
+fn encode_job(j: &Job, stage: Option<Stage>) -> Vec<u8> {
     let (tag, at) = match j.state {
         JobState::Ready => (0u8, 0),
         JobState::Delayed(t) => (1, t),
@@ -262,10 +389,22 @@ fn encode_job(j: &Job) -> Vec<u8> {
     b.extend_from_slice(&j.submitted.to_le_bytes());
     b.extend_from_slice(&j.attempts.to_le_bytes());
     b.extend_from_slice(&j.nonce.to_le_bytes());
-    b.push(tag | if j.key.is_some() { 0x80 } else { 0 });
+    b.push(tag | if j.key.is_some() { 0x80 } else { 0 } | if stage.is_some() { 0x40 } else { 0 });
     b.extend_from_slice(&at.to_le_bytes());
+    if let Some((stage, index)) = stage {
+        b.extend_from_slice(&stage.to_le_bytes());
+        b.extend_from_slice(&index.to_le_bytes());
+    }
     b.extend_from_slice(key.as_bytes());
     b
+}
+
+/// Where a job's payload was staged, from its record.
+fn job_stage(b: &[u8]) -> Option<Stage> {
+    if b.get(20)? & 0x40 == 0 {
+        return None;
+    }
+    Some((u64_at(b, 29)?, u64_at(b, 37)?))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
@@ -278,10 +417,11 @@ fn decode_job(id: u64, b: &[u8], payload: Arc<[u8]>) -> Option<Job> {
     let nonce = u64_at(b, 12)?;
     let tag = *b.get(20)?;
     let at = u64_at(b, 21)?;
+    let key_at = if tag & 0x40 != 0 { 45 } else { 29 };
     let key = (tag & 0x80 != 0)
-        .then(|| String::from_utf8(b.get(29..)?.to_vec()).ok())
+        .then(|| String::from_utf8(b.get(key_at..)?.to_vec()).ok())
         .flatten();
-    let state = match tag & 0x7f {
+    let state = match tag & 0x3f {
         0 => JobState::Ready,
         1 => JobState::Delayed(at),
         2 => JobState::InFlight(at),
@@ -324,10 +464,10 @@ fn decode_meta(b: &[u8]) -> Option<Meta> {
     })
 }
 
-type Loaded = HashMap<String, (Meta, Vec<Job>, Vec<FinishedKey>)>;
+type Loaded = HashMap<String, (Meta, Vec<Job>, Vec<FinishedKey>, HashMap<u64, Stage>)>;
 
-/// Reads every instance.
-fn load(db: &Database) -> Result<Slots, Box<dyn std::error::Error>> {
+/// Reads every instance; answers them and the staged payloads no job refers to.
+fn load(db: &Database) -> Result<(Slots, Vec<Stage>), Box<dyn std::error::Error>> {
     let txn = db.begin_read()?;
     let mut all: Loaded = HashMap::new();
     let missing = |e: &redb::TableError| matches!(e, redb::TableError::TableDoesNotExist(_));
@@ -339,19 +479,34 @@ fn load(db: &Database) -> Result<Slots, Box<dyn std::error::Error>> {
                 all.entry(k.value().to_owned()).or_default().0 = meta;
             }
         }
-        Err(e) if missing(&e) => return Ok(HashMap::new()),
+        Err(e) if missing(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    let payloads = txn.open_table(PAYLOADS)?;
-    for row in txn.open_table(JOBS)?.iter()? {
-        let (k, v) = row?;
-        let (instance, id) = k.value();
-        let payload: Arc<[u8]> = payloads
-            .get((instance, id))?
-            .map(|p| Arc::from(p.value()))
+    let staged = match txn.open_table(STAGED) {
+        Ok(t) => Some(t),
+        Err(e) if missing(&e) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let mut used: std::collections::HashSet<Stage> = std::collections::HashSet::new();
+    if let (Ok(payloads), Ok(jobs)) = (txn.open_table(PAYLOADS), txn.open_table(JOBS)) {
+        for row in jobs.iter()? {
+            let (k, v) = row?;
+            let (instance, id) = k.value();
+            let stage = job_stage(v.value());
+            let payload: Arc<[u8]> = match (stage, &staged) {
+                (Some(at), Some(t)) => t.get(at)?.map(|p| Arc::from(p.value())),
+                (Some(_), None) => None,
+                (None, _) => payloads.get((instance, id))?.map(|p| Arc::from(p.value())),
+            }
             .ok_or("a job without its payload")?;
-        let job = decode_job(id, v.value(), payload).ok_or("a damaged job record")?;
-        all.entry(instance.to_owned()).or_default().1.push(job);
+            let job = decode_job(id, v.value(), payload).ok_or("a damaged job record")?;
+            let entry = all.entry(instance.to_owned()).or_default();
+            if let Some(at) = stage {
+                used.insert(at);
+                entry.3.insert(id, at);
+            }
+            entry.1.push(job);
+        }
     }
     let prints = txn.open_table(PRINTS).ok();
     if let Ok(keys) = txn.open_table(KEYS) {
@@ -369,16 +524,47 @@ fn load(db: &Database) -> Result<Slots, Box<dyn std::error::Error>> {
                 .push((key.to_owned(), id, at, print));
         }
     }
-    Ok(all
+    let mut orphans = Vec::new();
+    if let Some(t) = &staged {
+        for row in t.iter()? {
+            let at = row?.0.value();
+            if !used.contains(&at) {
+                orphans.push(at);
+            }
+        }
+    }
+    let slots = all
         .into_iter()
-        .map(|(k, (meta, jobs, keys))| {
+        .map(|(k, (meta, jobs, keys, staged))| {
             let slot = Slot {
                 inst: Instance::restore(meta, jobs, keys),
+                staged,
                 gone: false,
             };
             (k, Arc::new(Mutex::new(slot)))
         })
-        .collect())
+        .collect();
+    Ok((slots, orphans))
+}
+
+/// Deletes staged payloads no job refers to (a submit that failed or was cut short).
+fn drop_orphans(db: &Database, orphans: &[Stage]) -> Result<(), Box<dyn std::error::Error>> {
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let txn = db.begin_write()?;
+    {
+        let mut t = txn.open_table(STAGED)?;
+        for &at in orphans {
+            t.remove(at)?;
+        }
+    }
+    txn.commit()?;
+    tracing::info!(
+        payloads = orphans.len(),
+        "queue database: deleted the staged payloads of an unfinished submit"
+    );
+    Ok(())
 }
 
 /// The writer thread: commits what is pending, one transaction at a time, until the store is
@@ -421,16 +607,24 @@ fn commit(db: &Database, writes: Vec<Write>) -> Result<(), Box<dyn std::error::E
         let mut payloads = txn.open_table(PAYLOADS)?;
         let mut keys = txn.open_table(KEYS)?;
         let mut prints = txn.open_table(PRINTS)?;
+        let mut staged = txn.open_table(STAGED)?;
         for w in writes {
             match w {
                 Write::Meta(i, m) => {
                     meta.insert(i.as_str(), encode_meta(&m).as_slice())?;
+                }
+                Write::Staged(at, p) => {
+                    staged.insert(at, &*p)?;
+                }
+                Write::Unstaged(at) => {
+                    staged.remove(at)?;
                 }
                 Write::Job {
                     instance,
                     id,
                     state: Some(state),
                     payload,
+                    ..
                 } => {
                     jobs.insert((instance.as_str(), id), state.as_slice())?;
                     if let Some(p) = payload {
@@ -441,10 +635,14 @@ fn commit(db: &Database, writes: Vec<Write>) -> Result<(), Box<dyn std::error::E
                     instance,
                     id,
                     state: None,
+                    staged: at,
                     ..
                 } => {
                     jobs.remove((instance.as_str(), id))?;
                     payloads.remove((instance.as_str(), id))?;
+                    if let Some(at) = at {
+                        staged.remove(at)?;
+                    }
                 }
                 Write::Key(i, k, Some((id, at, print))) => {
                     keys.insert((i.as_str(), k.as_str()), (id, at))?;
@@ -474,6 +672,9 @@ impl QueueStore for DiskQueueStore {
         instance: &str,
         jobs: &[NewJob],
     ) -> Result<Vec<Submitted>, QueueError> {
+        if jobs.iter().map(|j| j.payload.len()).sum::<usize>() > STAGE_ABOVE {
+            return self.submit_staged(spec, instance, jobs).await;
+        }
         self.run(instance, |i, now| Ok((i.submit(spec, now, jobs)?, false)))
             .await
     }
