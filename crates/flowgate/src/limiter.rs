@@ -326,7 +326,8 @@ impl<S: Store> Limiter<S> {
         let Some(limit) = rule.limit_at(self.store.now()).or(rule.limit.as_ref()) else {
             return Ok(false);
         };
-        let key = flowgate_core::ruleset::state_key(domain, &rule.name, descriptor);
+        // The rule's counter: one shared by every value of a `share_threshold` entry.
+        let key = flowgate_core::ruleset::rule_state_key(domain, rule, descriptor);
         self.release_key(&key, limit, lease).await
     }
 

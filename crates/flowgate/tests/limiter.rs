@@ -160,6 +160,23 @@ async fn release_by_descriptor() {
     assert!(l.check(&r).await.allowed);
 }
 
+/// A `concurrency` rule whose wildcard entry shares one counter (`share_threshold`): a lease
+/// taken by `tenant=acme-eu` is released by its descriptor, and the shared counter has room again.
+#[tokio::test]
+async fn release_of_a_shared_counter() {
+    let c = Limit::new(Algorithm::Concurrency, q("1/30s")).unwrap();
+    let mut r = rule("inflight", "tenant=acme*", Some(c));
+    r.pattern[0].share = true;
+    let (l, _) = limiter(vec![r]);
+    let eu = req(&["tenant=acme-eu"]);
+    let lease = l.check(&eu).await.statuses[0].decision.lease.unwrap();
+    // One counter for every acme tenant: the US one waits for the EU lease.
+    assert!(!l.check(&req(&["tenant=acme-us"])).await.allowed);
+    let d: Descriptor = "tenant=acme-eu".parse().unwrap();
+    assert!(l.release("pay", &d, lease).await.unwrap(), "the lease was not released");
+    assert!(l.check(&req(&["tenant=acme-us"])).await.allowed);
+}
+
 #[tokio::test]
 async fn set_rules_swaps_atomically_and_keeps_counters() {
     let fw = |s| Some(Limit::new(Algorithm::FixedWindow, q(s)).unwrap());
