@@ -45,6 +45,7 @@
 
 mod backend;
 pub mod config;
+mod eviction;
 mod grpc;
 mod http;
 mod limits;

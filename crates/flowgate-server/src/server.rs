@@ -67,6 +67,9 @@ pub struct ServerConfig {
     /// gRPC answers carry `RateLimit-*` headers for Envoy to add (envoyproxy/ratelimit's
     /// `LIMIT_RESPONSE_HEADERS_ENABLED`).
     pub response_headers: bool,
+    /// Start on a Redis whose eviction policy may evict queued jobs and the shared rules, with a
+    /// warning, instead of refusing it.
+    pub redis_allow_eviction: bool,
 }
 
 /// The default data directory of the embedded store's queues, relative to the working directory.
@@ -97,6 +100,7 @@ impl ServerConfig {
             shadow_mode: false,
             quota_mode: false,
             response_headers: false,
+            redis_allow_eviction: false,
         }
     }
 
@@ -335,6 +339,27 @@ impl Server {
             ),
             QueueBackend::Redis(_) => ("redis", None),
         };
+        // Jobs and shared rules have no expiry: a Redis that may evict them is refused (or,
+        // allowed, warned about).
+        let keeps = !loaded.queues.specs().is_empty()
+            || matches!(cfg.rules_source, crate::rules::RulesSource::Redis);
+        let eviction = match (&backend, keeps) {
+            (Backend::Redis(r), true) => {
+                let policy = crate::eviction::read(r).await;
+                if let Some(w) = policy.warning() {
+                    if matches!(policy, crate::eviction::Policy::Evicts(_))
+                        && !cfg.redis_allow_eviction
+                    {
+                        return Err(ServerError::Store(format!(
+                            "{w} (or start with --redis-allow-eviction to run anyway)"
+                        )));
+                    }
+                    tracing::error!(warning = %w, "Redis eviction policy");
+                }
+                Some((r.clone(), policy))
+            }
+            _ => None,
+        };
         let limiter = Limiter::new(loaded.rules, backend);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
@@ -365,6 +390,14 @@ impl Server {
         }
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
+        if let Some((redis, policy)) = eviction {
+            state.set_eviction(&policy);
+            background.push(tokio::spawn(crate::eviction::watch(
+                redis,
+                Arc::clone(&state),
+                policy,
+            )));
+        }
 
         let info = state.rules.info();
         tracing::info!(%http_addr, %grpc_addr, store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");

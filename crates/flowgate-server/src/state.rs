@@ -33,6 +33,8 @@ pub(crate) struct AppState {
     pub(crate) follower: Option<Arc<Follower>>,
     /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
     pub(crate) response_headers: bool,
+    /// What may go wrong with Redis's eviction policy, shown by `/readyz`.
+    pub(crate) eviction_warning: parking_lot::Mutex<Option<String>>,
 }
 
 impl AppState {
@@ -62,7 +64,15 @@ impl AppState {
             admin,
             follower: None,
             response_headers: false,
+            eviction_warning: parking_lot::Mutex::new(None),
         }
+    }
+
+    /// Records what Redis's eviction policy means for the jobs and rules kept there.
+    pub(crate) fn set_eviction(&self, policy: &crate::eviction::Policy) {
+        let risk = matches!(policy, crate::eviction::Policy::Evicts(_));
+        self.metrics.redis_eviction_risk.set(i64::from(risk));
+        *self.eviction_warning.lock() = policy.warning();
     }
 
     /// Counts a request refused as invalid.

@@ -173,7 +173,10 @@ async fn release_of_a_shared_counter() {
     // One counter for every acme tenant: the US one waits for the EU lease.
     assert!(!l.check(&req(&["tenant=acme-us"])).await.allowed);
     let d: Descriptor = "tenant=acme-eu".parse().unwrap();
-    assert!(l.release("pay", &d, lease).await.unwrap(), "the lease was not released");
+    assert!(
+        l.release("pay", &d, lease).await.unwrap(),
+        "the lease was not released"
+    );
     assert!(l.check(&req(&["tenant=acme-us"])).await.allowed);
 }
 

@@ -278,10 +278,15 @@ pub(super) async fn readyz(State(state): Shared) -> Response {
         "in_sync": info.problem().is_none(),
         "problem": info.problem(),
     });
+    let warnings: Vec<String> = state.eviction_warning.lock().iter().cloned().collect();
     match store.ready().await {
-        Ok(()) => {
-            Json(json!({"status": "ready", "store": store.name(), "rules": rules})).into_response()
-        }
+        Ok(()) => Json(json!({
+            "status": "ready",
+            "store": store.name(),
+            "rules": rules,
+            "warnings": warnings,
+        }))
+        .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             [(

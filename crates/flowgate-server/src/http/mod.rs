@@ -20,7 +20,7 @@
 //! | `POST /v1/queues/dead/requeue`, `/v1/queues/dead/purge` | (admin) requeue or delete dead letters (`ids`, or all) |
 //! | `POST /v1/queues/purge` | (admin) delete every job of an instance |
 //! | `GET /healthz` | 200 while the process runs |
-//! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`) |
+//! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`); `warnings`: what may go wrong (an evicting Redis allowed to run) |
 //! | `GET /metrics` | Prometheus text format |
 //!
 //! Request body (check, acquire):

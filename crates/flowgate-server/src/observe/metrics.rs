@@ -18,6 +18,7 @@
 //! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | deliveries per second, cluster-wide, over the current run of releases (since the last pause, at most a minute back) |
 //! | `flowgate_queue_state_age_seconds` | | how old the queue gauges above are: time since the store's state was last read (grows while the store cannot be read) |
 //! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
+//! | `flowgate_redis_eviction_risk` | | 1 while Redis's `maxmemory-policy` may evict keys without expiry (queued jobs, shared rules) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
@@ -216,6 +217,8 @@ pub(crate) struct Metrics {
     pub(crate) queue_ops: Family<OpLabels, Counter>,
     /// 1 while the queues' store fails.
     pub(crate) queue_degraded: Gauge,
+    /// 1 while Redis's eviction policy may evict keys without expiry.
+    pub(crate) redis_eviction_risk: Gauge,
     /// Seconds since the queue gauges were read, set when the metrics are encoded.
     queue_age: FloatGauge,
     /// When the queues' state was last read (µs since the epoch; 0: never).
@@ -248,6 +251,12 @@ impl Metrics {
         let queue_rate = Family::<InstanceLabels, FloatGauge>::default();
         let queue_ops = Family::<OpLabels, Counter>::default();
         let queue_degraded = Gauge::default();
+        let redis_eviction_risk = Gauge::default();
+        registry.register(
+            "flowgate_redis_eviction_risk",
+            "1 while Redis's maxmemory-policy may evict keys without expiry (queued jobs, shared rules)",
+            redis_eviction_risk.clone(),
+        );
         let queue_age = FloatGauge::default();
         registry.register("flowgate_queues", "Queues declared", queues.clone());
         registry.register(
@@ -344,6 +353,7 @@ impl Metrics {
             queue_rate,
             queue_ops,
             queue_degraded,
+            redis_eviction_risk,
             queue_age,
             queue_read_at: AtomicU64::new(0),
         }

@@ -99,6 +99,11 @@ pub(crate) struct ServeArgs {
     /// Envoy to pass on (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`).
     #[arg(long, env = "FLOWGATE_RESPONSE_HEADERS")]
     pub(crate) response_headers: bool,
+    /// Run on a Redis whose `maxmemory-policy` may evict keys without expiry (`allkeys-*`), with
+    /// a warning (log, `/readyz`, `flowgate_redis_eviction_risk`), instead of refusing to start:
+    /// queued jobs and the shared rules could be lost under memory pressure.
+    #[arg(long, env = "FLOWGATE_REDIS_ALLOW_EVICTION")]
+    pub(crate) redis_allow_eviction: bool,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -186,6 +191,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.grpc_addr = args.grpc_addr;
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
     cfg.redis_deadline = args.redis_deadline;
+    cfg.redis_allow_eviction = args.redis_allow_eviction;
     cfg.admin_token = args.admin_token;
     if let Some(path) = &args.admin_tokens_file {
         let text = std::fs::read_to_string(path)
