@@ -155,6 +155,8 @@ pub struct Server {
     grpc: JoinHandle<Result<(), ServerError>>,
     background: Vec<JoinHandle<()>>,
     grace: Duration,
+    /// Closed to leases on shutdown: long-polls answer at once.
+    queue: Arc<flowgate::queue::Queue<QueueBackend>>,
 }
 
 fn clock(cfg: &ServerConfig) -> ServerClock {
@@ -409,6 +411,7 @@ impl Server {
             grpc,
             background,
             grace: cfg.shutdown_grace,
+            queue: Arc::clone(&state.queue),
         })
     }
 
@@ -422,12 +425,15 @@ impl Server {
         self.grpc_addr
     }
 
-    /// Stops accepting, lets requests in flight finish (up to the grace period), and stops.
+    /// Stops accepting, answers long-polling leases at once (their held jobs go back untouched),
+    /// lets the other requests in flight finish (up to the grace period), and stops.
     ///
     /// # Errors
     /// [`ServerError::Serve`] when a front end failed, or did not finish within the grace period.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         let _ = self.shutdown.send(true);
+        // Long-polling leases answer 204 now; a job held for its slot goes back untouched.
+        self.queue.close();
         let grace = self.grace;
         let join = |api: &'static str, h: JoinHandle<Result<(), ServerError>>| async move {
             match tokio::time::timeout(grace, h).await {

@@ -129,6 +129,8 @@ pub struct Queue<S: QueueStore> {
     store: S,
     locals: Mutex<HashMap<String, Arc<Local>>>,
     offset: Mutex<Offset>,
+    /// Set by [`Queue::close`]: leases answer `None` at once.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// A delivery's nonce: 52 random bits (exact in the Redis scripts' doubles), never 0 (0 means
@@ -153,12 +155,26 @@ impl<S: QueueStore> Queue<S> {
             store,
             locals: Mutex::new(HashMap::new()),
             offset: Mutex::new(Offset::default()),
+            closing: tokio::sync::watch::channel(false).0,
         }
     }
 
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Closes the queue to leases, for a shutdown: every lease waiting, and every lease from now
+    /// on, answers `None` at once; a job held for its slot goes back first in line, untouched.
+    /// Submits, acks and nacks still work.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Completes once the queue is closed.
+    async fn closed(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|&c| c).await;
     }
 
     /// The declared queues.
@@ -300,7 +316,14 @@ impl<S: QueueStore> Queue<S> {
         let local = self.local(&instance);
         let mut retry = RETRY_FIRST;
         loop {
-            let Ok(turn) = tokio::time::timeout_at(deadline, local.turn.lock()).await else {
+            if *self.closing.borrow() {
+                return Ok(None);
+            }
+            let turn = tokio::select! {
+                t = tokio::time::timeout_at(deadline, local.turn.lock()) => t,
+                () = self.closed() => return Ok(None),
+            };
+            let Ok(turn) = turn else {
                 return Ok(None);
             };
             let left = deadline.saturating_duration_since(Instant::now());
@@ -343,6 +366,7 @@ impl<S: QueueStore> Queue<S> {
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = local.wake.notified() => {}
+                () = self.closed() => return Ok(None),
             }
         }
     }
@@ -374,7 +398,13 @@ impl<S: QueueStore> Queue<S> {
             job: Some((job.id, job.nonce, job.released_at)),
         };
         if !hold.is_zero() && late <= slack {
-            tokio::time::sleep(hold).await;
+            tokio::select! {
+                () = tokio::time::sleep(hold) => {}
+                () = self.closed() => {
+                    back.now().await;
+                    return Ok(None);
+                }
+            }
         }
         // Checked last, after the hold: this node may have been held up too (a pause, a
         // starved runtime), and what counts is when the answer leaves.
