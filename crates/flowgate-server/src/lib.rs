@@ -60,5 +60,6 @@ pub mod tokens;
 pub use backend::{Backend, QueueBackend, ServerClock};
 pub use config::ConfigError;
 pub use server::{
-    DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, Server, ServerConfig, ServerError,
+    DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
+    DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,
 };

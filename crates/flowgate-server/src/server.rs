@@ -70,7 +70,17 @@ pub struct ServerConfig {
     /// Start on a Redis whose eviction policy may evict queued jobs and the shared rules, with a
     /// warning, instead of refusing it.
     pub redis_allow_eviction: bool,
+    /// The most HTTP connections at once.
+    pub http_max_connections: usize,
+    /// How long an HTTP client may take to send a request's header (also the idle time allowed
+    /// between two requests of a kept-alive connection).
+    pub http_header_timeout: Duration,
 }
+
+/// The default cap on HTTP connections at once.
+pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 10_000;
+/// The default time an HTTP client has to send a request's header.
+pub const DEFAULT_HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default data directory of the embedded store's queues, relative to the working directory.
 pub const DEFAULT_DATA_DIR: &str = "flowgate-data";
@@ -101,6 +111,8 @@ impl ServerConfig {
             quota_mode: false,
             response_headers: false,
             redis_allow_eviction: false,
+            http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
+            http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
         }
     }
 
@@ -264,20 +276,63 @@ async fn initial_rules(
 }
 
 /// The HTTP/JSON API, until `shutdown`.
+///
+/// Connections are bounded: at most `max_connections` at once (beyond, new ones wait in the
+/// listen backlog), and a client must send a request's whole header within `header_timeout`,
+/// the first one as each next one on a kept-alive connection, or the connection is closed (a
+/// slow or idle client cannot hold a connection).
 fn serve_http(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: watch::Receiver<bool>,
+    max_connections: usize,
+    header_timeout: Duration,
 ) -> JoinHandle<Result<(), ServerError>> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto;
     let app = crate::http::router(state);
     tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal(shutdown))
-            .await
-            .map_err(|e| ServerError::Serve {
-                api: "http",
-                detail: e.to_string(),
-            })
+        let permits = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout);
+        builder.http2().timer(TokioTimer::new());
+        let stop = signal(shutdown);
+        tokio::pin!(stop);
+        loop {
+            let permit = tokio::select! {
+                p = Arc::clone(&permits).acquire_owned() => p,
+                () = &mut stop => break,
+            };
+            let Ok(permit) = permit else { break };
+            let stream = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "http: cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+                () = &mut stop => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(permit);
+            });
+        }
+        drop(listener);
+        graceful.shutdown().await;
+        Ok(())
     })
 }
 
@@ -374,7 +429,13 @@ impl Server {
         let (http_listener, http_addr) = listen(cfg.http_addr).await?;
         let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
         let (tx, rx) = watch::channel(false);
-        let http = serve_http(http_listener, Arc::clone(&state), rx.clone());
+        let http = serve_http(
+            http_listener,
+            Arc::clone(&state),
+            rx.clone(),
+            cfg.http_max_connections,
+            cfg.http_header_timeout,
+        );
         let grpc = serve_grpc(grpc_listener, Arc::clone(&state), rx.clone());
         let mut background = Vec::new();
         if let Some(f) = &follower {

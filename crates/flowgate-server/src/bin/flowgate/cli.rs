@@ -104,6 +104,13 @@ pub(crate) struct ServeArgs {
     /// queued jobs and the shared rules could be lost under memory pressure.
     #[arg(long, env = "FLOWGATE_REDIS_ALLOW_EVICTION")]
     pub(crate) redis_allow_eviction: bool,
+    /// The most HTTP connections at once; beyond, new ones wait in the listen backlog.
+    #[arg(long, env = "FLOWGATE_HTTP_MAX_CONNECTIONS", default_value_t = flowgate_server::DEFAULT_HTTP_MAX_CONNECTIONS)]
+    pub(crate) http_max_connections: usize,
+    /// How long an HTTP client may take to send a request's header, and stay idle between two
+    /// requests of a kept-alive connection, before the connection is closed.
+    #[arg(long, env = "FLOWGATE_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_deadline)]
+    pub(crate) http_header_timeout: std::time::Duration,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -192,6 +199,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
     cfg.redis_deadline = args.redis_deadline;
     cfg.redis_allow_eviction = args.redis_allow_eviction;
+    cfg.http_max_connections = args.http_max_connections;
+    cfg.http_header_timeout = args.http_header_timeout;
     cfg.admin_token = args.admin_token;
     if let Some(path) = &args.admin_tokens_file {
         let text = std::fs::read_to_string(path)

@@ -1,0 +1,81 @@
+//! HTTP connections are bounded: a client that sends half a header is closed after
+//! `--http-header-timeout`, and `--http-max-connections` caps them, so slow clients cannot hold
+//! the server; normal requests keep being answered.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{http, spawn_server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+const RULES: &str = r#"
+[[rule]]
+domain = "api"
+name = "per-user"
+match = "user"
+limit = "5/s"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_closed_and_cannot_hold_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("flowgate.toml");
+    std::fs::write(&cfg, RULES).unwrap();
+    let p = spawn_server(
+        &cfg,
+        &[
+            "--http-header-timeout",
+            "1s",
+            "--http-max-connections",
+            "50",
+        ],
+    );
+    let addr = p.http;
+    // 50 clients send half a request header and wait: every connection the server takes.
+    let mut slow = Vec::new();
+    for _ in 0..50 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A normal request waits for room: the slow ones are closed after their second, then it
+    // is answered.
+    let started = Instant::now();
+    let ok = tokio::time::timeout(
+        Duration::from_secs(5),
+        http(addr, "GET", "/healthz", &[], ""),
+    )
+    .await;
+    let waited = started.elapsed();
+    assert_eq!(ok.expect("not answered within 5 s").status, 200);
+    assert!(
+        waited >= Duration::from_millis(500),
+        "answered after {waited:?}: no cap"
+    );
+    // Every slow client was closed.
+    for mut s in slow {
+        let mut buf = [0u8; 256];
+        let n = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf))
+            .await
+            .expect("a slow connection is still open")
+            .unwrap_or(0);
+        // (closed, perhaps after a 408 answer)
+        let text = String::from_utf8_lossy(&buf[..n]);
+        assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
+    }
+    // With no slow client left, requests are answered at once.
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(http(addr, "GET", "/healthz", &[], "").await.status, 200);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
