@@ -47,6 +47,7 @@ mod backend;
 pub mod config;
 mod eviction;
 mod grpc;
+mod grpc_conn;
 mod http;
 mod limits;
 mod observe;

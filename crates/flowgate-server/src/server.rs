@@ -72,12 +72,16 @@ pub struct ServerConfig {
     pub redis_allow_eviction: bool,
     /// The most HTTP connections at once.
     pub http_max_connections: usize,
+    /// The most gRPC connections at once.
+    pub grpc_max_connections: usize,
     /// How long an HTTP client may take to send a request's header (also the idle time allowed
     /// between two requests of a kept-alive connection).
     pub http_header_timeout: Duration,
 }
 
-/// The default cap on HTTP connections at once.
+/// The most concurrent gRPC streams (requests) on one connection.
+const GRPC_MAX_STREAMS: u32 = 1_024;
+/// The default cap on HTTP connections (and on gRPC connections) at once.
 pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 10_000;
 /// The default time an HTTP client has to send a request's header.
 pub const DEFAULT_HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -112,6 +116,7 @@ impl ServerConfig {
             response_headers: false,
             redis_allow_eviction: false,
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
+            grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
         }
     }
@@ -336,17 +341,24 @@ fn serve_http(
     })
 }
 
-/// Envoy's rate-limit service over gRPC, until `shutdown`.
+/// Envoy's rate-limit service over gRPC, until `shutdown`: at most `max_connections` at once,
+/// each closed if it sends nothing within `first_byte` of connecting; at most
+/// [`GRPC_MAX_STREAMS`] concurrent streams per connection; HTTP/2 keep-alive pings every 30 s,
+/// a peer that does not answer within 10 s is closed.
 fn serve_grpc(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: watch::Receiver<bool>,
+    max_connections: usize,
+    first_byte: Duration,
 ) -> JoinHandle<Result<(), ServerError>> {
     let svc = RlsService::new(state).into_server();
     tokio::spawn(async move {
-        let incoming =
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        let incoming = crate::grpc_conn::incoming(listener, max_connections, first_byte);
         tonic::transport::Server::builder()
+            .max_concurrent_streams(Some(GRPC_MAX_STREAMS))
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .add_service(svc)
             .serve_with_incoming_shutdown(incoming, signal(shutdown))
             .await
@@ -436,7 +448,13 @@ impl Server {
             cfg.http_max_connections,
             cfg.http_header_timeout,
         );
-        let grpc = serve_grpc(grpc_listener, Arc::clone(&state), rx.clone());
+        let grpc = serve_grpc(
+            grpc_listener,
+            Arc::clone(&state),
+            rx.clone(),
+            cfg.grpc_max_connections,
+            cfg.http_header_timeout,
+        );
         let mut background = Vec::new();
         if let Some(f) = &follower {
             background.extend(Arc::clone(f).spawn(Arc::clone(&state.rules), rx.clone()));

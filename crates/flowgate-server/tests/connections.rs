@@ -79,3 +79,57 @@ async fn slow_clients_are_closed_and_cannot_hold_the_server() {
         started.elapsed()
     );
 }
+
+/// The gRPC port: 20 clients that connect and send nothing take every place (`--grpc-max-
+/// connections 20`); they are closed after `--http-header-timeout`, and an Envoy request then
+/// gets in and is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_grpc_connections_are_closed_and_cannot_hold_the_server() {
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("flowgate.toml");
+    std::fs::write(&cfg, RULES).unwrap();
+    let p = spawn_server(
+        &cfg,
+        &[
+            "--http-header-timeout",
+            "1s",
+            "--grpc-max-connections",
+            "20",
+        ],
+    );
+    let addr = p.grpc;
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let call = async {
+        let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        common::should(
+            &mut client,
+            "api",
+            vec![common::descriptor(&[("user", "u")])],
+            1,
+        )
+        .await
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("not answered within 5 s");
+    let waited = started.elapsed();
+    assert_eq!(answer.overall_code, 1, "{answer:?}");
+    assert!(
+        waited >= Duration::from_millis(500),
+        "answered after {waited:?}: no cap"
+    );
+    // (the server's HTTP/2 settings come first, then the end of the connection)
+    for mut s in idle {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "an idle connection is still open");
+    }
+}

@@ -107,8 +107,12 @@ pub(crate) struct ServeArgs {
     /// The most HTTP connections at once; beyond, new ones wait in the listen backlog.
     #[arg(long, env = "FLOWGATE_HTTP_MAX_CONNECTIONS", default_value_t = flowgate_server::DEFAULT_HTTP_MAX_CONNECTIONS)]
     pub(crate) http_max_connections: usize,
+    /// The most gRPC connections at once; beyond, new ones wait in the listen backlog.
+    #[arg(long, env = "FLOWGATE_GRPC_MAX_CONNECTIONS", default_value_t = flowgate_server::DEFAULT_HTTP_MAX_CONNECTIONS)]
+    pub(crate) grpc_max_connections: usize,
     /// How long an HTTP client may take to send a request's header, and stay idle between two
-    /// requests of a kept-alive connection, before the connection is closed.
+    /// requests of a kept-alive connection, before the connection is closed; also how long a
+    /// gRPC client may take to send its first bytes.
     #[arg(long, env = "FLOWGATE_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_deadline)]
     pub(crate) http_header_timeout: std::time::Duration,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
@@ -200,6 +204,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.redis_deadline = args.redis_deadline;
     cfg.redis_allow_eviction = args.redis_allow_eviction;
     cfg.http_max_connections = args.http_max_connections;
+    cfg.grpc_max_connections = args.grpc_max_connections;
     cfg.http_header_timeout = args.http_header_timeout;
     cfg.admin_token = args.admin_token;
     if let Some(path) = &args.admin_tokens_file {
