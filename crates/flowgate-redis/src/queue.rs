@@ -213,38 +213,17 @@ fn numbered(
                 }),
                 None => {
                     older.push(i);
-                    out.push(Submitted {
-                        id,
-                        duplicate: true,
-                        state: JobStatus::Done,
-                        position: None,
-                        release_at: None,
-                    });
+                    out.push(Submitted::duplicate_of(id));
                 }
             }
             continue;
         }
         let id = first + i as u64;
         out.push(match j.not_before {
-            Some(t) if t > now => Submitted {
-                id,
-                duplicate: false,
-                state: JobStatus::Delayed,
-                position: None,
-                release_at: Some(t),
-            },
+            Some(t) if t > now => Submitted::delayed(id, t),
             _ => {
-                let position = ready;
                 ready += 1;
-                Submitted {
-                    id,
-                    duplicate: false,
-                    state: JobStatus::Ready,
-                    position: Some(position),
-                    release_at: Some(
-                        first_slot.saturating_add(position.saturating_mul(spec.spacing())),
-                    ),
-                }
+                Submitted::ready(id, ready - 1, first_slot, spec.spacing())
             }
         });
     }

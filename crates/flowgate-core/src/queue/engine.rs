@@ -362,13 +362,7 @@ impl Instance {
                     }),
                     None => {
                         older.push(i);
-                        out.push(Submitted {
-                            id: existing,
-                            duplicate: true,
-                            state: JobStatus::Done,
-                            position: None,
-                            release_at: None,
-                        });
+                        out.push(Submitted::duplicate_of(existing));
                     }
                 }
                 continue;
@@ -396,25 +390,10 @@ impl Instance {
             self.index(id, state);
             self.changes.push(Change::New(id));
             out.push(match state {
-                JobState::Delayed(t) => Submitted {
-                    id,
-                    duplicate: false,
-                    state: JobStatus::Delayed,
-                    position: None,
-                    release_at: Some(t),
-                },
+                JobState::Delayed(t) => Submitted::delayed(id, t),
                 _ => {
-                    let p = position;
                     position += 1;
-                    Submitted {
-                        id,
-                        duplicate: false,
-                        state: JobStatus::Ready,
-                        position: Some(p),
-                        release_at: Some(
-                            first_slot.saturating_add(p.saturating_mul(spec.spacing())),
-                        ),
-                    }
+                    Submitted::ready(id, position - 1, first_slot, spec.spacing())
                 }
             });
         }

@@ -60,6 +60,42 @@ pub struct Submitted {
     pub release_at: Option<Micros>,
 }
 
+impl Submitted {
+    /// A new job ready at `position` (jobs ahead of it): released an estimated `position`
+    /// spacings after `first_slot`, the next free slot.
+    pub fn ready(id: u64, position: u64, first_slot: Micros, spacing: Micros) -> Self {
+        Self {
+            id,
+            duplicate: false,
+            state: JobStatus::Ready,
+            position: Some(position),
+            release_at: Some(first_slot.saturating_add(position.saturating_mul(spacing))),
+        }
+    }
+
+    /// A new job delayed until `at`.
+    pub fn delayed(id: u64, at: Micros) -> Self {
+        Self {
+            id,
+            duplicate: false,
+            state: JobStatus::Delayed,
+            position: None,
+            release_at: Some(at),
+        }
+    }
+
+    /// A duplicate of job `id`, whose state is not known yet (`Done` until described).
+    pub fn duplicate_of(id: u64) -> Self {
+        Self {
+            id,
+            duplicate: true,
+            state: JobStatus::Done,
+            position: None,
+            release_at: None,
+        }
+    }
+}
+
 /// Where a job is, as a submit answers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobStatus {
