@@ -18,20 +18,18 @@ match = "user"
 limit = "5/s"
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_clients_are_closed_and_cannot_hold_the_server() {
+/// A server on the rules above whose clients have 1 s to start a request, with one more cap.
+fn server_with(flag: &str, value: &str) -> (tempfile::TempDir, common::Proc) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("flowgate.toml");
     std::fs::write(&cfg, RULES).unwrap();
-    let p = spawn_server(
-        &cfg,
-        &[
-            "--http-header-timeout",
-            "1s",
-            "--http-max-connections",
-            "50",
-        ],
-    );
+    let p = spawn_server(&cfg, &["--http-header-timeout", "1s", flag, value]);
+    (dir, p)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_closed_and_cannot_hold_the_server() {
+    let (_dir, p) = server_with("--http-max-connections", "50");
     let addr = p.http;
     // 50 clients send half a request header and wait: every connection the server takes.
     let mut slow = Vec::new();
@@ -86,18 +84,7 @@ async fn slow_clients_are_closed_and_cannot_hold_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_grpc_connections_are_closed_and_cannot_hold_the_server() {
     use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("flowgate.toml");
-    std::fs::write(&cfg, RULES).unwrap();
-    let p = spawn_server(
-        &cfg,
-        &[
-            "--http-header-timeout",
-            "1s",
-            "--grpc-max-connections",
-            "20",
-        ],
-    );
+    let (_dir, p) = server_with("--grpc-max-connections", "20");
     let addr = p.grpc;
     let mut idle = Vec::new();
     for _ in 0..20 {
