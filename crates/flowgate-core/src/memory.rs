@@ -1,29 +1,44 @@
-//! The embedded memory store: a sharded map from key to algorithm state.
+//! The embedded memory store: a sharded table from key to algorithm state.
 //!
-//! - **Sharded, short critical sections.** 64 shards, each a `parking_lot::Mutex` over a hash map;
-//!   a decision holds one shard lock for one lookup and one transition (no allocation for token
-//!   and leaky buckets and fixed windows). A request with several limits locks their shards in
-//!   ascending order, decides them all, and records them only if all admit: all-or-nothing and
+//! - **Sharded, short critical sections.** 64 shards, each a `parking_lot::Mutex` over a hash
+//!   table; a decision holds one shard lock for one lookup and one transition (no allocation for
+//!   token and leaky buckets and fixed windows). A request with several limits locks their shards
+//!   in ascending order, decides them all, and records them only if all admit: all-or-nothing and
 //!   exact under any concurrency.
-//! - **Keys are 128-bit digests.** A key is stored as its SipHash-1-3-128 digest under a random
-//!   per-store secret, so an entry is 32 bytes (16 of digest, 16 of state) whatever the key's length and a lookup never
-//!   allocates. Two distinct keys share a digest with probability about 2^-128 per pair, and an
+//! - **Keys are 96-bit digests.** A key is stored as 96 bits of its SipHash-1-3-128 digest under
+//!   a random per-store secret, so an entry is 32 bytes (12 of digest, 4 of the limit's capacity,
+//!   16 of state) whatever the key's length, and a lookup never allocates. Two distinct keys share
+//!   a digest with probability about 2^-96 per pair (below 2^-56 for a million keys), and an
 //!   attacker who does not know the secret cannot aim for a collision.
 //! - **Idle keys are dropped.** A key whose state is back to empty (its bucket full, its window
 //!   past, its leases expired) is removed by the next sweep of its shard; a shard sweeps itself
 //!   when it has doubled since its last sweep, so memory stays proportional to the live keys.
 //!   [`MemoryStore::sweep`] sweeps every shard (the limiter calls it periodically).
-//! - **A cap on keys.** At most `max_keys` keys (default 1,000,000, spread evenly over the
-//!   shards). When a new key arrives at a full shard, the shard is swept first; if it is still
-//!   full the request fails with [`StoreError::KeyCapacity`], counted in
-//!   [`MemoryStats::refused_keys`], and the rule's failure policy decides it. Keys already
-//!   tracked are never evicted, so a flood of random keys cannot reset anyone's counters.
+//! - **A cap on keys, and eviction at the cap.** At most `max_keys` keys (default 1,000,000,
+//!   spread evenly over the shards). A new key at a full shard takes the place of the entry that
+//!   is closest to empty among [`EVICTION_SAMPLES`] entries of that shard picked at random (as
+//!   Redis's approximate LRU samples): the one holding the smallest share of its limit
+//!   ([`algorithm::held`] ÷ [`algorithm::capacity`]), idle entries first. Eviction costs O(1) and
+//!   no request is ever refused or decided by a failure policy because the table is full.
+//!
+//! **What eviction can cost, and whom.** A key whose state is dropped starts again from empty:
+//! it gains at most what its state held, at most one full limit, and only if it is chosen. A key
+//! is chosen only when each of the other sampled entries holds at least its share of its own
+//! limit. So a flood of random keys, each holding a request or two, evicts other flood keys and
+//! idle entries; a key at or near its limit (the one being limited, the one that matters) loses
+//! its state only to a flood whose keys are themselves each near their limit, which costs the
+//! attacker a full limit of admitted requests per key. (A key that holds no more than a flood
+//! key's share and returns more slowly than an entry lives under the flood, about the cap ÷ the
+//! flood's new keys per second, may lose its state between its requests.) Evictions are counted in
+//! [`MemoryStats::evicted_keys`]. Memory is bounded by the cap: 32 bytes and a control byte per
+//! slot of each shard's table (at most 2 slots per key), plus the boxed state of sliding windows,
+//! sliding logs and concurrency leases.
 
-use std::collections::HashMap;
 use std::future::{Future, ready};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 use siphasher::sip128::{Hasher128, SipHasher13};
 use smallvec::SmallVec;
@@ -40,59 +55,154 @@ const SHARDS: usize = 64;
 const MIN_SWEEP: usize = 256;
 /// The default cap on keys.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+/// How many entries eviction compares (Redis's `maxmemory-samples` default).
+pub const EVICTION_SAMPLES: usize = 5;
+/// Random slots tried to find the samples: at the cap a table is at least 7/16 full, so this
+/// almost never runs out (and eviction then takes the first entry it finds).
+const EVICTION_PROBES: usize = 16 * EVICTION_SAMPLES;
 
-/// A key's digest. Two `u64`s rather than a `u128`, so an entry is 8-aligned and 32 bytes.
+/// A key's digest: the first word is the table's hash (already uniform), the second's low bits
+/// pick the shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Digest([u64; 2]);
+struct Digest(u64, u32);
 
-impl Hash for Digest {
-    #[inline]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // Already uniform: the first word is the map's hash (the second picks the shard).
-        state.write_u64(self.0[0]);
+/// A key's state in a shard's table: 32 bytes.
+#[derive(Debug)]
+struct Entry {
+    digest: Digest,
+    /// [`algorithm::capacity`] of the limit that last wrote the state, so that eviction can tell
+    /// how full the state is without the limit.
+    capacity: f32,
+    state: State,
+}
+
+impl Entry {
+    /// How close to its limit the key is at `now`: 0 when idle, about 1 when full.
+    fn fill(&self, now: u64) -> f32 {
+        algorithm::held(&self.state, now) as f32 / self.capacity.max(1.0)
     }
 }
 
-/// The digest is already uniform: the map uses its first word as the hash.
-#[derive(Default)]
-struct DigestHasher(u64);
+struct ShardMap {
+    table: HashTable<Entry>,
+    sweep_at: usize,
+    /// xorshift64 state for picking eviction samples; never 0.
+    rng: u64,
+}
 
-impl Hasher for DigestHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Never reached (`Digest` hashes through `write_u64`), but stay correct for any input.
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+impl ShardMap {
+    fn new(seed: u64) -> Self {
+        Self {
+            table: HashTable::new(),
+            sweep_at: 0,
+            rng: seed | 1,
         }
     }
+
     #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+    fn get_mut(&mut self, d: &Digest) -> Option<&mut Entry> {
+        self.table.find_mut(d.0, |e| e.digest == *d)
     }
-}
 
-type Map = HashMap<Digest, State, BuildHasherDefault<DigestHasher>>;
+    #[inline]
+    fn get(&self, d: &Digest) -> Option<&Entry> {
+        self.table.find(d.0, |e| e.digest == *d)
+    }
 
-#[derive(Default)]
-struct ShardMap {
-    map: Map,
-    sweep_at: usize,
+    #[inline]
+    fn insert(&mut self, digest: Digest, capacity: f32, state: State) {
+        self.table.insert_unique(
+            digest.0,
+            Entry {
+                digest,
+                capacity,
+                state,
+            },
+            |e| e.digest.0,
+        );
+    }
+
+    fn remove(&mut self, d: &Digest) {
+        if let Ok(e) = self.table.find_entry(d.0, |e| e.digest == *d) {
+            e.remove();
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// Drops the entry closest to empty among [`EVICTION_SAMPLES`] picked at random, never one
+    /// of `keep`. Answers whether one was dropped.
+    fn evict_one(&mut self, now: u64, keep: &[Digest]) -> bool {
+        let buckets = self.table.num_buckets();
+        if buckets == 0 {
+            return false;
+        }
+        let mut best: Option<(usize, f32)> = None;
+        // Distinct slots: a small shard's entries are each compared once.
+        let mut seen: SmallVec<[usize; EVICTION_SAMPLES]> = SmallVec::new();
+        for _ in 0..EVICTION_PROBES {
+            let at = (self.next_random() as usize) & (buckets - 1);
+            if seen.contains(&at) {
+                continue;
+            }
+            let Some(e) = self.table.get_bucket(at) else {
+                continue;
+            };
+            if keep.contains(&e.digest) {
+                continue;
+            }
+            let fill = e.fill(now);
+            if best.is_none_or(|(_, f)| fill < f) {
+                best = Some((at, fill));
+            }
+            seen.push(at);
+            if seen.len() == EVICTION_SAMPLES || fill == 0.0 || seen.len() == self.table.len() {
+                break;
+            }
+        }
+        if let Some((at, _)) = best
+            && let Ok(e) = self.table.get_bucket_entry(at)
+        {
+            e.remove();
+            return true;
+        }
+        // Every probe missed: take the first entry that may go.
+        let first = self
+            .table
+            .iter()
+            .map(|e| e.digest)
+            .find(|d| !keep.contains(d));
+        match first {
+            Some(d) => {
+                self.remove(&d);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// A shard on its own cache lines, so two cores working on neighbouring shards do not contend.
 #[repr(align(128))]
-#[derive(Default)]
 struct Shard(Mutex<ShardMap>);
 
 /// Counters of a memory store.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MemoryStats {
     /// Keys held now (live or idle but not yet swept).
     pub keys: usize,
-    /// New keys refused because the store was at its cap.
-    pub refused_keys: u64,
+    /// The cap on keys.
+    pub max_keys: usize,
+    /// Keys evicted to make room for new ones at the cap.
+    pub evicted_keys: u64,
     /// Idle keys dropped by sweeps.
     pub swept_keys: u64,
 }
@@ -115,7 +225,7 @@ pub struct MemoryStore<C: Clock = SystemClock> {
     secret: (u64, u64),
     max_per_shard: usize,
     next_lease: AtomicU64,
-    refused: AtomicU64,
+    evicted: AtomicU64,
     swept: AtomicU64,
 }
 
@@ -137,26 +247,32 @@ impl<C: Clock> MemoryStore<C> {
     ///
     /// Its hashing secret comes from [`crate::random::seed`]. Should the operating system's
     /// random source fail, the secret is made of `clock`'s reading and the address of the
-    /// store's shards instead (placed at random per process by the system's address-space
-    /// layout randomisation): never one fixed secret, and decisions stay exact; only someone able
-    /// to guess both could aim two keys at one digest. This constructor stays infallible because
-    /// the secret guards against crafted keys, not the store's correctness.
+    /// store's clock value (placed at random per process by the system's address-space layout
+    /// randomisation) instead: never one fixed secret, and decisions stay exact; only someone
+    /// able to guess both could aim two keys at one digest. This constructor stays infallible
+    /// because the secret guards against crafted keys, not the store's correctness.
     pub fn with_clock(clock: C) -> Self {
-        let shards: Box<[Shard]> = (0..SHARDS).map(|_| Shard::default()).collect();
         let secret = match (random::seed(), random::seed()) {
             (Ok(a), Ok(b)) => (a, b),
             _ => {
-                let at = shards.as_ptr().addr() as u64;
+                let at = std::ptr::from_ref(&clock).addr() as u64;
                 (clock.now() ^ at.rotate_left(32), at ^ 0x9E37_79B9_7F4A_7C15)
             }
         };
+        let shards: Box<[Shard]> = (0..SHARDS as u64)
+            .map(|i| {
+                let seed =
+                    (secret.0 ^ secret.1).wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                Shard(Mutex::new(ShardMap::new(seed)))
+            })
+            .collect();
         Self {
             shards,
             clock,
             secret,
             max_per_shard: DEFAULT_MAX_KEYS.div_ceil(SHARDS),
             next_lease: AtomicU64::new(1),
-            refused: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
             swept: AtomicU64::new(0),
         }
     }
@@ -178,30 +294,31 @@ impl<C: Clock> MemoryStore<C> {
     /// no UTF-8 text, so no key and tag read as another's.)
     #[inline]
     fn digest(&self, key: &str, limit: &Limit) -> Digest {
+        use std::hash::Hash;
         let mut h = SipHasher13::new_with_keys(self.secret.0, self.secret.1);
         h.write(key.as_bytes());
         h.write_u8(0xFF);
         limit.state_tag().hash(&mut h);
         let d = h.finish128();
-        Digest([d.h1, d.h2])
+        Digest(d.h1, d.h2 as u32)
     }
 
     #[inline]
     fn shard_of(d: &Digest) -> usize {
-        (d.0[1] as usize) & (SHARDS - 1)
+        (d.1 as usize) & (SHARDS - 1)
     }
 
-    /// Decides `items` now, synchronously: the memory store never waits.
+    /// Decides `items` now, synchronously: the memory store never waits and never fails.
     ///
     /// # Errors
-    /// [`StoreError::KeyCapacity`] when a new key is needed and the store is full.
+    /// None today; the signature is the [`Store`]'s.
     pub fn decide_now(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let now = self.clock.now();
-        match items {
-            [] => Ok(Decisions::new()),
-            [one] => self.decide_one(one, now).map(|d| smallvec::smallvec![d]),
+        Ok(match items {
+            [] => Decisions::new(),
+            [one] => smallvec::smallvec![self.decide_one(one, now)],
             many => self.decide_many(many, now),
-        }
+        })
     }
 
     fn lease_for(&self, limit: &Limit, cost: u64) -> u64 {
@@ -216,38 +333,39 @@ impl<C: Clock> MemoryStore<C> {
     /// the batch's vector.
     ///
     /// # Errors
-    /// [`StoreError::KeyCapacity`] when a new key is needed and the store is full.
+    /// None today; the signature is the [`Store`]'s.
     #[inline]
     pub fn decide_one_now(&self, item: &Item<'_>) -> Result<crate::Decision, StoreError> {
-        self.decide_one(item, self.clock.now())
+        Ok(self.decide_one(item, self.clock.now()))
     }
 
     #[inline]
-    fn decide_one(&self, item: &Item<'_>, now: u64) -> Result<crate::Decision, StoreError> {
+    fn decide_one(&self, item: &Item<'_>, now: u64) -> crate::Decision {
         let digest = self.digest(item.key, item.limit);
         let mut shard = self.shards[Self::shard_of(&digest)].0.lock();
-        if let Some(state) = shard.map.get_mut(&digest) {
-            let mut d = algorithm::check(item.limit, state, now, item.cost);
+        if let Some(entry) = shard.get_mut(&digest) {
+            let mut d = algorithm::check(item.limit, &entry.state, now, item.cost);
             if d.allowed && item.cost > 0 {
                 let lease = self.lease_for(item.limit, item.cost);
-                algorithm::apply(item.limit, state, now, item.cost, lease);
+                algorithm::apply(item.limit, &mut entry.state, now, item.cost, lease);
+                entry.capacity = algorithm::capacity(item.limit) as f32;
                 d.lease = (lease != 0).then_some(lease);
             }
-            return Ok(d);
+            return d;
         }
         let mut d = algorithm::check(item.limit, &State::Empty, now, item.cost);
         if d.allowed && item.cost > 0 {
-            self.make_room(&mut shard, now)?;
+            self.make_room(&mut shard, now, &[]);
             let lease = self.lease_for(item.limit, item.cost);
             let mut state = State::Empty;
             algorithm::apply(item.limit, &mut state, now, item.cost, lease);
             d.lease = (lease != 0).then_some(lease);
-            shard.map.insert(digest, state);
+            shard.insert(digest, algorithm::capacity(item.limit) as f32, state);
         }
-        Ok(d)
+        d
     }
 
-    fn decide_many(&self, items: &[Item<'_>], now: u64) -> Result<Decisions, StoreError> {
+    fn decide_many(&self, items: &[Item<'_>], now: u64) -> Decisions {
         let digests: SmallVec<[Digest; 4]> =
             items.iter().map(|i| self.digest(i.key, i.limit)).collect();
         let mut order: SmallVec<[usize; 4]> = digests.iter().map(Self::shard_of).collect();
@@ -261,65 +379,66 @@ impl<C: Clock> MemoryStore<C> {
         let guard_of = |s: usize| order.binary_search(&s).unwrap_or(0);
 
         // Work on copies, so that a rejection anywhere records nothing anywhere, and so that two
-        // items with the same key see each other.
-        let mut work: SmallVec<[(Digest, State); 4]> = SmallVec::new();
+        // items with the same key see each other: (digest, capacity, state).
+        let mut work: SmallVec<[(Digest, f32, State); 4]> = SmallVec::new();
         let mut decisions = Decisions::new();
         for (item, digest) in items.iter().zip(&digests) {
-            let at = match work.iter().position(|(d, _)| d == digest) {
+            let at = match work.iter().position(|(d, _, _)| d == digest) {
                 Some(at) => at,
                 None => {
                     let g = &guards[guard_of(Self::shard_of(digest))].1;
-                    work.push((*digest, g.map.get(digest).cloned().unwrap_or_default()));
+                    let state = g.get(digest).map(|e| e.state.clone()).unwrap_or_default();
+                    work.push((*digest, 0.0, state));
                     work.len() - 1
                 }
             };
-            let state = &mut work[at].1;
+            let (_, capacity, state) = &mut work[at];
             let mut d = algorithm::check(item.limit, state, now, item.cost);
             if d.allowed && item.cost > 0 {
                 let lease = self.lease_for(item.limit, item.cost);
                 algorithm::apply(item.limit, state, now, item.cost, lease);
+                *capacity = algorithm::capacity(item.limit) as f32;
                 d.lease = (lease != 0).then_some(lease);
             }
             decisions.push(d);
         }
         if !admitted(items, &decisions) {
-            return Ok(decisions);
+            return decisions;
         }
-        // Make room for new keys first, so that a full store refuses the request whole.
-        for (digest, state) in &work {
-            let g = &mut guards[guard_of(Self::shard_of(digest))].1;
-            if *state != State::Empty && !g.map.contains_key(digest) {
-                self.make_room(g, now)?;
+        for (digest, capacity, state) in work.into_iter().filter(|w| w.2 != State::Empty) {
+            let g = &mut guards[guard_of(Self::shard_of(&digest))].1;
+            match g.get_mut(&digest) {
+                Some(entry) => {
+                    entry.state = state;
+                    if capacity > 0.0 {
+                        entry.capacity = capacity;
+                    }
+                }
+                None => {
+                    self.make_room(g, now, &digests);
+                    g.insert(digest, capacity, state);
+                }
             }
         }
-        for (digest, state) in work {
-            if state != State::Empty {
-                guards[guard_of(Self::shard_of(&digest))]
-                    .1
-                    .map
-                    .insert(digest, state);
-            }
-        }
-        Ok(decisions)
+        decisions
     }
 
-    /// Ensures the shard can take one more key: sweeps when it has grown, refuses at the cap.
-    fn make_room(&self, shard: &mut ShardMap, now: u64) -> Result<(), StoreError> {
-        let len = shard.map.len();
-        if len >= shard.sweep_at.max(MIN_SWEEP) || len >= self.max_per_shard {
+    /// Ensures the shard can take one more key: sweeps it once it has doubled since its last
+    /// sweep, and at the cap evicts the sampled entry closest to empty (never one of `keep`,
+    /// the keys of the request being recorded).
+    fn make_room(&self, shard: &mut ShardMap, now: u64, keep: &[Digest]) {
+        if shard.table.len() >= shard.sweep_at.max(MIN_SWEEP) {
             self.sweep_shard(shard, now);
-            if shard.map.len() >= self.max_per_shard {
-                self.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(StoreError::KeyCapacity);
-            }
         }
-        Ok(())
+        if shard.table.len() >= self.max_per_shard && shard.evict_one(now, keep) {
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn sweep_shard(&self, shard: &mut ShardMap, now: u64) {
-        let before = shard.map.len();
-        shard.map.retain(|_, s| !algorithm::is_idle(s, now));
-        let after = shard.map.len();
+        let before = shard.table.len();
+        shard.table.retain(|e| !algorithm::is_idle(&e.state, now));
+        let after = shard.table.len();
         shard.sweep_at = (after * 2).max(MIN_SWEEP);
         self.swept
             .fetch_add((before - after) as u64, Ordering::Relaxed);
@@ -335,7 +454,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// The number of keys held (live, or idle and not yet swept).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().map.len()).sum()
+        self.shards.iter().map(|s| s.0.lock().table.len()).sum()
     }
 
     /// Whether the store holds no key.
@@ -343,11 +462,17 @@ impl<C: Clock> MemoryStore<C> {
         self.len() == 0
     }
 
+    /// The cap on keys.
+    pub fn max_keys(&self) -> usize {
+        self.max_per_shard * SHARDS
+    }
+
     /// Counters for metrics.
     pub fn stats(&self) -> MemoryStats {
         MemoryStats {
             keys: self.len(),
-            refused_keys: self.refused.load(Ordering::Relaxed),
+            max_keys: self.max_keys(),
+            evicted_keys: self.evicted.load(Ordering::Relaxed),
             swept_keys: self.swept.load(Ordering::Relaxed),
         }
     }
@@ -357,12 +482,12 @@ impl<C: Clock> MemoryStore<C> {
         let digest = self.digest(key, limit);
         let mut shard = self.shards[Self::shard_of(&digest)].0.lock();
         let now = self.clock.now();
-        let Some(state) = shard.map.get_mut(&digest) else {
+        let Some(entry) = shard.get_mut(&digest) else {
             return false;
         };
-        let held = algorithm::release(state, lease);
-        if algorithm::is_idle(state, now) {
-            shard.map.remove(&digest);
+        let held = algorithm::release(&mut entry.state, lease);
+        if algorithm::is_idle(&entry.state, now) {
+            shard.remove(&digest);
         }
         held
     }
@@ -478,38 +603,75 @@ mod tests {
         assert_eq!(store.len(), 1);
     }
 
+    fn item<'a>(key: &'a str, l: &'a Limit) -> Item<'a> {
+        Item {
+            key,
+            limit: l,
+            cost: 1,
+            enforce: true,
+        }
+    }
+
     #[test]
-    fn idle_keys_are_swept_and_cap_refuses_new_keys() {
+    fn idle_keys_are_swept_and_the_cap_evicts_instead_of_refusing() {
         let clock = ManualClock::new(0);
         let store = MemoryStore::with_clock(clock.clone()).with_max_keys(SHARDS * 2);
         let l = limit(Algorithm::TokenBucket, "10/s");
-        let mut refused = 0;
         for i in 0..SHARDS * 4 {
             let key = format!("k{i}");
-            let item = Item {
-                key: &key,
-                limit: &l,
-                cost: 1,
-                enforce: true,
-            };
-            if store.decide_now(&[item]) == Err(StoreError::KeyCapacity) {
-                refused += 1;
-            }
+            assert!(store.decide_now(&[item(&key, &l)]).unwrap()[0].allowed);
         }
-        assert!(refused > 0);
         assert!(store.len() <= SHARDS * 2);
-        assert_eq!(store.stats().refused_keys, refused);
+        assert_eq!(
+            store.stats().evicted_keys,
+            (SHARDS * 4 - store.len()) as u64
+        );
         // After a tenth of a second every bucket is full again: the keys are idle.
         clock.advance(Duration::from_millis(100));
         store.sweep();
         assert!(store.is_empty());
-        let item = Item {
-            key: "new",
-            limit: &l,
-            cost: 1,
-            enforce: true,
-        };
-        assert!(store.decide_now(&[item]).unwrap()[0].allowed);
+        assert!(store.decide_now(&[item("new", &l)]).unwrap()[0].allowed);
+    }
+
+    #[test]
+    fn the_cap_keeps_the_key_at_its_limit() {
+        // Eight keys per shard.
+        let store = MemoryStore::with_clock(ManualClock::new(0)).with_max_keys(SHARDS * 8);
+        let l = limit(Algorithm::FixedWindow, "5/h");
+        for _ in 0..5 {
+            assert!(store.decide_now(&[item("real", &l)]).unwrap()[0].allowed);
+        }
+        let real_shard = MemoryStore::<ManualClock>::shard_of(&store.digest("real", &l));
+        // Flood the real key's shard: each new key evicts the sampled entry closest to empty.
+        let mut flooded = 0;
+        for i in 0.. {
+            let key = format!("flood{i}");
+            if MemoryStore::<ManualClock>::shard_of(&store.digest(&key, &l)) == real_shard {
+                store.decide_now(&[item(&key, &l)]).unwrap();
+                flooded += 1;
+                if flooded == 2_000 {
+                    break;
+                }
+            }
+        }
+        assert!(store.len() <= SHARDS * 8);
+        assert_eq!(store.stats().evicted_keys, 2_000 - 7);
+        assert!(
+            !store.decide_now(&[item("real", &l)]).unwrap()[0].allowed,
+            "the real key kept its count"
+        );
+    }
+
+    #[test]
+    fn a_multi_key_request_never_evicts_its_own_keys() {
+        let store = MemoryStore::with_clock(ManualClock::new(0)).with_max_keys(1);
+        let l = limit(Algorithm::FixedWindow, "2/h");
+        let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+        let items: Vec<Item<'_>> = keys.iter().map(|k| item(k, &l)).collect();
+        assert!(admitted(&items, &store.decide_now(&items).unwrap()));
+        assert!(admitted(&items, &store.decide_now(&items).unwrap()));
+        let d = store.decide_now(&items).unwrap();
+        assert!(d.iter().all(|d| !d.allowed), "all eight kept their count");
     }
 
     #[test]

@@ -43,9 +43,6 @@ pub enum StoreError {
     /// The store cannot be reached (connection refused or lost, server loading, cluster down).
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
-    /// The memory store holds its maximum number of keys and none is idle.
-    #[error("the store holds its maximum number of keys")]
-    KeyCapacity,
     /// The store answered something unexpected (a script error, a malformed reply).
     #[error("the store failed: {0}")]
     Internal(String),

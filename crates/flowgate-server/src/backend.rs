@@ -39,9 +39,9 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// A memory store on `clock`.
-    pub fn memory(clock: ServerClock) -> Self {
-        Backend::Memory(MemoryStore::with_clock(clock))
+    /// A memory store on `clock` holding at most `max_keys` keys.
+    pub fn memory(clock: ServerClock, max_keys: usize) -> Self {
+        Backend::Memory(MemoryStore::with_clock(clock).with_max_keys(max_keys))
     }
 
     /// Connects to Redis: `redis://host:port/db` (or `rediss://`) for one server,
@@ -91,6 +91,14 @@ impl Backend {
         match self {
             Backend::Memory(_) => Ok(()),
             Backend::Redis(r) => r.query(&redis::cmd("PING")).await.map(|_| ()),
+        }
+    }
+
+    /// The embedded store's counters (`None` on Redis).
+    pub fn memory_stats(&self) -> Option<flowgate_core::MemoryStats> {
+        match self {
+            Backend::Memory(m) => Some(m.stats()),
+            Backend::Redis(_) => None,
         }
     }
 

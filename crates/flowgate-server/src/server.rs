@@ -77,6 +77,9 @@ pub struct ServerConfig {
     /// How long an HTTP client may take to send a request's header (also the idle time allowed
     /// between two requests of a kept-alive connection).
     pub http_header_timeout: Duration,
+    /// The embedded store's cap on keys; at the cap, a new key evicts the sampled key closest to
+    /// empty (see [`flowgate_core::MemoryStore`]).
+    pub max_keys: usize,
 }
 
 /// The most concurrent gRPC streams (requests) on one connection.
@@ -118,6 +121,7 @@ impl ServerConfig {
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
+            max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
         }
     }
 
@@ -185,7 +189,7 @@ fn clock(cfg: &ServerConfig) -> ServerClock {
 
 async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     match &cfg.redis_url {
-        None => Ok(Backend::memory(clock(cfg))),
+        None => Ok(Backend::memory(clock(cfg), cfg.max_keys)),
         Some(url) => Backend::redis(url, cfg.redis_deadline)
             .await
             .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}"))),

@@ -243,10 +243,62 @@ pub fn is_idle(state: &State, now: Micros) -> bool {
     }
 }
 
+/// What `state` holds at `now`, in the unit of [`capacity`]: what the key would gain if its state
+/// were dropped. (Microseconds of a bucket's debt for `token_bucket` and `leaky_bucket`; units
+/// counted for the others, an upper bound for a sliding window, whose oldest bucket may be
+/// partly out.) 0 when the state is idle.
+pub fn held(state: &State, now: Micros) -> u64 {
+    if is_idle(state, now) {
+        return 0;
+    }
+    match state {
+        State::Empty => 0,
+        State::Gcra(s) => s.tat.saturating_sub(now),
+        State::FixedWindow { count, .. } => u64::from(*count),
+        State::SlidingWindow(s) => s.counts.iter().sum(),
+        State::SlidingLog(s) => s.entries.iter().map(|e| e.1).sum(),
+        State::Concurrency(s) => s
+            .leases
+            .iter()
+            .filter(|l| l.expires > now)
+            .map(|l| l.cost)
+            .sum(),
+    }
+}
+
+/// What a full state of `limit` holds, in the unit of [`held`]: `held / capacity` is how close a
+/// key is to its limit, comparable across limits and algorithms.
+pub fn capacity(limit: &Limit) -> u64 {
+    match limit.algorithm() {
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+            limit.burst().saturating_mul(limit.emission_interval())
+        }
+        _ => limit.limit(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Quota;
+
+    #[test]
+    fn a_full_state_holds_its_capacity() {
+        for a in Algorithm::ALL {
+            let l = Limit::new(a, "4/s".parse::<Quota>().unwrap()).unwrap();
+            let mut s = State::default();
+            assert_eq!(held(&s, 10), 0, "{a}");
+            transition(&l, &mut s, 10, 1, 1);
+            let one = held(&s, 10);
+            let mut lease = 2;
+            while transition(&l, &mut s, 10, 1, lease).allowed {
+                lease += 1;
+            }
+            assert!(one > 0 && one <= capacity(&l), "{a}: {one}");
+            assert_eq!(held(&s, 10), capacity(&l), "{a}");
+            assert_eq!(held(&s, 10 + 2_000_000), 0, "{a}: idle two windows later");
+        }
+    }
 
     #[test]
     fn limit_zero_blocks_everything_but_peeks() {

@@ -305,6 +305,9 @@ pub(super) async fn readyz(State(state): Shared) -> Response {
 
 /// `GET /metrics`.
 pub(super) async fn metrics(State(state): Shared) -> Response {
+    if let Some(stats) = state.limiter.store().memory_stats() {
+        state.metrics.memory_store(stats);
+    }
     (
         [(
             header::CONTENT_TYPE,

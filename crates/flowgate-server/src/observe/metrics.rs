@@ -6,7 +6,10 @@
 //! | `flowgate_shadow_hits_total` | `domain`, `rule` | shadow rules that would have rejected |
 //! | `flowgate_requests_total` | `api`, `code` | requests by API (`grpc`, `http`) and overall result (`ok`, `over_limit`, `invalid`) |
 //! | `flowgate_decision_duration_seconds` | `api` | time to decide a request (histogram) |
-//! | `flowgate_store_errors_total` | `kind` | store failures (`timeout`, `unavailable`, `capacity`, `internal`), decided by the rules' failure policies |
+//! | `flowgate_store_errors_total` | `kind` | store failures (`timeout`, `unavailable`, `internal`), decided by the rules' failure policies |
+//! | `flowgate_memory_keys` | | keys held by the embedded store |
+//! | `flowgate_memory_max_keys` | | the embedded store's cap on keys (`--max-keys`) |
+//! | `flowgate_memory_evicted_keys_total` | | keys evicted at the cap to make room for new ones |
 //! | `flowgate_store_degraded` | | 1 while the last decision met a store error |
 //! | `flowgate_config_reloads_total` | `source`, `result` | rule reloads from `file` or `api`, `success` or `failure` |
 //! | `flowgate_rules` | | rules in force |
@@ -219,6 +222,12 @@ pub(crate) struct Metrics {
     pub(crate) queue_degraded: Gauge,
     /// 1 while Redis's eviction policy may evict keys without expiry.
     pub(crate) redis_eviction_risk: Gauge,
+    /// Keys held by the embedded store.
+    memory_keys: Gauge,
+    /// The embedded store's cap.
+    memory_max_keys: Gauge,
+    /// Keys evicted at the cap.
+    memory_evicted: Counter<u64, AtomicU64>,
     /// Seconds since the queue gauges were read, set when the metrics are encoded.
     queue_age: FloatGauge,
     /// When the queues' state was last read (µs since the epoch; 0: never).
@@ -258,6 +267,24 @@ impl Metrics {
             redis_eviction_risk.clone(),
         );
         let queue_age = FloatGauge::default();
+        let memory_keys = Gauge::default();
+        let memory_max_keys = Gauge::default();
+        let memory_evicted = Counter::<u64, AtomicU64>::default();
+        registry.register(
+            "flowgate_memory_keys",
+            "Keys held by the embedded store",
+            memory_keys.clone(),
+        );
+        registry.register(
+            "flowgate_memory_max_keys",
+            "The embedded store's cap on keys",
+            memory_max_keys.clone(),
+        );
+        registry.register(
+            "flowgate_memory_evicted_keys",
+            "Keys evicted at the embedded store's cap to make room for new ones",
+            memory_evicted.clone(),
+        );
         registry.register("flowgate_queues", "Queues declared", queues.clone());
         registry.register(
             "flowgate_queue_state_age_seconds",
@@ -355,6 +382,9 @@ impl Metrics {
             queue_degraded,
             redis_eviction_risk,
             queue_age,
+            memory_keys,
+            memory_max_keys,
+            memory_evicted,
             queue_read_at: AtomicU64::new(0),
         }
     }
@@ -384,6 +414,17 @@ impl Metrics {
             }
             _ => {}
         }
+    }
+
+    /// Copies the embedded store's counters into the metrics (when they are encoded).
+    pub(crate) fn memory_store(&self, s: flowgate_core::MemoryStats) {
+        self.memory_keys
+            .set(i64::try_from(s.keys).unwrap_or(i64::MAX));
+        self.memory_max_keys
+            .set(i64::try_from(s.max_keys).unwrap_or(i64::MAX));
+        let counted = self.memory_evicted.get();
+        self.memory_evicted
+            .inc_by(s.evicted_keys.saturating_sub(counted));
     }
 
     /// Counts a reload.

@@ -257,7 +257,6 @@ impl Recorder {
                 let kind = match e {
                     StoreError::Timeout => "timeout",
                     StoreError::Unavailable(_) => "unavailable",
-                    StoreError::KeyCapacity => "capacity",
                     _ => "internal",
                 };
                 m.store_errors.get_or_create(&KindLabels { kind }).inc();

@@ -115,10 +115,22 @@ pub(crate) struct ServeArgs {
     /// gRPC client may take to send its first bytes.
     #[arg(long, env = "FLOWGATE_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_deadline)]
     pub(crate) http_header_timeout: std::time::Duration,
+    /// The embedded store's cap on keys (limit states held in memory). At the cap a new key
+    /// takes the place of the sampled key closest to empty; no request is refused for it.
+    #[arg(long, env = "FLOWGATE_MAX_KEYS", default_value_t = flowgate_core::memory::DEFAULT_MAX_KEYS, value_parser = parse_max_keys)]
+    pub(crate) max_keys: usize,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) worker_threads: Option<u16>,
+}
+
+fn parse_max_keys(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("the cap must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
@@ -206,6 +218,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.http_max_connections = args.http_max_connections;
     cfg.grpc_max_connections = args.grpc_max_connections;
     cfg.http_header_timeout = args.http_header_timeout;
+    cfg.max_keys = args.max_keys;
     cfg.admin_token = args.admin_token;
     if let Some(path) = &args.admin_tokens_file {
         let text = std::fs::read_to_string(path)

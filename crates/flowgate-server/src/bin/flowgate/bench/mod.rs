@@ -287,9 +287,10 @@ pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
                 Some(url) => {
                     flowgate_server::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?
                 }
-                None => flowgate_server::Backend::memory(flowgate_server::ServerClock::System(
-                    flowgate_core::SystemClock::new(),
-                )),
+                None => flowgate_server::Backend::memory(
+                    flowgate_server::ServerClock::System(flowgate_core::SystemClock::new()),
+                    flowgate_core::memory::DEFAULT_MAX_KEYS,
+                ),
             };
             Some(Arc::new(flowgate::Limiter::new(set, backend)))
         }
