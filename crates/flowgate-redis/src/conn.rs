@@ -269,6 +269,45 @@ impl RedisConnection {
         }
     }
 
+    /// `WAIT replicas timeout` on the primary that holds `key`'s slot (the only server of a
+    /// single Redis): how many replicas acknowledged every write made through this connection
+    /// before it. Redis blocks the connection meanwhile, so give it one of its own.
+    ///
+    /// # Errors
+    /// As [`RedisConnection::query`].
+    pub async fn wait_replicas(
+        &self,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<u64, StoreError> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let millis = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(millis);
+        let run = async {
+            match &self.link {
+                Link::Single(c) => Ok(cmd.query_async::<u64>(&mut c.clone()).await),
+                Link::Cluster(c) => match c.get().await {
+                    Ok(mut conn) => {
+                        let primary =
+                            Route::new(crate::keys::slot(key.as_bytes()), SlotAddr::Master);
+                        let routing =
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(primary));
+                        Ok(conn
+                            .route_command(cmd, routing)
+                            .await
+                            .and_then(|v| u64::from_redis_value(v).map_err(Into::into)))
+                    }
+                    Err(e) => Err(e),
+                },
+            }
+        };
+        Self::settle(tokio::time::timeout(timeout + self.timeout, run).await)
+    }
+
     /// Runs a script invocation (EVALSHA, loading the script on NOSCRIPT), bounded only by the
     /// connection's response timeout: its callers hold their own, shorter deadlines.
     pub(crate) async fn invoke(

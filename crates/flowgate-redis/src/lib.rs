@@ -54,6 +54,7 @@ mod keys;
 pub mod keys;
 mod options;
 mod queue;
+mod replication;
 mod scripts;
 mod state;
 mod stats;
@@ -65,5 +66,6 @@ pub use options::{
     DEFAULT_TIMEOUT, RedisOptions,
 };
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
+pub use replication::{DEFAULT_WAIT_TIMEOUT, Replicated};
 pub use stats::RedisStats;
 pub use store::RedisStore;

@@ -29,6 +29,7 @@ use redis::Value;
 
 use crate::RedisStore;
 use crate::error::store_error;
+use crate::replication::Replicated;
 use crate::scripts::QUEUE;
 
 /// The set of every instance's key.
@@ -50,12 +51,17 @@ const STAGE_TTL_SECS: u64 = 3_600;
 /// The most ids described in one call.
 const DESCRIBE_CHUNK: usize = 250;
 
-/// Shaped queues in Redis. Built by [`RedisStore::queues`]; shares the store's connection.
+/// Shaped queues in Redis. Built by [`RedisStore::queues`]; shares the store's connection, but
+/// for the writes that wait for replicas ([`RedisQueueStore::replicated`]).
 #[derive(Clone)]
 pub struct RedisQueueStore {
     store: RedisStore,
     stage_above: usize,
+    replicated: Option<Replicated>,
 }
+
+/// The operations whose answer waits for the replicas, when they are asked to.
+const REPLICATED_OPS: [&str; 3] = ["submit", "ack", "nack"];
 
 fn internal(what: &str, v: &Value) -> QueueError {
     QueueError::Store(StoreError::Internal(format!(
@@ -115,6 +121,7 @@ impl RedisStore {
         RedisQueueStore {
             store: self.clone(),
             stage_above: STAGE_ABOVE,
+            replicated: None,
         }
     }
 }
@@ -129,6 +136,25 @@ impl RedisQueueStore {
 }
 
 impl RedisQueueStore {
+    /// Submits, acks and nacks through `replicated`'s connection, each answered only once its
+    /// replicas hold it (see [`Replicated`]).
+    pub fn replicated(mut self, replicated: Replicated) -> Self {
+        self.replicated = Some(replicated);
+        self
+    }
+
+    /// After a write of `op` on `instance` that changed something: waits for the replicas, when
+    /// asked to.
+    async fn confirm(&self, op: &str, instance: &str) -> Result<(), QueueError> {
+        match &self.replicated {
+            Some(r) if REPLICATED_OPS.contains(&op) => r
+                .confirm(&format!("flowgate:q:{{{instance}}}"))
+                .await
+                .map_err(QueueError::Store),
+            _ => Ok(()),
+        }
+    }
+
     /// Runs `op` on `instance` with the op's arguments.
     async fn call(
         &self,
@@ -163,7 +189,11 @@ impl RedisQueueStore {
         };
         inv.arg(spec.max_attempts()).arg(spec.key_retention());
         args(&mut inv);
-        let run = self.store.conn().invoke(&inv);
+        let conn = match &self.replicated {
+            Some(r) if REPLICATED_OPS.contains(&op) => r.conn(),
+            _ => self.store.conn(),
+        };
+        let run = conn.invoke(&inv);
         match tokio::time::timeout(QUEUE_DEADLINE, run).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(QueueError::Store(store_error(&e))),
@@ -390,6 +420,7 @@ impl QueueStore for RedisQueueStore {
             ))),
             "ok" => {
                 let (mut out, older) = numbered(spec, jobs, rest)?;
+                self.confirm("submit", instance).await?;
                 self.list(instance).await?;
                 self.describe(spec, instance, &mut out, &older).await?;
                 Ok(out)
@@ -465,7 +496,8 @@ impl QueueStore for RedisQueueStore {
                 inv.arg(id).arg(nonce);
             })
             .await?;
-        not_held(&tagged(&v)?.0, id, &v)
+        not_held(&tagged(&v)?.0, id, &v)?;
+        self.confirm("ack", instance).await
     }
 
     async fn nack(
@@ -489,6 +521,7 @@ impl QueueStore for RedisQueueStore {
             .await?;
         let (tag, rest) = tagged(&v)?;
         not_held(&tag, id, &v)?;
+        self.confirm("nack", instance).await?;
         match tag.as_str() {
             "dead" => Ok(Nacked::Dead),
             _ => Ok(Nacked::Retry {

@@ -145,8 +145,8 @@ pub enum QueueBackend {
 }
 
 impl QueueBackend {
-    /// The queue store that goes with `backend`: Redis's, or an embedded one opened in
-    /// `data_dir` on `clock`.
+    /// The queue store that goes with `backend`: Redis's (its writes waiting for replicas
+    /// through `replicated`, when given), or an embedded one opened in `data_dir` on `clock`.
     ///
     /// # Errors
     /// When the data directory cannot be opened.
@@ -154,9 +154,13 @@ impl QueueBackend {
         backend: &Backend,
         data_dir: &std::path::Path,
         clock: ServerClock,
+        replicated: Option<flowgate_redis::Replicated>,
     ) -> Result<Self, StoreError> {
         match backend {
-            Backend::Redis(r) => Ok(QueueBackend::Redis(r.queues())),
+            Backend::Redis(r) => Ok(QueueBackend::Redis(match replicated {
+                Some(rep) => r.queues().replicated(rep),
+                None => r.queues(),
+            })),
             Backend::Memory(_) => DiskQueueStore::open(data_dir, clock).map(QueueBackend::Disk),
         }
     }

@@ -80,6 +80,11 @@ pub struct ServerConfig {
     /// The embedded store's cap on keys; at the cap, a new key evicts the sampled key closest to
     /// empty (see [`flowgate_core::MemoryStore`]).
     pub max_keys: usize,
+    /// With Redis: queue submits, acks and nacks and rules changes answer only once this many
+    /// replicas acknowledged them (`WAIT`); 0 answers once the primary holds them.
+    pub redis_wait_replicas: u32,
+    /// How long such a write waits for its replicas before it is answered as an error.
+    pub redis_wait_timeout: Duration,
 }
 
 /// The most concurrent gRPC streams (requests) on one connection.
@@ -122,6 +127,8 @@ impl ServerConfig {
             grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
             max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
+            redis_wait_replicas: 0,
+            redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
         }
     }
 
@@ -196,6 +203,29 @@ async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     }
 }
 
+/// The connection of the writes that wait for replicas, when `--redis-wait-replicas` asks for it.
+fn replicated(cfg: &ServerConfig) -> Result<Option<flowgate_redis::Replicated>, ServerError> {
+    if cfg.redis_wait_replicas == 0 {
+        return Ok(None);
+    }
+    let Some(url) = cfg.redis_url.as_deref() else {
+        return Err(ServerError::Config(ConfigError::new(
+            "--redis-wait-replicas",
+            None,
+            "",
+            "waiting for Redis replicas needs --redis-url",
+        )));
+    };
+    flowgate_redis::Replicated::connect_lazy(
+        url,
+        flowgate_redis::ConnectionOptions::default(),
+        cfg.redis_wait_replicas,
+        cfg.redis_wait_timeout,
+    )
+    .map(Some)
+    .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}")))
+}
+
 async fn signal(mut rx: watch::Receiver<bool>) {
     while !*rx.borrow_and_update() {
         if rx.changed().await.is_err() {
@@ -257,9 +287,12 @@ async fn initial_rules(
             "rules shared through Redis need --redis-url",
         ))
     })?;
-    let shared = SharedRules::connect(url)
+    let mut shared = SharedRules::connect(url)
         .await
         .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
+    if let Some(r) = replicated(cfg)? {
+        shared = shared.replicated(r);
+    }
     let path = cfg.config.clone();
     let doc = tokio::task::spawn_blocking(move || RulesDoc::read(&path))
         .await
@@ -402,8 +435,9 @@ impl Server {
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
         let (loaded, info, follower) = initial_rules(&cfg, files).await?;
-        let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg))
-            .map_err(|e| ServerError::Store(e.to_string()))?;
+        let queues =
+            QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg), replicated(&cfg)?)
+                .map_err(|e| ServerError::Store(e.to_string()))?;
         // Where the jobs are: the start-up line names it, apart from the limiter's store.
         let (queues_in, queues_path) = match &queues {
             QueueBackend::Disk(d) => (

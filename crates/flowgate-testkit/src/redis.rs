@@ -113,10 +113,30 @@ impl RedisServer {
     /// # Errors
     /// When the process cannot be spawned or does not answer `PING` in time.
     pub fn try_start(cluster: bool) -> io::Result<Self> {
+        Self::try_start_with(cluster, &[])
+    }
+
+    /// Starts a replica of `primary` on a free port, and waits until it is in sync.
+    ///
+    /// # Panics
+    /// When it cannot start or does not sync within the readiness bound.
+    pub fn start_replica_of(primary: &RedisServer) -> Self {
+        let port = primary.port.to_string();
+        let replica = Self::try_start_with(false, &["--replicaof", "127.0.0.1", &port])
+            .unwrap_or_else(|e| panic!("cannot start a replica: {e}"));
+        wait_until("the replica's sync", || {
+            raw_command(primary.port, "INFO replication")
+                .is_ok_and(|r| r.contains(&format!("port={},state=online", replica.port)))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        replica
+    }
+
+    fn try_start_with(cluster: bool, more: &[&str]) -> io::Result<Self> {
         let mut last = io::Error::other("not tried");
         for _ in 0..5 {
             let port = free_port(cluster)?;
-            let extra = if cluster {
+            let mut extra: Vec<String> = if cluster {
                 vec![
                     "--cluster-enabled".into(),
                     "yes".into(),
@@ -128,6 +148,7 @@ impl RedisServer {
             } else {
                 Vec::new()
             };
+            extra.extend(more.iter().map(|s| (*s).to_owned()));
             let mut s = Self {
                 port,
                 dir: tempfile::Builder::new()

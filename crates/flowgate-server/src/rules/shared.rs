@@ -112,6 +112,8 @@ pub enum Written {
 #[derive(Clone)]
 pub struct SharedRules {
     conn: RedisConnection,
+    /// When changes must reach replicas before they are answered: their connection.
+    replicated: Option<flowgate_redis::Replicated>,
     /// The URLs a subscriber connects to, tried in turn: a cluster publishes to every node, so
     /// any one that answers will do.
     subscribe_urls: Vec<String>,
@@ -138,9 +140,17 @@ impl SharedRules {
         let options = ConnectionOptions::default().timeout(COMMAND_TIMEOUT);
         Ok(Self {
             conn: RedisConnection::connect_lazy(url, options)?,
+            replicated: None,
             subscribe_urls: flowgate_redis::cluster_nodes(url)
                 .unwrap_or_else(|| vec![url.to_owned()]),
         })
+    }
+
+    /// Rules changes through `replicated`'s connection, each answered only once its replicas
+    /// hold it.
+    pub fn replicated(mut self, replicated: flowgate_redis::Replicated) -> Self {
+        self.replicated = Some(replicated);
+        self
     }
 
     /// The URLs of the servers whose notifications a node follows, tried in turn.
@@ -216,9 +226,15 @@ impl SharedRules {
             .arg(diff.summary())
             .arg(CHANNEL)
             .arg(KEPT_VERSIONS);
-        let (n, outcome): (u64, i64) = self.conn.query(&cmd).await?;
+        let conn = self.replicated.as_ref().map_or(&self.conn, |r| r.conn());
+        let (n, outcome): (u64, i64) = conn.query(&cmd).await?;
         match (outcome, base) {
-            (1, _) => Ok(Written::New(n)),
+            (1, _) => {
+                if let Some(r) = &self.replicated {
+                    r.confirm(VERSION_KEY).await?;
+                }
+                Ok(Written::New(n))
+            }
             (0, _) => Ok(Written::Exists(n)),
             (_, Base::Version(b)) => Err(SharedError::Conflict {
                 base: b,

@@ -115,6 +115,15 @@ pub(crate) struct ServeArgs {
     /// gRPC client may take to send its first bytes.
     #[arg(long, env = "FLOWGATE_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_deadline)]
     pub(crate) http_header_timeout: std::time::Duration,
+    /// With Redis: queue submits, acks and nacks and rules changes are answered only once this
+    /// many replicas acknowledged them (`WAIT`, on a connection of its own), so a failover
+    /// keeps them. 0: once the primary holds them.
+    #[arg(long, env = "FLOWGATE_REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    pub(crate) redis_wait_replicas: u32,
+    /// How long such a write waits for its replicas; past it, it is answered 503 (it is on the
+    /// primary, and may be lost by a failover).
+    #[arg(long, env = "FLOWGATE_REDIS_WAIT_TIMEOUT", default_value = "1s", value_parser = parse_deadline)]
+    pub(crate) redis_wait_timeout: std::time::Duration,
     /// The embedded store's cap on keys (limit states held in memory). At the cap a new key
     /// takes the place of the sampled key closest to empty; no request is refused for it.
     #[arg(long, env = "FLOWGATE_MAX_KEYS", default_value_t = flowgate_core::memory::DEFAULT_MAX_KEYS, value_parser = parse_max_keys)]
@@ -219,6 +228,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.grpc_max_connections = args.grpc_max_connections;
     cfg.http_header_timeout = args.http_header_timeout;
     cfg.max_keys = args.max_keys;
+    cfg.redis_wait_replicas = args.redis_wait_replicas;
+    cfg.redis_wait_timeout = args.redis_wait_timeout;
     cfg.admin_token = args.admin_token;
     if let Some(path) = &args.admin_tokens_file {
         let text = std::fs::read_to_string(path)
