@@ -55,7 +55,7 @@ fn main() {
     let theirs = rss_bytes() - before;
     println!("keys: {N} distinct keys of 16 bytes (the caller's copies are not counted)");
     println!(
-        "flowgate MemoryStore: {:.1} bytes per live key (it stores a 16-byte digest, not the key)",
+        "flowgate MemoryStore: {:.1} bytes per live key (it stores a 12-byte digest, not the key)",
         ours as f64 / N as f64
     );
     println!(

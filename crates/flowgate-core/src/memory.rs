@@ -66,10 +66,12 @@ const EVICTION_PROBES: usize = 16 * EVICTION_SAMPLES;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Digest(u64, u32);
 
-/// A key's state in a shard's table: 32 bytes.
+/// A key's state in a shard's table: 32 bytes (the digest's two parts are fields of their own,
+/// so that the capacity fills the space a `Digest` would pad).
 #[derive(Debug)]
 struct Entry {
-    digest: Digest,
+    hash: u64,
+    tag: u32,
     /// [`algorithm::capacity`] of the limit that last wrote the state, so that eviction can tell
     /// how full the state is without the limit.
     capacity: f32,
@@ -77,6 +79,15 @@ struct Entry {
 }
 
 impl Entry {
+    #[inline]
+    fn is(&self, d: &Digest) -> bool {
+        self.hash == d.0 && self.tag == d.1
+    }
+
+    fn digest(&self) -> Digest {
+        Digest(self.hash, self.tag)
+    }
+
     /// How close to its limit the key is at `now`: 0 when idle, about 1 when full.
     fn fill(&self, now: u64) -> f32 {
         algorithm::held(&self.state, now) as f32 / self.capacity.max(1.0)
@@ -101,12 +112,12 @@ impl ShardMap {
 
     #[inline]
     fn get_mut(&mut self, d: &Digest) -> Option<&mut Entry> {
-        self.table.find_mut(d.0, |e| e.digest == *d)
+        self.table.find_mut(d.0, |e| e.is(d))
     }
 
     #[inline]
     fn get(&self, d: &Digest) -> Option<&Entry> {
-        self.table.find(d.0, |e| e.digest == *d)
+        self.table.find(d.0, |e| e.is(d))
     }
 
     #[inline]
@@ -114,16 +125,17 @@ impl ShardMap {
         self.table.insert_unique(
             digest.0,
             Entry {
-                digest,
+                hash: digest.0,
+                tag: digest.1,
                 capacity,
                 state,
             },
-            |e| e.digest.0,
+            |e| e.hash,
         );
     }
 
     fn remove(&mut self, d: &Digest) {
-        if let Ok(e) = self.table.find_entry(d.0, |e| e.digest == *d) {
+        if let Ok(e) = self.table.find_entry(d.0, |e| e.is(d)) {
             e.remove();
         }
     }
@@ -155,7 +167,7 @@ impl ShardMap {
             let Some(e) = self.table.get_bucket(at) else {
                 continue;
             };
-            if keep.contains(&e.digest) {
+            if keep.contains(&e.digest()) {
                 continue;
             }
             let fill = e.fill(now);
@@ -177,7 +189,7 @@ impl ShardMap {
         let first = self
             .table
             .iter()
-            .map(|e| e.digest)
+            .map(Entry::digest)
             .find(|d| !keep.contains(d));
         match first {
             Some(d) => {
@@ -523,6 +535,11 @@ mod tests {
 
     fn limit(a: Algorithm, q: &str) -> Limit {
         Limit::new(a, q.parse::<Quota>().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_entry_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
     }
 
     #[test]
