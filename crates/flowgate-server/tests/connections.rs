@@ -120,3 +120,65 @@ async fn idle_grpc_connections_are_closed_and_cannot_hold_the_server() {
         assert!(closed.is_ok(), "an idle connection is still open");
     }
 }
+
+/// Descriptors the process `pid` has open.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// The issue's scenario at its size, on the default cap: 3,000 clients send half a header.
+/// Normal requests are answered meanwhile, every slow connection is closed after the header
+/// timeout, and the server's descriptors go back to where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
+    let (_dir, p) = server_with("--http-max-connections", "10000");
+    let addr = p.http;
+    let pid = p.child.id();
+    let before = open_fds(pid);
+    let mut slow = Vec::new();
+    for _ in 0..3_000 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    let held = open_fds(pid);
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            http(addr, "GET", "/healthz", &[], ""),
+        )
+        .await
+        .expect("a normal request was not answered within 2 s");
+        assert_eq!(r.status, 200);
+        slowest = slowest.max(started.elapsed());
+    }
+    let closing = Instant::now();
+    for mut s in slow {
+        let mut buf = [0u8; 256];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("a slow connection is still open")
+            .unwrap_or(0);
+        let text = String::from_utf8_lossy(&buf[..n]);
+        assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
+    }
+    let closed_after = closing.elapsed();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = open_fds(pid);
+    eprintln!(
+        "3,000 slow clients: server descriptors {before} -> {held} -> {after}; slowest normal \
+         request {slowest:?}; all closed {closed_after:?} after the last normal request"
+    );
+    assert!(
+        held >= before + 3_000,
+        "the server held the slow connections"
+    );
+    assert!(
+        after <= before + 10,
+        "descriptors left open: {before} -> {after}"
+    );
+}
