@@ -56,6 +56,7 @@ mod reload;
 pub mod rules;
 mod server;
 mod state;
+mod tls;
 pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
@@ -64,3 +65,4 @@ pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
     DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,
 };
+pub use tls::{DEFAULT_TLS_RELOAD, TlsError, TlsFiles};
