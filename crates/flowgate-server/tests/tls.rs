@@ -666,6 +666,8 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
             ca.to_str().unwrap(),
             "--rules-source",
             "redis",
+            "--admin-token",
+            "s3cret",
         ],
     );
     assert!(
@@ -681,6 +683,49 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
             .unwrap()
             .trim(),
         "1"
+    );
+    // A second node that checks the version only hourly takes a change at once: it is
+    // notified through its subscription, over TLS too.
+    let follower = spawn_server(
+        &cfg,
+        &[
+            "--redis-url",
+            &redis.url(),
+            "--redis-ca-cert",
+            ca.to_str().unwrap(),
+            "--rules-source",
+            "redis",
+            "--rules-check",
+            "1h",
+        ],
+    );
+    assert!(wait_until(STEP, || ready(follower.http)).await);
+    tokio::time::sleep(Duration::from_millis(500)).await; // its subscription is made
+    let changed = RULES.replace("3/1m", "1/1m");
+    let r = common::http(
+        p.http,
+        "PUT",
+        "/v1/rules",
+        &[
+            ("content-type", "application/toml"),
+            ("authorization", "Bearer s3cret"),
+        ],
+        &changed,
+    )
+    .await;
+    assert_eq!(r.json()["version"], 2, "{}", r.body);
+    let version = || async {
+        common::http(follower.http, "GET", "/v1/rules", &[], "")
+            .await
+            .json()["version"]
+            .as_u64()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            version().await == Some(2)
+        })
+        .await,
+        "the change was not notified to the follower"
     );
 
     // Without the private CA, Redis's certificate is not trusted: never ready, limits open.
