@@ -28,7 +28,7 @@ enum Link {
     /// Plain TCP.
     Plain(TcpStream),
     /// A TLS handshake under way.
-    Handshake(tokio_rustls::Accept<TcpStream>),
+    Handshake(Box<tokio_rustls::Accept<TcpStream>>),
     /// TLS, after its handshake.
     Tls(Box<TlsStream<TcpStream>>),
     /// A handshake failed: the connection is over.
@@ -70,7 +70,7 @@ impl Bounded {
             )));
         }
         if let Link::Handshake(accept) = &mut self.link {
-            match Pin::new(accept).poll(cx) {
+            match Pin::new(accept.as_mut()).poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(tls)) => self.link = Link::Tls(Box::new(tls)),
                 Poll::Ready(Err(e)) => {
@@ -183,7 +183,7 @@ pub(crate) fn incoming(
                         let _ = stream.set_nodelay(true);
                         let info = stream.connect_info();
                         let link = match &tls {
-                            Some(acceptor) => Link::Handshake(acceptor.accept(stream)),
+                            Some(acceptor) => Link::Handshake(Box::new(acceptor.accept(stream))),
                             None => Link::Plain(stream),
                         };
                         let conn = Bounded {

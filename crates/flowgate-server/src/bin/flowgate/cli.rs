@@ -23,7 +23,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve Envoy's rate-limit API (gRPC) and the HTTP/JSON API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Change and inspect the rules shared by a cluster (`--rules-source redis`) through a
     /// server's admin API: push, history, show, rollback.
     Rules(crate::rules_cli::RulesArgs),
@@ -295,7 +295,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         init_logging();
     }
     match cli.command {
-        Command::Serve(a) => serve(a).await,
+        Command::Serve(a) => serve(*a).await,
         Command::Rules(a) => crate::rules_cli::run(a).await,
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Floor(a) => crate::bench::floor(a).await,
