@@ -154,9 +154,10 @@ pub enum ServerError {
     /// The store cannot be set up.
     #[error("store: {0}")]
     Store(String),
-    /// The ports' TLS cannot be set up (the message names the flag and the file).
+    /// The ports' TLS cannot be set up (not a `source`: the message names the flag, the file
+    /// and why).
     #[error("TLS: {0}")]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(crate::tls::TlsError),
     /// A front end failed while serving.
     #[error("{api} server failed: {detail}")]
     Serve {
@@ -165,6 +166,12 @@ pub enum ServerError {
         /// What happened.
         detail: String,
     },
+}
+
+impl From<crate::tls::TlsError> for ServerError {
+    fn from(e: crate::tls::TlsError) -> Self {
+        ServerError::Tls(e)
+    }
 }
 
 impl From<ConfigError> for ServerError {
