@@ -355,25 +355,57 @@ async fn https_and_grpc_over_tls_and_clear_text_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handshake_not_finished_in_time_is_closed() {
+async fn stalled_handshakes_are_closed_and_cannot_take_every_place() {
     let pki = Pki::new();
     pki.write_leaf("server", &pki.server("flowgate"));
-    let p = serve_tls(&pki, &["--http-header-timeout", "1s"]);
+    let p = serve_tls(
+        &pki,
+        &[
+            "--http-header-timeout",
+            "1s",
+            "--http-max-connections",
+            "4",
+            "--grpc-max-connections",
+            "4",
+        ],
+    );
     for addr in [p.http, p.grpc] {
-        // Half a TLS record header, then nothing.
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(&[0x16, 0x03]).await.unwrap();
+        // Every place taken by a client that sends half a TLS record header, then nothing.
+        let mut stalled = Vec::new();
+        for _ in 0..4 {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&[0x16, 0x03]).await.unwrap();
+            stalled.push(s);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A real client waits for a place, and gets one when the stalled ones are closed.
         let started = tokio::time::Instant::now();
-        let mut buf = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        let tls = connect(&pki.connector(None, &[b"h2"]), addr)
             .await
-            .expect("a stalled handshake was not closed");
+            .expect("no place freed");
+        let waited = started.elapsed();
         assert!(
-            started.elapsed() >= Duration::from_millis(800),
-            "{:?}",
-            started.elapsed()
+            waited >= Duration::from_millis(500),
+            "connected after {waited:?}: no cap"
         );
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        for mut s in stalled {
+            let mut buf = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+                .await
+                .expect("a stalled handshake was not closed");
+        }
     }
+    // The ports answer as before.
+    let client = pki.connector(None, &[b"http/1.1"]);
+    assert_eq!(
+        https_get(&client, p.http, "/healthz").await.unwrap().status,
+        200
+    );
+    let mut grpc = grpc_client(pki.connector(None, &[b"h2"]), p.grpc)
+        .await
+        .unwrap();
+    assert_eq!(should(&mut grpc, "x").await.unwrap(), Code::Ok as i32);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
