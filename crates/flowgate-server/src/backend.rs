@@ -45,8 +45,9 @@ impl Backend {
     }
 
     /// Connects to Redis: `redis://host:port/db` (or `rediss://`) for one server,
-    /// `redis+cluster://host:port,host:port` (or `rediss+cluster://`) for a cluster. When Redis cannot be reached, the
-    /// store connects on first use (each rule's failure policy decides until then).
+    /// `redis+cluster://host:port,host:port` (or `rediss+cluster://`) for a cluster. When Redis
+    /// cannot be reached, the store connects on first use (each rule's failure policy decides
+    /// until then).
     ///
     /// # Errors
     /// For an invalid URL, or when Redis answers with an error.
