@@ -4,6 +4,10 @@
 //! One multiplexed, self-reconnecting connection to a single server, or a cluster connection
 //! (MOVED/ASK handled by the client crate), made now or on first use. Every call is bounded in
 //! time, and every client error becomes a [`StoreError`] by one mapping ([`crate::error`]).
+//!
+//! TLS: `rediss://host:port` for one server, `rediss+cluster://host:port,host:port` for a
+//! cluster, with the certificates of [`ConnectionOptions::tls`] (a private CA, a client
+//! certificate for mutual TLS). rustls on the `ring` provider does the TLS.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,13 +19,18 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, FromRedisValue, Pipeline, Value};
 
 use crate::error::store_error;
-use crate::options::ConnectionOptions;
+use crate::options::{ConnectionOptions, RedisTls};
 
-/// The URL scheme of a Redis Cluster given by its nodes: `redis+cluster://host:port,host:port`.
-const CLUSTER_SCHEME: &str = "redis+cluster://";
+/// The URL schemes of a Redis Cluster given by its nodes, `redis+cluster://host:port,host:port`
+/// (`rediss+cluster://` over TLS), and the scheme of each node's URL.
+const CLUSTER_SCHEMES: [(&str, &str); 2] = [
+    ("redis+cluster://", "redis://"),
+    ("rediss+cluster://", "rediss://"),
+];
 
 /// The server URLs of `url`: `None` for one server (`redis://…`, `rediss://…`), the nodes of
-/// `redis+cluster://a,b` as `redis://a`, `redis://b`.
+/// `redis+cluster://a,b` as `redis://a`, `redis://b` (of `rediss+cluster://a,b` as
+/// `rediss://a`, `rediss://b`).
 ///
 /// # Examples
 /// ```
@@ -31,16 +40,66 @@ const CLUSTER_SCHEME: &str = "redis+cluster://";
 ///     cluster_nodes("redis+cluster://10.0.0.1:7000, 10.0.0.2:7000/"),
 ///     Some(vec!["redis://10.0.0.1:7000".to_owned(), "redis://10.0.0.2:7000".to_owned()])
 /// );
+/// assert_eq!(
+///     cluster_nodes("rediss+cluster://10.0.0.1:7000"),
+///     Some(vec!["rediss://10.0.0.1:7000".to_owned()])
+/// );
 /// ```
 pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
-    url.strip_prefix(CLUSTER_SCHEME).map(|nodes| {
-        nodes
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|n| format!("redis://{}", n.trim_end_matches('/')))
-            .collect()
+    CLUSTER_SCHEMES.iter().find_map(|(cluster, node)| {
+        url.strip_prefix(cluster).map(|nodes| {
+            nodes
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| format!("{node}{}", n.trim_end_matches('/')))
+                .collect()
+        })
     })
+}
+
+/// Whether `url` is a TLS URL (`rediss://…`).
+fn is_tls(url: &str) -> bool {
+    url.trim_start().starts_with("rediss://")
+}
+
+/// Makes `ring` rustls's provider for the process, unless one is already (the client crate
+/// takes the process's provider; picking one here means it never has to guess).
+fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The certificates of `tls` for `url`, refused for a URL without TLS (the certificates would
+/// be ignored, and the connection in clear text).
+fn certificates(
+    url: &str,
+    tls: Option<&RedisTls>,
+) -> redis::RedisResult<Option<redis::TlsCertificates>> {
+    if is_tls(url) {
+        tls_provider();
+        return Ok(tls.map(RedisTls::certificates));
+    }
+    match tls {
+        Some(_) => Err(redis::RedisError::from((
+            redis::ErrorKind::InvalidClientConfig,
+            "TLS certificates are given for a Redis URL without TLS",
+            "use rediss:// (or rediss+cluster://)".to_owned(),
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// A client of the single server at `url` (`redis://…` or `rediss://…`) with `tls`'s
+/// certificates: the one way a single server's client is made here (the shared rules'
+/// subscriber uses it too).
+///
+/// # Errors
+/// For an invalid URL, unreadable certificates, or certificates given for a `redis://` URL.
+pub fn client(url: &str, tls: Option<&RedisTls>) -> redis::RedisResult<Client> {
+    match certificates(url, tls)? {
+        Some(certs) => Client::build_with_tls(url, certs),
+        None => Client::open(url),
+    }
 }
 
 fn manager_config(options: &ConnectionOptions) -> ConnectionManagerConfig {
@@ -155,7 +214,7 @@ impl RedisConnection {
 
     /// Connects to a single server.
     pub(crate) async fn single(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
-        let client = Client::open(url).map_err(|e| unavailable(&e))?;
+        let client = client(url, options.tls.as_ref()).map_err(|e| unavailable(&e))?;
         let manager = connecting(
             options.connect_timeout * 4,
             ConnectionManager::new_with_config(client, manager_config(&options)),
@@ -169,7 +228,7 @@ impl RedisConnection {
 
     /// A single server's connection made on first use (and remade after failures).
     pub(crate) fn single_lazy(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
-        let client = Client::open(url).map_err(|e| unavailable(&e))?;
+        let client = client(url, options.tls.as_ref()).map_err(|e| unavailable(&e))?;
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config(&options))
             .map_err(|e| unavailable(&e))?;
         Ok(Self {
@@ -195,12 +254,17 @@ impl RedisConnection {
         urls: &[String],
         options: ConnectionOptions,
     ) -> Result<Self, StoreError> {
-        let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+        let first = urls.first().map_or("", String::as_str);
+        let mut builder = ClusterClientBuilder::new(urls.iter().map(String::as_str))
             .connection_timeout(options.connect_timeout)
             .response_timeout(options.timeout)
-            .retries(2)
-            .build()
-            .map_err(|e| unavailable(&e))?;
+            .retries(2);
+        if let Some(certs) =
+            certificates(first, options.tls.as_ref()).map_err(|e| unavailable(&e))?
+        {
+            builder = builder.certs(certs);
+        }
+        let client = builder.build().map_err(|e| unavailable(&e))?;
         Ok(Self {
             link: Link::Cluster(Arc::new(Cluster {
                 client,

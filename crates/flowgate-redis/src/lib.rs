@@ -60,10 +60,10 @@ mod state;
 mod stats;
 mod store;
 
-pub use conn::{RedisConnection, cluster_nodes};
+pub use conn::{RedisConnection, client, cluster_nodes};
 pub use options::{
     ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH,
-    DEFAULT_TIMEOUT, RedisOptions,
+    DEFAULT_TIMEOUT, RedisOptions, RedisTls,
 };
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
 pub use replication::{DEFAULT_WAIT_TIMEOUT, Replicated};

@@ -19,6 +19,109 @@ pub const DEFAULT_MAX_BATCH: usize = 64;
 /// deadline ([`RedisOptions::deadline`]).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The certificates of `rediss://` connections (PEM): the CA that signed Redis's certificate
+/// (a private CA; without one, the system's roots are trusted) and a client certificate with
+/// its key for mutual TLS (Redis's `tls-auth-clients yes`).
+///
+/// The host name (or IP address) of the URL must be one of the names of Redis's certificate.
+/// Given for a `redis://` URL, connecting fails with an error that says to use `rediss://`.
+///
+/// # Examples
+/// ```
+/// use flowgate_redis::RedisTls;
+/// let tls = RedisTls::default().ca_cert(b"-----BEGIN CERTIFICATE-----...".to_vec());
+/// assert!(tls.client_cert.is_none());
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisTls {
+    /// The CA certificates (PEM) that Redis's certificate must chain to, instead of the
+    /// system's roots.
+    pub ca_cert: Option<Vec<u8>>,
+    /// The client certificate chain (PEM) presented to Redis.
+    pub client_cert: Option<Vec<u8>>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub client_key: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("ca_cert", &self.ca_cert.is_some())
+            .field("client_cert", &self.client_cert.is_some())
+            .field(
+                "client_key",
+                &self.client_key.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+impl RedisTls {
+    /// Trusts the CA certificates of `pem` (instead of the system's roots).
+    pub fn ca_cert(mut self, pem: Vec<u8>) -> Self {
+        self.ca_cert = Some(pem);
+        self
+    }
+
+    /// Presents the client certificate chain `cert` with its private key `key` (PEM).
+    pub fn client(mut self, cert: Vec<u8>, key: Vec<u8>) -> Self {
+        self.client_cert = Some(cert);
+        self.client_key = Some(key);
+        self
+    }
+
+    /// Reads the files of a CA certificate, a client certificate and its key (PEM), each
+    /// optional; the client certificate and key go together.
+    ///
+    /// # Errors
+    /// When a file cannot be read, or only one of the client certificate and key is given; the
+    /// message names the file.
+    pub fn from_files(
+        ca_cert: Option<&std::path::Path>,
+        client_cert: Option<&std::path::Path>,
+        client_key: Option<&std::path::Path>,
+    ) -> Result<Self, String> {
+        let read = |what: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+        };
+        let mut tls = Self::default();
+        if let Some(p) = ca_cert {
+            tls.ca_cert = Some(read("Redis CA certificate", p)?);
+        }
+        match (client_cert, client_key) {
+            (Some(c), Some(k)) => {
+                tls.client_cert = Some(read("Redis client certificate", c)?);
+                tls.client_key = Some(read("Redis client key", k)?);
+            }
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err("a Redis client certificate needs its key too".into());
+            }
+            (None, Some(_)) => {
+                return Err("a Redis client key needs its certificate too".into());
+            }
+        }
+        Ok(tls)
+    }
+
+    /// The certificates as the client crate takes them.
+    pub(crate) fn certificates(&self) -> redis::TlsCertificates {
+        let client_tls = match (&self.client_cert, &self.client_key) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+            _ => None,
+        };
+        redis::TlsCertificates {
+            client_tls,
+            root_cert: self.ca_cert.clone(),
+        }
+    }
+}
+
 /// How a [`crate::RedisConnection`] connects and how long its calls may wait.
 ///
 /// # Examples
@@ -29,7 +132,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// assert_eq!(opts.timeout, Duration::from_secs(3));
 /// assert_eq!(opts.connect_timeout, Duration::from_millis(500));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionOptions {
     /// How long one connection attempt may take (initial connect and reconnects). Default
@@ -37,6 +140,9 @@ pub struct ConnectionOptions {
     pub connect_timeout: Duration,
     /// How long a call may wait for its reply. Default [`DEFAULT_TIMEOUT`].
     pub timeout: Duration,
+    /// The certificates of a `rediss://` connection; `None` trusts the system's roots and
+    /// presents no client certificate.
+    pub tls: Option<RedisTls>,
 }
 
 impl Default for ConnectionOptions {
@@ -44,6 +150,7 @@ impl Default for ConnectionOptions {
         Self {
             connect_timeout: Duration::from_millis(500),
             timeout: DEFAULT_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -58,6 +165,12 @@ impl ConnectionOptions {
     /// Sets how long a call may wait for its reply.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the certificates of a `rediss://` connection.
+    pub fn tls(mut self, tls: Option<RedisTls>) -> Self {
+        self.tls = tls;
         self
     }
 }
@@ -93,6 +206,10 @@ pub struct RedisOptions {
     /// Redis the next one is already on its way, so Redis does not wait for the client between
     /// calls; more calls in flight only make each one smaller.
     pub batches_in_flight: usize,
+    /// The certificates of a `rediss://` connection (a private CA, a client certificate);
+    /// `None` trusts the system's roots. The one place both the store and the server's shared
+    /// rules take them from.
+    pub tls: Option<RedisTls>,
     /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
     pub(crate) clock_override: Option<Arc<dyn Clock>>,
     /// The app server's clock: the blocked-keys cache's relative deadlines, calendar periods.
@@ -108,6 +225,7 @@ impl Default for RedisOptions {
             coalesce: true,
             max_batch: DEFAULT_MAX_BATCH,
             batches_in_flight: 2,
+            tls: None,
             clock_override: None,
             local_clock: None,
         }
@@ -123,6 +241,7 @@ impl fmt::Debug for RedisOptions {
             .field("coalesce", &self.coalesce)
             .field("max_batch", &self.max_batch)
             .field("batches_in_flight", &self.batches_in_flight)
+            .field("tls", &self.tls)
             .field("clock_override", &self.clock_override.is_some())
             .field("local_clock", &self.local_clock.is_some())
             .finish()
@@ -142,10 +261,19 @@ impl RedisOptions {
         self
     }
 
-    /// The store's connection: [`RedisOptions::connect_timeout`], calls bounded by
-    /// [`DEFAULT_TIMEOUT`] (decisions by their deadline).
-    pub(crate) fn connection(&self) -> ConnectionOptions {
-        ConnectionOptions::default().connect_timeout(self.connect_timeout)
+    /// Sets the certificates of a `rediss://` connection.
+    pub fn tls(mut self, tls: RedisTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The connection these options make: [`RedisOptions::connect_timeout`] and
+    /// [`RedisOptions::tls`], calls bounded by [`DEFAULT_TIMEOUT`] (the store's decisions by
+    /// their deadline).
+    pub fn connection(&self) -> ConnectionOptions {
+        ConnectionOptions::default()
+            .connect_timeout(self.connect_timeout)
+            .tls(self.tls.clone())
     }
 
     /// Sets the bound on the blocked-keys cache; 0 turns it off.

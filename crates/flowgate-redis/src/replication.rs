@@ -41,7 +41,8 @@ impl Replicated {
         replicas: u32,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let options = options.timeout(options.timeout + timeout);
+        let longest = options.timeout + timeout;
+        let options = options.timeout(longest);
         Ok(Self {
             conn: RedisConnection::connect_lazy(url, options)?,
             replicas,

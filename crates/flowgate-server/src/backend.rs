@@ -45,13 +45,29 @@ impl Backend {
     }
 
     /// Connects to Redis: `redis://host:port/db` (or `rediss://`) for one server,
-    /// `redis+cluster://host:port,host:port` for a cluster. When Redis cannot be reached, the
-    /// store connects on first use (each rule's failure policy decides until then).
+    /// `redis+cluster://host:port,host:port` (or `rediss+cluster://`) for a cluster. When Redis
+    /// cannot be reached, the store connects on first use (each rule's failure policy decides
+    /// until then).
     ///
     /// # Errors
     /// For an invalid URL, or when Redis answers with an error.
     pub async fn redis(url: &str, deadline: std::time::Duration) -> Result<Self, StoreError> {
-        let options = flowgate_redis::RedisOptions::default().deadline(deadline);
+        Self::redis_with(
+            url,
+            flowgate_redis::RedisOptions::default().deadline(deadline),
+        )
+        .await
+    }
+
+    /// As [`Backend::redis`], with the store's `options` (its deadline, its TLS certificates
+    /// for `rediss://` and `rediss+cluster://` URLs).
+    ///
+    /// # Errors
+    /// For an invalid URL or certificates, or when Redis answers with an error.
+    pub async fn redis_with(
+        url: &str,
+        options: flowgate_redis::RedisOptions,
+    ) -> Result<Self, StoreError> {
         let nodes = flowgate_redis::cluster_nodes(url);
         let connected = match &nodes {
             Some(nodes) => {

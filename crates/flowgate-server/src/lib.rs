@@ -41,7 +41,8 @@
 //! `state.rs` composes the limiter and the queues, the rules in force (`rules::RulesInForce`,
 //! which alone changes them), the recording of decisions (`observe`: metrics and logs, where the
 //! dashboard and alerts belong) and the admin tokens; `grpc.rs` and `http/` translate the
-//! protocols; `server.rs` starts the services. See `ARCHITECTURE.md`.
+//! protocols; `server.rs` starts the services, over TLS when configured (`tls.rs`: the
+//! certificates, mutual TLS, their reload without a restart). See `ARCHITECTURE.md`.
 
 mod backend;
 pub mod config;
@@ -56,6 +57,7 @@ mod reload;
 pub mod rules;
 mod server;
 mod state;
+mod tls;
 pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
@@ -64,3 +66,4 @@ pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
     DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,
 };
+pub use tls::{DEFAULT_TLS_RELOAD, TlsError, TlsFiles};

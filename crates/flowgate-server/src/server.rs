@@ -35,9 +35,14 @@ pub struct ServerConfig {
     pub http_addr: SocketAddr,
     /// The Envoy gRPC API's address.
     pub grpc_addr: SocketAddr,
-    /// A Redis URL (`redis://...`, or `redis+cluster://host:port,host:port` for a cluster);
-    /// `None` runs on the embedded memory store.
+    /// A Redis URL (`redis://...`, or `redis+cluster://host:port,host:port` for a cluster;
+    /// `rediss://` and `rediss+cluster://` over TLS); `None` runs on the embedded memory store.
     pub redis_url: Option<String>,
+    /// The certificates of a `rediss://` Redis (a private CA, a client certificate), for the
+    /// store and the shared rules alike; `None` trusts the system's roots.
+    pub redis_tls: Option<flowgate_redis::RedisTls>,
+    /// TLS on the HTTP and gRPC ports; `None` serves them in clear text.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// How long a decision may wait for Redis before the rules' failure policies decide.
     pub redis_deadline: Duration,
     /// An admin token, named `admin` (beside `admin_tokens`).
@@ -109,6 +114,8 @@ impl ServerConfig {
                 .parse()
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8081))),
             redis_url: None,
+            redis_tls: None,
+            tls: None,
             redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
             admin_token: None,
             admin_tokens: crate::tokens::AdminTokens::new(),
@@ -158,6 +165,10 @@ pub enum ServerError {
     /// The store cannot be set up.
     #[error("store: {0}")]
     Store(String),
+    /// The ports' TLS cannot be set up (not a `source`: the message names the flag, the file
+    /// and why).
+    #[error("TLS: {0}")]
+    Tls(crate::tls::TlsError),
     /// A front end failed while serving.
     #[error("{api} server failed: {detail}")]
     Serve {
@@ -166,6 +177,12 @@ pub enum ServerError {
         /// What happened.
         detail: String,
     },
+}
+
+impl From<crate::tls::TlsError> for ServerError {
+    fn from(e: crate::tls::TlsError) -> Self {
+        ServerError::Tls(e)
+    }
 }
 
 impl From<ConfigError> for ServerError {
@@ -194,10 +211,19 @@ fn clock(cfg: &ServerConfig) -> ServerClock {
     }
 }
 
+/// How the store and the shared rules talk to Redis.
+fn redis_options(cfg: &ServerConfig) -> flowgate_redis::RedisOptions {
+    let options = flowgate_redis::RedisOptions::default().deadline(cfg.redis_deadline);
+    match &cfg.redis_tls {
+        Some(tls) => options.tls(tls.clone()),
+        None => options,
+    }
+}
+
 async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     match &cfg.redis_url {
         None => Ok(Backend::memory(clock(cfg), cfg.max_keys)),
-        Some(url) => Backend::redis(url, cfg.redis_deadline)
+        Some(url) => Backend::redis_with(url, redis_options(cfg))
             .await
             .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}"))),
     }
@@ -218,7 +244,7 @@ fn replicated(cfg: &ServerConfig) -> Result<Option<flowgate_redis::Replicated>, 
     };
     flowgate_redis::Replicated::connect_lazy(
         url,
-        flowgate_redis::ConnectionOptions::default(),
+        redis_options(cfg).connection(),
         cfg.redis_wait_replicas,
         cfg.redis_wait_timeout,
     )
@@ -287,7 +313,7 @@ async fn initial_rules(
             "rules shared through Redis need --redis-url",
         ))
     })?;
-    let mut shared = SharedRules::connect(url)
+    let mut shared = SharedRules::connect_with(url, &redis_options(cfg))
         .await
         .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
     if let Some(r) = replicated(cfg)? {
@@ -317,20 +343,40 @@ async fn initial_rules(
     Ok((initial.loaded, info, Some(Arc::new(follower))))
 }
 
+/// Serves HTTP on one connection's transport until it closes (or, on shutdown, finishes what
+/// is in flight).
+async fn serve_http_conn<I>(
+    builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    io: I,
+    app: axum::Router,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let conn = builder
+        .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(io), service)
+        .into_owned();
+    let _ = watcher.watch(conn).await;
+}
+
 /// The HTTP/JSON API, until `shutdown`.
 ///
 /// Connections are bounded: at most `max_connections` at once (beyond, new ones wait in the
 /// listen backlog), and a client must send a request's whole header within `header_timeout`,
 /// the first one as each next one on a kept-alive connection, or the connection is closed (a
-/// slow or idle client cannot hold a connection).
+/// slow or idle client cannot hold a connection). With `tls`, each connection's handshake runs
+/// on its own task and must finish within `header_timeout` too. HTTP/2 connections carry at
+/// most [`GRPC_MAX_STREAMS`] concurrent streams and are pinged as the gRPC port's are.
 fn serve_http(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     header_timeout: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> JoinHandle<Result<(), ServerError>> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
     use hyper_util::server::conn::auto;
     let app = crate::http::router(state);
     tokio::spawn(async move {
@@ -341,7 +387,13 @@ fn serve_http(
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout);
-        builder.http2().timer(TokioTimer::new());
+        // HTTP/2 (with TLS, by ALPN) as on the gRPC port: bounded streams, idle peers pinged.
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(GRPC_MAX_STREAMS)
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(10));
         let stop = signal(shutdown);
         tokio::pin!(stop);
         loop {
@@ -362,13 +414,23 @@ fn serve_http(
                 () = &mut stop => break,
             };
             let _ = stream.set_nodelay(true);
-            let service = hyper_util::service::TowerToHyperService::new(app.clone());
-            let conn = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            let conn = graceful.watch(conn);
+            let (builder, app, watcher, tls) = (
+                builder.clone(),
+                app.clone(),
+                graceful.watcher(),
+                tls.clone(),
+            );
             tokio::spawn(async move {
-                let _ = conn.await;
+                match tls {
+                    None => serve_http_conn(builder, stream, app, watcher).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                            Ok(Ok(tls)) => serve_http_conn(builder, tls, app, watcher).await,
+                            Ok(Err(e)) => tracing::debug!(error = %e, "http: TLS handshake failed"),
+                            Err(_) => tracing::debug!("http: TLS handshake not finished in time"),
+                        }
+                    }
+                }
                 drop(permit);
             });
         }
@@ -379,7 +441,8 @@ fn serve_http(
 }
 
 /// Envoy's rate-limit service over gRPC, until `shutdown`: at most `max_connections` at once,
-/// each closed if it sends nothing within `first_byte` of connecting; at most
+/// each closed if it sends nothing (with `tls`: finishes no handshake) within `first_byte` of
+/// connecting; at most
 /// [`GRPC_MAX_STREAMS`] concurrent streams per connection; HTTP/2 keep-alive pings every 30 s,
 /// a peer that does not answer within 10 s is closed.
 fn serve_grpc(
@@ -388,10 +451,11 @@ fn serve_grpc(
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     first_byte: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> JoinHandle<Result<(), ServerError>> {
     let svc = RlsService::new(state).into_server();
     tokio::spawn(async move {
-        let incoming = crate::grpc_conn::incoming(listener, max_connections, first_byte);
+        let incoming = crate::grpc_conn::incoming(listener, max_connections, first_byte, tls);
         tonic::transport::Server::builder()
             .max_concurrent_streams(Some(GRPC_MAX_STREAMS))
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -431,6 +495,10 @@ impl Server {
     /// address cannot be bound, or the store cannot be set up.
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
         let admin = admin_tokens(&cfg)?;
+        let tls = match &cfg.tls {
+            Some(files) => Some(crate::tls::Tls::load(files).await?),
+            None => None,
+        };
         let (fingerprint, files) = load_files(&cfg).await?;
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
@@ -485,6 +553,7 @@ impl Server {
             rx.clone(),
             cfg.http_max_connections,
             cfg.http_header_timeout,
+            tls.as_ref().map(|t| t.http.clone()),
         );
         let grpc = serve_grpc(
             grpc_listener,
@@ -492,8 +561,13 @@ impl Server {
             rx.clone(),
             cfg.grpc_max_connections,
             cfg.http_header_timeout,
+            tls.as_ref().map(|t| t.grpc.clone()),
         );
         let mut background = Vec::new();
+        let tls_on = tls.is_some();
+        if let Some(tls) = tls {
+            background.push(tls.reloader.spawn(rx.clone()));
+        }
         if let Some(f) = &follower {
             background.extend(Arc::clone(f).spawn(Arc::clone(&state.rules), rx.clone()));
         }
@@ -519,7 +593,7 @@ impl Server {
         }
 
         let info = state.rules.info();
-        tracing::info!(%http_addr, %grpc_addr, store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
+        tracing::info!(%http_addr, %grpc_addr, tls = tls_on, client_certs = cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()), store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
             http_addr,
             grpc_addr,

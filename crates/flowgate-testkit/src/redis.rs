@@ -4,6 +4,9 @@
 //! Every process is owned by a guard whose `Drop` kills it (only the processes it started).
 //! Start-up waits for readiness with bounded retries and fails with a readable error, never
 //! waits forever. Needs `redis-server` and `redis-cli` (7.x) on the `PATH` or in `/usr/bin`.
+//!
+//! A server or cluster can serve TLS only ([`ServerTls`]: `--port 0 --tls-port P`, the cluster
+//! bus over TLS too); its readiness is then probed with `redis-cli --tls`.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -89,12 +92,107 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) -> io::Result<()> {
     )))
 }
 
+/// The TLS files of a TLS-only `redis-server` (PEM).
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    /// The server's certificate (`--tls-cert-file`); its names must include 127.0.0.1.
+    pub cert: PathBuf,
+    /// Its key (`--tls-key-file`).
+    pub key: PathBuf,
+    /// The CA that signed it, and clients' certificates (`--tls-ca-cert-file`).
+    pub ca: PathBuf,
+    /// With a client certificate and key: the server requires client certificates
+    /// (`--tls-auth-clients yes`), and readiness is probed with this one. Without:
+    /// `--tls-auth-clients no`.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+impl ServerTls {
+    /// `redis-cli`'s TLS options for this server.
+    fn cli_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--tls".to_owned(),
+            "--cacert".to_owned(),
+            self.ca.display().to_string(),
+        ];
+        if let Some((cert, key)) = &self.client {
+            args.extend([
+                "--cert".to_owned(),
+                cert.display().to_string(),
+                "--key".to_owned(),
+                key.display().to_string(),
+            ]);
+        }
+        args
+    }
+
+    /// `redis-server`'s options for serving TLS only on `port`.
+    fn server_args(&self, port: u16, cluster: bool) -> Vec<String> {
+        let mut args: Vec<String> = vec!["--port".into(), "0".into()];
+        args.extend([
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            self.cert.display().to_string(),
+            "--tls-key-file".into(),
+            self.key.display().to_string(),
+            "--tls-ca-cert-file".into(),
+            self.ca.display().to_string(),
+            "--tls-auth-clients".into(),
+            if self.client.is_some() { "yes" } else { "no" }.into(),
+        ]);
+        if cluster {
+            args.extend(["--tls-cluster".into(), "yes".into()]);
+        }
+        args
+    }
+}
+
+/// How long one `redis-cli` run may take before it is killed.
+const CLI_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `redis-cli` against 127.0.0.1:`port` (over TLS with `tls`), killed after
+/// [`CLI_TIMEOUT`]; its output.
+fn cli(port: u16, tls: Option<&ServerTls>, args: &[&str]) -> io::Result<String> {
+    let mut cmd = Command::new(binary("redis-cli"));
+    if let Some(t) = tls {
+        cmd.args(t.cli_args());
+    }
+    let mut child = cmd
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pause = Duration::from_millis(5);
+    let mut waited = Duration::ZERO;
+    while child.try_wait()?.is_none() {
+        waited += pause;
+        if waited > CLI_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("redis-cli {args:?} did not finish in {CLI_TIMEOUT:?}"),
+            ));
+        }
+        std::thread::sleep(pause);
+    }
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        stdout.read_to_string(&mut out)?;
+    }
+    Ok(out)
+}
+
 /// One `redis-server` process on 127.0.0.1, killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
     dir: TempDir,
     extra: Vec<String>,
+    tls: Option<ServerTls>,
     child: Option<Child>,
 }
 
@@ -113,7 +211,7 @@ impl RedisServer {
     /// # Errors
     /// When the process cannot be spawned or does not answer `PING` in time.
     pub fn try_start(cluster: bool) -> io::Result<Self> {
-        Self::try_start_with(cluster, &[])
+        Self::try_start_with(cluster, None)
     }
 
     /// Starts a replica of `primary` on a free port, and waits until it is in sync.
@@ -122,7 +220,7 @@ impl RedisServer {
     /// When it cannot start or does not sync within the readiness bound.
     pub fn start_replica_of(primary: &RedisServer) -> Self {
         let port = primary.port.to_string();
-        let replica = Self::try_start_with(false, &["--replicaof", "127.0.0.1", &port])
+        let replica = Self::start_with_args(false, None, &["--replicaof", "127.0.0.1", &port])
             .unwrap_or_else(|e| panic!("cannot start a replica: {e}"));
         wait_until("the replica's sync", || {
             raw_command(primary.port, "INFO replication")
@@ -132,7 +230,25 @@ impl RedisServer {
         replica
     }
 
-    fn try_start_with(cluster: bool, more: &[&str]) -> io::Result<Self> {
+    /// Starts a server that serves TLS only, with `tls`'s files.
+    ///
+    /// # Panics
+    /// When `redis-server` cannot be started (not installed, built without TLS, no free port).
+    pub fn start_tls(tls: ServerTls) -> Self {
+        Self::try_start_with(false, Some(tls))
+            .unwrap_or_else(|e| panic!("cannot start redis-server with TLS: {e}"))
+    }
+
+    /// Starts a server; with `cluster`, as a cluster-enabled node; with `tls`, serving TLS only.
+    ///
+    /// # Errors
+    /// When the process cannot be spawned or does not answer `PING` in time.
+    pub fn try_start_with(cluster: bool, tls: Option<ServerTls>) -> io::Result<Self> {
+        Self::start_with_args(cluster, tls, &[])
+    }
+
+    /// As [`RedisServer::try_start_with`], with `more` arguments for `redis-server`.
+    fn start_with_args(cluster: bool, tls: Option<ServerTls>, more: &[&str]) -> io::Result<Self> {
         let mut last = io::Error::other("not tried");
         for _ in 0..5 {
             let port = free_port(cluster)?;
@@ -155,6 +271,7 @@ impl RedisServer {
                     .prefix("flowgate-redis-")
                     .tempdir()?,
                 extra,
+                tls: tls.clone(),
                 child: None,
             };
             match s.spawn() {
@@ -167,9 +284,14 @@ impl RedisServer {
 
     fn spawn(&mut self) -> io::Result<()> {
         let mut cmd = Command::new(binary("redis-server"));
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        match &self.tls {
+            Some(tls) => cmd.args(tls.server_args(
+                self.port,
+                self.extra.iter().any(|a| a == "--cluster-enabled"),
+            )),
+            None => cmd.arg("--port").arg(self.port.to_string()),
+        };
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
             .args(["--daemonize", "no", "--logfile", "redis.log"])
@@ -178,10 +300,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut child = cmd.spawn()?;
-        let port = self.port;
-        let ready = wait_until("redis-server", || {
-            raw_command(port, "PING").is_ok_and(|r| r.starts_with("+PONG"))
-        });
+        let ready = wait_until("redis-server", || self.ping());
         if let Err(e) = ready {
             let _ = child.kill();
             let _ = child.wait();
@@ -195,14 +314,35 @@ impl RedisServer {
         Ok(())
     }
 
-    /// The server's port.
+    /// Whether the server answers `PING`.
+    fn ping(&self) -> bool {
+        match &self.tls {
+            None => raw_command(self.port, "PING").is_ok_and(|r| r.starts_with("+PONG")),
+            Some(tls) => cli(self.port, Some(tls), &["PING"]).is_ok_and(|r| r.starts_with("PONG")),
+        }
+    }
+
+    /// Runs a command with `redis-cli` (over TLS for a TLS server) and returns its output.
+    ///
+    /// # Errors
+    /// When `redis-cli` cannot be run.
+    pub fn cli(&self, args: &[&str]) -> io::Result<String> {
+        cli(self.port, self.tls.as_ref(), args)
+    }
+
+    /// The server's port (its TLS port, for a TLS server).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `redis://127.0.0.1:<port>/`.
+    /// `redis://127.0.0.1:<port>/` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
     /// Kills the server at once (SIGKILL), as a crash would. Data is lost (persistence is off).
@@ -211,6 +351,15 @@ impl RedisServer {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Whether this node reports `cluster_state:ok`.
+    fn cluster_ok(&self) -> bool {
+        let info = match &self.tls {
+            None => raw_command(self.port, "CLUSTER INFO"),
+            Some(tls) => cli(self.port, Some(tls), &["CLUSTER", "INFO"]),
+        };
+        info.is_ok_and(|r| r.contains("cluster_state:ok"))
     }
 
     /// Whether the server process is running.
@@ -267,10 +416,28 @@ impl RedisCluster {
     /// # Errors
     /// When a node cannot start or the cluster does not become ready in time.
     pub fn try_start(masters: usize) -> io::Result<Self> {
+        Self::try_start_with(masters, None)
+    }
+
+    /// A cluster as [`RedisCluster::start`] whose nodes serve TLS only, their bus too.
+    ///
+    /// # Panics
+    /// When the cluster cannot be formed within the readiness bound.
+    pub fn start_tls(masters: usize, tls: ServerTls) -> Self {
+        Self::try_start_with(masters, Some(tls))
+            .unwrap_or_else(|e| panic!("cannot start a redis cluster with TLS: {e}"))
+    }
+
+    /// As [`RedisCluster::start`], with `tls` serving TLS only.
+    ///
+    /// # Errors
+    /// When a node cannot start or the cluster does not become ready in time.
+    pub fn try_start_with(masters: usize, tls: Option<ServerTls>) -> io::Result<Self> {
         let nodes = (0..masters)
-            .map(|_| RedisServer::try_start(true))
+            .map(|_| RedisServer::try_start_with(true, tls.clone()))
             .collect::<io::Result<Vec<_>>>()?;
         let out = Command::new(binary("redis-cli"))
+            .args(tls.as_ref().map(ServerTls::cli_args).unwrap_or_default())
             .arg("--cluster")
             .arg("create")
             .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
@@ -284,10 +451,7 @@ impl RedisCluster {
             )));
         }
         for n in &nodes {
-            let port = n.port();
-            wait_until("redis cluster", || {
-                raw_command(port, "CLUSTER INFO").is_ok_and(|r| r.contains("cluster_state:ok"))
-            })?;
+            wait_until("redis cluster", || n.cluster_ok())?;
         }
         Ok(Self { nodes })
     }
@@ -295,6 +459,22 @@ impl RedisCluster {
     /// The nodes' URLs.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The cluster's URL for Flowgate: `redis+cluster://127.0.0.1:P,...`
+    /// (`rediss+cluster://` over TLS).
+    pub fn url(&self) -> String {
+        let scheme = if self.nodes.iter().any(|n| n.tls.is_some()) {
+            "rediss+cluster"
+        } else {
+            "redis+cluster"
+        };
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        format!("{scheme}://{}", nodes.join(","))
     }
 
     /// The nodes.
@@ -315,11 +495,7 @@ impl RedisCluster {
     pub fn restart(&mut self) {
         self.nodes.iter_mut().for_each(RedisServer::restart);
         for n in &self.nodes {
-            let port = n.port();
-            wait_until("redis cluster", || {
-                raw_command(port, "CLUSTER INFO").is_ok_and(|r| r.contains("cluster_state:ok"))
-            })
-            .unwrap_or_else(|e| panic!("{e}"));
+            wait_until("redis cluster", || n.cluster_ok()).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }

@@ -296,10 +296,7 @@ impl Follower {
         mut shutdown: watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let notify = Arc::new(Notify::new());
-        let subscriber = tokio::spawn(subscribe(
-            self.shared.subscribe_urls().to_vec(),
-            Arc::clone(&notify),
-        ));
+        let subscriber = tokio::spawn(subscribe(self.shared.clone(), Arc::clone(&notify)));
         let checker = tokio::spawn(async move {
             let mut tick = tokio::time::interval(self.check);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -323,10 +320,11 @@ impl Follower {
 /// Wakes `notify` on every message of the rules channel. After a failure it subscribes again,
 /// through the next of `urls` (a cluster node that is down is skipped), and wakes `notify` then
 /// too: messages may have been missed meanwhile.
-async fn subscribe(urls: Vec<String>, notify: Arc<Notify>) {
-    let clients: Vec<redis::Client> = urls
+async fn subscribe(shared: SharedRules, notify: Arc<Notify>) {
+    let clients: Vec<redis::Client> = shared
+        .subscribe_urls()
         .iter()
-        .filter_map(|url| match redis::Client::open(url.as_str()) {
+        .filter_map(|url| match shared.subscribe_client(url) {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!(%url, error = %e, "rules: cannot subscribe to changes there");

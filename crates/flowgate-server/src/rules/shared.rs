@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use flowgate_core::StoreError;
-use flowgate_redis::{ConnectionOptions, RedisConnection};
+use flowgate_redis::{RedisConnection, RedisOptions, RedisTls};
 use serde::Serialize;
 
 use super::doc::RulesDoc;
@@ -117,6 +117,8 @@ pub struct SharedRules {
     /// The URLs a subscriber connects to, tried in turn: a cluster publishes to every node, so
     /// any one that answers will do.
     subscribe_urls: Vec<String>,
+    /// The certificates of a `rediss://` connection, for the subscriber's.
+    tls: Option<RedisTls>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> SharedError {
@@ -137,12 +139,22 @@ impl SharedRules {
     /// # Errors
     /// [`SharedError::Unavailable`] for a bad URL.
     pub async fn connect(url: &str) -> Result<Self, SharedError> {
-        let options = ConnectionOptions::default().timeout(COMMAND_TIMEOUT);
+        Self::connect_with(url, &RedisOptions::default()).await
+    }
+
+    /// As [`SharedRules::connect`], connecting as the store's `options` say (its connect
+    /// timeout and TLS certificates; for `rediss://` and `rediss+cluster://` URLs).
+    ///
+    /// # Errors
+    /// [`SharedError::Unavailable`] for a bad URL, or certificates given for a URL without TLS.
+    pub async fn connect_with(url: &str, options: &RedisOptions) -> Result<Self, SharedError> {
+        let connection = options.connection().timeout(COMMAND_TIMEOUT);
         Ok(Self {
-            conn: RedisConnection::connect_lazy(url, options)?,
+            conn: RedisConnection::connect_lazy(url, connection)?,
             replicated: None,
             subscribe_urls: flowgate_redis::cluster_nodes(url)
                 .unwrap_or_else(|| vec![url.to_owned()]),
+            tls: options.tls.clone(),
         })
     }
 
@@ -156,6 +168,14 @@ impl SharedRules {
     /// The URLs of the servers whose notifications a node follows, tried in turn.
     pub fn subscribe_urls(&self) -> &[String] {
         &self.subscribe_urls
+    }
+
+    /// A client of one of [`SharedRules::subscribe_urls`], with the connection's certificates.
+    ///
+    /// # Errors
+    /// For an invalid URL or unusable certificates.
+    pub fn subscribe_client(&self, url: &str) -> redis::RedisResult<redis::Client> {
+        flowgate_redis::client(url, self.tls.as_ref())
     }
 
     /// The number of the version in force (0 when none was stored yet).

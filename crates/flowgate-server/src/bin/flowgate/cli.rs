@@ -23,7 +23,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve Envoy's rate-limit API (gRPC) and the HTTP/JSON API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Change and inspect the rules shared by a cluster (`--rules-source redis`) through a
     /// server's admin API: push, history, show, rollback.
     Rules(crate::rules_cli::RulesArgs),
@@ -46,10 +46,41 @@ pub(crate) struct ServeArgs {
     /// Address of Envoy's rate-limit gRPC API.
     #[arg(long, env = "FLOWGATE_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
     pub(crate) grpc_addr: SocketAddr,
-    /// Redis URL (`redis://host:port/`, or `redis+cluster://host:port,host:port` for a cluster);
-    /// without it, the embedded store.
+    /// Redis URL (`redis://host:port/`, or `redis+cluster://host:port,host:port` for a cluster;
+    /// `rediss://` and `rediss+cluster://` over TLS); without it, the embedded store.
     #[arg(long, env = "FLOWGATE_REDIS_URL")]
     pub(crate) redis_url: Option<String>,
+    /// The CA certificate(s) (PEM) that a `rediss://` Redis's certificate must chain to, instead
+    /// of the system's roots (a private CA).
+    #[arg(long, env = "FLOWGATE_REDIS_CA_CERT", requires = "redis_url")]
+    pub(crate) redis_ca_cert: Option<PathBuf>,
+    /// A client certificate (PEM) presented to a `rediss://` Redis that requires one
+    /// (`tls-auth-clients yes`); with --redis-client-key.
+    #[arg(long, env = "FLOWGATE_REDIS_CLIENT_CERT", requires_all = ["redis_client_key", "redis_url"])]
+    pub(crate) redis_client_cert: Option<PathBuf>,
+    /// The private key (PEM) of --redis-client-cert.
+    #[arg(
+        long,
+        env = "FLOWGATE_REDIS_CLIENT_KEY",
+        requires = "redis_client_cert"
+    )]
+    pub(crate) redis_client_key: Option<PathBuf>,
+    /// Serve the HTTP and gRPC ports over TLS with this certificate chain (PEM, the server's
+    /// certificate first); with --tls-key. The files are read again every
+    /// --tls-reload-interval and on SIGHUP: a changed pair is used for new connections, a
+    /// broken one is logged and the one in force kept.
+    #[arg(long, env = "FLOWGATE_TLS_CERT", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, env = "FLOWGATE_TLS_KEY", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Require a client certificate on both ports (mutual TLS), verified against these CA
+    /// certificates (PEM); needs --tls-cert and --tls-key.
+    #[arg(long, env = "FLOWGATE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub(crate) tls_client_ca: Option<PathBuf>,
+    /// How often the --tls-cert and --tls-key files are read again (e.g. `5s`, `1m`).
+    #[arg(long, env = "FLOWGATE_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_deadline)]
+    pub(crate) tls_reload_interval: std::time::Duration,
     /// How long a decision may wait for Redis (e.g. `25ms`, `2s`); past it, each rule's failure
     /// policy (`open`, `closed`, `local`) decides.
     #[arg(long, env = "FLOWGATE_REDIS_DEADLINE", default_value = "25ms", value_parser = parse_deadline)]
@@ -222,6 +253,21 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.http_addr = args.http_addr;
     cfg.grpc_addr = args.grpc_addr;
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
+    if args.redis_ca_cert.is_some() || args.redis_client_cert.is_some() {
+        let tls = flowgate_redis::RedisTls::from_files(
+            args.redis_ca_cert.as_deref(),
+            args.redis_client_cert.as_deref(),
+            args.redis_client_key.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        cfg.redis_tls = Some(tls);
+    }
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        let mut files = flowgate_server::TlsFiles::new(cert, key);
+        files.client_ca = args.tls_client_ca;
+        files.reload = args.tls_reload_interval;
+        cfg.tls = Some(files);
+    }
     cfg.redis_deadline = args.redis_deadline;
     cfg.redis_allow_eviction = args.redis_allow_eviction;
     cfg.http_max_connections = args.http_max_connections;
@@ -273,7 +319,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         init_logging();
     }
     match cli.command {
-        Command::Serve(a) => serve(a).await,
+        Command::Serve(a) => serve(*a).await,
         Command::Rules(a) => crate::rules_cli::run(a).await,
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Floor(a) => crate::bench::floor(a).await,
