@@ -35,7 +35,7 @@ pub fn config(default: u32) -> Config {
 /// Texts that break parsers and bounds: empty, whitespace, NUL and control bytes, quotes and
 /// escapes, unicode (combining marks, right-to-left, astral plane), huge and negative numbers,
 /// separators of the formats (`=`, `:`, `,`, `*`, `.`), long runs.
-pub fn hostile_text() -> impl Strategy<Value = String> {
+pub fn hostile_text() -> impl Strategy<Value = String> + Clone {
     prop_oneof![
         Just(String::new()),
         Just(" ".to_owned()),
@@ -70,7 +70,7 @@ pub fn hostile_text() -> impl Strategy<Value = String> {
 }
 
 /// Numbers at and beyond the edges of the integer types, as text.
-pub fn hostile_number() -> impl Strategy<Value = String> {
+pub fn hostile_number() -> impl Strategy<Value = String> + Clone {
     prop_oneof![
         Just("0".to_owned()),
         Just("-1".to_owned()),
