@@ -983,7 +983,13 @@ fn clear_answer(
         // JSON by its grammar: a payload is answered as submitted, and JSON numbers have no
         // range (`1e400` is JSON, which serde_json's `Value` cannot hold).
         let raw: Result<Box<serde_json::value::RawValue>, _> = serde_json::from_str(&r.body);
-        prop_assert!(raw.is_ok(), "{what}: {} answer is not JSON ({:?}) for {body:?}: {}", r.status, raw.err(), r.body);
+        prop_assert!(
+            raw.is_ok(),
+            "{what}: {} answer is not JSON ({:?}) for {body:?}: {}",
+            r.status,
+            raw.err(),
+            r.body
+        );
         return Ok(None);
     }
     let json: serde_json::Value = serde_json::from_str(&r.body).map_err(|e| {
