@@ -191,8 +191,8 @@ fn script_shaped(limit: &Limit, v: &[u8]) -> bool {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => v.len() == 8,
         Algorithm::FixedWindow => v.len() == 12,
         Algorithm::SlidingWindow => v.len() == 4 * (limit.buckets() as usize + 1) + 16,
-        Algorithm::SlidingLog => v.len() >= 8 && (v.len() - 8) % 12 == 0,
-        Algorithm::Concurrency => v.len() >= 4 && (v.len() - 4) % 20 == 0,
+        Algorithm::SlidingLog => v.len() >= 8 && (v.len() - 8).is_multiple_of(12),
+        Algorithm::Concurrency => v.len() >= 4 && (v.len() - 4).is_multiple_of(20),
     }
 }
 
