@@ -449,8 +449,8 @@ fn clear_queue_error(op: &str, e: &QueueError) -> Result<(), TestCaseError> {
         QueueError::Store(StoreError::Timeout) => {
             prop_assert!(false, "{op}: the script ran into its deadline")
         }
-        // Named: a key of the wrong type or a value that is not a number (Redis's own
-        // errors), a value the script does not write (`queue: ...`), or a reply the client does
+        // Named: a key of the wrong type, a value that is not a number, a counter that would
+        // overflow (Redis's own errors), a value the script does not write (`queue: ...`), or a reply the client does
         // not read; never a bare Lua error.
         QueueError::Store(s) => {
             let m = s.to_string();
@@ -459,6 +459,7 @@ fn clear_queue_error(op: &str, e: &QueueError) -> Result<(), TestCaseError> {
                     "WRONGTYPE",
                     "is not an integer",
                     "is not a valid float",
+                    "would overflow",
                     "queue: ",
                     "queue script: unexpected",
                 ]
