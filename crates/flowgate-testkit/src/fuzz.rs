@@ -214,6 +214,8 @@ mod tests {
     use super::*;
 
     proptest! {
+        #![proptest_config(config(256))]
+
         /// Every mutation applies to any text, multi-byte characters included (a cut inside a
         /// character would panic); a truncation is a prefix, a repetition a multiple.
         #[test]
