@@ -225,7 +225,11 @@ impl FromStr for Quota {
         if count.len() < w.len() && count.trim().parse::<CalendarUnit>().is_ok() {
             return Err(QuotaError::CalendarCount { text: s.to_owned() });
         }
-        let window = parse_duration(window)?;
+        // The error quotes the whole quota, so that an empty or partial window shows in place.
+        let window = parse_duration(window).map_err(|e| match e {
+            QuotaError::BadDuration { .. } => QuotaError::BadDuration { text: s.to_owned() },
+            e => e,
+        })?;
         Quota::new(limit, window)
     }
 }

@@ -71,12 +71,26 @@ local function num(v)
   return string.format('%.0f', v)
 end
 
+-- Whether `id` is a job id (digits: `tonumber` would also take `nan`, `1e5`, `0x10`).
+local function is_id(id)
+  return string.match(tostring(id), '^%d+$') ~= nil
+end
+
+-- Stops the call on a value no script writes (another writer's, or a damaged one), saying
+-- which.
+local function damaged(what)
+  -- (printable ASCII only: an error reply is text, and the value may be any bytes)
+  local shown = string.gsub(string.sub(what, 1, 300), '[^%w%p ]', '?')
+  error({err = 'ERR queue: ' .. shown})
+end
+
 -- The batch a job id belongs to: its hash, the job's field there, the batch's instant and bt
 -- member; nil when no batch starts at or before the id.
 local function batch_of(id)
   local b = redis.call('ZREVRANGEBYSCORE', bt, id, '-inf', 'LIMIT', 0, 1)[1]
   if not b then return nil end
   local first, at = string.match(b, '^(%d+):(%d+)$')
+  if not first then damaged('member ' .. b .. ' of ' .. bt .. ' is not a batch Flowgate writes') end
   return prefix .. 'b:' .. first, num(tonumber(id) - tonumber(first) + 1), tonumber(at), b
 end
 
@@ -84,6 +98,7 @@ end
 -- string), key ('' when none), payload, and (for a record in a batch) where it is: hash,
 -- field, bt member. nil for an unknown job.
 local function job(id)
+  if not is_id(id) then return nil end
   local v = redis.call('HGET', j, id)
   local hash, field, instant, member
   if not v then
@@ -93,6 +108,9 @@ local function job(id)
     if not v then return nil end
   end
   local s, a, n, kl, at = string.match(v, '^(%d+):(%d+):(%d+):(%d+):()')
+  if not at then
+    damaged('the record of job ' .. id .. ' in ' .. (hash or j) .. ' is not one Flowgate writes')
+  end
   local key_end = at + tonumber(kl)
   s = tonumber(s)
   if s == 0 then
@@ -125,7 +143,9 @@ local function record(s, a, n, key, payload)
 end
 
 local function meta(field)
-  return tonumber(redis.call('HGET', m, field) or '0')
+  local v = tonumber(redis.call('HGET', m, field) or '0')
+  if not v then damaged('field ' .. field .. ' of ' .. m .. ' is not a number') end
+  return v
 end
 
 -- Calls `cmd key` with the arguments of `args` in chunks (Lua's unpack has a stack limit; an
@@ -140,6 +160,12 @@ end
 -- engine's order: by score, then by id as a number. (Redis breaks a tie of scores by the
 -- members' text, "10" before "9": the members tied with the last one read are all read, and
 -- sorted here.)
+-- An id's place in an order of ids; a member that is no id (another writer's) sorts first, to be
+-- met and refused.
+local function id_order(id)
+  return is_id(id) and tonumber(id) or -1
+end
+
 local function by_score(z, from, count)
   local list = redis.call('ZRANGE', z, 0, from + count - 1, 'WITHSCORES')
   if #list == 0 then return {} end
@@ -153,7 +179,7 @@ local function by_score(z, from, count)
     rows[#rows + 1] = {id, last}
   end
   table.sort(rows, function(a, b)
-    return a[2] < b[2] or (a[2] == b[2] and tonumber(a[1]) < tonumber(b[1]))
+    return a[2] < b[2] or (a[2] == b[2] and id_order(a[1]) < id_order(b[1]))
   end)
   local out = {}
   for i = from + 1, math.min(from + count, #rows) do out[#out + 1] = rows[i] end
@@ -166,7 +192,7 @@ local function due(z)
   local rows = {}
   for i = 1, #list, 2 do rows[#rows + 1] = {list[i], tonumber(list[i + 1])} end
   table.sort(rows, function(a, b)
-    return a[2] < b[2] or (a[2] == b[2] and tonumber(a[1]) < tonumber(b[1]))
+    return a[2] < b[2] or (a[2] == b[2] and id_order(a[1]) < id_order(b[1]))
   end)
   return rows
 end
@@ -176,7 +202,9 @@ local function sweep()
     local id, deadline = row[1], row[2]
     redis.call('ZREM', f, id)
     local _, a = job(id)
-    if a and a >= max_attempts then
+    -- (a member that is no id, another writer's, is dropped)
+    if not is_id(id) then
+    elseif a and a >= max_attempts then
       redis.call('ZADD', x, deadline, id)
       redis.call('HINCRBY', m, 'dead', 1)
     else
@@ -185,7 +213,7 @@ local function sweep()
   end
   for _, row in ipairs(due(d)) do
     redis.call('ZREM', d, row[1])
-    redis.call('ZADD', rz, row[1], row[1])
+    if is_id(row[1]) then redis.call('ZADD', rz, row[1], row[1]) end
   end
   local old = redis.call('ZRANGEBYSCORE', kt, '-inf', now - retention, 'LIMIT', 0, SWEEP)
   for _, key in ipairs(old) do
@@ -200,7 +228,7 @@ local function ready_head()
   local a = redis.call('LINDEX', r, 0)
   local b = redis.call('ZRANGE', rz, 0, 0)[1]
   local count = redis.call('LLEN', r) + redis.call('ZCARD', rz)
-  if a and (not b or tonumber(a) < tonumber(b)) then return count, a end
+  if a and (not b or id_order(a) < id_order(b)) then return count, a end
   return count, b
 end
 
@@ -235,7 +263,7 @@ local function ranks_in_r(ids)
   local lo, hi = 0, redis.call('LLEN', r)
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if tonumber(redis.call('LINDEX', r, mid)) < ids[1] then lo = mid + 1 else hi = mid end
+    if id_order(redis.call('LINDEX', r, mid)) < ids[1] then lo = mid + 1 else hi = mid end
   end
   local base = lo
   local chunk, p = redis.call('LRANGE', r, base, base + 999), 1
@@ -246,7 +274,7 @@ local function ranks_in_r(ids)
         base = base + #chunk
         chunk, p = redis.call('LRANGE', r, base, base + 999), 1
         if #chunk == 0 then break end
-      elseif tonumber(chunk[p]) < id then
+      elseif id_order(chunk[p]) < id then
         p = p + 1
       else
         break
@@ -427,6 +455,12 @@ if op == 'lease' then
     end
     return {'empty', next}
   end
+  local s, a, _, key, payload, hash, field, member = job(id)
+  if not s then
+    -- Dropped, so that the next lease goes on with the jobs behind it.
+    if redis.call('ZREM', rz, id) == 0 then redis.call('LPOP', r) end
+    damaged('job ' .. id .. ' was listed as ready without a record: dropped from the list')
+  end
   local tat, wait = reserve(meta('tat'), now, spacing, tau, horizon)
   if not tat then return {'later', wait} end
   local at = now + wait
@@ -434,7 +468,6 @@ if op == 'lease' then
   redis.call('HINCRBY', m, 'released', 1)
   redis.call('LPUSH', rl, num(at))
   redis.call('LTRIM', rl, 0, RELEASE_LOG - 1)
-  local s, a, _, key, payload, hash, field, member = job(id)
   if redis.call('ZREM', rz, id) == 0 then redis.call('LPOP', r) end
   unbatch(hash, field, member)
   redis.call('ZADD', f, at + lease, id)
@@ -508,8 +541,12 @@ if op == 'requeue' or op == 'purge_dead' then
     end
   end
   for _, id in ipairs(ids) do
-    if op == 'requeue' then
-      local s, _, n, key, payload = job(id)
+    local s, _, n, key, payload = job(id)
+    if not s then
+      -- A member without its job (written by someone else): nothing to requeue or purge, and
+      -- left in place it would be listed again by every call.
+      redis.call('ZREM', x, id)
+    elseif op == 'requeue' then
       redis.call('HSET', j, id, record(s, 0, n, key, payload))
       redis.call('ZREM', x, id)
       redis.call('ZADD', rz, id, id)
@@ -530,7 +567,12 @@ if op == 'purge' then
   for _, z in ipairs({rz, d, f, x}) do
     if count >= CHUNK then break end
     for _, id in ipairs(redis.call('ZRANGE', z, 0, CHUNK - count - 1)) do
-      if finish(id, false) then count = count + 1 end
+      if finish(id, false) then
+        count = count + 1
+      else
+        -- A member without its job: removed, or the purge would never end.
+        redis.call('ZREM', z, id)
+      end
     end
   end
   local left = redis.call('LLEN', r) + redis.call('ZCARD', rz) + redis.call('ZCARD', d)
@@ -564,7 +606,8 @@ if op == 'stats' then
   local recent, first_recent, prev = 0, -1, now
   for _, v in ipairs(redis.call('LRANGE', rl, 0, -1)) do
     local t = tonumber(v)
-    if t <= now then
+    -- (an entry that is no instant, another writer's, is skipped)
+    if t and t <= now then
       if prev - t > gap or now - t > RELEASE_WINDOW then break end
       recent = recent + 1
       first_recent = t

@@ -13,11 +13,12 @@ local function params(limit, window, width, buckets)
   return limit, window, width, buckets + 1
 end
 
--- The head and total stored as `v`; nil for none.
-local function ring_of(v, ring)
+-- The head and total stored as `v`; nil for none (a head whose bucket starts at or past 2^52
+-- microseconds is none too: no script writes it, and its instants would not be exact).
+local function ring_of(v, ring, width)
   if v and #v == 4 * ring + 16 then
     local head, total = unpack_at('<dd', v, 4 * ring + 1)
-    if head >= 0 and head < BOUND and head % 1 == 0 and total >= 0 and total < BOUND
+    if head >= 0 and head * width < BOUND and head % 1 == 0 and total >= 0 and total < BOUND
         and total % 1 == 0 then
       return head, total
     end
@@ -35,7 +36,7 @@ local function leaves_at(j, window, width)
 end
 
 local function admit(v, now, cost, _, limit, window, width, ring)
-  local head, total = ring_of(v, ring)
+  local head, total = ring_of(v, ring, width)
   -- The live sum: the total less the buckets still in the ring that no longer intersect the
   -- window (from the oldest one that does, at most the whole ring).
   local sum = 0
@@ -78,14 +79,14 @@ local function admit(v, now, cost, _, limit, window, width, ring)
 end
 
 local function idle_at(v, limit, window, width, ring)
-  local head = ring_of(v, ring)
+  local head = ring_of(v, ring, width)
   return head and leaves_at(head, window, width) or 0
 end
 
 -- Gives back `cost` units from the bucket they counted in: `charged` - 1 when the client knows
 -- it (the newest bucket, if the clock had stepped back), else the bucket of `at`.
 local function refund(v, at, cost, charged, limit, window, width, ring)
-  local head, total = ring_of(v, ring)
+  local head, total = ring_of(v, ring, width)
   local q = head and head - (charged > 0 and charged - 1 or idiv(at, width))
   if not head or q < 0 or q >= ring then
     return v

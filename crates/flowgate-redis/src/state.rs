@@ -85,6 +85,10 @@ fn sliding_window(limit: &Limit, v: &[u8]) -> State {
     let (Some(head), Some(_total)) = (double(&v[bytes..]), double(&v[bytes + 8..])) else {
         return State::Empty;
     };
+    // A head whose bucket starts at or past 2^52 µs is none, as in the script.
+    if head.saturating_mul(limit.bucket_width()) as f64 >= BOUND {
+        return State::Empty;
+    }
     let mut counts = vec![0; ring];
     let at = (head % ring as u64) as usize; // the head's index in the ring
     for (q, c) in v[..bytes].chunks_exact(4).enumerate() {
@@ -118,6 +122,11 @@ fn sliding_log(limit: &Limit, v: &[u8]) -> State {
         };
         entries.push((ts, u64::from(u32le(&e[8..]))));
     }
+    // The scripts keep the log in time order, which the Rust transition relies on: a log out
+    // of order is none.
+    if entries.windows(2).any(|w| w[0].0 > w[1].0) {
+        return State::Empty;
+    }
     let entries = std::collections::VecDeque::from(entries);
     let idle_at = entries.back().map_or(0, |e| e.0 + limit.window());
     State::SlidingLog(Box::new(SlidingLogState { entries, idle_at }))
@@ -141,6 +150,10 @@ fn concurrency(v: &[u8]) -> State {
     else {
         return State::Empty;
     };
+    // In order of expiry, as the scripts keep them: leases out of order are none.
+    if leases.windows(2).any(|w| w[0].expires > w[1].expires) {
+        return State::Empty;
+    }
     State::Concurrency(Box::new(ConcurrencyState { leases }))
 }
 

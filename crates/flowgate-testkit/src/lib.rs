@@ -3,5 +3,6 @@
 //! proptest strategies.
 
 pub mod conformance;
+pub mod fuzz;
 pub mod queue_conformance;
 pub mod redis;

@@ -20,9 +20,13 @@ pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let detail = if inner.is_syntax() || inner.is_eof() {
+        let at_root = path.is_empty() || path == ".";
+        let detail = if (inner.is_syntax() || inner.is_eof()) && at_root {
             format!("the body is not valid JSON: {inner}")
-        } else if path.is_empty() || path == "." {
+        } else if inner.is_syntax() || inner.is_eof() {
+            // (a number out of range, a truncated value: the field names where)
+            format!("the body is not valid JSON: `{path}`: {inner}")
+        } else if at_root {
             inner.to_string()
         } else {
             format!("`{path}`: {inner}")

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -341,9 +341,10 @@ pub(super) struct HistoryQuery {
 pub(super) async fn history(
     State(state): Shared,
     headers: HeaderMap,
-    Query(q): Query<HistoryQuery>,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     authorized(&state, &headers)?;
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let f = follower(&state)?;
     let (current, versions) = f
         .shared
@@ -358,9 +359,10 @@ pub(super) async fn history(
 pub(super) async fn version(
     State(state): Shared,
     headers: HeaderMap,
-    Path(n): Path<String>,
+    n: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     authorized(&state, &headers)?;
+    let Path(n) = n.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let f = follower(&state)?;
     let n: u64 = n
         .parse()

@@ -148,10 +148,26 @@ impl DiskQueueStore {
         std::fs::create_dir_all(dir)
             .map_err(|e| unavailable(&format!("cannot create {}", dir.display()), e))?;
         let path = dir.join(FILE_NAME);
-        let db = Database::create(&path)
-            .map_err(|e| unavailable(&format!("cannot open {}", path.display()), e))?;
-        let (instances, orphans) = load(&db).map_err(|e| unavailable("cannot load", e))?;
-        drop_orphans(&db, &orphans).map_err(|e| unavailable("cannot tidy", e))?;
+        let open = || -> Result<(Database, Slots), StoreError> {
+            let db = Database::create(&path)
+                .map_err(|e| unavailable(&format!("cannot open {}", path.display()), e))?;
+            let (instances, orphans) = load(&db).map_err(|e| unavailable("cannot load", e))?;
+            drop_orphans(&db, &orphans).map_err(|e| unavailable("cannot tidy", e))?;
+            Ok((db, instances))
+        };
+        // redb panics on some damaged files (a malformed allocator state) where it could answer
+        // an error: such a file is refused like any other damaged one.
+        let (db, instances) = std::panic::catch_unwind(open).map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            unavailable(
+                &format!("cannot open {}", path.display()),
+                format!("the file is damaged ({what})"),
+            )
+        })??;
         let (wake, rx) = mpsc::channel();
         let (tx_committed, committed) = watch::channel(Ok(0));
         let state = Arc::new(Mutex::new(State {
@@ -411,12 +427,26 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// The largest instant, count or id a record holds: 2^53 (microseconds past the year 2255, and
+/// more ids than any store gives). A record beyond it was not written by this store, and its
+/// numbers would overflow the queue's arithmetic.
+const MAX_RECORDED: u64 = 1 << 53;
+
+/// `v` if a record may hold it.
+fn recorded(v: u64) -> Option<u64> {
+    (v <= MAX_RECORDED).then_some(v)
+}
+
 fn decode_job(id: u64, b: &[u8], payload: Arc<[u8]>) -> Option<Job> {
-    let submitted = u64_at(b, 0)?;
+    let submitted = recorded(u64_at(b, 0)?)?;
     let attempts = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?);
+    if attempts == u32::MAX {
+        return None;
+    }
     let nonce = u64_at(b, 12)?;
     let tag = *b.get(20)?;
-    let at = u64_at(b, 21)?;
+    let at = recorded(u64_at(b, 21)?)?;
+    recorded(id)?;
     let key_at = if tag & 0x40 != 0 { 45 } else { 29 };
     let key = (tag & 0x80 != 0)
         .then(|| String::from_utf8(b.get(key_at..)?.to_vec()).ok())
@@ -452,14 +482,15 @@ fn encode_meta(m: &Meta) -> [u8; 48] {
 }
 
 fn decode_meta(b: &[u8]) -> Option<Meta> {
+    let at = |i| recorded(u64_at(b, i)?);
     Some(Meta {
-        seq: u64_at(b, 0)?,
-        tat: u64_at(b, 8)?,
+        seq: at(0)?,
+        tat: at(8)?,
         totals: Totals {
-            submitted: u64_at(b, 16)?,
-            released: u64_at(b, 24)?,
-            acked: u64_at(b, 32)?,
-            dead: u64_at(b, 40)?,
+            submitted: at(16)?,
+            released: at(24)?,
+            acked: at(32)?,
+            dead: at(40)?,
         },
     })
 }
@@ -514,6 +545,9 @@ fn load(db: &Database) -> Result<(Slots, Vec<Stage>), Box<dyn std::error::Error>
             let (k, v) = row?;
             let (instance, key) = k.value();
             let (id, at) = v.value();
+            if recorded(id).is_none() || recorded(at).is_none() {
+                return Err("a damaged idempotency key record".into());
+            }
             let print = match &prints {
                 Some(p) => p.get((instance, key))?.map(|p| p.value().to_owned()),
                 None => None,
