@@ -81,9 +81,15 @@ async fn a_flood_of_random_keys_leaves_real_keys_limited() {
     let mut real = 0;
     let mut newcomer = 0;
     let mut tick = tokio::time::interval(Duration::from_millis(125));
+    let mut most_keys = 0.0_f64;
     for i in 0..40 {
         tick.tick().await;
         real += u32::from(admitted(&mut client, "real").await);
+        if i % 4 == 0 {
+            // Throughout, not only at the end: the store never holds more than its cap.
+            let m = http(p.http, "GET", "/metrics", &[], "").await.body;
+            most_keys = most_keys.max(metric(&m, "flowgate_memory_keys"));
+        }
         if i == 20 {
             // A key first seen mid-flood, sending 30 at once.
             for _ in 0..30 {
@@ -100,7 +106,8 @@ async fn a_flood_of_random_keys_leaves_real_keys_limited() {
     let evicted = metric(&metrics, "flowgate_memory_evicted_keys_total");
     eprintln!(
         "flood: {sent} requests of random keys in {:?}; real key admitted {real} of 40, \
-         newcomer {newcomer} of 30; keys held {keys}, evicted {evicted}",
+         newcomer {newcomer} of 30; keys held {keys} (at most {most_keys} during the flood), \
+         evicted {evicted}",
         started.elapsed()
     );
     assert!(
@@ -108,6 +115,10 @@ async fn a_flood_of_random_keys_leaves_real_keys_limited() {
         "the flood filled the store ({evicted} evictions)"
     );
     assert!(keys <= MAX_KEYS as f64, "{keys} keys held, cap {MAX_KEYS}");
+    assert!(
+        most_keys <= MAX_KEYS as f64,
+        "{most_keys} keys held during the flood, cap {MAX_KEYS}"
+    );
     assert_eq!(real, 20, "the real key stayed at its limit");
     assert_eq!(newcomer, 20, "the new key was limited");
     // A request is never refused or left to a failure policy because the store is full.
