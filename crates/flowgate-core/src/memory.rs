@@ -18,7 +18,8 @@
 //!   spread evenly over the shards). A new key at a full shard takes the place of the entry that
 //!   is closest to empty among [`EVICTION_SAMPLES`] entries of that shard picked at random (as
 //!   Redis's approximate LRU samples): the one holding the smallest share of its limit
-//!   ([`algorithm::held`] ÷ [`algorithm::capacity`]), idle entries first. Eviction costs O(1) and
+//!   ([`algorithm::held`] ÷ [`algorithm::capacity`]), idle entries first, and between equal
+//!   shares the one that empties first ([`algorithm::empties_at`]). Eviction costs O(1) and
 //!   no request is ever refused or decided by a failure policy because the table is full.
 //!
 //! **What eviction can cost, and whom.** A key whose state is dropped starts again from empty:
@@ -156,7 +157,9 @@ impl ShardMap {
         if buckets == 0 {
             return false;
         }
-        let mut best: Option<(usize, f32)> = None;
+        // The smallest share of its limit; between equal shares, the one that empties first
+        // (the idlest).
+        let mut best: Option<(usize, f32, u64)> = None;
         // Distinct slots: a small shard's entries are each compared once.
         let mut seen: SmallVec<[usize; EVICTION_SAMPLES]> = SmallVec::new();
         for _ in 0..EVICTION_PROBES {
@@ -171,15 +174,16 @@ impl ShardMap {
                 continue;
             }
             let fill = e.fill(now);
-            if best.is_none_or(|(_, f)| fill < f) {
-                best = Some((at, fill));
+            let empties = algorithm::empties_at(&e.state);
+            if best.is_none_or(|(_, f, t)| fill < f || (fill == f && empties < t)) {
+                best = Some((at, fill, empties));
             }
             seen.push(at);
             if seen.len() == EVICTION_SAMPLES || fill == 0.0 || seen.len() == self.table.len() {
                 break;
             }
         }
-        if let Some((at, _)) = best
+        if let Some((at, _, _)) = best
             && let Ok(e) = self.table.get_bucket_entry(at)
         {
             e.remove();

@@ -120,7 +120,12 @@ async fn a_flood_of_random_keys_leaves_real_keys_limited() {
         "{most_keys} keys held during the flood, cap {MAX_KEYS}"
     );
     assert_eq!(real, 20, "the real key stayed at its limit");
-    assert_eq!(newcomer, 20, "the new key was limited");
+    // A key that holds no more of its limit than a flood key (the newcomer after its first
+    // request) can be chosen between two of its requests; it then gains that one unit.
+    assert!(
+        (20..=21).contains(&newcomer),
+        "the new key was limited: {newcomer} of 30"
+    );
     // A request is never refused or left to a failure policy because the store is full.
     assert!(!metrics.contains("flowgate_store_errors_total{"));
 }

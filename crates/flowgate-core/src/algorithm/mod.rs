@@ -266,6 +266,19 @@ pub fn held(state: &State, now: Micros) -> u64 {
     }
 }
 
+/// When `state` empties if nothing more is recorded: a later time means a more recent use (to the
+/// window's bucket for a sliding window, to the window for a fixed one).
+pub fn empties_at(state: &State) -> Micros {
+    match state {
+        State::Empty => 0,
+        State::Gcra(s) => s.tat,
+        State::FixedWindow { end, .. } => *end,
+        State::SlidingWindow(s) => s.idle_at,
+        State::SlidingLog(s) => s.idle_at,
+        State::Concurrency(s) => s.leases.iter().map(|l| l.expires).max().unwrap_or(0),
+    }
+}
+
 /// What a full state of `limit` holds, in the unit of [`held`]: `held / capacity` is how close a
 /// key is to its limit, comparable across limits and algorithms.
 pub fn capacity(limit: &Limit) -> u64 {
