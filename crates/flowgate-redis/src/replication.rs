@@ -55,11 +55,6 @@ impl Replicated {
         &self.conn
     }
 
-    /// How many replicas each write waits for.
-    pub fn replicas(&self) -> u32 {
-        self.replicas
-    }
-
     /// Waits until the replicas hold every write made through [`Replicated::conn`] so far, on
     /// the primary of `key`'s slot.
     ///

@@ -296,6 +296,7 @@ async fn load_files(cfg: &ServerConfig) -> Result<(u64, Loaded), ServerError> {
 async fn initial_rules(
     cfg: &ServerConfig,
     files: Loaded,
+    replicated: Option<flowgate_redis::Replicated>,
 ) -> Result<(Loaded, RulesInfo, Option<Arc<Follower>>), ServerError> {
     let RulesSource::Redis = cfg.rules_source else {
         let info = RulesInfo {
@@ -316,7 +317,7 @@ async fn initial_rules(
     let mut shared = SharedRules::connect_with(url, &redis_options(cfg))
         .await
         .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
-    if let Some(r) = replicated(cfg)? {
+    if let Some(r) = replicated {
         shared = shared.replicated(r);
     }
     let path = cfg.config.clone();
@@ -502,10 +503,11 @@ impl Server {
         let (fingerprint, files) = load_files(&cfg).await?;
         let backend = backend(&cfg).await?;
         let store_name = backend.name();
-        let (loaded, info, follower) = initial_rules(&cfg, files).await?;
-        let queues =
-            QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg), replicated(&cfg)?)
-                .map_err(|e| ServerError::Store(e.to_string()))?;
+        // One connection for every write that waits for replicas (rules changes, queue writes).
+        let replicated = replicated(&cfg)?;
+        let (loaded, info, follower) = initial_rules(&cfg, files, replicated.clone()).await?;
+        let queues = QueueBackend::for_backend(&backend, &cfg.data_dir, clock(&cfg), replicated)
+            .map_err(|e| ServerError::Store(e.to_string()))?;
         // Where the jobs are: the start-up line names it, apart from the limiter's store.
         let (queues_in, queues_path) = match &queues {
             QueueBackend::Disk(d) => (

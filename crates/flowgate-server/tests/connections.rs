@@ -20,9 +20,7 @@ limit = "5/s"
 
 /// A server on the rules above whose clients have 1 s to start a request, with one more cap.
 fn server_with(flag: &str, value: &str) -> (tempfile::TempDir, common::Proc) {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("flowgate.toml");
-    std::fs::write(&cfg, RULES).unwrap();
+    let (dir, cfg) = common::config(RULES);
     let p = spawn_server(&cfg, &["--http-header-timeout", "1s", flag, value]);
     (dir, p)
 }
@@ -133,9 +131,7 @@ fn open_fds(pid: u32) -> usize {
 async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
     // A 4 s header timeout: long enough that all 3,000 are connected (and held) before the
     // first is closed, even on a loaded machine.
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("flowgate.toml");
-    std::fs::write(&cfg, RULES).unwrap();
+    let (_dir, cfg) = common::config(RULES);
     let p = spawn_server(&cfg, &["--http-header-timeout", "4s"]);
     let addr = p.http;
     let pid = p.child.id();

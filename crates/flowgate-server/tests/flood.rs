@@ -47,9 +47,7 @@ fn metric(text: &str, name: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_random_keys_leaves_real_keys_limited() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("flowgate.toml");
-    std::fs::write(&cfg, RULES).unwrap();
+    let (_dir, cfg) = common::config(RULES);
     let p = spawn_server(&cfg, &["--max-keys", &MAX_KEYS.to_string()]);
     let url = format!("http://{}", p.grpc);
 

@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{http, spawn_server};
+use common::{config, http, spawn_server};
 use flowgate_testkit::redis::{RedisServer, raw_command};
 
 const WITH_QUEUE: &str = r#"
@@ -31,13 +31,6 @@ name = "per-user"
 match = "user"
 limit = "5/s"
 "#;
-
-fn config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flowgate.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path)
-}
 
 fn redis_with(policy: &str) -> RedisServer {
     let redis = RedisServer::start();

@@ -51,9 +51,7 @@ fn submit_body() -> serde_json::Value {
 async fn writes_wait_for_the_replica_and_fail_without_it() {
     let primary = RedisServer::start();
     let mut replica = RedisServer::start_replica_of(&primary);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("flowgate.toml");
-    std::fs::write(&cfg, CONFIG).unwrap();
+    let (_dir, cfg) = common::config(CONFIG);
     let p = spawn_server(
         &cfg,
         &[

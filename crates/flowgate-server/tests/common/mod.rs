@@ -174,6 +174,14 @@ where
     }
 }
 
+/// `text` as `flowgate.toml` in a fresh directory (kept while the `TempDir` lives).
+pub fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flowgate.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 pub fn write(path: &Path, text: &str) {
     // Write then rename, as editors and ConfigMaps do.
     let tmp = path.with_extension("tmp-write");
