@@ -5,5 +5,6 @@
 
 pub(crate) mod metrics;
 mod record;
+pub mod view;
 
 pub(crate) use record::{Api, Recorder};

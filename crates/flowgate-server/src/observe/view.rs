@@ -1,0 +1,224 @@
+//! What the dashboard, the alerts and scripts read: the JSON of `GET /v1/stats` and of each event
+//! of `GET /v1/stats/stream`. The node's own figures, or, on Redis, the whole cluster's (the sum
+//! of every live node's, with a per-node breakdown).
+//!
+//! Series are per second, oldest first, aligned on whole seconds of the wall clock: `series.start`
+//! is the first second's Unix time, and the last entry is the last complete second (`at`).
+
+use serde::{Deserialize, Serialize};
+
+/// Everything shown at one instant.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StatsView {
+    /// The last complete second (Unix seconds) the figures cover.
+    pub at: i64,
+    /// `node` (this process's figures) or `cluster` (every live node's, summed, on Redis).
+    pub scope: Scope,
+    /// This node's identifier (`--node-id`).
+    pub node: String,
+    /// The nodes whose figures are summed (this one alone without Redis).
+    pub nodes: Vec<NodeView>,
+    /// One entry per rule in force that has a limit, in the rules' order.
+    pub rules: Vec<RuleStats>,
+    /// One entry per queue instance.
+    pub queues: Vec<QueueStats>,
+    /// The limiter's store.
+    pub store: StoreStats,
+    /// Every declared alert and its state.
+    pub alerts: Vec<AlertView>,
+    /// The rules' version and origin.
+    pub rules_info: RulesInfoView,
+}
+
+/// Whose figures a view holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// This process's.
+    #[default]
+    Node,
+    /// Every live node's on the same Redis.
+    Cluster,
+}
+
+/// A node of the cluster.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeView {
+    /// Its identifier.
+    pub id: String,
+    /// When it last published its figures (Unix milliseconds).
+    pub seen_ms: i64,
+    /// Whether its figures are counted (it published within the expiry).
+    pub live: bool,
+}
+
+/// Decisions counted in one second, or since a node started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Requests the rule admitted.
+    pub admitted: u64,
+    /// Requests the rule rejected (not in shadow).
+    pub rejected: u64,
+    /// Requests a shadow rule (or the global shadow switch) would have rejected.
+    pub shadow_rejected: u64,
+    /// Requests the rule's trial limit would have rejected.
+    pub trial_rejected: u64,
+    /// Requests decided by the rule's failure policy (the store failed).
+    pub failure_policy: u64,
+}
+
+/// Per-second series of [`Counts`], column by column.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Series {
+    /// The first second's Unix time.
+    pub start: i64,
+    /// Admitted per second.
+    pub admitted: Vec<u64>,
+    /// Rejected per second.
+    pub rejected: Vec<u64>,
+    /// Would-be rejections of shadow rules per second.
+    pub shadow_rejected: Vec<u64>,
+    /// Would-be rejections of the trial limit per second.
+    pub trial_rejected: Vec<u64>,
+}
+
+/// One descriptor among a rule's heaviest, over the recent window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hitter {
+    /// The descriptor's entries as `key=value, key=value`.
+    pub descriptor: String,
+    /// Its requests per second over the window (an upper bound: the sketch may over-count).
+    pub rate: f64,
+    /// The most its rate may be over-counted by.
+    pub error: f64,
+}
+
+/// One rule's figures.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RuleStats {
+    /// Its domain.
+    pub domain: String,
+    /// Its name.
+    pub name: String,
+    /// Its descriptor pattern, as written (`key=value, key`).
+    pub pattern: String,
+    /// Whether it is a shadow rule (counts, never rejects).
+    pub shadow: bool,
+    /// The limit in force now, as text (`20 per 1s, token_bucket, burst 20`).
+    pub limit: Option<String>,
+    /// Its schedule, as text, when it has one.
+    pub schedule: Option<String>,
+    /// When its limit next changes (Unix milliseconds) and to what.
+    pub next_change: Option<NextChange>,
+    /// The trial limit being tried in shadow, as text.
+    pub trial: Option<String>,
+    /// Counted since each node started, summed.
+    pub totals: Counts,
+    /// Per second over the view's window.
+    pub series: Series,
+    /// Over the last [`RECENT_SECONDS`]: admitted per second.
+    pub admitted_rate: f64,
+    /// Over the last [`RECENT_SECONDS`]: rejected per second.
+    pub rejected_rate: f64,
+    /// Over the last [`RECENT_SECONDS`]: rejected ÷ (admitted + rejected), 0 without requests.
+    pub rejection_ratio: f64,
+    /// Over the last [`RECENT_SECONDS`]: would-be rejections of the trial limit per second.
+    pub trial_rejected_rate: f64,
+    /// Over the last [`RECENT_SECONDS`]: would-be rejections in shadow per second.
+    pub shadow_rejected_rate: f64,
+    /// The descriptors admitted most, heaviest first.
+    pub top_admitted: Vec<Hitter>,
+    /// The descriptors rejected most, heaviest first.
+    pub top_rejected: Vec<Hitter>,
+    /// Per node, over the last [`RECENT_SECONDS`] (cluster views only).
+    pub by_node: Vec<NodeRates>,
+}
+
+/// The window of the recent rates and of the heavy hitters.
+pub const RECENT_SECONDS: u32 = 5;
+
+/// A scheduled change of a rule's limit.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NextChange {
+    /// When (Unix milliseconds).
+    pub at_ms: i64,
+    /// The limit from then, as text (none: unlimited).
+    pub limit: Option<String>,
+}
+
+/// One node's recent rates for a rule.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeRates {
+    /// The node.
+    pub node: String,
+    /// Admitted per second.
+    pub admitted_rate: f64,
+    /// Rejected per second.
+    pub rejected_rate: f64,
+}
+
+/// One queue instance's state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// The instance's key.
+    pub instance: String,
+    /// Its queue's domain.
+    pub domain: String,
+    /// Its queue's name.
+    pub queue: String,
+    /// The queue's rate, as text (`1/s`).
+    pub rate: String,
+    /// Jobs waiting (ready, delayed and reserved).
+    pub depth: u64,
+    /// Jobs delivered and not yet acked.
+    pub in_flight: u64,
+    /// Jobs in the dead letters.
+    pub dead: u64,
+    /// Age of the oldest waiting job, in seconds.
+    pub oldest_age_s: Option<f64>,
+    /// Deliveries per second, measured.
+    pub release_rate: Option<f64>,
+    /// Seconds until the waiting jobs are released at the queue's rate.
+    pub drain_s: Option<f64>,
+}
+
+/// The limiter's store.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// `memory` or `redis`.
+    pub kind: String,
+    /// Whether the last request that reached the store failed.
+    pub degraded: bool,
+    /// Decision latency at the store's median over the recent window, in milliseconds.
+    pub p50_ms: Option<f64>,
+    /// Decision latency at the 99th percentile over the recent window, in milliseconds.
+    pub p99_ms: Option<f64>,
+    /// Seconds of the series during which the store was degraded (1) or not (0).
+    pub degraded_series: Vec<u8>,
+    /// Decisions taken by a failure policy, per second (same window as the rules' series).
+    pub failure_policy_series: Vec<u64>,
+}
+
+/// An alert's state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AlertView {
+    /// Its name.
+    pub name: String,
+    /// What it watches, as text (`rule api/per-client rejection ratio > 0.5 for 10s`).
+    pub watches: String,
+    /// `inactive`, `pending` (its condition holds, not yet for its duration) or `firing`.
+    pub state: String,
+    /// Since when it is pending or firing (Unix milliseconds).
+    pub since_ms: Option<i64>,
+    /// The value last evaluated (a ratio, an age in seconds, a depth).
+    pub value: Option<f64>,
+}
+
+/// The rules' version and origin.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RulesInfoView {
+    /// The version in force.
+    pub version: u64,
+    /// `file` or `redis`.
+    pub source: String,
+}
