@@ -258,6 +258,9 @@ impl Recorder {
                 if s.error.is_some() {
                     c.cell.failure_policy();
                 }
+                if s.trial_rejected {
+                    c.cell.trial_rejected();
+                }
                 let counted = match outcome {
                     0 => Some(Outcome::Admitted),
                     1 => Some(Outcome::Rejected),

@@ -300,7 +300,7 @@ impl Stats {
                         limit: limit_text(l),
                     })
                 }),
-                trial: None,
+                trial: limit_text(r.trial.as_ref()),
                 totals,
                 series: series(start, w),
                 admitted_rate: rate(recent.admitted),
