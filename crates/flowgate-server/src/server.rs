@@ -90,6 +90,9 @@ pub struct ServerConfig {
     pub redis_wait_replicas: u32,
     /// How long such a write waits for its replicas before it is answered as an error.
     pub redis_wait_timeout: Duration,
+    /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
+    /// (`ratelimit_service_rate_limit_total_hits` and its siblings).
+    pub envoy_metric_names: bool,
 }
 
 /// The most concurrent gRPC streams (requests) on one connection.
@@ -136,6 +139,7 @@ impl ServerConfig {
             max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
+            envoy_metric_names: false,
         }
     }
 
@@ -543,6 +547,9 @@ impl Server {
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);
         let mut state = AppState::new(limiter, queue, info, admin);
         state.response_headers = cfg.response_headers;
+        if cfg.envoy_metric_names {
+            state.metrics.enable_envoy_names();
+        }
         state.follower = follower.clone();
         let state = Arc::new(state);
 
