@@ -254,6 +254,13 @@ impl Metrics {
         let store_errors = Family::<KindLabels, Counter>::default();
         let store_degraded = Gauge::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
+        // Every reload series exists from the start, at 0: a counter that first appears at 1
+        // shows no increase to `increase()`, and the first failure would page no one.
+        for source in ["file", "api"] {
+            for result in ["success", "failure"] {
+                reloads.get_or_create(&ReloadLabels { source, result });
+            }
+        }
         let rules = Gauge::default();
         let logs_suppressed = Counter::default();
         let queues = Gauge::default();
