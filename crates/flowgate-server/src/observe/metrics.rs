@@ -252,10 +252,14 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let store_errors = Family::<KindLabels, Counter>::default();
+        for kind in ["timeout", "unavailable", "internal"] {
+            store_errors.get_or_create(&KindLabels { kind });
+        }
         let store_degraded = Gauge::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
-        // Every reload series exists from the start, at 0: a counter that first appears at 1
-        // shows no increase to `increase()`, and the first failure would page no one.
+        // Every reload series exists from the start, at 0 (as the store errors' above): a
+        // counter that first appears at 1 shows no increase to `increase()` and `rate()`, and
+        // the first failure would page no one.
         for source in ["file", "api"] {
             for result in ["success", "failure"] {
                 reloads.get_or_create(&ReloadLabels { source, result });
