@@ -35,7 +35,11 @@ fn read(path: &str) -> String {
 /// Runs `promtool args` in `dir`; fails the test, saying how to install promtool, when it is
 /// missing.
 fn promtool(dir: &Path, args: &[&str]) -> String {
-    let out = match Command::new("promtool").args(args).current_dir(dir).output() {
+    let out = match Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+    {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
             "promtool is not installed: `sudo apt-get install -y prometheus` (Debian's package; \

@@ -253,7 +253,7 @@ impl Metrics {
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let store_errors = Family::<KindLabels, Counter>::default();
         for kind in ["timeout", "unavailable", "internal"] {
-            store_errors.get_or_create(&KindLabels { kind });
+            let _ = store_errors.get_or_create(&KindLabels { kind });
         }
         let store_degraded = Gauge::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
@@ -262,7 +262,7 @@ impl Metrics {
         // the first failure would page no one.
         for source in ["file", "api"] {
             for result in ["success", "failure"] {
-                reloads.get_or_create(&ReloadLabels { source, result });
+                let _ = reloads.get_or_create(&ReloadLabels { source, result });
             }
         }
         let rules = Gauge::default();
