@@ -237,6 +237,9 @@ fn ipv4_at(b: &[u8], i: usize) -> Option<usize> {
     group(b, i, 3)
 }
 
+/// A rule cached by address, and its series.
+type RuleSeries = (Arc<Rule>, Arc<Counts>);
+
 /// envoyproxy/ratelimit's series, recorded from decisions and exposed under its names.
 #[derive(Default)]
 pub(crate) struct EnvoyNames {
@@ -244,7 +247,7 @@ pub(crate) struct EnvoyNames {
     series: RwLock<BTreeMap<Labels, Arc<Counts>>>,
     /// The series of rules whose stat key is one per rule, by the rule's address (the `Arc`
     /// keeps the address from being reused while cached).
-    by_rule: RwLock<HashMap<usize, (Arc<Rule>, Arc<Counts>)>>,
+    by_rule: RwLock<HashMap<usize, RuleSeries>>,
 }
 
 impl EnvoyNames {
