@@ -95,6 +95,9 @@ pub struct ServerConfig {
     pub redis_wait_replicas: u32,
     /// How long such a write waits for its replicas before it is answered as an error.
     pub redis_wait_timeout: Duration,
+    /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
+    /// (`ratelimit_service_rate_limit_total_hits` and its siblings).
+    pub envoy_metric_names: bool,
 }
 
 /// The most concurrent gRPC streams (requests) on one connection.
@@ -143,6 +146,7 @@ impl ServerConfig {
             stats: true,
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
+            envoy_metric_names: false,
         }
     }
 
@@ -591,6 +595,9 @@ impl Server {
         let stats = stats(&cfg, store_name, http_addr)?;
         let mut state = AppState::new(limiter, queue, info, admin, stats);
         state.response_headers = cfg.response_headers;
+        if cfg.envoy_metric_names {
+            state.metrics.enable_envoy_names();
+        }
         state.follower = follower.clone();
         let state = Arc::new(state);
 
