@@ -190,6 +190,7 @@ impl RuleCell {
     }
 
     /// The bytes its summaries and history hold (bounded whatever the number of keys).
+    #[cfg(test)]
     pub(crate) fn footprint(&self) -> usize {
         let shards: usize = [&self.admitted, &self.rejected]
             .iter()

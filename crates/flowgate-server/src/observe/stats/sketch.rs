@@ -129,6 +129,7 @@ impl Summary {
     }
 
     /// The bytes it holds: its counters and their texts.
+    #[cfg(test)]
     pub(crate) fn footprint(&self) -> usize {
         self.counters.capacity() * std::mem::size_of::<Counter>()
             + self.counters.iter().map(|c| c.label.len()).sum::<usize>()
