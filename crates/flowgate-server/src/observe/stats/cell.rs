@@ -300,6 +300,7 @@ mod tests {
             cell.count(Outcome::Rejected, 1, || "user=hot".into());
         }
         cell.count(Outcome::Admitted, 2, || "user=a".into());
+        cell.trial_rejected();
         cell.sample(10);
         cell.count(Outcome::Admitted, 2, || "user=a".into());
         cell.sample(11);
