@@ -541,7 +541,7 @@ impl Server {
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);
-        let mut state = AppState::new(limiter, queue, info, admin);
+        let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin);
         state.response_headers = cfg.response_headers;
         state.follower = follower.clone();
         let state = Arc::new(state);

@@ -10,6 +10,7 @@ use flowgate::{Limiter, Request, Verdict};
 use crate::backend::{Backend, QueueBackend};
 pub(crate) use crate::observe::Api;
 use crate::observe::Recorder;
+use crate::observe::alerts::{AlertSet, Alerts};
 use crate::observe::metrics::Metrics;
 use crate::rules::follow::Follower;
 use crate::rules::{RulesInForce, RulesInfo};
@@ -23,6 +24,8 @@ pub(crate) struct AppState {
     pub(crate) queue: Arc<Queue<QueueBackend>>,
     /// The rules in force, and the one way to change them.
     pub(crate) rules: Arc<RulesInForce>,
+    /// The alerts in force and their states.
+    pub(crate) alerts: Arc<Alerts>,
     /// Records decisions into the metrics and the rejection log.
     pub(crate) recorder: Arc<Recorder>,
     /// The metrics (those the recorder records into).
@@ -38,10 +41,11 @@ pub(crate) struct AppState {
 }
 
 impl AppState {
-    /// State over a limiter and queues whose rules came from `info`'s origin.
+    /// State over a limiter, queues and alerts whose rules came from `info`'s origin.
     pub(crate) fn new(
         limiter: Limiter<Backend>,
         queue: Queue<QueueBackend>,
+        alerts: AlertSet,
         info: RulesInfo,
         admin: AdminTokens,
     ) -> Self {
@@ -49,9 +53,15 @@ impl AppState {
         let queue = Arc::new(queue);
         let metrics = Arc::new(Metrics::new());
         let recorder = Arc::new(Recorder::new(Arc::clone(&metrics)));
+        let alerts = Arc::new(Alerts::new(
+            alerts,
+            crate::observe::alerts::delivery::Delivery::default(),
+            Arc::clone(&metrics),
+        ));
         let rules = Arc::new(RulesInForce::new(
             Arc::clone(&limiter),
             Arc::clone(&queue),
+            Arc::clone(&alerts),
             Arc::clone(&recorder),
             info,
         ));
@@ -59,6 +69,7 @@ impl AppState {
             limiter,
             queue,
             rules,
+            alerts,
             recorder,
             metrics,
             admin,

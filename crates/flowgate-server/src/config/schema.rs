@@ -25,6 +25,60 @@ pub struct FileDoc {
     /// `[[queue]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue: Vec<QueueDoc>,
+    /// The webhooks of this file's alerts that name none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert_webhooks: Vec<String>,
+    /// `[[alert]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert: Vec<AlertDoc>,
+}
+
+/// One `[[alert]]`. Its kind is given by which key is present: `rule` (a rule's rejection
+/// ratio), `queue` (a queue's oldest age or depth) or `store` (the store degraded).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertDoc {
+    /// Unique among the alerts; Alertmanager's `alertname`.
+    pub name: String,
+    /// The domain of its rule or queue (else the file's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// A rule alert: the rule's name in its domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// A rule alert: fires while more than this share of the rule's requests is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection_ratio: Option<f64>,
+    /// A rule alert: only at this many requests per second or more (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rate: Option<f64>,
+    /// A queue alert: the queue's name in its domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// A queue alert: fires while its oldest waiting job is older than this (`"5m"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_age: Option<String>,
+    /// A queue alert: fires while more jobs than this wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u64>,
+    /// A store alert: `"degraded"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// How long the condition must hold before the alert fires (default `0s`).
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub for_: Option<String>,
+    /// Where to POST its notifications (else the file's `alert_webhooks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<String>>,
+    /// The `severity` label (`page`, `ticket`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
+    /// The `summary` annotation (else one made from what it watches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The `description` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// One `[[rule]]`.

@@ -408,7 +408,7 @@ fn queue_errors_name_file_line_and_field() {
         "{e}"
     );
     // Two queues with one name: the second is named.
-    let (_, queues) = super::toml::parse(
+    let super::toml::Parsed { queues, .. } = super::toml::parse(
         "q.toml",
         "domain = \"d\"\n[[queue]]\nname = \"q\"\nmatch = \"a\"\nrate = \"1/s\"\n[[queue]]\nname = \"q\"\nmatch = \"b\"\nrate = \"1/s\"\n",
     )
@@ -456,7 +456,7 @@ fn a_rule_written_by_the_schema_reads_back_the_same() {
         ..schema::FileDoc::default()
     };
     let text = ::toml::to_string(&file).unwrap();
-    let (back, _) = super::toml::parse("all.toml", &text).unwrap();
+    let back = super::toml::parse("all.toml", &text).unwrap().rules;
     let back: Vec<Rule> = back.into_iter().map(|r| r.rule).collect();
     assert_eq!(back, rules, "{text}");
 }

@@ -236,7 +236,7 @@ pub(super) async fn put_rules(
     match set {
         Ok(set) => {
             let count = set.rules().len();
-            let version = change.apply(set, None, RulesOrigin::Api, Vec::new());
+            let version = change.apply(set, None, None, RulesOrigin::Api, Vec::new());
             tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
             Ok(Json(json!({"version": version, "rules": count})).into_response())
         }

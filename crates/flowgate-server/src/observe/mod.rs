@@ -3,6 +3,7 @@
 //! the cost of a few counter increments on the request path. The dashboard and the alerts read
 //! what is recorded here.
 
+pub mod alerts;
 pub(crate) mod metrics;
 mod record;
 pub mod view;
