@@ -61,6 +61,7 @@ use super::schema::FileDoc;
 use super::{ConfigError, LocatedAlert, LocatedQueue, LocatedRule, key_on_line};
 
 /// What one Flowgate TOML file declares.
+#[derive(Debug)]
 pub(crate) struct Parsed {
     /// Its rules.
     pub(crate) rules: Vec<LocatedRule>,

@@ -277,9 +277,7 @@ impl Alerts {
 
 /// The wall clock, in Unix milliseconds.
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    i64::try_from(flowgate_core::clock::system_now() / 1000).unwrap_or(i64::MAX)
 }
 
 /// Evaluates `alerts` every [`EVERY`] on the newest view of `stats` (by the wall clock), until
@@ -301,3 +299,6 @@ pub async fn run(
         alerts.tick(&view, now_ms(), cluster.as_ref()).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

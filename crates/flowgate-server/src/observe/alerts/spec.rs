@@ -157,7 +157,8 @@ mod tests {
             a.watches(),
             "rule api/per-client rejection ratio > 0.5 at >= 2/s for 10s"
         );
-        let names: Vec<&str> = a.labels().iter().map(|(k, _)| k.as_str()).collect();
+        let labels = a.labels();
+        let names: Vec<&str> = labels.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["alertname", "domain", "rule", "severity"]);
         let q = AlertSpec {
             kind: AlertKind::QueueAge {
