@@ -583,6 +583,21 @@ impl Server {
                 rx.clone(),
             ));
         }
+        // The figures the alerts read: the stats sampler's views once it runs
+        // (`state.stats.subscribe()`); until then one empty view, on which no alert holds.
+        let (_, stats) = watch::channel(Arc::new(crate::observe::view::StatsView::default()));
+        let redis_alerts = cfg.redis_url.as_deref().map(|u| (u, redis_options(&cfg)));
+        background.push(
+            crate::observe::alerts::spawn(
+                Arc::clone(&state.alerts),
+                stats,
+                redis_alerts.as_ref().map(|(u, o)| (*u, o)),
+                &http_addr.to_string(),
+                format!("http://{http_addr}"),
+                rx.clone(),
+            )
+            .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
+        );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
         if let Some((redis, policy)) = eviction {

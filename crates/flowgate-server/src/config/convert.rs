@@ -463,11 +463,15 @@ pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> 
         Some("http") if uri.authority().is_some() => Ok(url.to_owned()),
         Some("https") => Err(err(
             field,
-            format!("`{url}`: webhooks are POSTed over plain http:// (no TLS client is built in); point it at an http:// receiver or a local relay"),
+            format!(
+                "`{url}`: webhooks are POSTed over plain http:// (no TLS client is built in); point it at an http:// receiver or a local relay"
+            ),
         )),
         _ => Err(err(
             field,
-            format!("`{url}` is not an http:// URL with a host (e.g. http://alerts.internal:9093/hook)"),
+            format!(
+                "`{url}` is not an http:// URL with a host (e.g. http://alerts.internal:9093/hook)"
+            ),
         )),
     }
 }
@@ -506,7 +510,9 @@ impl AlertDoc {
             [first, second, ..] => {
                 return Err(err(
                     second,
-                    format!("an alert watches one thing: `{first}` and `{second}` are both given; declare two alerts"),
+                    format!(
+                        "an alert watches one thing: `{first}` and `{second}` are both given; declare two alerts"
+                    ),
                 ));
             }
         };
@@ -543,7 +549,9 @@ impl AlertDoc {
                 if !(0.0..1.0).contains(&ratio) {
                     return Err(err(
                         "rejection_ratio",
-                        format!("{ratio} is not a ratio from 0 up to (not including) 1: the alert fires while the share rejected is strictly above it, so 1 could never fire"),
+                        format!(
+                            "{ratio} is not a ratio from 0 up to (not including) 1: the alert fires while the share rejected is strictly above it, so 1 could never fire"
+                        ),
                     ));
                 }
                 let min_rate = self.min_rate.unwrap_or(1.0);
@@ -597,7 +605,10 @@ impl AlertDoc {
                 other => {
                     return Err(err(
                         "store",
-                        format!("unknown store condition `{}`: expected \"degraded\"", other.unwrap_or_default()),
+                        format!(
+                            "unknown store condition `{}`: expected \"degraded\"",
+                            other.unwrap_or_default()
+                        ),
                     ));
                 }
             },
@@ -614,8 +625,15 @@ impl AlertDoc {
                 .collect::<Result<Vec<_>, _>>()?,
             None => file_webhooks.to_vec(),
         };
-        if self.severity.as_deref().is_some_and(|s| s.trim().is_empty()) {
-            return Err(err("severity", "the severity must not be empty (or leave it out)"));
+        if self
+            .severity
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty())
+        {
+            return Err(err(
+                "severity",
+                "the severity must not be empty (or leave it out)",
+            ));
         }
         Ok(AlertSpec {
             name: self.name.clone(),

@@ -12,22 +12,23 @@ use flowgate_core::schedule::day_name;
 use flowgate_core::{Algorithm, FailurePolicy, Limit, Mode, Override, Rule, Tz, ValueMatch};
 use serde::{Deserialize, Serialize};
 
-/// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues.
+/// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues,
+/// alerts.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileDoc {
     /// The domain of the rules and queues that name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+    /// The webhooks of this file's alerts that name none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert_webhooks: Vec<String>,
     /// `[[rule]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rule: Vec<RuleDoc>,
     /// `[[queue]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue: Vec<QueueDoc>,
-    /// The webhooks of this file's alerts that name none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub alert_webhooks: Vec<String>,
     /// `[[alert]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alert: Vec<AlertDoc>,
@@ -429,5 +430,55 @@ impl RuleView {
                 })
             }),
         }
+    }
+}
+
+impl AlertDoc {
+    /// The document of an alert: converting it back gives the same alert (its webhooks
+    /// written out, its domain named).
+    pub fn of(a: &crate::observe::alerts::AlertSpec) -> Self {
+        use crate::observe::alerts::AlertKind;
+        let mut doc = AlertDoc {
+            name: a.name.clone(),
+            for_: (a.for_ms > 0).then(|| format_micros(a.for_ms.saturating_mul(1000))),
+            webhooks: Some(a.webhooks.clone()),
+            severity: a.severity.clone(),
+            summary: a.summary.clone(),
+            description: a.description.clone(),
+            ..AlertDoc::default()
+        };
+        match &a.kind {
+            AlertKind::Rule {
+                domain,
+                rule,
+                ratio,
+                min_rate,
+            } => {
+                doc.domain = Some(domain.clone());
+                doc.rule = Some(rule.clone());
+                doc.rejection_ratio = Some(*ratio);
+                doc.min_rate = Some(*min_rate);
+            }
+            AlertKind::QueueAge {
+                domain,
+                queue,
+                seconds,
+            } => {
+                doc.domain = Some(domain.clone());
+                doc.queue = Some(queue.clone());
+                doc.oldest_age = Some(format_micros((seconds * 1e6).round() as u64));
+            }
+            AlertKind::QueueDepth {
+                domain,
+                queue,
+                depth,
+            } => {
+                doc.domain = Some(domain.clone());
+                doc.queue = Some(queue.clone());
+                doc.depth = Some(*depth);
+            }
+            AlertKind::StoreDegraded => doc.store = Some("degraded".to_owned()),
+        }
+        doc
     }
 }

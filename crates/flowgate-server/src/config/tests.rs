@@ -529,15 +529,24 @@ fn alerts_of_each_kind_load() {
             seconds: 300.0
         }
     );
-    assert!(a[1].webhooks.is_empty(), "an empty list: shown and logged only");
-    assert!(matches!(a[2].kind, AlertKind::QueueDepth { depth: 1000, .. }));
+    assert!(
+        a[1].webhooks.is_empty(),
+        "an empty list: shown and logged only"
+    );
+    assert!(matches!(
+        a[2].kind,
+        AlertKind::QueueDepth { depth: 1000, .. }
+    ));
     assert_eq!(a[2].for_ms, 0);
     assert_eq!(a[3].kind, AlertKind::StoreDegraded);
     assert_eq!(a[3].webhooks, ["http://h/x"]);
     // The default min_rate is 1 request per second.
     let loaded =
-        load_alerts("[[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0\n").unwrap();
-    assert!(matches!(loaded.alerts.alerts()[0].kind, AlertKind::Rule { min_rate, .. } if min_rate == 1.0));
+        load_alerts("[[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0\n")
+            .unwrap();
+    assert!(
+        matches!(loaded.alerts.alerts()[0].kind, AlertKind::Rule { min_rate, .. } if min_rate == 1.0)
+    );
 }
 
 #[test]
@@ -662,4 +671,21 @@ fn alerts_through_the_admin_api_of_a_node_on_files_are_refused() {
     .unwrap_err();
     assert_eq!((e.line, e.field.as_str()), (Some(1), "alert[0]"));
     assert!(e.message.contains("alerts are declared"), "{e}");
+}
+
+#[test]
+fn an_alert_written_by_the_schema_reads_back_the_same() {
+    let loaded = load_alerts(
+        "[[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0.25\nfor = \"90s\"\nmin_rate = 0.5\nseverity = \"page\"\nsummary = \"s\"\ndescription = \"d\"\nwebhooks = [\"http://h:1/x\"]\n\
+         [[alert]]\nname = \"age\"\nqueue = \"refunds\"\noldest_age = \"1500ms\"\n\
+         [[alert]]\nname = \"depth\"\nqueue = \"refunds\"\ndepth = 7\n\
+         [[alert]]\nname = \"store\"\nstore = \"degraded\"\n",
+    )
+    .unwrap();
+    for a in loaded.alerts.alerts() {
+        let doc = schema::AlertDoc::of(a);
+        let json = serde_json::to_string(&doc).unwrap();
+        let back: schema::AlertDoc = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back.to_spec(None, &[]).unwrap(), a, "{json}");
+    }
 }

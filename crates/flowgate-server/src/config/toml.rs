@@ -123,9 +123,8 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
             .map(|d| line_of(text, d.span().start))
     };
     for (i, w) in doc.alert_webhooks.iter().enumerate() {
-        webhook_of(&format!("alert_webhooks[{i}]"), w).map_err(|e| {
-            ConfigError::new(file, root_line("alert_webhooks"), e.field, e.message)
-        })?;
+        webhook_of(&format!("alert_webhooks[{i}]"), w)
+            .map_err(|e| ConfigError::new(file, root_line("alert_webhooks"), e.field, e.message))?;
     }
     let mut alerts = Vec::with_capacity(doc.alert.len());
     for (i, a) in doc.alert.iter().enumerate() {

@@ -102,8 +102,10 @@ impl Cluster {
     /// # Errors
     /// [`StoreError`] when Redis does not answer.
     pub(crate) async fn states(&self) -> Result<BTreeMap<String, Stored>, StoreError> {
-        let raw: BTreeMap<String, String> =
-            self.conn.query(redis::cmd("HGETALL").arg(STATE_KEY)).await?;
+        let raw: BTreeMap<String, String> = self
+            .conn
+            .query(redis::cmd("HGETALL").arg(STATE_KEY))
+            .await?;
         Ok(raw
             .into_iter()
             .filter_map(|(k, v)| serde_json::from_str(&v).ok().map(|s| (k, s)))
@@ -115,7 +117,10 @@ impl Cluster {
     ///
     /// # Errors
     /// [`StoreError`] when Redis does not answer (then nothing or all was written).
-    pub(crate) async fn write(&self, states: &BTreeMap<String, Stored>) -> Result<bool, StoreError> {
+    pub(crate) async fn write(
+        &self,
+        states: &BTreeMap<String, Stored>,
+    ) -> Result<bool, StoreError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(WRITE_SCRIPT)
             .arg(2)

@@ -132,7 +132,10 @@ mod tests {
         assert!(!read(&rule(0.5, 1.0), &v).holds, "0.5 is not above 0.5");
         assert!(read(&rule(0.49, 1.0), &v).holds);
         assert_eq!(read(&rule(0.49, 1.0), &v).value, Some(0.5));
-        assert!(read(&rule(0.49, 2.0), &v).holds, "a rate of 2 is at least 2");
+        assert!(
+            read(&rule(0.49, 2.0), &v).holds,
+            "a rate of 2 is at least 2"
+        );
         assert!(!read(&rule(0.49, 2.5), &v).holds, "below the minimum rate");
         // All rejected, at a rate under the minimum: 1 of 1 does not page.
         let v = rule_view(0.0, 0.2);
@@ -150,7 +153,13 @@ mod tests {
             min_rate: 0.0,
         };
         let r = read(&other, &rule_view(0.0, 100.0));
-        assert_eq!(r, Reading { holds: false, value: None });
+        assert_eq!(
+            r,
+            Reading {
+                holds: false,
+                value: None
+            }
+        );
     }
 
     #[test]
@@ -164,7 +173,11 @@ mod tests {
             ..QueueStats::default()
         };
         let v = StatsView {
-            queues: vec![q("a", 10, Some(5.0)), q("b", 1000, Some(400.0)), q("c", 3, None)],
+            queues: vec![
+                q("a", 10, Some(5.0)),
+                q("b", 1000, Some(400.0)),
+                q("c", 3, None),
+            ],
             ..StatsView::default()
         };
         let age = |seconds| AlertKind::QueueAge {
@@ -177,7 +190,13 @@ mod tests {
             queue: "q".into(),
             depth,
         };
-        assert_eq!(read(&age(300.0), &v), Reading { holds: true, value: Some(400.0) });
+        assert_eq!(
+            read(&age(300.0), &v),
+            Reading {
+                holds: true,
+                value: Some(400.0)
+            }
+        );
         assert!(!read(&age(400.0), &v).holds);
         assert!(read(&depth(999), &v).holds);
         assert!(!read(&depth(1000), &v).holds);

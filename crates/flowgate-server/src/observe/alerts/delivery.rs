@@ -113,7 +113,11 @@ impl Outbox {
 
     /// The messages waiting, across every webhook.
     pub fn waiting(&self) -> usize {
-        self.lanes.lock().values().map(|l| l.queue.lock().len()).sum()
+        self.lanes
+            .lock()
+            .values()
+            .map(|l| l.queue.lock().len())
+            .sum()
     }
 }
 

@@ -66,7 +66,9 @@ impl Phase {
                     ended_ms: now_ms,
                 }),
             ),
-            (Phase::Inactive, true) => Phase::Pending { since_ms: now_ms }.step(true, now_ms, for_ms),
+            (Phase::Inactive, true) => {
+                Phase::Pending { since_ms: now_ms }.step(true, now_ms, for_ms)
+            }
             (Phase::Pending { since_ms }, true) if due(since_ms) => (
                 Phase::Firing {
                     since_ms,
@@ -150,7 +152,10 @@ mod tests {
 
     #[test]
     fn pending_that_stops_holding_is_never_announced() {
-        let out = run(5_000, &[(0, true), (4_000, true), (4_500, false), (5_000, true)]);
+        let out = run(
+            5_000,
+            &[(0, true), (4_000, true), (4_500, false), (5_000, true)],
+        );
         assert!(out.iter().all(|(_, t)| t.is_none()), "{out:?}");
         assert_eq!(out[3].0, "pending");
         // The duration starts again from the new start.

@@ -300,5 +300,36 @@ pub async fn run(
     }
 }
 
+/// Starts evaluating `alerts` on the views of `stats` until `shutdown`: for the whole cluster
+/// when `redis` (a URL and how to connect) is given, as node `node`; `external_url` is the
+/// server's HTTP address, named in the messages.
+///
+/// # Errors
+/// When the Redis URL is invalid.
+pub(crate) fn spawn(
+    alerts: Arc<Alerts>,
+    stats: watch::Receiver<Arc<StatsView>>,
+    redis: Option<(&str, &flowgate_redis::RedisOptions)>,
+    node: &str,
+    external_url: String,
+    shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, flowgate_core::StoreError> {
+    alerts.set_external_url(external_url);
+    let cluster = match redis {
+        Some((url, options)) => {
+            let conn = flowgate_redis::RedisConnection::connect_lazy(url, options.connection())?;
+            // Unique per process: a restarted node is a new evaluator.
+            let id = format!(
+                "{node}/{}/{}",
+                std::process::id(),
+                flowgate_core::clock::system_now()
+            );
+            Some(Cluster::new(conn, id))
+        }
+        None => None,
+    };
+    Ok(tokio::spawn(run(alerts, stats, cluster, shutdown)))
+}
+
 #[cfg(test)]
 mod tests;

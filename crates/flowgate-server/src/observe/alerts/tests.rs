@@ -117,18 +117,36 @@ async fn one_node_fires_after_its_duration_and_resolves_once_each() {
     let quiet = view(4.0, 0.0);
     // t = 0: pending; t = 1: still; t = 2: firing; t = 3, 4: firing; t = 5: resolved.
     let mut states = Vec::new();
-    for (t, v) in [(0, &hot), (1, &hot), (2, &hot), (3, &hot), (4, &hot), (5, &quiet), (6, &quiet)] {
+    for (t, v) in [
+        (0, &hot),
+        (1, &hot),
+        (2, &hot),
+        (3, &hot),
+        (4, &hot),
+        (5, &quiet),
+        (6, &quiet),
+    ] {
         a.tick(v, T0 + t * 1000, None).await;
         states.push(a.views()[0].state.clone());
         if t == 3 {
-            assert!(metrics.encode().contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 1"));
+            assert!(
+                metrics
+                    .encode()
+                    .contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 1")
+            );
         }
     }
     assert_eq!(
         states,
-        ["pending", "pending", "firing", "firing", "firing", "inactive", "inactive"]
+        [
+            "pending", "pending", "firing", "firing", "firing", "inactive", "inactive"
+        ]
     );
-    assert!(metrics.encode().contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 0"));
+    assert!(
+        metrics
+            .encode()
+            .contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 0")
+    );
     wait_for(&r.got, 2).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let got = r.got.lock().clone();
@@ -136,11 +154,21 @@ async fn one_node_fires_after_its_duration_and_resolves_once_each() {
     assert_eq!(got[0]["status"], "firing");
     assert_eq!(got[0]["alerts"][0]["startsAt"], webhook::rfc3339(T0 + 2000));
     assert_eq!(got[0]["alerts"][0]["endsAt"], webhook::ZERO_TIME);
-    assert_eq!(got[0]["alerts"][0]["labels"]["alertname"], "per-client-rejecting");
+    assert_eq!(
+        got[0]["alerts"][0]["labels"]["alertname"],
+        "per-client-rejecting"
+    );
     assert_eq!(got[1]["status"], "resolved");
     assert_eq!(got[1]["alerts"][0]["endsAt"], webhook::rfc3339(T0 + 5000));
-    assert_eq!(got[0]["alerts"][0]["fingerprint"], got[1]["alerts"][0]["fingerprint"]);
-    assert!(metrics.encode().contains("flowgate_alert_notifications_total{result=\"sent\"} 2"));
+    assert_eq!(
+        got[0]["alerts"][0]["fingerprint"],
+        got[1]["alerts"][0]["fingerprint"]
+    );
+    assert!(
+        metrics
+            .encode()
+            .contains("flowgate_alert_notifications_total{result=\"sent\"} 2")
+    );
 }
 
 #[tokio::test]
@@ -186,8 +214,16 @@ async fn two_evaluators_on_one_redis_announce_each_transition_once() {
     }
     assert_eq!(redis.cli(&["GET", LEADER_KEY]).unwrap().trim(), "node-a");
     assert_eq!(a.views()[0].state, "firing");
-    assert_eq!(b.views()[0].state, "firing", "the follower shows the leader's states");
-    assert!(metrics_b.encode().contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 1"));
+    assert_eq!(
+        b.views()[0].state,
+        "firing",
+        "the follower shows the leader's states"
+    );
+    assert!(
+        metrics_b
+            .encode()
+            .contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 1")
+    );
     // a stops; b takes over once a's lease lapsed, from the stored states: firing, not
     // announced again.
     tokio::time::sleep(cluster::LEASE + Duration::from_millis(200)).await;
@@ -226,7 +262,10 @@ async fn a_webhook_that_never_answers_keeps_the_outbox_bounded_and_the_evaluatio
         let start = quanta::Instant::now();
         a.tick(v, T0 + t * 1000, None).await;
         slowest = slowest.max(start.elapsed());
-        assert!(a.outbox().waiting() <= 4, "the outbox holds at most its capacity");
+        assert!(
+            a.outbox().waiting() <= 4,
+            "the outbox holds at most its capacity"
+        );
     }
     // 100 transitions queued in far less than one POST's timeout: pushing never waits.
     assert!(slowest < Duration::from_millis(100), "{slowest:?}");
@@ -240,5 +279,9 @@ async fn a_webhook_that_never_answers_keeps_the_outbox_bounded_and_the_evaluatio
     assert!(dropped >= 90, "{text}");
     // The ones delivered are given up after the timeout and the retries.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(metrics.encode().contains("flowgate_alert_notifications_total{result=\"failed\"}"));
+    assert!(
+        metrics
+            .encode()
+            .contains("flowgate_alert_notifications_total{result=\"failed\"}")
+    );
 }

@@ -183,7 +183,10 @@ mod tests {
         let one: BTreeMap<String, String> = [("alertname".to_owned(), "a".to_owned())].into();
         let f = fingerprint(&one);
         assert_eq!(f.len(), 16);
-        assert_ne!(f, fingerprint(&[("alertname".to_owned(), "b".to_owned())].into()));
+        assert_ne!(
+            f,
+            fingerprint(&[("alertname".to_owned(), "b".to_owned())].into())
+        );
         // Name and value are separated: ("ab", "") differs from ("a", "b").
         assert_ne!(
             fingerprint(&[("ab".to_owned(), String::new())].into()),
@@ -195,7 +198,9 @@ mod tests {
     fn firing_and_resolved_messages_have_alertmanagers_shape() {
         let m = message(
             &alert(),
-            Transition::Fired { fired_ms: 1_700_000_000_123 },
+            Transition::Fired {
+                fired_ms: 1_700_000_000_123,
+            },
             Some(0.75),
             "http://127.0.0.1:8080/",
         );
@@ -204,7 +209,10 @@ mod tests {
         assert_eq!(json["status"], "firing");
         assert_eq!(json["receiver"], "flowgate");
         assert_eq!(json["groupKey"], "{}:{alertname=\"per-client-rejecting\"}");
-        assert_eq!(json["groupLabels"], serde_json::json!({"alertname": "per-client-rejecting"}));
+        assert_eq!(
+            json["groupLabels"],
+            serde_json::json!({"alertname": "per-client-rejecting"})
+        );
         assert_eq!(json["externalURL"], "http://127.0.0.1:8080");
         assert_eq!(json["truncatedAlerts"], 0);
         let a = &json["alerts"][0];
@@ -215,7 +223,12 @@ mod tests {
         );
         assert_eq!(a["annotations"]["description"], "a client is limited");
         assert_eq!(a["annotations"]["value"], "0.75");
-        assert!(a["annotations"]["summary"].as_str().unwrap().contains("rejection ratio > 0.5"));
+        assert!(
+            a["annotations"]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("rejection ratio > 0.5")
+        );
         assert_eq!(a["startsAt"], "2023-11-14T22:13:20.123Z");
         assert_eq!(a["endsAt"], ZERO_TIME);
         assert_eq!(a["generatorURL"], "http://127.0.0.1:8080/dashboard");
