@@ -9,9 +9,9 @@ use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
 pub(crate) use crate::observe::Api;
-use crate::observe::Recorder;
 use crate::observe::alerts::{AlertSet, Alerts};
 use crate::observe::metrics::Metrics;
+use crate::observe::{Recorder, Stats};
 use crate::rules::follow::Follower;
 use crate::rules::{RulesInForce, RulesInfo};
 use crate::tokens::AdminTokens;
@@ -28,6 +28,8 @@ pub(crate) struct AppState {
     pub(crate) alerts: Arc<Alerts>,
     /// Records decisions into the metrics and the rejection log.
     pub(crate) recorder: Arc<Recorder>,
+    /// The figures of the dashboard, the alerts and `/v1/stats` (which the recorder counts).
+    pub(crate) stats: Arc<Stats>,
     /// The metrics (those the recorder records into).
     pub(crate) metrics: Arc<Metrics>,
     /// The admin API's tokens; the admin API is disabled without one.
@@ -48,11 +50,13 @@ impl AppState {
         alerts: AlertSet,
         info: RulesInfo,
         admin: AdminTokens,
+        stats: Stats,
     ) -> Self {
         let limiter = Arc::new(limiter);
         let queue = Arc::new(queue);
         let metrics = Arc::new(Metrics::new());
-        let recorder = Arc::new(Recorder::new(Arc::clone(&metrics)));
+        let stats = Arc::new(stats);
+        let recorder = Arc::new(Recorder::new(Arc::clone(&metrics), Arc::clone(&stats)));
         let alerts = Arc::new(Alerts::new(
             alerts,
             crate::observe::alerts::delivery::Delivery::default(),
@@ -71,6 +75,7 @@ impl AppState {
             rules,
             alerts,
             recorder,
+            stats,
             metrics,
             admin,
             follower: None,

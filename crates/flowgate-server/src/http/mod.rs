@@ -22,6 +22,8 @@
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`); `warnings`: what may go wrong (an evicting Redis allowed to run) |
 //! | `GET /metrics` | Prometheus text format |
+//! | `GET /v1/stats` | the dashboard's figures (`?window=` seconds, 1–900, default 900; `?scope=node` for this node's own on a cluster): per rule, admitted and rejected per second, rejection ratio, heaviest keys; queues; the store; alerts |
+//! | `GET /v1/stats/stream` | the same as Server-Sent Events: an event `stats` each second (`?window=`, default 1: the newest second) |
 //!
 //! Request body (check, acquire):
 //! `{"domain": "api", "descriptors": ["client=42", {"entries": [{"key": "user", "value": "7"}], "hits_addend": 2}], "hits_addend": 1}`.
@@ -39,6 +41,7 @@ mod error;
 mod payload;
 mod queues;
 mod rules;
+mod stats;
 
 use std::sync::Arc;
 
@@ -85,6 +88,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
+        .route("/v1/stats", get(stats::stats))
+        .route("/v1/stats/stream", get(stats::stream))
         .fallback(async || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route"))
         .method_not_allowed_fallback(async || {
             ApiError::new(

@@ -6,6 +6,8 @@
 pub mod alerts;
 pub(crate) mod metrics;
 mod record;
+pub(crate) mod stats;
 pub mod view;
 
 pub(crate) use record::{Api, Recorder};
+pub(crate) use stats::Stats;
