@@ -6,7 +6,9 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::Router;
 use axum::routing::post;
@@ -91,7 +93,7 @@ severity = "page"
         r.base
     ));
     let url = redis.url();
-    let mut nodes = vec![
+    let mut nodes = [
         Some(spawn_server(
             &path,
             &["--redis-url", &url, "--node-id", "node-a"],
