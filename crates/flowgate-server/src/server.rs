@@ -88,11 +88,16 @@ pub struct ServerConfig {
     /// This node's name on the dashboard and in the cluster's figures; `None`: the host's name
     /// and the HTTP port.
     pub node_id: Option<String>,
+    /// Count the dashboard's figures (per-rule counts, heavy keys, latency).
+    pub stats: bool,
     /// With Redis: queue submits, acks and nacks and rules changes answer only once this many
     /// replicas acknowledged them (`WAIT`); 0 answers once the primary holds them.
     pub redis_wait_replicas: u32,
     /// How long such a write waits for its replicas before it is answered as an error.
     pub redis_wait_timeout: Duration,
+    /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
+    /// (`ratelimit_service_rate_limit_total_hits` and its siblings).
+    pub envoy_metric_names: bool,
 }
 
 /// The most concurrent gRPC streams (requests) on one connection.
@@ -138,8 +143,10 @@ impl ServerConfig {
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
             max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
             node_id: None,
+            stats: true,
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
+            envoy_metric_names: false,
         }
     }
 
@@ -258,6 +265,7 @@ fn stats(
         node_id(cfg, http_addr),
         store_name,
         redis,
+        cfg.stats,
     ))
 }
 
@@ -587,6 +595,9 @@ impl Server {
         let stats = stats(&cfg, store_name, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;
+        if cfg.envoy_metric_names {
+            state.metrics.enable_envoy_names();
+        }
         state.follower = follower.clone();
         let state = Arc::new(state);
 

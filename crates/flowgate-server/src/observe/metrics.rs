@@ -248,6 +248,9 @@ pub(crate) struct Metrics {
     queue_age: FloatGauge,
     /// When the queues' state was last read (µs since the epoch; 0: never).
     queue_read_at: AtomicU64,
+    /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
+    /// nor exposed.
+    envoy: std::sync::OnceLock<super::envoy_names::EnvoyNames>,
 }
 
 impl Default for Metrics {
@@ -265,8 +268,19 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let store_errors = Family::<KindLabels, Counter>::default();
+        for kind in ["timeout", "unavailable", "internal"] {
+            let _ = store_errors.get_or_create(&KindLabels { kind });
+        }
         let store_degraded = Gauge::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
+        // Every reload series exists from the start, at 0 (as the store errors' above): a
+        // counter that first appears at 1 shows no increase to `increase()` and `rate()`, and
+        // the first failure would page no one.
+        for source in ["file", "api"] {
+            for result in ["success", "failure"] {
+                let _ = reloads.get_or_create(&ReloadLabels { source, result });
+            }
+        }
         let rules = Gauge::default();
         let logs_suppressed = Counter::default();
         let queues = Gauge::default();
@@ -416,7 +430,18 @@ impl Metrics {
             memory_max_keys,
             memory_evicted,
             queue_read_at: AtomicU64::new(0),
+            envoy: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records and exposes envoyproxy/ratelimit's series from now on.
+    pub(crate) fn enable_envoy_names(&self) {
+        let _ = self.envoy.set(super::envoy_names::EnvoyNames::default());
+    }
+
+    /// envoyproxy/ratelimit's series, when enabled.
+    pub(crate) fn envoy_names(&self) -> Option<&super::envoy_names::EnvoyNames> {
+        self.envoy.get()
     }
 
     /// Records that the queues' state was read (at `at`, µs since the epoch) or could not be.
@@ -500,6 +525,13 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
+        if let Some(envoy) = self.envoy.get() {
+            // Its families go before the closing `# EOF`.
+            let eof = out.rfind("# EOF").unwrap_or(out.len());
+            let tail = out.split_off(eof);
+            envoy.encode(&mut out);
+            out.push_str(&tail);
+        }
         out
     }
 }

@@ -4,6 +4,7 @@
 //! what is recorded here.
 
 pub mod alerts;
+mod envoy_names;
 pub(crate) mod metrics;
 mod record;
 pub(crate) mod stats;
