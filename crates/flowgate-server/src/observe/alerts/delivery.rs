@@ -50,10 +50,16 @@ struct Lane {
     ready: Notify,
 }
 
+/// A lane and the task delivering it.
+struct Worker {
+    lane: Arc<Lane>,
+    task: tokio::task::JoinHandle<()>,
+}
+
 /// The outboxes of every webhook, and their delivery tasks.
 pub struct Outbox {
     policy: Delivery,
-    lanes: Mutex<HashMap<String, Arc<Lane>>>,
+    lanes: Mutex<HashMap<String, Worker>>,
     metrics: Arc<Metrics>,
     agent: ureq::Agent,
 }
@@ -80,24 +86,21 @@ impl Outbox {
     pub(crate) fn push(&self, url: &str, body: Arc<str>) {
         let lane = {
             let mut lanes = self.lanes.lock();
-            match lanes.get(url) {
-                Some(l) => Arc::clone(l),
-                None => {
-                    let lane = Arc::new(Lane {
-                        queue: Mutex::new(VecDeque::new()),
-                        ready: Notify::new(),
-                    });
-                    lanes.insert(url.to_owned(), Arc::clone(&lane));
-                    tokio::spawn(deliver(
-                        url.to_owned(),
-                        Arc::clone(&lane),
-                        self.policy.clone(),
-                        self.agent.clone(),
-                        Arc::clone(&self.metrics),
-                    ));
-                    lane
-                }
-            }
+            let worker = lanes.entry(url.to_owned()).or_insert_with(|| {
+                let lane = Arc::new(Lane {
+                    queue: Mutex::new(VecDeque::new()),
+                    ready: Notify::new(),
+                });
+                let task = tokio::spawn(deliver(
+                    url.to_owned(),
+                    Arc::clone(&lane),
+                    self.policy.clone(),
+                    self.agent.clone(),
+                    Arc::clone(&self.metrics),
+                ));
+                Worker { lane, task }
+            });
+            Arc::clone(&worker.lane)
         };
         {
             let mut q = lane.queue.lock();
@@ -116,8 +119,17 @@ impl Outbox {
         self.lanes
             .lock()
             .values()
-            .map(|l| l.queue.lock().len())
+            .map(|w| w.lane.queue.lock().len())
             .sum()
+    }
+}
+
+impl Drop for Outbox {
+    /// The delivery tasks end with their outboxes (a server shut down in-process).
+    fn drop(&mut self) {
+        for w in self.lanes.lock().values() {
+            w.task.abort();
+        }
     }
 }
 

@@ -180,6 +180,17 @@ mod tests {
         // Prometheus: model.LabelSet{}.Fingerprint() is the FNV-1a offset basis;
         // LabelSet{"alertname": "a"}: hashed "alertname" 0xff "a" 0xff.
         assert_eq!(fingerprint(&BTreeMap::new()), "cbf29ce484222325");
+        // The label set of docs/alerts.md's example, as written there.
+        let documented: BTreeMap<String, String> = [
+            ("alertname", "per-client-rejecting"),
+            ("domain", "api"),
+            ("rule", "per-client"),
+            ("severity", "page"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(fingerprint(&documented), "0f172db2e6c71e4a");
         let one: BTreeMap<String, String> = [("alertname".to_owned(), "a".to_owned())].into();
         let f = fingerprint(&one);
         assert_eq!(f.len(), 16);
