@@ -593,7 +593,7 @@ impl Server {
         let (http_listener, http_addr) = listen(cfg.http_addr).await?;
         let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
         let stats = stats(&cfg, store_name, http_addr)?;
-        let mut state = AppState::new(limiter, queue, info, admin, stats);
+        let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;
         if cfg.envoy_metric_names {
             state.metrics.enable_envoy_names();
@@ -636,6 +636,19 @@ impl Server {
                 rx.clone(),
             ));
         }
+        // On the sampler's views: on Redis, the cluster's figures.
+        let redis_alerts = cfg.redis_url.as_deref().map(|u| (u, redis_options(&cfg)));
+        background.push(
+            crate::observe::alerts::spawn(
+                Arc::clone(&state.alerts),
+                state.stats.subscribe(),
+                redis_alerts.as_ref().map(|(u, o)| (*u, o)),
+                &node_id(&cfg, http_addr),
+                format!("http://{http_addr}"),
+                rx.clone(),
+            )
+            .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
+        );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::observe::stats::run(
             Arc::clone(&state),

@@ -289,6 +289,7 @@ fn file_doc() -> impl Strategy<Value = FileDoc> + Clone {
             domain,
             rule,
             queue,
+            ..FileDoc::default()
         })
 }
 

@@ -22,6 +22,8 @@
 //! | `flowgate_queue_state_age_seconds` | | how old the queue gauges above are: time since the store's state was last read (grows while the store cannot be read) |
 //! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
 //! | `flowgate_redis_eviction_risk` | | 1 while Redis's `maxmemory-policy` may evict keys without expiry (queued jobs, shared rules) |
+//! | `flowgate_alerts_firing` | `alert` | 1 while the alert fires, 0 otherwise (on Redis every node shows the cluster's evaluation: aggregate with `max`) |
+//! | `flowgate_alert_notifications_total` | `result` | alert webhook messages: `sent`, `failed` (refused, or given up after the retries), `dropped` (an outbox full) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
@@ -171,6 +173,16 @@ pub(crate) struct KindLabels {
 
 /// Labels of `flowgate_config_reloads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct AlertLabels {
+    pub(crate) alert: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResultLabels {
+    pub(crate) result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ReloadLabels {
     /// `file` or `api`.
     pub(crate) source: &'static str,
@@ -222,6 +234,10 @@ pub(crate) struct Metrics {
     pub(crate) queue_degraded: Gauge,
     /// 1 while Redis's eviction policy may evict keys without expiry.
     pub(crate) redis_eviction_risk: Gauge,
+    /// 1 while an alert fires.
+    alerts_firing: Family<AlertLabels, Gauge>,
+    /// Alert webhook messages by result.
+    alert_notifications: Family<ResultLabels, Counter>,
     /// Keys held by the embedded store.
     memory_keys: Gauge,
     /// The embedded store's cap.
@@ -279,6 +295,18 @@ impl Metrics {
             "flowgate_redis_eviction_risk",
             "1 while Redis's maxmemory-policy may evict keys without expiry (queued jobs, shared rules)",
             redis_eviction_risk.clone(),
+        );
+        let alerts_firing = Family::<AlertLabels, Gauge>::default();
+        let alert_notifications = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "flowgate_alerts_firing",
+            "1 while the alert fires",
+            alerts_firing.clone(),
+        );
+        registry.register(
+            "flowgate_alert_notifications",
+            "Alert webhook messages by result: sent, failed, dropped",
+            alert_notifications.clone(),
         );
         let queue_age = FloatGauge::default();
         let memory_keys = Gauge::default();
@@ -395,6 +423,8 @@ impl Metrics {
             queue_ops,
             queue_degraded,
             redis_eviction_risk,
+            alerts_firing,
+            alert_notifications,
             queue_age,
             memory_keys,
             memory_max_keys,
@@ -459,6 +489,29 @@ impl Metrics {
                 source,
                 result: if ok { "success" } else { "failure" },
             })
+            .inc();
+    }
+
+    /// Sets whether `alert` fires.
+    pub(crate) fn alert_firing(&self, alert: &str, firing: bool) {
+        self.alerts_firing
+            .get_or_create(&AlertLabels {
+                alert: alert.to_owned(),
+            })
+            .set(i64::from(firing));
+    }
+
+    /// Drops the series of an alert no longer declared.
+    pub(crate) fn alert_gone(&self, alert: &str) {
+        self.alerts_firing.remove(&AlertLabels {
+            alert: alert.to_owned(),
+        });
+    }
+
+    /// Counts an alert message `sent`, `failed` or `dropped`.
+    pub(crate) fn alert_notification(&self, result: &'static str) {
+        self.alert_notifications
+            .get_or_create(&ResultLabels { result })
             .inc();
     }
 
