@@ -90,8 +90,8 @@ pub enum LimitError {
         /// The algorithm's name.
         algorithm: &'static str,
     },
-    /// A warm-up period of 0 or longer than an hour.
-    #[error("warmup must be longer than 0 and at most 1h")]
+    /// A warm-up period shorter than one unit's time (`window / limit`) or longer than an hour.
+    #[error("warmup must be at least one unit's time (window / limit) and at most 1h")]
     BadWarmup,
     /// A cold factor of 1 or less (no warm-up), above 100, or not a number.
     #[error("cold_factor must be more than 1 and at most 100")]

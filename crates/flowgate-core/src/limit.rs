@@ -219,7 +219,8 @@ impl Warmup {
     /// The warm-up's integers for emission interval `t`, validated.
     fn new(period: Duration, cold_factor: f64, t: Micros) -> Result<Self, LimitError> {
         let w = crate::clock::micros(period);
-        if w == 0 || w > MAX_WARMUP {
+        // (at least one unit's time: `extra` then stays below 2^52, as the scripts need)
+        if w < t.max(1) || w > MAX_WARMUP {
             return Err(LimitError::BadWarmup);
         }
         if !(cold_factor.is_finite() && cold_factor > 1.0 && cold_factor <= MAX_COLD_FACTOR) {

@@ -90,6 +90,20 @@ pub fn level(w: &Warmup, t: Micros, s: &WarmupState, now: Micros) -> u64 {
     }
 }
 
+/// Where the bucket's cooling stands at `now`, in microseconds: `level * T`, plus, below `top`
+/// and with the TAT past, the time since the last whole `T` of cooling. A state at TAT
+/// `now - position % T` and level `position / T` cools from `now` on exactly as `s` does: what
+/// a refund restores (the Redis Cluster compensation).
+pub fn position(w: &Warmup, t: Micros, s: &WarmupState, now: Micros) -> u64 {
+    let level = level(w, t, s, now);
+    let partial = if s.tat < now && level < w.top() {
+        (now - s.tat) % t
+    } else {
+        0
+    };
+    level * t + partial
+}
+
 /// The surcharge of taking `cost` units from level `s`, and the level after.
 #[inline]
 fn take(w: &Warmup, s: u64, cost: u64) -> (Micros, u64) {
