@@ -328,7 +328,7 @@ pub struct LimitBuilder {
 impl LimitBuilder {
     /// Gives a token bucket a warm-up: after idle it admits at `1 / cold_factor` of its rate and
     /// speeds up to the full rate over `period` of steady use (see
-    /// [`crate::algorithm::warmup`]).
+    /// [`crate::algorithm::warmup`]). Its burst then defaults to 1.
     pub fn warmup(mut self, period: Duration) -> Self {
         self.warmup = Some(period);
         self
@@ -372,6 +372,8 @@ impl LimitBuilder {
         let a = self.algorithm;
         let q = self.quota;
         let burst = match a {
+            // (a cold bucket takes no burst by default: warm-up exists to spare its dependency)
+            Algorithm::TokenBucket if self.warmup.is_some() => self.burst.unwrap_or(1),
             Algorithm::TokenBucket => self.burst.unwrap_or(q.limit().max(1)),
             Algorithm::LeakyBucket => self.burst.unwrap_or(1),
             _ => q.limit(),
