@@ -135,9 +135,12 @@ pub fn check(l: &Limit, w: &Warmup, s: &WarmupState, now: Micros, cost: u64) -> 
         return rejected(None);
     }
     if cost == 0 {
-        // A look, admitted as on any bucket (the surcharge may put the TAT past `now + tau`).
+        // A look: GCRA's, but always admitted (the surcharge may put the TAT further than
+        // `now + tau + max_wait`, where GCRA's own TAT never is).
+        let base = s.tat.max(now);
         return Decision {
             allowed: true,
+            wait: us((base - now).saturating_sub(tau).min(l.max_wait())),
             ..rejected(None)
         };
     }
