@@ -253,6 +253,45 @@ mod tests {
         assert!(!run(&l, &mut s, now + 29_000, 1));
     }
 
+    /// docs/algorithms.md's table: 100/s, 30 s, c = 3, burst 1, a request whenever one would
+    /// be admitted.
+    #[test]
+    fn the_documented_ramp() {
+        let l = limit("100/s", 1, 30, 3.0);
+        let mut s = WarmupState::default();
+        let t0 = 1_000_000_000;
+        let mut now = t0;
+        let mut per_second = vec![0u64; 32];
+        while now < t0 + 32_000_000 {
+            let w = *l.warmup().unwrap();
+            let d = check(&l, &w, &s, now, 1);
+            if d.allowed {
+                apply(&l, &w, &mut s, now, 1);
+                per_second[((now - t0) / 1_000_000) as usize] += 1;
+            } else {
+                now += d.retry_after.unwrap().as_micros() as u64;
+            }
+        }
+        let documented = [
+            (1, 34),
+            (2, 34),
+            (3, 35),
+            (5, 36),
+            (10, 39),
+            (15, 44),
+            (20, 51),
+            (25, 63),
+            (28, 77),
+            (29, 85),
+            (30, 94),
+            (31, 99),
+            (32, 100),
+        ];
+        for (second, count) in documented {
+            assert_eq!(per_second[second - 1], count, "second {second}");
+        }
+    }
+
     #[test]
     fn rejection_and_peek_leave_state_unchanged() {
         let l = limit("10/s", 2, 5, 3.0);
