@@ -40,11 +40,12 @@
 //!
 //! Two bounds follow, checked by the property tests: every request admitted here would be
 //! admitted by the same token bucket without warm-up on the same history (the TAT here is never
-//! earlier than its TAT); and in the first second after a full idle, whatever the arrivals, at
-//! most `A(1 s)` units are admitted, which is at most `1 + floor((1 s + (b - 1) * T) / (c * T -
-//! extra * g / ramp - 1))` with `g = ceil((1 s + (b - 1) * T) / T)` the units the bucket admits
-//! in a second at its full rate: the cold rate `1 / (c * T)`, plus the speed-up the ramp gains
-//! within that second.
+//! earlier than its TAT); and in the first second after a full idle, whatever the arrivals of
+//! one-unit requests, at most `A(1 s)` units are admitted (idle only cools the bucket), which is
+//! at most `1 + floor(s1 / max(T, c * T - ceil(extra * g / ramp) - 1))` with
+//! `s1 = 1 s + (b - 1) * T` and `g = ceil(s1 / T)`, the units of that span at the full rate: the
+//! cold rate, quickened by what the ramp gains within the second. docs/algorithms.md works an
+//! example.
 
 use crate::clock::Micros;
 use crate::decision::Decision;
