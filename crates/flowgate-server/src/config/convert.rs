@@ -189,6 +189,8 @@ struct Base {
     burst: Option<u64>,
     buckets: Option<u32>,
     max_wait: Option<Duration>,
+    warmup: Option<Duration>,
+    cold_factor: Option<f64>,
 }
 
 impl Base {
@@ -214,7 +216,23 @@ impl Base {
         if let Some(w) = self.max_wait {
             b = b.max_wait(w);
         }
+        if let Some(w) = self.warmup {
+            b = b.warmup(w);
+        }
+        if let Some(c) = self.cold_factor {
+            b = b.cold_factor(c);
+        }
         b.build()
+    }
+}
+
+/// The warm-up field a limit error is about, if any.
+fn warmup_field(e: &flowgate_core::LimitError) -> Option<&'static str> {
+    use flowgate_core::LimitError as E;
+    match e {
+        E::WarmupNeedsTokenBucket { .. } | E::BadWarmup | E::WarmupTooLong { .. } => Some("warmup"),
+        E::BadColdFactor | E::ColdFactorWithoutWarmup => Some("cold_factor"),
+        _ => None,
     }
 }
 
@@ -263,6 +281,12 @@ impl RuleDoc {
                 .as_deref()
                 .map(|w| duration_of("max_wait", w))
                 .transpose()?,
+            warmup: self
+                .warmup
+                .as_deref()
+                .map(|w| duration_of("warmup", w))
+                .transpose()?,
+            cold_factor: self.cold_factor,
         };
         let quota = match (&self.limit, self.unlimited) {
             (_, true) => None,
@@ -303,10 +327,11 @@ impl RuleDoc {
                     _ if self.limit.is_some() => "limit",
                     _ => "name",
                 };
-                Some(
-                    base.build(q, time_zone, None, None)
-                        .map_err(|e| err_at(field, at, e.to_string()))?,
-                )
+                Some(base.build(q, time_zone, None, None).map_err(|e| {
+                    // (the warm-up's fields are named by their own errors, and are present)
+                    let own = warmup_field(&e);
+                    err_at(own.unwrap_or(field), own.unwrap_or(at), e.to_string())
+                })?)
             }
         };
         let schedule = if self.schedule.is_empty() {
@@ -679,5 +704,102 @@ impl AlertDoc {
             summary: self.summary.clone(),
             description: self.description.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod warmup_tests {
+    use super::super::{Format, parse};
+
+    fn rule(extra: &str) -> String {
+        format!(
+            "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"100/s\"\n{extra}"
+        )
+    }
+
+    #[test]
+    fn warmup_fields_load_and_read_back() {
+        let set = parse(
+            "f.toml",
+            Format::Toml,
+            &rule("algorithm = \"token_bucket\"\nwarmup = \"30s\"\ncold_factor = 2.5\n"),
+        )
+        .unwrap();
+        let r = &set[0].rule;
+        let l = r.limit.as_ref().unwrap();
+        let w = l.warmup().unwrap();
+        assert_eq!(
+            (w.period(), w.cold_milli(), l.burst()),
+            (30_000_000, 2500, 1)
+        );
+        let doc = super::RuleDoc::of(r);
+        assert_eq!(doc.warmup.as_deref(), Some("30s"));
+        assert_eq!(doc.cold_factor, Some(2.5));
+        assert_eq!(&doc.to_rule(None).unwrap(), r);
+        // The default factor is not written.
+        let set = parse(
+            "f.toml",
+            Format::Toml,
+            &rule("algorithm = \"token_bucket\"\nwarmup = \"10s\"\n"),
+        )
+        .unwrap();
+        assert_eq!(super::RuleDoc::of(&set[0].rule).cold_factor, None);
+    }
+
+    #[test]
+    fn bad_warmup_fields_are_refused_with_file_line_and_field() {
+        for (extra, line, field, says) in [
+            (
+                "algorithm = \"sliding_log\"\nwarmup = \"30s\"\n",
+                7,
+                "warmup",
+                "token_bucket",
+            ),
+            ("warmup = \"30s\"\n", 6, "warmup", "token_bucket"),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"30s\"\ncold_factor = 1.0\n",
+                8,
+                "cold_factor",
+                "more than 1",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"30s\"\ncold_factor = -3\n",
+                8,
+                "cold_factor",
+                "more than 1",
+            ),
+            (
+                "algorithm = \"token_bucket\"\ncold_factor = 2.0\n",
+                7,
+                "cold_factor",
+                "needs a warmup",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"0s\"\n",
+                7,
+                "warmup",
+                "at most 1h",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"30d\"\n",
+                7,
+                "warmup",
+                "at most 1h",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"soon\"\n",
+                7,
+                "warmup",
+                "",
+            ),
+        ] {
+            let e = parse("f.toml", Format::Toml, &rule(extra)).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.line, e.field.as_str()),
+                ("f.toml", Some(line), format!("rule[0].{field}").as_str()),
+                "{extra}: {e}"
+            );
+            assert!(e.message.contains(says), "{extra}: {e}");
+        }
     }
 }

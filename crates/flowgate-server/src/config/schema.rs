@@ -119,6 +119,13 @@ pub struct RuleDoc {
     /// Delay mode: the longest wait before rejecting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<String>,
+    /// `token_bucket` only: after idle, the rate starts at the limit / `cold_factor` and reaches
+    /// the full limit over this period of steady use (`"30s"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<String>,
+    /// With `warmup`: how much slower a cold bucket is, above 1 (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_factor: Option<f64>,
     /// `open` (default), `closed` or `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -387,6 +394,13 @@ impl RuleDoc {
                 .map(Limit::buckets),
             mode: delay.map(|_| "delay".to_owned()),
             max_wait: delay.map(|l| format_micros(l.max_wait())),
+            warmup: limit
+                .and_then(Limit::warmup)
+                .map(|w| format_micros(w.period())),
+            cold_factor: limit
+                .and_then(Limit::warmup)
+                .map(|w| w.cold_factor())
+                .filter(|&c| c != flowgate_core::limit::DEFAULT_COLD_FACTOR),
             failure,
             nodes,
             shadow: r.shadow,
