@@ -295,13 +295,32 @@ impl Config {
     }
 }
 
-/// Parses one file's text sent to a node that follows its files (rules and circuit breakers:
-/// queues and alerts are declared in the configuration files, and a `[[queue]]` or `[[alert]]`
-/// here is refused).
+/// Parses one file's text (rules only: queues and alerts are declared in the configuration
+/// files, and a `[[queue]]` or `[[alert]]` here is refused; so is a `[[breaker]]`, which
+/// [`parse_config`] reads).
 ///
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
-pub fn parse(file: &str, format: Format, text: &str) -> Result<Config, ConfigError> {
+pub fn parse(file: &str, format: Format, text: &str) -> Result<Vec<LocatedRule>, ConfigError> {
+    let config = parse_config(file, format, text)?;
+    if let Some(b) = config.breakers.first() {
+        return Err(ConfigError::new(
+            file,
+            b.line,
+            &b.field,
+            "circuit breakers are read with the rules by parse_config",
+        ));
+    }
+    Ok(config.rules)
+}
+
+/// Parses one file's text sent to a node that follows its files: its rules and circuit
+/// breakers (queues and alerts are declared in the configuration files, and a `[[queue]]` or
+/// `[[alert]]` here is refused).
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn parse_config(file: &str, format: Format, text: &str) -> Result<Config, ConfigError> {
     match format {
         Format::Toml => {
             let toml::Parsed {

@@ -239,7 +239,7 @@ pub(super) async fn put_rules(
     }
     let file = &doc.files[0];
     let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
-    let parsed = config::parse("<api>", format, &file.text).map_err(locate);
+    let parsed = config::parse_config("<api>", format, &file.text).map_err(locate);
     let change = state.rules.change().await;
     let set = parsed.and_then(|c: Config| {
         Ok((
