@@ -85,10 +85,7 @@ async fn reported_errors_open_the_breaker_over_http_and_grpc_until_a_probe_close
     assert_eq!(body["breaker"]["key"], "pay:channel:channel=WPG");
     assert_eq!(body["retry_after_ms"], 29_000.0);
     assert_eq!(r.header("retry-after"), Some("29"));
-    assert!(
-        r.header("ratelimit-limit").is_none(),
-        "no limit was asked"
-    );
+    assert!(r.header("ratelimit-limit").is_none(), "no limit was asked");
     // Another channel is its own breaker, closed.
     assert_eq!(check(&s, "ALI").await.status, 200);
 
@@ -174,7 +171,8 @@ async fn a_probe_that_never_reports_frees_its_place_after_its_lease() {
 #[tokio::test]
 async fn bad_report_bodies_are_refused_naming_the_field() {
     let s = server().await;
-    let ok = json!({"domain": "pay", "descriptors": ["channel=WPG"], "outcome": "ok", "latency_ms": 1});
+    let ok =
+        json!({"domain": "pay", "descriptors": ["channel=WPG"], "outcome": "ok", "latency_ms": 1});
     let with = |k: &str, v: Value| {
         let mut b = ok.clone();
         b[k] = v;
@@ -187,13 +185,19 @@ async fn bad_report_bodies_are_refused_naming_the_field() {
     };
     let cases: Vec<(Value, &str)> = vec![
         (without("latency_ms"), "field `latency_ms`: missing"),
-        (with("latency_ms", json!(-1)), "field `latency_ms`: -1 is not a latency"),
+        (
+            with("latency_ms", json!(-1)),
+            "field `latency_ms`: -1 is not a latency",
+        ),
         (
             with("latency_ms", json!(86_400_001)),
             "field `latency_ms`: 86400001 is not a latency",
         ),
         (with("latency_ms", json!("5")), "`latency_ms`: invalid type"),
-        (with("outcome", json!("timeout")), "field `outcome`: unknown outcome `timeout`"),
+        (
+            with("outcome", json!("timeout")),
+            "field `outcome`: unknown outcome `timeout`",
+        ),
         (without("outcome"), "field `outcome`: missing"),
         (without("domain"), "field `domain`: missing"),
         (without("descriptors"), "field `descriptors`: missing"),
@@ -220,14 +224,21 @@ async fn bad_report_bodies_are_refused_naming_the_field() {
     // A batch with a bad report counts none of them.
     let r = report(&s, json!({"reports": [ok, with("outcome", json!("?"))]})).await;
     assert_eq!(r.status, 400);
-    assert!(metrics(&s).await.contains("flowgate_breaker_reports_total{result=\"counted\"} 0"));
+    assert!(
+        metrics(&s)
+            .await
+            .contains("flowgate_breaker_reports_total{result=\"counted\"} 0")
+    );
     // A report for no breaker is counted and dropped.
     let r = report(
         &s,
         json!({"domain": "other", "descriptors": ["channel=WPG"], "outcome": "error", "latency_ms": 0}),
     )
     .await;
-    assert_eq!(r.json(), json!({"counted": 0, "no_breaker": 1, "dropped": 0}));
+    assert_eq!(
+        r.json(),
+        json!({"counted": 0, "no_breaker": 1, "dropped": 0})
+    );
     assert!(
         metrics(&s)
             .await
@@ -241,7 +252,8 @@ async fn breakers_follow_the_files_an_unchanged_one_keeping_its_state() {
     open(&s).await;
     assert_eq!(check(&s, "WPG").await.status, 429);
     // Another rule added: the breaker is unchanged, and stays open.
-    let more = format!("{CONFIG}\n[[rule]]\nname = \"per-user\"\nmatch = \"user\"\nlimit = \"5/s\"\n");
+    let more =
+        format!("{CONFIG}\n[[rule]]\nname = \"per-user\"\nmatch = \"user\"\nlimit = \"5/s\"\n");
     write(&s.path("flowgate.toml"), &more);
     let rules = || async {
         http(s.http(), "GET", "/v1/rules", &[], "").await.json()["rule"]
@@ -262,7 +274,10 @@ async fn breakers_follow_the_files_an_unchanged_one_keeping_its_state() {
         .await
     );
     // Removed: reports match no breaker.
-    write(&s.path("flowgate.toml"), &more[..more.find("[[breaker]]").unwrap_or(0)]);
+    write(
+        &s.path("flowgate.toml"),
+        &more[..more.find("[[breaker]]").unwrap_or(0)],
+    );
     assert!(
         wait_until(Duration::from_secs(10), || async {
             http(s.http(), "GET", "/v1/rules", &[], "").await.json()["breaker"].is_null()

@@ -221,7 +221,6 @@ pub struct BreakerStatus {
     pub probe: Option<u64>,
 }
 
-
 /// One instance: its state machine, the phase it was last seen in and since when, and its
 /// identity in probe tokens.
 #[derive(Debug)]
@@ -329,6 +328,9 @@ impl Instance {
     }
 }
 
+/// The instances of one breaker, locked.
+type Locked<'a> = MutexGuard<'a, HashMap<String, Instance>>;
+
 /// The instances of one breaker, in this process.
 #[derive(Debug, Default)]
 pub(crate) struct LocalStates {
@@ -349,7 +351,7 @@ impl States {
         States::Local(LocalStates::default())
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Instance>> {
+    fn lock(&self) -> Locked<'_> {
         match self {
             States::Local(l) => l.instances.lock(),
         }
@@ -441,7 +443,10 @@ impl Breakers {
                     .by_name
                     .get(&(d.domain.clone(), d.name.clone()))
                     .filter(|&&j| old.set.defs[j] == *d)
-                    .map_or_else(|| Arc::new(States::local()), |&j| Arc::clone(&old.states[j]))
+                    .map_or_else(
+                        || Arc::new(States::local()),
+                        |&j| Arc::clone(&old.states[j]),
+                    )
             })
             .collect();
         let on = !set.is_empty();
@@ -530,7 +535,7 @@ impl Breakers {
         defs.dedup();
         let mut changes: SmallVec<[(usize, String, Changes); 2]> = SmallVec::new();
         let result = {
-            let mut guards: SmallVec<[(usize, MutexGuard<'_, HashMap<String, Instance>>); 2]> =
+            let mut guards: SmallVec<[(usize, Locked<'_>); 2]> =
                 defs.iter().map(|&d| (d, armed.states[d].lock())).collect();
             let mut refused = None;
             for (h, (_, def, key)) in gate.hits.iter().enumerate() {
@@ -712,7 +717,7 @@ impl Breakers {
 
 /// The instance `key` of breaker `def` among the locked breakers.
 fn held<'g>(
-    guards: &'g mut [(usize, MutexGuard<'_, HashMap<String, Instance>>)],
+    guards: &'g mut [(usize, Locked<'_>)],
     def: usize,
     key: &str,
 ) -> Option<&'g mut Instance> {

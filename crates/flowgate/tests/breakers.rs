@@ -174,7 +174,10 @@ async fn unchanged_breakers_keep_their_state_across_a_change_of_set() {
     l.set_breakers(breakers(1));
     assert!(l.check(&wpg()).await.circuit_open().is_some(), "kept open");
     l.set_breakers(breakers(2));
-    assert!(l.check(&wpg()).await.allowed, "a changed breaker starts closed");
+    assert!(
+        l.check(&wpg()).await.allowed,
+        "a changed breaker starts closed"
+    );
 }
 
 /// An axum service whose handler answers 500 while `fail` is set, behind the layer.
@@ -232,7 +235,11 @@ async fn the_tower_layer_opens_the_breaker_by_itself_when_its_handler_fails() {
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(json["error"], "circuit_open");
     assert_eq!(json["breaker"], "channel");
-    assert_eq!(calls.load(Ordering::Relaxed), 12, "the handler was not called");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        12,
+        "the handler was not called"
+    );
     // After open_for the layer's probe succeeds and closes it.
     fail.store(false, Ordering::Relaxed);
     clock.advance(Duration::from_secs(30));

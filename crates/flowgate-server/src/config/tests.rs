@@ -724,7 +724,11 @@ fn the_issues_breaker_loads_with_its_defaults() {
         Strategy::SlowCallRatio { slow_call: 800_000 }
     );
     assert_eq!(
-        (d[0].spec.probes(), d[0].spec.probe_timeout(), d[0].min_nodes),
+        (
+            d[0].spec.probes(),
+            d[0].spec.probe_timeout(),
+            d[0].min_nodes
+        ),
         (3, 2_000_000, Some(2))
     );
     assert_eq!(
@@ -737,13 +741,55 @@ fn the_issues_breaker_loads_with_its_defaults() {
 fn breaker_errors_name_file_line_and_field() {
     // (the key replaced in BREAKER, its new line, line, field, words of the message)
     let cases: &[(&str, &str, u64, &str, &str)] = &[
-        ("threshold", "threshold = 1.5", 6, "breaker[0].threshold", "at most 1"),
-        ("threshold", "threshold = 0", 6, "breaker[0].threshold", "over 0"),
-        ("min_calls", "min_calls = 0", 8, "breaker[0].min_calls", "at least 1"),
-        ("probes", "probes = 0", 10, "breaker[0].probes", "at least 1"),
-        ("open_for", "open_for = \"0s\"", 9, "breaker[0].open_for", "over 0"),
-        ("open_for", "open_for = \"soon\"", 9, "breaker[0].open_for", "soon"),
-        ("window", "window = \"5ms\"", 7, "breaker[0].window", "at least 10ms"),
+        (
+            "threshold",
+            "threshold = 1.5",
+            6,
+            "breaker[0].threshold",
+            "at most 1",
+        ),
+        (
+            "threshold",
+            "threshold = 0",
+            6,
+            "breaker[0].threshold",
+            "over 0",
+        ),
+        (
+            "min_calls",
+            "min_calls = 0",
+            8,
+            "breaker[0].min_calls",
+            "at least 1",
+        ),
+        (
+            "probes",
+            "probes = 0",
+            10,
+            "breaker[0].probes",
+            "at least 1",
+        ),
+        (
+            "open_for",
+            "open_for = \"0s\"",
+            9,
+            "breaker[0].open_for",
+            "over 0",
+        ),
+        (
+            "open_for",
+            "open_for = \"soon\"",
+            9,
+            "breaker[0].open_for",
+            "soon",
+        ),
+        (
+            "window",
+            "window = \"5ms\"",
+            7,
+            "breaker[0].window",
+            "at least 10ms",
+        ),
         (
             "strategy",
             "strategy = \"errors\"",
@@ -817,20 +863,18 @@ fn breaker_errors_name_file_line_and_field() {
     // Two breakers with one name, or one pattern, in a domain.
     let twice = format!("{BREAKER}{}", &BREAKER[BREAKER.find("[[").unwrap()..]);
     let e = load_breakers(&twice).err().unwrap();
-    assert_eq!(
-        (e.line, e.field.as_str()),
-        (Some(11), "breaker[1]"),
-        "{e}"
-    );
+    assert_eq!((e.line, e.field.as_str()), (Some(11), "breaker[1]"), "{e}");
     assert!(
-        e.message.contains("two breakers in domain `payments` are named `wpg`"),
+        e.message
+            .contains("two breakers in domain `payments` are named `wpg`"),
         "{e}"
     );
     let renamed = twice.replacen("name = \"wpg\"", "name = \"other\"", 1);
     let e = load_breakers(&renamed).err().unwrap();
     assert!(
-        e.message
-            .contains("breakers `other` and `wpg` in domain `payments` have the same descriptor pattern"),
+        e.message.contains(
+            "breakers `other` and `wpg` in domain `payments` have the same descriptor pattern"
+        ),
         "{e}"
     );
     assert_eq!(e.line, Some(11));

@@ -51,7 +51,12 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
         "rule": list,
     });
     // The breakers change with the rules: shown here, a PUT of what GET shows keeps them.
-    let breakers: Vec<BreakerDoc> = state.limiter.breakers().iter().map(BreakerDoc::of).collect();
+    let breakers: Vec<BreakerDoc> = state
+        .limiter
+        .breakers()
+        .iter()
+        .map(BreakerDoc::of)
+        .collect();
     if !breakers.is_empty() {
         out["breaker"] = json!(breakers);
     }

@@ -98,7 +98,9 @@ impl BreakerMetrics {
     /// Counts `n` reports with `result`.
     pub(crate) fn reports(&self, result: &'static str, n: u64) {
         if n > 0 {
-            self.reports.get_or_create(&ReportLabels { result }).inc_by(n);
+            self.reports
+                .get_or_create(&ReportLabels { result })
+                .inc_by(n);
         }
     }
 

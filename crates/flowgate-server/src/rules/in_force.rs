@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flowgate::queue::Queue;
 use flowgate::breakers::BreakerSet;
+use flowgate::queue::Queue;
 use flowgate::queue::QueueSet;
 use flowgate::{Limiter, RuleSet};
 use parking_lot::Mutex;
