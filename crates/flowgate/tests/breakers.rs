@@ -39,12 +39,16 @@ fn breakers(probes: u32) -> BreakerSet {
 fn limiter(probes: u32) -> (Arc<L>, ManualClock) {
     let clock = ManualClock::new(T0);
     let limit = Limit::new(Algorithm::FixedWindow, "100/s".parse::<Quota>().unwrap()).unwrap();
-    let rules = RuleSet::new(vec![Rule::new(
-        "pay",
-        "per-channel",
-        vec![Matcher::parse("channel")],
-        Some(limit),
-    )])
+    let once = Limit::new(Algorithm::FixedWindow, "1/m".parse::<Quota>().unwrap()).unwrap();
+    let rules = RuleSet::new(vec![
+        Rule::new(
+            "pay",
+            "per-channel",
+            vec![Matcher::parse("channel")],
+            Some(limit),
+        ),
+        Rule::new("pay", "per-user", vec![Matcher::parse("user")], Some(once)),
+    ])
     .unwrap();
     let limiter = Limiter::new(rules, MemoryStore::with_clock(clock.clone()));
     limiter.set_breakers(breakers(probes));
@@ -88,9 +92,20 @@ async fn an_open_breaker_refuses_before_the_store_with_the_time_to_half_open() {
         "no limit was asked: {:?}",
         v.headers()
     );
-    // The store was not asked: the rule's counter is where the four admitted calls left it
-    // (in its next window, empty).
     assert!(v.statuses[0].rule.is_none());
+    // The store was not asked: a refused request consumed nothing of its other descriptor's
+    // limit (one per minute).
+    let both = Request::new(
+        "pay",
+        vec![
+            Descriptor::new([("channel", "WPG")]),
+            Descriptor::new([("user", "u")]),
+        ],
+    );
+    assert!(l.check(&both).await.circuit_open().is_some());
+    let user = Request::new("pay", vec![Descriptor::new([("user", "u")])]);
+    assert!(l.check(&user).await.allowed, "the user's one call is left");
+    assert!(!l.check(&user).await.allowed);
     // Another channel has its own instance, closed.
     let other = Request::new("pay", vec![Descriptor::new([("channel", "ALI")])]);
     assert!(l.check(&other).await.allowed);
