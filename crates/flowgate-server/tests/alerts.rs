@@ -404,3 +404,69 @@ async fn alerts_follow_the_shared_rules_and_a_put_of_what_get_shows_keeps_them()
     assert!(r.body.contains("alert[0].rejection_ratio"), "{}", r.body);
     assert_eq!(alert_names(s.http()).await, ["shared"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breaker_alert_fires_while_the_breaker_is_open_and_resolves_when_a_probe_closes_it() {
+    let rx = receiver().await;
+    let text = format!(
+        r#"domain = "pay"
+alert_webhooks = ["{}/hook"]
+
+[[rule]]
+name = "per-channel"
+match = "channel"
+limit = "1000/s"
+
+[[breaker]]
+name = "channel"
+match = ["channel"]
+strategy = "error_count"
+threshold = 2
+window = "10s"
+min_calls = 2
+open_for = "30s"
+
+[[alert]]
+name = "channel-open"
+breaker = "channel"
+"#,
+        rx.base
+    );
+    let s = TestServer::start(&[("flowgate.toml", &text)]).await;
+    let error = json!({"domain": "pay", "descriptors": ["channel=WPG"], "outcome": "error", "latency_ms": 5});
+    let r = post_json(s.http(), "/v1/report", json!({"reports": [error, error]})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let got = Arc::clone(&rx.got);
+    let fired = wait_until(Duration::from_secs(5), || {
+        let got = Arc::clone(&got);
+        async move { statuses(&got.lock()) == ["firing"] }
+    })
+    .await;
+    assert!(fired, "{:?}", rx.got.lock());
+    {
+        let got = rx.got.lock();
+        let labels = &got[0]["alerts"][0]["labels"];
+        assert_eq!(labels["alertname"], "channel-open");
+        assert_eq!(labels["breaker"], "channel");
+        assert_eq!(labels["domain"], "pay");
+    }
+    // After open_for one probe passes; its success closes the breaker and resolves the alert.
+    s.clock.advance(Duration::from_secs(31));
+    let probe = post_json(
+        s.http(),
+        "/v1/check",
+        json!({"domain": "pay", "descriptors": ["channel=WPG"]}),
+    )
+    .await;
+    assert_eq!(probe.status, 200, "{}", probe.body);
+    let lease = probe.json()["probes"][0]["probe"].clone();
+    let ok = json!({"domain": "pay", "descriptors": ["channel=WPG"], "outcome": "ok", "latency_ms": 3, "probe": lease});
+    assert_eq!(post_json(s.http(), "/v1/report", ok).await.status, 200);
+    let resolved = wait_until(Duration::from_secs(5), || {
+        let got = Arc::clone(&got);
+        async move { statuses(&got.lock()) == ["firing", "resolved"] }
+    })
+    .await;
+    assert!(resolved, "{:?}", rx.got.lock());
+    s.server.shutdown().await.unwrap();
+}

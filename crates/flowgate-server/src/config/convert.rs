@@ -554,6 +554,7 @@ impl AlertDoc {
             ("rule", self.rule.is_some()),
             ("queue", self.queue.is_some()),
             ("store", self.store.is_some()),
+            ("breaker", self.breaker.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, present)| present.then_some(k))
@@ -563,7 +564,7 @@ impl AlertDoc {
                 return Err(err_at(
                     "rule",
                     "name",
-                    "the alert watches nothing: set `rule` (with `rejection_ratio`), `queue` (with `oldest_age` or `depth`) or `store = \"degraded\"`",
+                    "the alert watches nothing: set `rule` (with `rejection_ratio`), `queue` (with `oldest_age` or `depth`), `store = \"degraded\"` or `breaker`",
                 ));
             }
             [one] => *one,
@@ -582,7 +583,11 @@ impl AlertDoc {
             ("min_rate", self.min_rate.is_some(), "rule"),
             ("oldest_age", self.oldest_age.is_some(), "queue"),
             ("depth", self.depth.is_some(), "queue"),
-            ("domain", self.domain.is_some(), "rule` or `queue"),
+            (
+                "domain",
+                self.domain.is_some(),
+                "rule` or `queue` or `breaker",
+            ),
         ];
         for (key, present, of) in misplaced {
             if present && !of.split("` or `").any(|k| k == kind_key) {
@@ -659,6 +664,14 @@ impl AlertDoc {
                         ));
                     }
                 }
+            }
+            "breaker" => {
+                let domain = domain_of(self.domain.as_deref(), file_domain, "alert")?;
+                let breaker = self.breaker.clone().unwrap_or_default();
+                if breaker.trim().is_empty() {
+                    return Err(err("breaker", "the breaker name must not be empty"));
+                }
+                AlertKind::Breaker { domain, breaker }
             }
             _ => match self.store.as_deref() {
                 Some("degraded") => AlertKind::StoreDegraded,

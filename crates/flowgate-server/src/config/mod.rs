@@ -219,6 +219,17 @@ impl Config {
                 {
                     Some(("queue", format!("no queue `{queue}` in domain `{domain}`")))
                 }
+                AlertKind::Breaker { domain, breaker }
+                    if !self
+                        .breakers
+                        .iter()
+                        .any(|b| &b.def.domain == domain && &b.def.name == breaker) =>
+                {
+                    Some((
+                        "breaker",
+                        format!("no breaker `{breaker}` in domain `{domain}`"),
+                    ))
+                }
                 _ => None,
             };
             if let Some((key, message)) = missing {

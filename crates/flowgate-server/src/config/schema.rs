@@ -142,6 +142,10 @@ pub struct AlertDoc {
     /// A store alert: `"degraded"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// A breaker alert: the circuit breaker's name in its domain; fires while any of its
+    /// instances is open or half-open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<String>,
     /// How long the condition must hold before the alert fires (default `0s`).
     #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
     pub for_: Option<String>,
@@ -604,6 +608,10 @@ impl AlertDoc {
                 doc.depth = Some(*depth);
             }
             AlertKind::StoreDegraded => doc.store = Some("degraded".to_owned()),
+            AlertKind::Breaker { domain, breaker } => {
+                doc.domain = Some(domain.clone());
+                doc.breaker = Some(breaker.clone());
+            }
         }
         doc
     }

@@ -608,6 +608,12 @@ fn alert_errors_name_file_line_and_field() {
             "is for `rule` alerts",
         ),
         (
+            "[[alert]]\nname = \"b\"\nbreaker = \"nope\"\n",
+            12,
+            "alert[0].breaker",
+            "no breaker `nope` in domain `api`",
+        ),
+        (
             "[[alert]]\nname = \"s\"\nstore = \"down\"\n",
             12,
             "alert[0].store",

@@ -145,7 +145,13 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
         let spec = a
             .to_spec(domain, &doc.alert_webhooks)
             .map_err(|e| spans.error(file, "alert", i, e))?;
-        let target = if a.rule.is_some() { "rule" } else { "queue" };
+        let target = if a.rule.is_some() {
+            "rule"
+        } else if a.breaker.is_some() {
+            "breaker"
+        } else {
+            "queue"
+        };
         alerts.push(LocatedAlert {
             spec,
             file: file.to_owned(),

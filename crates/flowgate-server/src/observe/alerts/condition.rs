@@ -8,6 +8,8 @@
 //! - A queue alert reads the oldest age (or the depth) of the queue's instances, the largest:
 //!   it holds while that is strictly above the threshold.
 //! - A store alert holds while [`StoreStats::degraded`](crate::observe::view::StoreStats).
+//! - A breaker alert holds while any instance of the breaker is open or half-open; its value is
+//!   the number of such instances.
 //!
 //! A rule or queue absent from the view (no figures yet, or not declared any more) does not
 //! hold.
@@ -79,6 +81,17 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
             holds: view.store.degraded,
             value: Some(f64::from(u8::from(view.store.degraded))),
         },
+        AlertKind::Breaker { domain, breaker } => {
+            let open = view
+                .breakers
+                .iter()
+                .filter(|b| &b.domain == domain && &b.name == breaker && b.phase != "closed")
+                .count();
+            Reading {
+                holds: open > 0,
+                value: Some(open as f64),
+            }
+        }
     }
 }
 
@@ -123,6 +136,32 @@ mod tests {
             ratio,
             min_rate,
         }
+    }
+
+    #[test]
+    fn a_breaker_alert_holds_while_an_instance_is_not_closed() {
+        use crate::observe::view::BreakerView;
+        let kind = AlertKind::Breaker {
+            domain: "payments".into(),
+            breaker: "wpg".into(),
+        };
+        let view = |phases: &[&str]| StatsView {
+            breakers: phases
+                .iter()
+                .map(|p| BreakerView {
+                    domain: "payments".into(),
+                    name: "wpg".into(),
+                    phase: (*p).into(),
+                    ..BreakerView::default()
+                })
+                .collect(),
+            ..StatsView::default()
+        };
+        assert!(!read(&kind, &view(&[])).holds);
+        assert!(!read(&kind, &view(&["closed", "closed"])).holds);
+        let r = read(&kind, &view(&["closed", "open", "half_open"]));
+        assert!(r.holds);
+        assert_eq!(r.value, Some(2.0));
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub enum AlertKind {
     },
     /// The limiter's store is degraded (its last request failed).
     StoreDegraded,
+    /// A circuit breaker is open or half-open (any of its instances).
+    Breaker {
+        /// The breaker's domain.
+        domain: String,
+        /// The breaker's name.
+        breaker: String,
+    },
 }
 
 impl AlertSpec {
@@ -83,6 +90,7 @@ impl AlertSpec {
                 depth,
             } => format!("queue {domain}/{queue} depth > {depth}"),
             AlertKind::StoreDegraded => "store degraded".to_owned(),
+            AlertKind::Breaker { domain, breaker } => format!("breaker {domain}/{breaker} open"),
         };
         if self.for_ms == 0 {
             what
@@ -106,6 +114,10 @@ impl AlertSpec {
                 out.push(("queue".into(), queue.clone()));
             }
             AlertKind::StoreDegraded => out.push(("store".into(), "degraded".into())),
+            AlertKind::Breaker { domain, breaker } => {
+                out.push(("domain".into(), domain.clone()));
+                out.push(("breaker".into(), breaker.clone()));
+            }
         }
         if let Some(s) = &self.severity {
             out.push(("severity".into(), s.clone()));
