@@ -22,6 +22,7 @@
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`); `warnings`: what may go wrong (an evicting Redis allowed to run) |
 //! | `GET /metrics` | Prometheus text format |
+//! | `GET /dashboard` | the dashboard: a page (and its files under `/dashboard/`) that shows the figures of `/v1/stats` live (see [`dashboard`]) |
 //!
 //! Request body (check, acquire):
 //! `{"domain": "api", "descriptors": ["client=42", {"entries": [{"key": "user", "value": "7"}], "hits_addend": 2}], "hits_addend": 1}`.
@@ -35,6 +36,7 @@
 
 mod api;
 mod body;
+mod dashboard;
 mod error;
 mod payload;
 mod queues;
@@ -85,6 +87,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
+        .route("/dashboard", get(dashboard::page))
+        .route("/dashboard/", get(dashboard::slash))
+        .route("/dashboard/{file}", get(dashboard::asset))
         .fallback(async || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route"))
         .method_not_allowed_fallback(async || {
             ApiError::new(
