@@ -244,15 +244,18 @@
       data,
       box,
     );
-    if (typeof ResizeObserver === "function") {
+    box.chart = chart;
+    if (typeof ResizeObserver === "function" && !box.resizing) {
+      // One observer per box, resizing the chart the box holds now.
       let w = chartWidth(box);
-      new ResizeObserver(() => {
+      box.resizing = new ResizeObserver(() => {
         const nw = chartWidth(box);
-        if (nw !== w) {
+        if (nw !== w && box.chart) {
           w = nw;
-          chart.setSize({ width: nw, height: height || 170 });
+          box.chart.setSize({ width: nw, height: height || 170 });
         }
-      }).observe(box);
+      });
+      box.resizing.observe(box);
     }
     return chart;
   }
@@ -398,8 +401,20 @@
 
     renderTrial(p.trial, r);
 
-    if (!entry.chart) entry.chart = makeChart(entry.chartBox, ruleSeries(), entry.data);
-    else entry.chart.setData(entry.data);
+    // The chart draws the would-be rejections of a shadow rule and of a trial only where there
+    // are such; it is made again when that changes.
+    const shadowShown = !!r.shadow || (r.totals && r.totals.shadow_rejected > 0);
+    const cols = [0, 1, 2].concat(shadowShown ? [3] : [], r.trial ? [4] : []);
+    const sig = cols.join(",");
+    const data = cols.map((c) => entry.data[c]);
+    if (entry.chart && entry.chartSig === sig) {
+      entry.chart.setData(data);
+    } else {
+      if (entry.chart) entry.chart.destroy();
+      const all = ruleSeries();
+      entry.chart = makeChart(entry.chartBox, cols.slice(1).map((c) => all[c - 1]), data);
+      entry.chartSig = sig;
+    }
   }
 
   // ---- trying a limit ----------------------------------------------------------------------
@@ -775,6 +790,14 @@
     const note = $("history-note");
     const table = $("history");
     const tbody = table.tBodies[0];
+    if (!token() && !memoryToken) {
+      // Versions are the admin API's: not asked for without a token.
+      clear(tbody);
+      table.hidden = true;
+      setText(note, "Enter the admin token above to see the recent versions, their authors and diffs.");
+      note.dataset.error = "no_token";
+      return;
+    }
     const r = await api("GET", "v1/rules/history?limit=20");
     clear(tbody);
     if (!r.ok) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use flowgate::queue::{InstanceInfo, instance_names};
 
 use crate::observe::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
+use crate::observe::view::QueueStats;
 use crate::state::AppState;
 
 /// How often the state is read.
@@ -51,6 +52,7 @@ impl Watch {
         };
         m.queue_state_read(Some(flowgate_core::clock::system_now()));
         let mut now_seen = HashMap::with_capacity(all.len());
+        let mut shown = Vec::with_capacity(all.len().min(MAX_QUEUE_SERIES));
         for i in all.iter().take(MAX_QUEUE_SERIES) {
             let InstanceInfo {
                 instance,
@@ -87,6 +89,18 @@ impl Watch {
             m.queue_rate
                 .get_or_create(&l)
                 .set(i.release_rate.unwrap_or(0.0));
+            shown.push(QueueStats {
+                instance: instance.clone(),
+                domain: l.domain.clone(),
+                queue: l.queue.clone(),
+                rate: spec.rate().to_string(),
+                depth: s.waiting() + s.reserved,
+                in_flight: s.in_flight,
+                dead: s.dead,
+                oldest_age_s: s.oldest_age().map(|a| a as f64 / 1e6),
+                release_rate: i.release_rate,
+                drain_s: Some(s.time_to_drain(spec.spacing()) as f64 / 1e6),
+            });
             let now = Seen {
                 waiting: s.waiting(),
                 busy: s.depth() > 0,
@@ -119,6 +133,7 @@ impl Watch {
             m.queue_rate.remove(&l);
         }
         self.seen = now_seen;
+        state.stats.set_queues(shown);
     }
 }
 

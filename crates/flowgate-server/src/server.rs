@@ -88,6 +88,9 @@ pub struct ServerConfig {
     /// The embedded store's cap on keys; at the cap, a new key evicts the sampled key closest to
     /// empty (see [`flowgate_core::MemoryStore`]).
     pub max_keys: usize,
+    /// This node's name on the dashboard and in the cluster's figures; `None`: the host's name
+    /// and the HTTP port.
+    pub node_id: Option<String>,
     /// With Redis: queue submits, acks and nacks and rules changes answer only once this many
     /// replicas acknowledged them (`WAIT`); 0 answers once the primary holds them.
     pub redis_wait_replicas: u32,
@@ -138,6 +141,7 @@ impl ServerConfig {
             grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
             max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
+            node_id: None,
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
         }
@@ -224,6 +228,43 @@ fn redis_options(cfg: &ServerConfig) -> flowgate_redis::RedisOptions {
     }
 }
 
+/// This node's identifier: `--node-id`, else the host's name and the HTTP port.
+fn node_id(cfg: &ServerConfig, http_addr: SocketAddr) -> String {
+    cfg.node_id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "flowgate".to_owned());
+        format!("{host}:{}", http_addr.port())
+    })
+}
+
+/// The figures of the node (shared with the cluster's on Redis).
+fn stats(
+    cfg: &ServerConfig,
+    store_name: &'static str,
+    http_addr: SocketAddr,
+) -> Result<crate::observe::Stats, ServerError> {
+    let redis = match (&cfg.redis_url, store_name) {
+        (Some(url), "redis") => Some(
+            flowgate_redis::RedisConnection::connect_lazy(
+                url,
+                redis_options(cfg)
+                    .connection()
+                    .timeout(std::time::Duration::from_secs(1)),
+            )
+            .map_err(|e| ServerError::Store(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    Ok(crate::observe::Stats::new(
+        node_id(cfg, http_addr),
+        store_name,
+        redis,
+    ))
+}
+
 async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
     match &cfg.redis_url {
         None => Ok(Backend::memory(clock(cfg), cfg.max_keys)),
@@ -287,9 +328,9 @@ fn admin_tokens(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
 fn dashboard_token(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
     let mut tokens = AdminTokens::new();
     if let Some(t) = cfg.dashboard_token.as_deref().filter(|t| !t.is_empty()) {
-        tokens.add("dashboard", t).map_err(|e| {
-            ServerError::Config(ConfigError::new("--dashboard-token", None, "", e))
-        })?;
+        tokens
+            .add("dashboard", t)
+            .map_err(|e| ServerError::Config(ConfigError::new("--dashboard-token", None, "", e)))?;
     }
     Ok(tokens)
 }
@@ -557,14 +598,15 @@ impl Server {
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);
-        let mut state = AppState::new(limiter, queue, info, admin);
+        let (http_listener, http_addr) = listen(cfg.http_addr).await?;
+        let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
+        let stats = stats(&cfg, store_name, http_addr)?;
+        let mut state = AppState::new(limiter, queue, info, admin, stats);
         state.response_headers = cfg.response_headers;
         state.dashboard = dashboard;
         state.follower = follower.clone();
         let state = Arc::new(state);
 
-        let (http_listener, http_addr) = listen(cfg.http_addr).await?;
-        let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
         let (tx, rx) = watch::channel(false);
         let http = serve_http(
             http_listener,
@@ -601,6 +643,10 @@ impl Server {
             ));
         }
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
+        background.push(tokio::spawn(crate::observe::stats::run(
+            Arc::clone(&state),
+            rx.clone(),
+        )));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
         if let Some((redis, policy)) = eviction {
             state.set_eviction(&policy);

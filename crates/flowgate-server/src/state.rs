@@ -9,8 +9,8 @@ use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
 pub(crate) use crate::observe::Api;
-use crate::observe::Recorder;
 use crate::observe::metrics::Metrics;
+use crate::observe::{Recorder, Stats};
 use crate::rules::follow::Follower;
 use crate::rules::{RulesInForce, RulesInfo};
 use crate::tokens::AdminTokens;
@@ -25,6 +25,8 @@ pub(crate) struct AppState {
     pub(crate) rules: Arc<RulesInForce>,
     /// Records decisions into the metrics and the rejection log.
     pub(crate) recorder: Arc<Recorder>,
+    /// The figures of the dashboard, the alerts and `/v1/stats` (which the recorder counts).
+    pub(crate) stats: Arc<Stats>,
     /// The metrics (those the recorder records into).
     pub(crate) metrics: Arc<Metrics>,
     /// The admin API's tokens; the admin API is disabled without one.
@@ -47,11 +49,13 @@ impl AppState {
         queue: Queue<QueueBackend>,
         info: RulesInfo,
         admin: AdminTokens,
+        stats: Stats,
     ) -> Self {
         let limiter = Arc::new(limiter);
         let queue = Arc::new(queue);
         let metrics = Arc::new(Metrics::new());
-        let recorder = Arc::new(Recorder::new(Arc::clone(&metrics)));
+        let stats = Arc::new(stats);
+        let recorder = Arc::new(Recorder::new(Arc::clone(&metrics), Arc::clone(&stats)));
         let rules = Arc::new(RulesInForce::new(
             Arc::clone(&limiter),
             Arc::clone(&queue),
@@ -63,6 +67,7 @@ impl AppState {
             queue,
             rules,
             recorder,
+            stats,
             metrics,
             admin,
             dashboard: AdminTokens::new(),

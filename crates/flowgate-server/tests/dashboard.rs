@@ -146,7 +146,10 @@ async fn console_errors(c: &Client) -> Vec<String> {
 /// The page's own error collector (script errors, failed loads, CSP violations).
 async fn page_errors(c: &Client) -> Vec<String> {
     let v = c
-        .execute("return window.flowgateErrors || ['no collector: dashboard.js did not run'];", vec![])
+        .execute(
+            "return window.flowgateErrors || ['no collector: dashboard.js did not run'];",
+            vec![],
+        )
         .await
         .expect("the page's errors");
     serde_json::from_value(v).unwrap_or_default()
@@ -158,7 +161,12 @@ async fn js(c: &Client, script: &str) -> Value {
 
 /// Evaluates `script` every 200 ms until `ok` holds on its value, or `within` passes; the last
 /// value either way.
-async fn poll(c: &Client, within: Duration, script: &str, ok: impl Fn(&Value) -> bool) -> (bool, Value) {
+async fn poll(
+    c: &Client,
+    within: Duration,
+    script: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> (bool, Value) {
     let end = Instant::now() + within;
     loop {
         let v = js(c, script).await;
@@ -272,19 +280,39 @@ async fn dashboard_in_a_real_browser() {
     // hot key heads its rejected list.
     let _load = load(addr);
     let started = Instant::now();
-    let (half, ratio) = poll(&c, Duration::from_secs(12), &rule_fig("api/per-client", "ratio"), |v| {
-        v.as_f64().is_some_and(|r| (0.4..=0.6).contains(&r))
-    })
+    let (half, ratio) = poll(
+        &c,
+        Duration::from_secs(12),
+        &rule_fig("api/per-client", "ratio"),
+        |v| v.as_f64().is_some_and(|r| (0.4..=0.6).contains(&r)),
+    )
     .await;
     assert!(half, "the ratio shown is {ratio}, not 0.4–0.6");
-    let (hot, top) = poll(&c, Duration::from_secs(5), &top_of("api/per-client", "top_rejected"), |v| {
-        v == "client=hot"
-    })
+    // And it stays there (not a value passed through on the way up).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ratio = js(&c, &rule_fig("api/per-client", "ratio")).await;
+    assert!(
+        ratio.as_f64().is_some_and(|r| (0.4..=0.6).contains(&r)),
+        "2 s later the ratio shown is {ratio}"
+    );
+    let (hot, top) = poll(
+        &c,
+        Duration::from_secs(5),
+        &top_of("api/per-client", "top_rejected"),
+        |v| v == "client=hot",
+    )
     .await;
     assert!(hot, "the top rejected descriptor is {top}");
-    eprintln!("ratio {ratio} and hot key shown {:?} after the load started", started.elapsed());
+    eprintln!(
+        "ratio {ratio} and hot key shown {:?} after the load started",
+        started.elapsed()
+    );
     let high = js(&c, "return document.querySelector('[data-rule=\"api/per-client\"] [data-fig=ratio]').classList.contains('high');").await;
-    assert_eq!(high, json!(false), "a ratio of about a half is not highlighted (over 60 % is)");
+    assert_eq!(
+        high,
+        json!(false),
+        "a ratio of about a half is not highlighted (over 60 % is)"
+    );
 
     if let Ok(path) = std::env::var("FLOWGATE_DASHBOARD_SCREENSHOT") {
         // 15 s more of load draws a line worth showing.
@@ -301,22 +329,45 @@ async fn dashboard_in_a_real_browser() {
                 document.getElementById('editor').value = JSON.stringify(doc, null, 2);
                 document.getElementById('editor-send').click();
                 return true;";
-    let (loaded, _) = poll(&c, Duration::from_secs(5), "return document.getElementById('editor').value.includes('per-user');", |v| v == true).await;
+    let (loaded, _) = poll(
+        &c,
+        Duration::from_secs(5),
+        "return document.getElementById('editor').value.includes('per-user');",
+        |v| v == true,
+    )
+    .await;
     assert!(loaded, "the editor holds the rules");
     js(&c, edit).await;
     let result = "const e = document.getElementById('edit-result'); return e.hidden ? null : [e.dataset.status, e.textContent];";
     let (refused, shown) = poll(&c, Duration::from_secs(5), result, |v| v[0] == "401").await;
     assert!(refused, "without the token: {shown}");
-    assert!(shown[1].as_str().is_some_and(|t| t.contains("\"unauthorized\"")), "{shown}");
-    c.find(Locator::Id("token")).await.expect("the token field").send_keys(ADMIN).await.expect("typed");
-    c.find(Locator::Css("#token-form button[type=submit]")).await.expect("its button").click().await.expect("clicked");
+    assert!(
+        shown[1]
+            .as_str()
+            .is_some_and(|t| t.contains("\"unauthorized\"")),
+        "{shown}"
+    );
+    c.find(Locator::Id("token"))
+        .await
+        .expect("the token field")
+        .send_keys(ADMIN)
+        .await
+        .expect("typed");
+    c.find(Locator::Css("#token-form button[type=submit]"))
+        .await
+        .expect("its button")
+        .click()
+        .await
+        .expect("clicked");
     js(&c, edit).await;
     let (versioned, shown) = poll(&c, Duration::from_secs(5), result, |v| v[0] == "200").await;
     assert!(versioned, "with the token: {shown}");
     let after = http(addr, "GET", "/v1/rules", &[], "").await.json();
     assert_eq!(after["version"].as_u64(), before.as_u64().map(|v| v + 1));
     assert!(
-        shown[1].as_str().is_some_and(|t| t.contains(&format!("version {} in force", after["version"]))),
+        shown[1]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("version {} in force", after["version"]))),
         "the new version is shown: {shown}"
     );
     assert_eq!(after["rule"][1]["limit"], "200/s");
@@ -327,9 +378,19 @@ async fn dashboard_in_a_real_browser() {
     // A phone-sized window has no horizontal scroll.
     c.set_window_size(375, 740).await.expect("resized");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let widths = js(&c, "return [document.documentElement.scrollWidth, window.innerWidth];").await;
-    let (scroll, inner) = (widths[0].as_u64().unwrap_or(u64::MAX), widths[1].as_u64().unwrap_or(0));
-    assert!(inner > 300 && inner <= 400, "the window is phone-sized: {widths}");
+    let widths = js(
+        &c,
+        "return [document.documentElement.scrollWidth, window.innerWidth];",
+    )
+    .await;
+    let (scroll, inner) = (
+        widths[0].as_u64().unwrap_or(u64::MAX),
+        widths[1].as_u64().unwrap_or(0),
+    );
+    assert!(
+        inner > 300 && inner <= 400,
+        "the window is phone-sized: {widths}"
+    );
     assert!(scroll <= inner, "horizontal scroll at 375 px: {widths}");
     c.set_window_size(1280, 1000).await.expect("resized back");
 
@@ -341,14 +402,30 @@ async fn dashboard_in_a_real_browser() {
         c
     })
     .await;
-    c.goto(&format!("http://{}/dashboard", guarded.http())).await.expect("the page");
+    c.goto(&format!("http://{}/dashboard", guarded.http()))
+        .await
+        .expect("the page");
     let conn = "return document.getElementById('conn').dataset.state;";
     // The token of the first server's page is kept for the session, and is not this one's.
-    js(&c, "sessionStorage.clear(); location.reload(); return true;").await;
+    js(
+        &c,
+        "sessionStorage.clear(); location.reload(); return true;",
+    )
+    .await;
     let (asked, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "unauthorized").await;
     assert!(asked, "without a token: {state}");
-    c.find(Locator::Id("token")).await.expect("the token field").send_keys(READER).await.expect("typed");
-    c.find(Locator::Css("#token-form button[type=submit]")).await.expect("its button").click().await.expect("clicked");
+    c.find(Locator::Id("token"))
+        .await
+        .expect("the token field")
+        .send_keys(READER)
+        .await
+        .expect("typed");
+    c.find(Locator::Css("#token-form button[type=submit]"))
+        .await
+        .expect("its button")
+        .click()
+        .await
+        .expect("clicked");
     let (shown, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "live").await;
     assert!(shown, "with the dashboard token: {state}");
     assert_eq!(page_errors(&c).await, Vec::<String>::new());
@@ -368,18 +445,29 @@ async fn files_are_served_with_their_types_policy_and_cache_validators() {
         ("/dashboard", "text/html; charset=utf-8"),
         ("/dashboard/dashboard.js", "text/javascript; charset=utf-8"),
         ("/dashboard/dashboard.css", "text/css; charset=utf-8"),
-        ("/dashboard/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
+        (
+            "/dashboard/uPlot.iife.min.js",
+            "text/javascript; charset=utf-8",
+        ),
         ("/dashboard/uPlot.min.css", "text/css; charset=utf-8"),
+        ("/dashboard/favicon.svg", "image/svg+xml"),
         ("/dashboard/uPlot.LICENSE.txt", "text/plain; charset=utf-8"),
     ] {
         let r = get(addr, path, &[]).await;
         assert_eq!(r.status, 200, "{path}");
         assert_eq!(r.header("content-type"), Some(ctype), "{path}");
         assert_eq!(r.header("cache-control"), Some("no-cache"), "{path}");
-        assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{path}");
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
         let csp = r.header("content-security-policy").unwrap_or("");
         assert!(csp.contains("script-src 'self';"), "{path}: {csp}");
-        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+        assert!(
+            !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+            "{csp}"
+        );
         let etag = r.header("etag").expect("an ETag").to_owned();
         let again = get(addr, path, &[("if-none-match", &etag)]).await;
         assert_eq!(again.status, 304, "{path}");
@@ -389,7 +477,10 @@ async fn files_are_served_with_their_types_policy_and_cache_validators() {
         assert_eq!(stale.body, r.body);
     }
     let page = get(addr, "/dashboard", &[]).await;
-    assert!(page.body.contains("<script src=\"dashboard/dashboard.js\" defer></script>"));
+    assert!(
+        page.body
+            .contains("<script src=\"dashboard/dashboard.js\" defer></script>")
+    );
     let slash = get(addr, "/dashboard/", &[]).await;
     assert_eq!(slash.status, 308);
     assert_eq!(slash.header("location"), Some("../dashboard"));

@@ -68,6 +68,11 @@ const ASSETS: &[Asset] = &[
         bytes: include_bytes!("../../dashboard/uPlot.min.css"),
     },
     Asset {
+        name: "favicon.svg",
+        content_type: "image/svg+xml",
+        bytes: include_bytes!("../../dashboard/favicon.svg"),
+    },
+    Asset {
         name: "uPlot.LICENSE.txt",
         content_type: "text/plain; charset=utf-8",
         bytes: include_bytes!("../../dashboard/uPlot.LICENSE"),
@@ -105,7 +110,10 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
     let fresh = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag.to_str().unwrap_or("")));
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim() == etag.to_str().unwrap_or(""))
+        });
     let status = if fresh {
         StatusCode::NOT_MODIFIED
     } else {

@@ -22,7 +22,9 @@
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`); `warnings`: what may go wrong (an evicting Redis allowed to run) |
 //! | `GET /metrics` | Prometheus text format |
-//! | `GET /dashboard` | the dashboard: a page (and its files under `/dashboard/`) that shows the figures of `/v1/stats` live (see [`dashboard`]) |
+//! | `GET /v1/stats` | the dashboard's figures (`?window=` seconds, 1–900, default 900; `?scope=node` for this node's own on a cluster): per rule, admitted and rejected per second, rejection ratio, heaviest keys; queues; the store; alerts |
+//! | `GET /v1/stats/stream` | the same as Server-Sent Events: an event `stats` each second (`?window=`, default 1: the newest second) |
+//! | `GET /dashboard` | the dashboard: a page (and its files under `/dashboard/`) that shows the figures of `/v1/stats` live (see [`dashboard`]); with `--dashboard-token`, the two routes above need it or an admin token |
 //!
 //! Request body (check, acquire):
 //! `{"domain": "api", "descriptors": ["client=42", {"entries": [{"key": "user", "value": "7"}], "hits_addend": 2}], "hits_addend": 1}`.
@@ -41,6 +43,7 @@ mod error;
 mod payload;
 mod queues;
 mod rules;
+mod stats;
 
 use std::sync::Arc;
 
@@ -55,6 +58,9 @@ use crate::state::AppState;
 
 /// The router of the HTTP API.
 pub(crate) fn router(state: Arc<AppState>) -> Router {
+    // The figures need the dashboard token when the server has one.
+    let reader =
+        axum::middleware::from_fn_with_state(Arc::clone(&state), dashboard::require_reader);
     Router::new()
         .route("/v1/check", post(api::check))
         .route("/v1/acquire", post(api::acquire))
@@ -87,6 +93,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
+        .route("/v1/stats", get(stats::stats).route_layer(reader.clone()))
+        .route("/v1/stats/stream", get(stats::stream).route_layer(reader))
         .route("/dashboard", get(dashboard::page))
         .route("/dashboard/", get(dashboard::slash))
         .route("/dashboard/{file}", get(dashboard::asset))

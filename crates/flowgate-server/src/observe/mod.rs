@@ -5,6 +5,8 @@
 
 pub(crate) mod metrics;
 mod record;
+pub(crate) mod stats;
 pub mod view;
 
 pub(crate) use record::{Api, Recorder};
+pub(crate) use stats::Stats;

@@ -17,6 +17,7 @@ use super::metrics::{
     ApiLabels, DecisionLabels, KindLabels, MAX_DESCRIPTOR_LABELS, Metrics, RequestLabels,
     RuleLabels, descriptor_label,
 };
+use super::stats::{Outcome, RuleCell, Stats};
 
 /// Which front end a request came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,17 +61,21 @@ struct Hot {
     requests: [[OnceLock<Counter>; 3]; 2],
     /// `flowgate_decision_duration_seconds` by API.
     latency: [OnceLock<Histogram>; 2],
-    /// `flowgate_decisions_total` of rules without `detailed_metric`, by the rule's address
-    /// (cleared when the rules change).
+    /// Each rule's series and figures, by the rule's address (cleared when the rules change).
     rules: RwLock<HashMap<usize, RuleCounters>>,
 }
 
-/// One rule's `flowgate_decisions_total` series, by outcome (`OUTCOMES`, then `unlimited`).
+/// One rule's `flowgate_decisions_total` series, by outcome (`OUTCOMES`, then `unlimited`), and
+/// its figures for the dashboard.
 struct RuleCounters {
     /// Keeps the rule alive, so that its address (the key) is not reused while cached.
     _rule: Arc<Rule>,
     outcomes: [OnceLock<Counter>; 4],
+    cell: Arc<RuleCell>,
 }
+
+/// Hashes a state key for the heavy-hitter summaries.
+static KEY_HASH: foldhash::fast::FixedState = foldhash::fast::FixedState::with_seed(0x5eed);
 
 /// The most rejection log lines per second (burst 20); the rest are counted, not logged.
 const REJECTION_LOGS_PER_SECOND: u64 = 10;
@@ -78,6 +83,7 @@ const REJECTION_LOGS_PER_SECOND: u64 = 10;
 /// Records decisions into the metrics and the rejection log.
 pub(crate) struct Recorder {
     metrics: Arc<Metrics>,
+    stats: Arc<Stats>,
     hot: Hot,
     /// The `descriptor` labels given so far, by rule (bounded).
     labels: Mutex<HashMap<String, HashSet<String>>>,
@@ -86,7 +92,7 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// A recorder into `metrics`.
-    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(metrics: Arc<Metrics>, stats: Arc<Stats>) -> Self {
         let log_bucket = Quota::per_second(REJECTION_LOGS_PER_SECOND)
             .ok()
             .and_then(|q| {
@@ -98,6 +104,7 @@ impl Recorder {
             .and_then(DirectBucket::new);
         Self {
             metrics,
+            stats,
             hot: Hot::default(),
             labels: Mutex::new(HashMap::new()),
             log_bucket,
@@ -134,35 +141,42 @@ impl Recorder {
             .inc();
     }
 
-    /// Counts a decision of `rule` (without `detailed_metric`) with outcome `outcome` (an index
-    /// into `OUTCOMES`, or `UNLIMITED`).
-    fn count_rule(&self, domain: &str, rule: &Arc<Rule>, outcome: usize) {
+    /// Runs `f` on the series and figures of `rule` (resolved once per rule set).
+    fn with_rule<T>(
+        &self,
+        domain: &str,
+        rule: &Arc<Rule>,
+        f: impl FnOnce(&RuleCounters) -> T,
+    ) -> T {
         let key = Arc::as_ptr(rule) as usize;
-        let resolve = || {
-            self.metrics
-                .decisions
-                .get_or_create(&DecisionLabels {
-                    domain: domain.to_owned(),
-                    rule: rule.name.clone(),
-                    outcome: OUTCOMES.get(outcome).copied().unwrap_or("unlimited"),
-                    descriptor: String::new(),
-                })
-                .clone()
-        };
         if let Some(c) = self.hot.rules.read().get(&key) {
-            c.outcomes[outcome].get_or_init(resolve).inc();
-            return;
+            return f(c);
         }
-        let counter = resolve();
-        counter.inc();
+        let entry = RuleCounters {
+            _rule: Arc::clone(rule),
+            outcomes: Default::default(),
+            cell: self.stats.cell(domain, &rule.name),
+        };
         let mut cache = self.hot.rules.write();
         if cache.len() < MAX_CACHED_RULES {
-            let c = cache.entry(key).or_insert_with(|| RuleCounters {
-                _rule: Arc::clone(rule),
-                outcomes: Default::default(),
-            });
-            let _ = c.outcomes[outcome].set(counter);
+            f(cache.entry(key).or_insert(entry))
+        } else {
+            f(&entry)
         }
+    }
+
+    /// The `flowgate_decisions_total` series of `rule` (without a `descriptor` label) with
+    /// outcome `outcome` (an index into `OUTCOMES`, or `UNLIMITED`).
+    fn rule_counter(&self, domain: &str, rule: &Rule, outcome: usize) -> Counter {
+        self.metrics
+            .decisions
+            .get_or_create(&DecisionLabels {
+                domain: domain.to_owned(),
+                rule: rule.name.clone(),
+                outcome: OUTCOMES.get(outcome).copied().unwrap_or("unlimited"),
+                descriptor: String::new(),
+            })
+            .clone()
     }
 
     /// Records a decision of `request` that took `elapsed`; `has_domain` says whether the
@@ -183,6 +197,7 @@ impl Recorder {
                     .clone()
             })
             .observe(elapsed.as_secs_f64());
+        self.stats.latency(elapsed);
         self.count(api, request, verdict, has_domain);
     }
 
@@ -238,8 +253,31 @@ impl Recorder {
                     (r, outcome)
                 }
             };
-            let Some(label) = descriptor_label(rule, d) else {
-                self.count_rule(domain, rule, outcome);
+            let label = descriptor_label(rule, d);
+            self.with_rule(domain, rule, |c| {
+                if s.error.is_some() {
+                    c.cell.failure_policy();
+                }
+                let counted = match outcome {
+                    0 => Some(Outcome::Admitted),
+                    1 => Some(Outcome::Rejected),
+                    2 => Some(Outcome::ShadowRejected),
+                    _ => None,
+                };
+                if let Some(o) = counted {
+                    c.cell.count(
+                        o,
+                        std::hash::BuildHasher::hash_one(&KEY_HASH, &s.key),
+                        || d.to_string(),
+                    );
+                }
+                if label.is_none() {
+                    c.outcomes[outcome]
+                        .get_or_init(|| self.rule_counter(domain, rule, outcome))
+                        .inc();
+                }
+            });
+            let Some(label) = label else {
                 continue;
             };
             let descriptor = self.bounded_label(domain, rule, label);

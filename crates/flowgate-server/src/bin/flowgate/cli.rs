@@ -164,6 +164,10 @@ pub(crate) struct ServeArgs {
     /// takes the place of the sampled key closest to empty; no request is refused for it.
     #[arg(long, env = "FLOWGATE_MAX_KEYS", default_value_t = flowgate_core::memory::DEFAULT_MAX_KEYS, value_parser = parse_max_keys)]
     pub(crate) max_keys: usize,
+    /// This node's name on the dashboard and in the cluster's figures (default: the host's name
+    /// and the HTTP port). Unique per node of a cluster.
+    #[arg(long, env = "FLOWGATE_NODE_ID")]
+    pub(crate) node_id: Option<String>,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -279,6 +283,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.grpc_max_connections = args.grpc_max_connections;
     cfg.http_header_timeout = args.http_header_timeout;
     cfg.max_keys = args.max_keys;
+    cfg.node_id = args.node_id;
     cfg.redis_wait_replicas = args.redis_wait_replicas;
     cfg.redis_wait_timeout = args.redis_wait_timeout;
     cfg.admin_token = args.admin_token;

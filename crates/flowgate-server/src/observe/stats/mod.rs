@@ -1,0 +1,390 @@
+//! The figures behind the dashboard, the alerts and `GET /v1/stats`: per rule, decisions counted
+//! each second (admitted, rejected, would-be rejections in shadow and of a trial limit, failure
+//! policy) over 15 minutes, and the heaviest keys admitted and rejected (a bounded heavy-hitter
+//! [`sketch`] per rule, never one series per key); the decision latency; the queues' state.
+//!
+//! A decision pays a few relaxed increments and one summary update ([`cell`]). Once a second
+//! [`run`] closes the second: each rule's counts go to its history, the summaries to the recent
+//! window; on Redis the node publishes its figures and reads every live node's ([`cluster`]),
+//! and a new [`StatsView`] goes to the subscribers (the alerts, the stream).
+
+pub(crate) mod cell;
+mod cluster;
+mod latency;
+pub(crate) mod sketch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate_core::Rule;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+
+use cell::{HISTORY_SECONDS, History};
+pub(crate) use cell::{Outcome, RuleCell};
+use cluster::Cluster;
+use latency::Latency;
+
+use crate::config::schema::LimitDoc;
+use crate::observe::view::{
+    Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, RuleStats, RulesInfoView,
+    Scope, Series, StatsView, StoreStats,
+};
+use crate::state::AppState;
+
+/// Heavy keys shown per rule and list.
+pub(crate) const TOP: usize = 10;
+
+/// What the sampler keeps of the node as a whole.
+#[derive(Default)]
+struct NodeSampled {
+    /// The last second closed.
+    at: i64,
+    /// The recent window's decision latency p50 and p99 (ms).
+    latency: Option<(f64, f64)>,
+    /// Per second: 1 while the store was degraded.
+    degraded: History,
+    /// The queues, as last read.
+    queues: Vec<QueueStats>,
+}
+
+/// The server's figures.
+pub(crate) struct Stats {
+    node: String,
+    /// When the node started (Unix seconds).
+    started: i64,
+    store_kind: &'static str,
+    /// By (domain, rule name): a rule keeps its figures across rule changes.
+    cells: RwLock<HashMap<(String, String), Arc<RuleCell>>>,
+    latency: Latency,
+    sampled: Mutex<NodeSampled>,
+    cluster: Option<Cluster>,
+    views: watch::Sender<Arc<StatsView>>,
+    /// Set when the server shuts down: the streams of views end.
+    closed: watch::Sender<bool>,
+}
+
+/// The window of the view sent to subscribers each second.
+pub(crate) const SUBSCRIBER_WINDOW: usize = 60;
+
+/// Text of a limit: `20/1s, token_bucket, burst 20`.
+fn limit_text(l: Option<&flowgate_core::Limit>) -> Option<String> {
+    l?;
+    let d = LimitDoc::of(l);
+    let mut out = d.limit;
+    if let Some(a) = d.algorithm {
+        out.push_str(", ");
+        out.push_str(a);
+    }
+    if let Some(b) = d.burst {
+        out.push_str(&format!(", burst {b}"));
+    }
+    Some(out)
+}
+
+/// Text of a rule's schedule: each override's fields, `limit=50/s days=[sat, sun]; ...`.
+fn schedule_text(r: &Rule) -> String {
+    let doc = crate::config::schema::RuleDoc::of(r);
+    doc.schedule
+        .iter()
+        .map(|o| match serde_json::to_value(o) {
+            Ok(serde_json::Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{k}={s}"),
+                    v => format!("{k}={v}"),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn rate(sum: u64) -> f64 {
+    sum as f64 / f64::from(RECENT_SECONDS)
+}
+
+fn hitters(s: &sketch::Summary) -> Vec<Hitter> {
+    s.top(TOP)
+        .into_iter()
+        .map(|c| Hitter {
+            descriptor: c.label.to_string(),
+            rate: rate(c.count),
+            error: rate(c.error),
+        })
+        .collect()
+}
+
+/// The sums over the last `n` entries of `w`.
+fn sum_last(w: &[Counts], n: usize) -> Counts {
+    let mut s = Counts::default();
+    for c in w.iter().rev().take(n) {
+        cell::add(&mut s, c);
+    }
+    s
+}
+
+fn series(start: i64, w: &[Counts]) -> Series {
+    Series {
+        start,
+        admitted: w.iter().map(|c| c.admitted).collect(),
+        rejected: w.iter().map(|c| c.rejected).collect(),
+        shadow_rejected: w.iter().map(|c| c.shadow_rejected).collect(),
+        trial_rejected: w.iter().map(|c| c.trial_rejected).collect(),
+    }
+}
+
+impl Stats {
+    /// Figures of node `node`, whose limiter's store is `store_kind`; shared with the cluster
+    /// through `redis` when given.
+    pub(crate) fn new(
+        node: String,
+        store_kind: &'static str,
+        redis: Option<flowgate_redis::RedisConnection>,
+    ) -> Self {
+        Self {
+            node,
+            started: second_now().0,
+            store_kind,
+            cells: RwLock::new(HashMap::new()),
+            latency: Latency::new(RECENT_SECONDS as usize),
+            sampled: Mutex::new(NodeSampled::default()),
+            cluster: redis.map(Cluster::new),
+            views: watch::channel(Arc::new(StatsView::default())).0,
+            closed: watch::channel(false).0,
+        }
+    }
+
+    /// A new view each second (window [`SUBSCRIBER_WINDOW`], alerts not filled).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<StatsView>> {
+        self.views.subscribe()
+    }
+
+    /// Turns `true` when the server shuts down.
+    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
+    /// The figures of `rule` (made on first use).
+    pub(crate) fn cell(&self, domain: &str, rule: &str) -> Arc<RuleCell> {
+        let key = (domain.to_owned(), rule.to_owned());
+        if let Some(c) = self.cells.read().get(&key) {
+            return Arc::clone(c);
+        }
+        Arc::clone(self.cells.write().entry(key).or_default())
+    }
+
+    /// Counts a decision's latency.
+    #[inline]
+    pub(crate) fn latency(&self, d: Duration) {
+        self.latency.record(d);
+    }
+
+    /// The queues' state, as last read.
+    pub(crate) fn set_queues(&self, queues: Vec<QueueStats>) {
+        self.sampled.lock().queues = queues;
+    }
+
+    /// Closes second `at`: every rule's counts and summaries, the latency window, the store's
+    /// state; forgets the figures of rules no longer in force.
+    fn sample(&self, at: i64, degraded: bool, in_force: &[Arc<Rule>]) {
+        let cells: Vec<Arc<RuleCell>> = {
+            let mut cells = self.cells.write();
+            cells.retain(|(d, n), c| {
+                Arc::strong_count(c) > 1 || in_force.iter().any(|r| &r.domain == d && &r.name == n)
+            });
+            cells.values().cloned().collect()
+        };
+        for c in &cells {
+            c.sample(at);
+        }
+        let latency = self.latency.sample();
+        let mut s = self.sampled.lock();
+        s.at = at;
+        s.latency = latency;
+        s.degraded.push(
+            at,
+            Counts {
+                admitted: u64::from(degraded),
+                ..Counts::default()
+            },
+        );
+    }
+
+    /// The view over the last `window` seconds (at most 900); the cluster's when the node is on
+    /// Redis and `scope` allows it.
+    pub(crate) fn view(&self, state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
+        let window = window.clamp(1, HISTORY_SECONDS);
+        let rules = state.limiter.rules();
+        let now = flowgate::store::Store::now(state.limiter.store());
+        let (at, latency, degraded, queues) = {
+            let s = self.sampled.lock();
+            (
+                s.at,
+                s.latency,
+                s.degraded.last(window, s.at),
+                s.queues.clone(),
+            )
+        };
+        let cluster = match scope {
+            Some(Scope::Node) => None,
+            _ => self.cluster.as_ref().and_then(|c| c.read()),
+        };
+        let start = at - window as i64 + 1;
+        let mut failure_policy = vec![0u64; window];
+        let mut out_rules = Vec::new();
+        for r in rules
+            .rules()
+            .iter()
+            .filter(|r| r.limit.is_some() || r.schedule.is_some())
+        {
+            let key = (r.domain.clone(), r.name.clone());
+            let (w, totals, top_a, top_r, by_node) = match &cluster {
+                Some(c) => {
+                    let w = c
+                        .history
+                        .get(&key)
+                        .map(|h| h.last(window.max(RECENT_SECONDS as usize), at))
+                        .unwrap_or_else(|| vec![Counts::default(); window.max(5)]);
+                    let (top_a, top_r) = c.tops(&key);
+                    (
+                        w,
+                        c.totals(&key),
+                        hitters(&top_a),
+                        hitters(&top_r),
+                        c.by_node(&key),
+                    )
+                }
+                None => {
+                    let cell = self.cells.read().get(&key).cloned();
+                    match cell {
+                        Some(cell) => {
+                            let s = cell.sampled.lock();
+                            (
+                                s.history.last(window.max(RECENT_SECONDS as usize), at),
+                                cell.totals(),
+                                hitters(&s.top_admitted),
+                                hitters(&s.top_rejected),
+                                Vec::new(),
+                            )
+                        }
+                        None => (
+                            vec![Counts::default(); window.max(RECENT_SECONDS as usize)],
+                            Counts::default(),
+                            Vec::new(),
+                            Vec::new(),
+                            Vec::new(),
+                        ),
+                    }
+                }
+            };
+            let recent = sum_last(&w, RECENT_SECONDS as usize);
+            let w = &w[w.len() - window..];
+            for (f, c) in failure_policy.iter_mut().zip(w) {
+                *f += c.failure_policy;
+            }
+            let decided = recent.admitted + recent.rejected;
+            out_rules.push(RuleStats {
+                domain: r.domain.clone(),
+                name: r.name.clone(),
+                pattern: r.pattern_text(),
+                shadow: r.shadow,
+                limit: limit_text(r.limit_at(now)),
+                schedule: r.schedule.as_ref().map(|_| schedule_text(r)),
+                next_change: r.schedule.as_ref().and_then(|_| {
+                    r.next_change(now).map(|(at, l)| NextChange {
+                        at_ms: (at / 1000) as i64,
+                        limit: limit_text(l),
+                    })
+                }),
+                trial: None,
+                totals,
+                series: series(start, w),
+                admitted_rate: rate(recent.admitted),
+                rejected_rate: rate(recent.rejected),
+                rejection_ratio: if decided == 0 {
+                    0.0
+                } else {
+                    recent.rejected as f64 / decided as f64
+                },
+                trial_rejected_rate: rate(recent.trial_rejected),
+                shadow_rejected_rate: rate(recent.shadow_rejected),
+                top_admitted: top_a,
+                top_rejected: top_r,
+                by_node,
+            });
+        }
+        let node_store = StoreStats {
+            kind: self.store_kind.to_owned(),
+            degraded: state.metrics.store_degraded.get() != 0,
+            p50_ms: latency.map(|l| l.0),
+            p99_ms: latency.map(|l| l.1),
+            degraded_series: degraded.iter().map(|c| c.admitted.min(1) as u8).collect(),
+            failure_policy_series: failure_policy,
+        };
+        let (scope, nodes, store) = match &cluster {
+            Some(c) => (Scope::Cluster, c.nodes.clone(), c.store(node_store)),
+            None => (
+                Scope::Node,
+                vec![NodeView {
+                    id: self.node.clone(),
+                    seen_ms: at * 1000,
+                    live: true,
+                }],
+                node_store,
+            ),
+        };
+        let info = state.rules.info();
+        StatsView {
+            at,
+            scope,
+            node: self.node.clone(),
+            nodes,
+            rules: out_rules,
+            queues,
+            store,
+            alerts: Vec::new(),
+            rules_info: RulesInfoView {
+                version: info.version,
+                source: info.source().to_owned(),
+            },
+        }
+    }
+}
+
+/// The Unix second now, and how long until the next one starts.
+fn second_now() -> (i64, Duration) {
+    let us = flowgate_core::clock::system_now();
+    let s = (us / 1_000_000) as i64;
+    (s, Duration::from_micros(1_000_000 - us % 1_000_000))
+}
+
+/// Closes each second as it ends, until `shutdown`: samples the figures, shares them with the
+/// cluster, and sends the new view to the subscribers.
+pub(crate) async fn run(state: Arc<AppState>, mut shutdown: watch::Receiver<bool>) {
+    let stats = Arc::clone(&state.stats);
+    loop {
+        let (_, wait) = second_now();
+        tokio::select! {
+            () = tokio::time::sleep(wait + Duration::from_millis(2)) => {}
+            _ = shutdown.changed() => {
+                stats.closed.send_replace(true);
+                return;
+            }
+        }
+        let (now, _) = second_now();
+        let at = now - 1;
+        let rules = state.limiter.rules();
+        let degraded = state.metrics.store_degraded.get() != 0;
+        stats.sample(at, degraded, rules.rules());
+        if let Some(c) = &stats.cluster {
+            let mine = stats.snapshot(at, &rules);
+            c.exchange(mine, at).await;
+        }
+        let view = stats.view(&state, SUBSCRIBER_WINDOW, None);
+        stats.views.send_replace(Arc::new(view));
+    }
+}

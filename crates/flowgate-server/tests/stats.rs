@@ -1,0 +1,295 @@
+//! `GET /v1/stats` and its stream: per-rule counts per second, the heaviest keys, and the
+//! cluster's figures summed over the nodes of one Redis (requests counted from outside).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, http, post_json};
+use flowgate_server::stats::{Scope, StatsView};
+use flowgate_testkit::redis::RedisServer;
+use serde_json::json;
+
+const RULES: &str = r#"
+[[rule]]
+domain = "api"
+name = "per-user"
+match = ["user"]
+limit = 5
+window = "1m"
+algorithm = "fixed_window"
+
+[[rule]]
+domain = "api"
+name = "shadow-path"
+match = ["path"]
+limit = 1
+window = "1m"
+shadow = true
+"#;
+
+async fn check(addr: std::net::SocketAddr, key: &str, value: &str) -> u16 {
+    post_json(
+        addr,
+        "/v1/check",
+        json!({"domain": "api", "descriptors": [format!("{key}={value}")]}),
+    )
+    .await
+    .status
+}
+
+async fn stats(addr: std::net::SocketAddr, query: &str) -> StatsView {
+    let r = http(addr, "GET", &format!("/v1/stats{query}"), &[], "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.body))
+}
+
+/// Reads `/v1/stats{query}` every 100 ms until `cond` holds or `deadline` passes: the last view,
+/// and whether it held.
+async fn poll(
+    addr: std::net::SocketAddr,
+    query: &str,
+    deadline: Duration,
+    cond: impl Fn(&StatsView) -> bool,
+) -> (StatsView, bool) {
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        let v = stats(addr, query).await;
+        if cond(&v) {
+            return (v, true);
+        }
+        if tokio::time::Instant::now() >= end {
+            return (v, false);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn rule<'a>(v: &'a StatsView, name: &str) -> &'a flowgate_server::stats::RuleStats {
+    v.rules
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no rule {name} in {v:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_counts_each_rule_per_second_and_names_its_heaviest_keys() {
+    let s = TestServer::start(&[("rules.toml", RULES)]).await;
+    let addr = s.http();
+    // 20 for a hot user (5 admitted, 15 rejected), 3 for a quiet one, 4 on a shadow rule.
+    for _ in 0..20 {
+        check(addr, "user", "hot").await;
+    }
+    for _ in 0..3 {
+        assert_eq!(check(addr, "user", "quiet").await, 200);
+    }
+    for _ in 0..4 {
+        assert_eq!(check(addr, "path", "/a").await, 200);
+    }
+    // The second they fell in is closed within about a second.
+    let (v, closed) = poll(addr, "?window=60", Duration::from_secs(4), |v| {
+        rule(v, "per-user").series.admitted.iter().sum::<u64>() == 8
+    })
+    .await;
+    assert!(closed, "{v:?}");
+    assert_eq!(v.scope, Scope::Node);
+    assert_eq!(v.nodes.len(), 1);
+    let r = rule(&v, "per-user");
+    assert_eq!((r.totals.admitted, r.totals.rejected), (8, 15));
+    assert_eq!(r.series.rejected.iter().sum::<u64>(), 15);
+    assert_eq!(r.series.admitted.len(), 60);
+    assert_eq!(r.series.start + 59, v.at);
+    assert!(
+        (r.rejection_ratio - 15.0 / 23.0).abs() < 1e-9,
+        "{}",
+        r.rejection_ratio
+    );
+    assert_eq!(r.top_rejected[0].descriptor, "user=hot");
+    assert!((r.top_rejected[0].rate - 15.0 / 5.0).abs() < 1e-9);
+    assert_eq!(r.top_admitted[0].descriptor, "user=hot");
+    assert_eq!(r.top_admitted[1].descriptor, "user=quiet");
+    assert_eq!(r.limit.as_deref(), Some("5/m, fixed_window"));
+    let sh = rule(&v, "shadow-path");
+    assert!(sh.shadow);
+    assert_eq!((sh.totals.admitted, sh.totals.shadow_rejected), (1, 3));
+    assert_eq!(sh.top_rejected[0].descriptor, "path=/a");
+    assert!(v.store.p99_ms.is_some_and(|p| p > 0.0), "{:?}", v.store);
+    assert_eq!(v.store.kind, "memory");
+
+    // Bad queries name their field.
+    let r = http(addr, "GET", "/v1/stats?window=0", &[], "").await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("window"), "{}", r.body);
+    let r = http(addr, "GET", "/v1/stats?sope=node", &[], "").await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("sope"), "{}", r.body);
+    s.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_sends_a_view_each_second_and_ends_at_shutdown() {
+    let s = TestServer::start(&[("rules.toml", RULES)]).await;
+    let addr = s.http();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::get("/v1/stats/stream")
+        .header("host", addr.to_string())
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = resp.into_body();
+    let mut text = String::new();
+    let mut views = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        use http_body_util::BodyExt as _;
+        while views.len() < 2 {
+            let Some(frame) = body.frame().await else {
+                break;
+            };
+            if let Ok(data) = frame.unwrap().into_data() {
+                text.push_str(&String::from_utf8_lossy(&data));
+            }
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    assert!(event.starts_with("event: stats"), "{event}");
+                    views.push(serde_json::from_str::<StatsView>(data).unwrap());
+                }
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "two events within 5 s: {views:?}");
+    assert_eq!(views[0].rules[0].series.admitted.len(), 1);
+    assert_eq!(views[1].at, views[0].at + 1);
+    // The open stream does not hold the shutdown for its grace period.
+    let started = tokio::time::Instant::now();
+    s.server.shutdown().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_view_sums_the_nodes_exactly_and_drops_a_stopped_one() {
+    let redis = RedisServer::start();
+    let start = |node: &'static str| {
+        let url = redis.url();
+        TestServer::start_with(&[("rules.toml", RULES)], move |mut c| {
+            c.redis_url = Some(url);
+            c.node_id = Some(node.to_owned());
+            c
+        })
+    };
+    let a = start("node-a").await;
+    let b = start("node-b").await;
+    let mut v;
+    for addr in [a.http(), b.http()] {
+        let (view, both) = poll(addr, "", Duration::from_secs(4), |v| {
+            v.scope == Scope::Cluster && v.nodes.iter().filter(|n| n.live).count() == 2
+        })
+        .await;
+        assert!(both, "{view:?}");
+    }
+    // Counted from outside: what each node answered.
+    let (mut admitted, mut rejected) = (0u64, 0u64);
+    for (i, addr) in [a.http(), b.http(), a.http()].into_iter().enumerate() {
+        for n in 0..7 {
+            match check(addr, "user", &format!("u{}", n % (i + 2))).await {
+                200 => admitted += 1,
+                429 => rejected += 1,
+                other => panic!("status {other}"),
+            }
+        }
+    }
+    assert_eq!(admitted + rejected, 21);
+    let (view, summed) = poll(a.http(), "", Duration::from_secs(6), |v| {
+        let r = rule(v, "per-user");
+        v.scope == Scope::Cluster
+            && v.nodes.iter().filter(|n| n.live).count() == 2
+            && (r.totals.admitted, r.totals.rejected) == (admitted, rejected)
+    })
+    .await;
+    v = view;
+    assert!(summed, "{admitted} admitted, {rejected} rejected: {v:?}");
+    let r = rule(&v, "per-user");
+    let mut nodes: Vec<&str> = r.by_node.iter().map(|n| n.node.as_str()).collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, ["node-a", "node-b"]);
+    // Both nodes were known before the requests: the cluster's series, read through either
+    // node, adds up to the same totals.
+    for addr in [a.http(), b.http()] {
+        let (view, series) = poll(addr, "?window=60", Duration::from_secs(4), |v| {
+            let r = rule(v, "per-user");
+            (
+                r.series.admitted.iter().sum::<u64>(),
+                r.series.rejected.iter().sum::<u64>(),
+            ) == (admitted, rejected)
+        })
+        .await;
+        v = view;
+        assert!(series, "{admitted} admitted, {rejected} rejected: {v:?}");
+    }
+    // The node's own figures, on request.
+    let own = stats(b.http(), "?scope=node").await;
+    assert_eq!(own.scope, Scope::Node);
+    assert_eq!(
+        rule(&own, "per-user").totals.admitted + rule(&own, "per-user").totals.rejected,
+        7
+    );
+
+    // A stopped node leaves the live list within the figures' expiry (5 s).
+    b.server.shutdown().await.unwrap();
+    let (view, dropped) = poll(a.http(), "", Duration::from_secs(8), |v| {
+        v.nodes.iter().any(|n| n.id == "node-b" && !n.live)
+            && v.nodes.iter().any(|n| n.id == "node-a" && n.live)
+    })
+    .await;
+    v = view;
+    assert!(dropped, "{:?}", v.nodes);
+    let r = rule(&v, "per-user");
+    assert_eq!(
+        r.totals.admitted + r.totals.rejected,
+        14,
+        "node-b's figures no longer summed"
+    );
+    a.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_rule_shows_its_schedule_and_next_change() {
+    let rules = r#"
+[[rule]]
+domain = "api"
+name = "weekend"
+match = ["user"]
+limit = "10/s"
+time_zone = "UTC"
+
+[[rule.schedule]]
+limit = "50/s"
+days = ["sat", "sun"]
+"#;
+    let s = TestServer::start(&[("rules.toml", rules)]).await;
+    let v = stats(s.http(), "?window=5").await;
+    let r = rule(&v, "weekend");
+    assert_eq!(r.series.admitted.len(), 5);
+    let schedule = r.schedule.as_deref().unwrap_or_default();
+    assert!(
+        schedule.contains("50/s") && schedule.contains("sat"),
+        "{schedule}"
+    );
+    // The test server's clock: Friday 2027-01-15 08:00 UTC; the weekend starts at Saturday 00:00.
+    let next = r.next_change.as_ref().expect("a next change");
+    assert_eq!(next.at_ms, 1_800_000_000_000 + 16 * 3_600_000);
+    assert_eq!(next.limit.as_deref(), Some("50/s, sliding_window"));
+    s.server.shutdown().await.unwrap();
+}
