@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
-# (tests start their own servers on free loopback ports), then formatting, lints, and every test
-# (unit, property, conformance against memory, Redis and Redis Cluster, integration, doc tests).
+# (tests start their own servers on free loopback ports) and chromium with chromedriver (the
+# dashboard's browser test), then formatting, lints, and every test (unit, property, conformance
+# against memory, Redis and Redis Cluster, integration, doc tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,16 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools curl >/dev/null
 fi
 redis-server --version
+
+# The dashboard's browser test drives a headless Chromium through chromedriver.
+if ! command -v chromedriver >/dev/null 2>&1; then
+  echo "== installing chromium and chromium-driver (Debian packages; the dashboard's browser test)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+chromedriver --version
 
 # A one-off build (CI's fresh clone) gains nothing from incremental caches, which would double
 # the disk it needs.
