@@ -27,7 +27,11 @@
     errors.push("CSP violation: " + e.violatedDirective + " " + e.blockedURI);
   });
 
-  const WINDOW = 900; // seconds of history: 15 minutes
+  // Seconds of history: 15 minutes, or fewer with `?window=N` in the page's address (10 to 900).
+  const WINDOW = (() => {
+    const w = Number(new URLSearchParams(location.search).get("window"));
+    return Number.isInteger(w) && w >= 10 && w <= 900 ? w : 900;
+  })();
   const HIGH_RATIO = 0.6; // a rejection ratio above this is highlighted
   const TOKEN_KEY = "flowgate.token";
   const STALL_MS = 10000; // a stream silent this long is reconnected
@@ -223,8 +227,16 @@
   function axes() {
     const stroke = css("--muted") || "#5d6470";
     const grid = { stroke: css("--line") || "#dfe2e8", width: 1 };
+    const two = (n) => String(n).padStart(2, "0");
+    // Local clock times, seconds only where a tick falls within a minute.
+    const clock = (u, splits) =>
+      splits.map((t) => {
+        const d = new Date(t * 1000);
+        const hm = two(d.getHours()) + ":" + two(d.getMinutes());
+        return d.getSeconds() ? hm + ":" + two(d.getSeconds()) : hm;
+      });
     return [
-      { stroke, grid, ticks: grid },
+      { stroke, grid, ticks: grid, space: 70, values: clock },
       { stroke, grid, ticks: grid, size: 44 },
     ];
   }
@@ -546,7 +558,8 @@
     if (!model.store.chart) {
       model.store.chart = makeChart($("store-chart"), [
         { label: "failure policy decisions/s", stroke: css("--warn") || "#b26a00", width: 1.5 },
-        { label: "degraded", stroke: css("--bad") || "#c62828", width: 1, scale: "degraded", paths: stepped() },
+        // Degraded seconds as a shaded band the chart's height.
+        { label: "degraded", stroke: css("--bad") || "#c62828", width: 0, fill: "rgba(198, 40, 40, 0.18)", scale: "degraded", paths: stepped() },
       ], data, 130, { degraded: { range: [0, 1] } });
     } else {
       model.store.chart.setData(data);
@@ -902,6 +915,8 @@
   // ---- start -------------------------------------------------------------------------------
 
   function start() {
+    const span = WINDOW % 60 === 0 ? WINDOW / 60 + (WINDOW === 60 ? " minute" : " minutes") : WINDOW + " seconds";
+    for (const e of document.querySelectorAll("[data-window]")) setText(e, span);
     memoryToken = token();
     $("token").value = memoryToken;
     $("token-form").addEventListener("submit", (e) => {
