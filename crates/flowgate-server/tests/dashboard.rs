@@ -4,14 +4,16 @@
 //! over plain HTTP.
 //!
 //! One browser session serves every browser check (a Chromium start costs seconds).
-//! `FLOWGATE_DASHBOARD_SCREENSHOT=docs/img/dashboard.png` also saves a screenshot of the page
+//! `DASHBOARD_SCREENSHOT=$PWD/docs/img/dashboard.png` (an absolute path) also saves a screenshot of the page
 //! under load (the README's).
 
 mod common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use common::{TestServer, http, wait_until};
 use fantoccini::wd::WebDriverCompatibleCommand;
@@ -314,7 +316,7 @@ async fn dashboard_in_a_real_browser() {
         "a ratio of about a half is not highlighted (over 60 % is)"
     );
 
-    if let Ok(path) = std::env::var("FLOWGATE_DASHBOARD_SCREENSHOT") {
+    if let Ok(path) = std::env::var("DASHBOARD_SCREENSHOT") {
         screenshot(&c, &page, addr, &path).await;
     }
 
@@ -432,7 +434,9 @@ async fn dashboard_in_a_real_browser() {
 /// The README's picture: the last two minutes, with a burst from one more client (50 per second
 /// against its 10) over the last 15 seconds, which takes the ratio over 60 %.
 async fn screenshot(c: &Client, page: &str, addr: SocketAddr, path: &str) {
-    c.goto(&format!("{page}?window=120")).await.expect("the page");
+    c.goto(&format!("{page}?window=120"))
+        .await
+        .expect("the page");
     tokio::time::sleep(Duration::from_secs(25)).await;
     let burst = Load(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
