@@ -167,6 +167,10 @@ pub struct Rule {
     pub time_zone: crate::calendar::Tz,
     /// Overrides of `limit` by date, day of week and time of day (see [`Rule::limit_at`]).
     pub schedule: Option<Schedule>,
+    /// A limit tried in shadow beside the one in force: decided on its own state for every
+    /// request the rule limits, it never rejects; what it would reject is reported, so that a
+    /// limit can be watched on live traffic before it is set.
+    pub trial: Option<Limit>,
 }
 
 impl Rule {
@@ -190,6 +194,7 @@ impl Rule {
             metadata: None,
             time_zone: crate::calendar::Tz::UTC,
             schedule: None,
+            trial: None,
         }
     }
 

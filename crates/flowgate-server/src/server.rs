@@ -91,6 +91,8 @@ pub struct ServerConfig {
     /// This node's name on the dashboard and in the cluster's figures; `None`: the host's name
     /// and the HTTP port.
     pub node_id: Option<String>,
+    /// Count the dashboard's figures (per-rule counts, heavy keys, latency).
+    pub stats: bool,
     /// With Redis: queue submits, acks and nacks and rules changes answer only once this many
     /// replicas acknowledged them (`WAIT`); 0 answers once the primary holds them.
     pub redis_wait_replicas: u32,
@@ -142,6 +144,7 @@ impl ServerConfig {
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
             max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
             node_id: None,
+            stats: true,
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
         }
@@ -262,6 +265,7 @@ fn stats(
         node_id(cfg, http_addr),
         store_name,
         redis,
+        cfg.stats,
     ))
 }
 

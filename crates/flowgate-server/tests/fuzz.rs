@@ -230,6 +230,7 @@ fn rule_doc() -> impl Strategy<Value = RuleDoc> + Clone {
             metadata: None,
             time_zone,
             schedule,
+            trial: None,
         },
     )
 }

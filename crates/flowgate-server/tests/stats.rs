@@ -293,3 +293,108 @@ days = ["sat", "sun"]
     assert_eq!(next.limit.as_deref(), Some("50/s, sliding_window"));
     s.server.shutdown().await.unwrap();
 }
+
+/// The rules as `GET /v1/rules` shows them, with `edit` applied to the rule named `name`, sent
+/// back with `PUT /v1/rules` as JSON.
+async fn edit_rule(
+    addr: std::net::SocketAddr,
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
+) -> common::HttpResponse {
+    let mut doc = http(addr, "GET", "/v1/rules", &[], "").await.json();
+    let rule = doc["rule"]
+        .as_array_mut()
+        .and_then(|rules| rules.iter_mut().find(|r| r["name"] == name))
+        .and_then(|r| r.as_object_mut())
+        .unwrap_or_else(|| panic!("no rule {name}"));
+    edit(rule);
+    http(
+        addr,
+        "PUT",
+        "/v1/rules",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer secret"),
+        ],
+        &doc.to_string(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_limit_counts_what_it_would_reject_then_is_promoted() {
+    trial_then_promote(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_limit_on_redis() {
+    let redis = RedisServer::start();
+    trial_then_promote(Some(redis.url())).await;
+}
+
+async fn trial_then_promote(redis: Option<String>) {
+    let s = TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
+        c.admin_token = Some("secret".into());
+        c.redis_url = redis;
+        c
+    })
+    .await;
+    let addr = s.http();
+    // Try 2 per minute beside the 5 in force.
+    let r = edit_rule(addr, "per-user", |r| {
+        r.insert("trial".into(), json!({"limit": 2, "window": "1m"}));
+    })
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rules = http(addr, "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(rules["rule"][0]["trial"]["limit"], "2/m", "{rules}");
+    for _ in 0..4 {
+        assert_eq!(
+            check(addr, "user", "t").await,
+            200,
+            "the trial never rejects"
+        );
+    }
+    let (v, counted) = poll(addr, "?window=10", Duration::from_secs(4), |v| {
+        rule(v, "per-user")
+            .series
+            .trial_rejected
+            .iter()
+            .sum::<u64>()
+            == 2
+    })
+    .await;
+    assert!(counted, "{v:?}");
+    let r = rule(&v, "per-user");
+    assert_eq!(r.trial.as_deref(), Some("2/m, fixed_window"));
+    assert_eq!(
+        (
+            r.totals.admitted,
+            r.totals.rejected,
+            r.totals.trial_rejected
+        ),
+        (4, 0, 2)
+    );
+
+    // Promoted: the trial's fields become the rule's limit, in one change.
+    let r = edit_rule(addr, "per-user", |r| {
+        let trial = r.remove("trial").unwrap();
+        r.insert("limit".into(), trial["limit"].clone());
+    })
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(check(addr, "user", "u").await, 200);
+    assert_eq!(check(addr, "user", "u").await, 200);
+    assert_eq!(check(addr, "user", "u").await, 429);
+    let v = stats(addr, "?window=1").await;
+    assert_eq!(rule(&v, "per-user").trial, None);
+
+    // A trial on a rule without a limit, or an unlimited trial, is refused, naming the field.
+    let r = edit_rule(addr, "per-user", |r| {
+        r.insert("trial".into(), json!({"limit": "unlimited"}));
+    })
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("trial.limit"), "{}", r.body);
+    s.server.shutdown().await.unwrap();
+}

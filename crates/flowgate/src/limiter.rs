@@ -132,6 +132,16 @@ impl<S: Store> Limiter<S> {
         };
         let in_force: SmallVec<[Option<&Limit>; 4]> =
             matched.iter().map(|m| m.rule.limit_at(now)).collect();
+        // The rules' trial limits, each on a state of its own, decided after the limits in
+        // force and never rejecting.
+        let trials: SmallVec<[(usize, String, &Limit, u64); 2]> = matched
+            .iter()
+            .zip(&in_force)
+            .filter_map(|(m, limit)| {
+                let trial = m.rule.trial.as_ref()?;
+                limit.map(|_| (m.descriptor, format!("{}~trial", m.key), trial, m.cost))
+            })
+            .collect();
         let mut items: SmallVec<[Item<'_>; 4]> = SmallVec::new();
         let mut roles: SmallVec<[Role; 4]> = SmallVec::new();
         let mut policies: SmallVec<[FailurePolicy; 4]> = SmallVec::new();
@@ -153,6 +163,17 @@ impl<S: Store> Limiter<S> {
                     (false, false) => Role::Enforce,
                 });
             }
+        }
+        let enforced = items.len();
+        for (_, key, limit, cost) in &trials {
+            items.push(Item {
+                key,
+                limit,
+                cost: *cost,
+                enforce: false,
+            });
+            roles.push(Role::Shadow);
+            policies.push(FailurePolicy::Open);
         }
         if items.is_empty() {
             return Verdict {
@@ -183,7 +204,13 @@ impl<S: Store> Limiter<S> {
         } else if !allowed {
             allowed = error.is_some() && verdict_of(&roles, &decisions);
         }
+        let trial_rejected: SmallVec<[(usize, bool); 2]> = trials
+            .iter()
+            .zip(decisions.iter().skip(enforced))
+            .map(|((descriptor, ..), d)| (*descriptor, error.is_none() && !d.allowed))
+            .collect();
         drop(items);
+        drop(trials);
         let mut wait = std::time::Duration::ZERO;
         // The matched rules with a limit in force are the items, in order: move their keys and
         // limits to the statuses.
@@ -200,6 +227,9 @@ impl<S: Store> Limiter<S> {
             s.limit = Some(limit);
             s.decision = d;
             s.error.clone_from(&error);
+        }
+        for (descriptor, rejected) in trial_rejected {
+            statuses[descriptor].trial_rejected = rejected;
         }
         let shadowed = !allowed && self.global_shadow.load(Ordering::Relaxed);
         Verdict {

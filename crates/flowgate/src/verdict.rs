@@ -23,6 +23,8 @@ pub struct Status {
     /// The rule is in quota mode (its own `quota_mode`, or the limiter's global quota mode):
     /// over its limit it rejects the request only with every other quota-mode rule matched.
     pub quota: bool,
+    /// The rule's trial limit ([`Rule::trial`]) would have rejected this descriptor.
+    pub trial_rejected: bool,
 }
 
 impl Status {
@@ -34,6 +36,7 @@ impl Status {
             limit: None,
             error: None,
             quota: false,
+            trial_rejected: false,
         }
     }
 

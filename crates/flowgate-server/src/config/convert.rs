@@ -15,7 +15,7 @@ use flowgate_core::{
     Algorithm, CalendarUnit, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, Tz, ValueMatch,
 };
 
-use super::schema::{EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc};
+use super::schema::{EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc, TrialDoc};
 
 /// The default algorithm of a rule that names none (a calendar window's is `fixed_window`).
 pub(crate) const DEFAULT_ALGORITHM: Algorithm = Algorithm::SlidingWindow;
@@ -317,6 +317,16 @@ impl RuleDoc {
                 .collect::<Result<Vec<_>, _>>()?;
             Some(Schedule::new(time_zone, overrides))
         };
+        let trial = match (&self.trial, &limit) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(err(
+                    "trial",
+                    "a trial limit needs a rule with a limit to try it beside",
+                ));
+            }
+            (Some(t), Some(_)) => Some(t.to_limit(&base, time_zone)?),
+        };
         let failure = match self.failure.as_deref() {
             None | Some("open") => FailurePolicy::Open,
             Some("closed") => FailurePolicy::Closed,
@@ -343,7 +353,30 @@ impl RuleDoc {
             .map(ToString::to_string);
         rule.time_zone = time_zone;
         rule.schedule = schedule;
+        rule.trial = trial;
         Ok(rule)
+    }
+}
+
+impl TrialDoc {
+    /// The trial limit of a rule whose parameters are `base`: decided in reject mode whatever
+    /// the rule's mode (a trial never makes a caller wait).
+    fn to_limit(&self, base: &Base, zone: Tz) -> Result<Limit, SchemaError> {
+        let quota = quota_of("trial.limit", &self.limit, self.window.as_deref())?
+            .ok_or_else(|| err("trial.limit", "a trial limit cannot be unlimited"))?;
+        let algorithm = algorithm_of("trial.algorithm", self.algorithm.as_ref())?;
+        let base = Base {
+            mode: Mode::Reject,
+            max_wait: None,
+            ..*base
+        };
+        let name = match (&self.algorithm, &self.burst) {
+            (Some(_), _) => "trial.algorithm",
+            (None, Some(_)) => "trial.burst",
+            (None, None) => "trial.limit",
+        };
+        base.build(quota, zone, algorithm, self.burst)
+            .map_err(|e| err(name, e.to_string()))
     }
 }
 

@@ -95,9 +95,43 @@ pub struct RuleDoc {
     /// IANA zone of calendar windows and schedules (default UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
+    /// A limit tried in shadow beside `limit`: it never rejects, its would-be rejections are
+    /// counted (`trial_rejected` on the dashboard and in `GET /v1/stats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<TrialDoc>,
     /// `[[rule.schedule]]`: overrides of the limit; the first that applies wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedule: Vec<OverrideDoc>,
+}
+
+/// A rule's `trial`: a limit watched on live traffic before it is set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrialDoc {
+    /// The quota tried, as the rule's `limit`.
+    pub limit: LimitField,
+    /// Its window, when `limit` is a count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// Its algorithm (else the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// Its burst (else the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+impl TrialDoc {
+    /// The document of a trial limit.
+    pub fn of(l: &Limit) -> Self {
+        let d = LimitDoc::of(Some(l));
+        TrialDoc {
+            limit: LimitField::Text(d.limit),
+            window: None,
+            algorithm: d.algorithm.map(str::to_owned),
+            burst: d.burst,
+        }
+    }
 }
 
 /// A rule's `match`: `"biz=PAY, channel"` or a list of entries.
@@ -315,6 +349,7 @@ impl RuleDoc {
                 .as_ref()
                 .map(|s| s.overrides().iter().map(OverrideDoc::of).collect())
                 .unwrap_or_default(),
+            trial: r.trial.as_ref().map(TrialDoc::of),
         }
     }
 }

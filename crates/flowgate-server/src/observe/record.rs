@@ -6,8 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use flowgate::decision::Status;
 use flowgate::store::StoreError;
 use flowgate::{Request, Verdict};
+use flowgate_core::Descriptor;
 use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule};
 use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
@@ -165,6 +167,29 @@ impl Recorder {
         }
     }
 
+    /// Counts a decision of a rule for the dashboard: its outcome, its key, a trial's or a
+    /// failure policy's part.
+    #[inline]
+    fn count_figures(&self, cell: &RuleCell, s: &Status, d: &Descriptor, outcome: usize) {
+        if s.error.is_some() {
+            cell.failure_policy();
+        }
+        if s.trial_rejected {
+            cell.trial_rejected();
+        }
+        let counted = match outcome {
+            0 => Outcome::Admitted,
+            1 => Outcome::Rejected,
+            2 => Outcome::ShadowRejected,
+            _ => return,
+        };
+        cell.count(
+            counted,
+            std::hash::BuildHasher::hash_one(&KEY_HASH, &s.key),
+            || d.to_string(),
+        );
+    }
+
     /// The `flowgate_decisions_total` series of `rule` (without a `descriptor` label) with
     /// outcome `outcome` (an index into `OUTCOMES`, or `UNLIMITED`).
     fn rule_counter(&self, domain: &str, rule: &Rule, outcome: usize) -> Counter {
@@ -197,7 +222,9 @@ impl Recorder {
                     .clone()
             })
             .observe(elapsed.as_secs_f64());
-        self.stats.latency(elapsed);
+        if self.stats.on {
+            self.stats.latency(elapsed);
+        }
         self.count(api, request, verdict, has_domain);
     }
 
@@ -255,21 +282,8 @@ impl Recorder {
             };
             let label = descriptor_label(rule, d);
             self.with_rule(domain, rule, |c| {
-                if s.error.is_some() {
-                    c.cell.failure_policy();
-                }
-                let counted = match outcome {
-                    0 => Some(Outcome::Admitted),
-                    1 => Some(Outcome::Rejected),
-                    2 => Some(Outcome::ShadowRejected),
-                    _ => None,
-                };
-                if let Some(o) = counted {
-                    c.cell.count(
-                        o,
-                        std::hash::BuildHasher::hash_one(&KEY_HASH, &s.key),
-                        || d.to_string(),
-                    );
+                if self.stats.on {
+                    self.count_figures(&c.cell, s, d, outcome);
                 }
                 if label.is_none() {
                     c.outcomes[outcome]

@@ -168,6 +168,11 @@ pub(crate) struct ServeArgs {
     /// and the HTTP port). Unique per node of a cluster.
     #[arg(long, env = "FLOWGATE_NODE_ID")]
     pub(crate) node_id: Option<String>,
+    /// Do not count the dashboard's figures (per-rule counts per second, heavy keys, decision
+    /// latency): the dashboard, `GET /v1/stats` and the alerts on rules then see no traffic.
+    /// Prometheus metrics are counted either way.
+    #[arg(long, env = "FLOWGATE_NO_STATS")]
+    pub(crate) no_stats: bool,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -284,6 +289,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.http_header_timeout = args.http_header_timeout;
     cfg.max_keys = args.max_keys;
     cfg.node_id = args.node_id;
+    cfg.stats = !args.no_stats;
     cfg.redis_wait_replicas = args.redis_wait_replicas;
     cfg.redis_wait_timeout = args.redis_wait_timeout;
     cfg.admin_token = args.admin_token;

@@ -165,6 +165,12 @@ impl RuleCell {
         }
     }
 
+    /// Counts a would-be rejection of the rule's trial limit.
+    #[inline]
+    pub(crate) fn trial_rejected(&self) {
+        self.counts[3].fetch_add(1, Relaxed);
+    }
+
     /// Counts a decision taken by the rule's failure policy.
     #[inline]
     pub(crate) fn failure_policy(&self) {

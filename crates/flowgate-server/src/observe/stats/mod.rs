@@ -51,6 +51,8 @@ struct NodeSampled {
 
 /// The server's figures.
 pub(crate) struct Stats {
+    /// Whether decisions are counted (`--no-stats` turns it off).
+    pub(crate) on: bool,
     node: String,
     /// When the node started (Unix seconds).
     started: i64,
@@ -139,13 +141,15 @@ fn series(start: i64, w: &[Counts]) -> Series {
 
 impl Stats {
     /// Figures of node `node`, whose limiter's store is `store_kind`; shared with the cluster
-    /// through `redis` when given.
+    /// through `redis` when given; decisions are counted when `on`.
     pub(crate) fn new(
         node: String,
         store_kind: &'static str,
         redis: Option<flowgate_redis::RedisConnection>,
+        on: bool,
     ) -> Self {
         Self {
+            on,
             node,
             started: second_now().0,
             store_kind,
@@ -300,7 +304,7 @@ impl Stats {
                         limit: limit_text(l),
                     })
                 }),
-                trial: None,
+                trial: limit_text(r.trial.as_ref()),
                 totals,
                 series: series(start, w),
                 admitted_rate: rate(recent.admitted),
