@@ -305,6 +305,24 @@ async fn dashboard_in_a_real_browser() {
     )
     .await;
     assert!(hot, "the top rejected descriptor is {top}");
+    // The other clients are only admitted.
+    let lists = "const card = document.querySelector('[data-rule=\"api/per-client\"]');
+                 const of = l => [...card.querySelectorAll('table[data-list=' + l + '] td.desc')].map(e => e.textContent);
+                 return [of('top_rejected'), of('top_admitted').sort()];";
+    assert_eq!(
+        js(&c, lists).await,
+        json!([
+            ["client=hot"],
+            [
+                "client=c1",
+                "client=c2",
+                "client=c3",
+                "client=c4",
+                "client=c5",
+                "client=hot"
+            ]
+        ])
+    );
     eprintln!(
         "ratio {ratio} and hot key shown {:?} after the load started",
         started.elapsed()
@@ -372,6 +390,61 @@ async fn dashboard_in_a_real_browser() {
     // This node follows its files: the history says so plainly.
     let (plain, note) = poll(&c, Duration::from_secs(5), "const n = document.getElementById('history-note'); return [n.dataset.error || null, n.textContent];", |v| v[0] == "follows_files").await;
     assert!(plain, "the history's note: {note}");
+
+    // A limit tried in shadow from the rule's card: its would-be rejections shown; dropped; tried
+    // again and promoted. Each is one versioned change.
+    let card = "[data-rule=\"api/per-client\"]";
+    let result =
+        format!("return document.querySelector('{card} [data-f=trial-result]').textContent;");
+    try_limit(&c, card, "5").await;
+    let (tried, shown) = poll(&c, Duration::from_secs(5), &result, |v| {
+        v.as_str().is_some_and(|t| t.contains("in force"))
+    })
+    .await;
+    assert!(tried, "the trial was not set: {shown}");
+    let trial = http(addr, "GET", "/v1/rules", &[], "").await.json()["rule"][0]["trial"].clone();
+    assert_eq!(trial["limit"], "5/s", "{trial}");
+    // client=hot sends 30 a second: a limit of 5 would reject about 25 of them.
+    let (seen, rate) = poll(
+        &c,
+        Duration::from_secs(8),
+        &rule_fig("api/per-client", "trial"),
+        |v| v.as_f64().is_some_and(|r| r >= 15.0),
+    )
+    .await;
+    assert!(seen, "the trial's would-be rejections shown: {rate}");
+    let limit = format!("return document.querySelector('{card} [data-f=limit]').textContent;");
+    assert!(
+        js(&c, &limit)
+            .await
+            .as_str()
+            .is_some_and(|t| t.starts_with("10/s")),
+        "the limit in force stays"
+    );
+    click(&c, &format!("{card} [data-action=drop]")).await;
+    let hidden = format!("return document.querySelector('{card} [data-fig=trial]').hidden;");
+    let (dropped, _) = poll(&c, Duration::from_secs(5), &hidden, |v| v == true).await;
+    assert!(dropped, "the trial is shown after it was dropped");
+    let rule = http(addr, "GET", "/v1/rules", &[], "").await.json()["rule"][0].clone();
+    assert!(rule.get("trial").is_none(), "{rule}");
+    try_limit(&c, card, "20").await;
+    let (again, _) = poll(&c, Duration::from_secs(5), &hidden, |v| v == false).await;
+    assert!(again, "the second trial is not shown");
+    let version = http(addr, "GET", "/v1/rules", &[], "").await.json()["version"].as_u64();
+    click(&c, &format!("{card} [data-action=promote]")).await;
+    let (promoted, now) = poll(&c, Duration::from_secs(5), &limit, |v| {
+        v.as_str().is_some_and(|t| t.starts_with("20/s"))
+    })
+    .await;
+    assert!(promoted, "the promoted limit is not in force: {now}");
+    let after = http(addr, "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(
+        after["version"].as_u64(),
+        version.map(|v| v + 1),
+        "one change"
+    );
+    assert_eq!(after["rule"][0]["in_force"]["limit"], "20/s");
+    assert!(after["rule"][0].get("trial").is_none(), "{after}");
 
     // A phone-sized window has no horizontal scroll.
     c.set_window_size(375, 740).await.expect("resized");
@@ -454,6 +527,26 @@ async fn screenshot(c: &Client, page: &str, addr: SocketAddr, path: &str) {
     drop(burst);
     std::fs::write(path, png).expect("the screenshot written");
     eprintln!("screenshot saved to {path}");
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("{css} clicked: {e}"));
+}
+
+/// Fills the trial form of the rule card `card` with `limit` per second and sends it.
+async fn try_limit(c: &Client, card: &str, limit: &str) {
+    let field = c
+        .find(Locator::Css(&format!("{card} input[name=limit]")))
+        .await
+        .expect("the trial's limit field");
+    field.clear().await.expect("cleared");
+    field.send_keys(limit).await.expect("typed");
+    click(c, &format!("{card} [data-action=try]")).await;
 }
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> common::HttpResponse {
