@@ -18,6 +18,8 @@ use tokio::time::Instant;
 use common::{TestServer, http, wait_until};
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
+use flowgate_server::rules::RulesSource;
+use flowgate_testkit::redis::RedisServer;
 use serde_json::{Value, json};
 
 const RULES: &str = r#"
@@ -468,40 +470,77 @@ async fn dashboard_in_a_real_browser() {
     assert!(scroll <= inner, "horizontal scroll at 375 px: {widths}");
     c.set_window_size(1280, 1000).await.expect("resized back");
 
-    // A server with a dashboard token: the page asks for it, then shows the figures.
+    // A node of a cluster sharing its rules through Redis, with a dashboard token: the page asks
+    // for the token, then shows the cluster's figures; with the admin token, the versions, a
+    // diff and a rollback.
+    let redis = RedisServer::start();
+    let url = redis.url();
     let guarded = TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
         c.clock = None;
         c.admin_token = Some(ADMIN.into());
         c.dashboard_token = Some(READER.into());
+        c.redis_url = Some(url);
+        c.rules_source = RulesSource::Redis;
         c
     })
     .await;
-    c.goto(&format!("http://{}/dashboard", guarded.http()))
+    let addr = guarded.http();
+    c.goto(&format!("http://{addr}/dashboard"))
         .await
         .expect("the page");
     let conn = "return document.getElementById('conn').dataset.state;";
-    // The token of the first server's page is kept for the session, and is not this one's.
-    js(
-        &c,
-        "sessionStorage.clear(); location.reload(); return true;",
-    )
-    .await;
     let (asked, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "unauthorized").await;
     assert!(asked, "without a token: {state}");
-    c.find(Locator::Id("token"))
-        .await
-        .expect("the token field")
-        .send_keys(READER)
-        .await
-        .expect("typed");
-    c.find(Locator::Css("#token-form button[type=submit]"))
-        .await
-        .expect("its button")
-        .click()
-        .await
-        .expect("clicked");
+    use_token(&c, READER).await;
     let (shown, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "live").await;
     assert!(shown, "with the dashboard token: {state}");
+    let cluster = "return [document.getElementById('scope').textContent,
+                           [...document.querySelectorAll('#nodes tr[data-node] .badge')].map(e => e.textContent)];";
+    let (summed, seen) = poll(&c, Duration::from_secs(5), cluster, |v| {
+        v == &json!(["cluster", ["live"]])
+    })
+    .await;
+    assert!(summed, "the cluster's nodes: {seen}");
+    let note = "const n = document.getElementById('history-note'); return [n.dataset.error || null, n.textContent];";
+    let (refused, shown) = poll(&c, Duration::from_secs(5), note, |v| v[0] == "unauthorized").await;
+    assert!(refused, "the versions with the dashboard token: {shown}");
+    use_token(&c, ADMIN).await;
+    let versions = "return [...document.querySelectorAll('#history tr[data-version]')].map(r => Number(r.dataset.version));";
+    let (listed, shown) = poll(&c, Duration::from_secs(5), versions, |v| v == &json!([1])).await;
+    assert!(listed, "the versions: {shown}");
+    let (loaded, _) = poll(
+        &c,
+        Duration::from_secs(5),
+        "return document.getElementById('editor').value.includes('per-user');",
+        |v| v == true,
+    )
+    .await;
+    assert!(loaded, "the editor holds the rules");
+    js(&c, edit).await;
+    let (listed, shown) = poll(&c, Duration::from_secs(5), versions, |v| {
+        v == &json!([2, 1])
+    })
+    .await;
+    assert!(listed, "the versions after an edit: {shown}");
+    click(&c, "#history tr[data-version=\"2\"] [data-action=diff]").await;
+    let diff = "const d = document.getElementById('diff'); return d.hidden ? null : d.textContent;";
+    let (shown, text) = poll(&c, Duration::from_secs(5), diff, |v| {
+        v.as_str().is_some_and(|t| t.contains("200/s"))
+    })
+    .await;
+    assert!(shown, "version 2's diff: {text}");
+    click(&c, "#history tr[data-version=\"1\"] [data-action=rollback]").await;
+    let (listed, shown) = poll(&c, Duration::from_secs(5), versions, |v| {
+        v == &json!([3, 2, 1])
+    })
+    .await;
+    assert!(listed, "the versions after a rollback: {shown}");
+    let rules = http(addr, "GET", "/v1/rules", &[], "").await.json();
+    assert_eq!(rules["version"], 3);
+    assert_eq!(
+        rules["rule"][1]["limit"], "100/s",
+        "version 1's rules: {rules}"
+    );
     assert_eq!(page_errors(&c).await, Vec::<String>::new());
 
     c.close().await.expect("the session closed");
@@ -576,6 +615,14 @@ async fn try_limit(c: &Client, card: &str, limit: &str) {
     field.clear().await.expect("cleared");
     field.send_keys(limit).await.expect("typed");
     click(c, &format!("{card} [data-action=try]")).await;
+}
+
+/// Types `token` into the page's token field and uses it.
+async fn use_token(c: &Client, token: &str) {
+    let field = c.find(Locator::Id("token")).await.expect("the token field");
+    field.clear().await.expect("cleared");
+    field.send_keys(token).await.expect("typed");
+    click(c, "#token-form button[type=submit]").await;
 }
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> common::HttpResponse {
