@@ -16,6 +16,17 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 fi
 redis-server --version
 
+# promtool (Debian's prometheus package) checks and unit-tests deploy/prometheus/alerts.yml and
+# parses the Grafana dashboard's queries (crates/flowgate-server/tests/deploy.rs).
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "== installing promtool (Debian's prometheus package)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+promtool --version | head -1
+
 # The dashboard's browser test drives a headless Chromium through chromedriver.
 if ! command -v chromedriver >/dev/null 2>&1; then
   echo "== installing chromium and chromium-driver (Debian packages; the dashboard's browser test)"

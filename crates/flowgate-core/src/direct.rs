@@ -31,19 +31,21 @@ pub struct DirectBucket<C: Clock = SystemClock> {
 }
 
 impl DirectBucket<SystemClock> {
-    /// A bucket on the real clock; `None` unless `limit` is a token or leaky bucket.
+    /// A bucket on the real clock; `None` unless `limit` is a token or leaky bucket without
+    /// warm-up.
     pub fn new(limit: Limit) -> Option<Self> {
         Self::with_clock(limit, SystemClock::new())
     }
 }
 
 impl<C: Clock> DirectBucket<C> {
-    /// A bucket reading `clock`; `None` unless `limit` is a token or leaky bucket.
+    /// A bucket reading `clock`; `None` unless `limit` is a token or leaky bucket without
+    /// warm-up (whose state is more than one TAT).
     pub fn with_clock(limit: Limit, clock: C) -> Option<Self> {
-        matches!(
+        (matches!(
             limit.algorithm(),
             Algorithm::TokenBucket | Algorithm::LeakyBucket
-        )
+        ) && limit.warmup().is_none())
         .then_some(Self {
             limit,
             tat: AtomicU64::new(0),

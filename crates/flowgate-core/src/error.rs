@@ -84,6 +84,29 @@ pub enum LimitError {
         /// The algorithm's name.
         algorithm: &'static str,
     },
+    /// `warmup` on an algorithm other than `token_bucket`.
+    #[error("warmup needs algorithm token_bucket, not {algorithm}")]
+    WarmupNeedsTokenBucket {
+        /// The algorithm's name.
+        algorithm: &'static str,
+    },
+    /// A warm-up period shorter than one unit's time (`window / limit`) or longer than an hour.
+    #[error("warmup must be at least one unit's time (window / limit) and at most 1h")]
+    BadWarmup,
+    /// A cold factor of 1 or less (no warm-up), above 100, or not a number.
+    #[error("cold_factor must be more than 1 and at most 100")]
+    BadColdFactor,
+    /// `cold_factor` without `warmup`.
+    #[error("cold_factor needs a warmup")]
+    ColdFactorWithoutWarmup,
+    /// A warm-up with more cold levels than the stores can count exactly.
+    #[error(
+        "warmup too long for this rate: {levels} cold levels, above 2^26, or more than 71 minutes to cool"
+    )]
+    WarmupTooLong {
+        /// The levels it would have.
+        levels: u64,
+    },
     /// A window too short for the limit: the spacing between units would be below one microsecond.
     #[error("{limit} per {window} us is more than one unit per microsecond")]
     RateTooHigh {

@@ -7,6 +7,7 @@
 //! stores together.
 
 pub mod algorithm;
+pub mod breaker;
 pub mod calendar;
 pub mod clock;
 pub mod decision;

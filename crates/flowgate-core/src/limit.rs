@@ -96,6 +96,8 @@ pub enum Mode {
 /// The tag names the state's type and whatever fixes the meaning of the numbers in it:
 /// - token and leaky buckets share one GCRA state (a theoretical arrival time, an instant that
 ///   means the same under any rate or burst): `g`;
+/// - a token bucket with warm-up adds its cold level to the TAT, a level read against one
+///   warm-up period and cold factor: `g`, the period and the factor in thousandths (`g30s/3000`);
 /// - a fixed window's count belongs to a window of one length: `f` and the window (`f1s`, `f30s`),
 ///   or to a calendar period: `f`, the unit and the zone outside UTC (`fday`,
 ///   `fmonth@Asia/Shanghai`);
@@ -111,6 +113,8 @@ pub enum Mode {
 pub enum StateTag {
     /// `token_bucket` and `leaky_bucket`.
     Gcra,
+    /// `token_bucket` with warm-up: its period in microseconds and cold factor in thousandths.
+    Warmup(Micros, u32),
     /// `fixed_window` with its window in microseconds.
     FixedWindow(Micros),
     /// `fixed_window` over calendar periods.
@@ -128,6 +132,7 @@ impl fmt::Display for StateTag {
         use crate::quota::MicrosText as T;
         match *self {
             StateTag::Gcra => f.write_str("g"),
+            StateTag::Warmup(p, c) => write!(f, "g{}/{c}", T(p)),
             StateTag::FixedWindow(w) => write!(f, "f{}", T(w)),
             StateTag::CalendarWindow(c) => write!(f, "f{c}"),
             StateTag::SlidingWindow(w, b) => write!(f, "W{}/{b}", T(w)),
@@ -139,6 +144,112 @@ impl fmt::Display for StateTag {
 
 /// The default number of sliding-window buckets.
 pub const DEFAULT_BUCKETS: u32 = 10;
+
+/// A warm-up's default cold factor (Sentinel's and Guava's): a cold bucket runs at a third of
+/// its rate.
+pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
+/// The largest cold factor.
+pub const MAX_COLD_FACTOR: f64 = 100.0;
+/// The longest warm-up period: one hour.
+pub const MAX_WARMUP: Micros = 3_600_000_000;
+/// The most cold levels a warm-up may have, 2^26: the scripts compute `j * (j + 1) / 2` for a
+/// level `j`, which must stay exact below 2^53.
+pub const MAX_WARMUP_LEVELS: u64 = 1 << 26;
+
+/// A token bucket's warm-up, with the integers its transition reads: see
+/// [`crate::algorithm::warmup`] for what they mean and what is admitted when.
+///
+/// With emission interval `T`, period `W` and cold factor `c` (in thousandths, so that Rust and
+/// the scripts compute the same integers):
+/// - `extra = round((c - 1) * T)`: what the coldest unit costs above `T`;
+/// - `warn = floor(W / ((c - 1) * T))`: Sentinel's warning level (`warningToken`);
+/// - `ramp = max(1, floor(2 * W / ((1 + c) * T)))`: the levels above it (Sentinel's
+///   `maxToken - warningToken`), the units a cold bucket admits before it is warm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Warmup {
+    period: Micros,
+    cold_milli: u32,
+    extra: Micros,
+    warn: u64,
+    ramp: u64,
+}
+
+impl Warmup {
+    /// The warm-up period in microseconds.
+    #[inline]
+    pub fn period(&self) -> Micros {
+        self.period
+    }
+
+    /// The cold factor in thousandths (3000 for 3).
+    #[inline]
+    pub fn cold_milli(&self) -> u32 {
+        self.cold_milli
+    }
+
+    /// The cold factor.
+    pub fn cold_factor(&self) -> f64 {
+        f64::from(self.cold_milli) / 1000.0
+    }
+
+    /// What the coldest unit costs above the emission interval, microseconds.
+    #[inline]
+    pub fn extra(&self) -> Micros {
+        self.extra
+    }
+
+    /// The warning level: a bucket at or below it is warm.
+    #[inline]
+    pub fn warn(&self) -> u64 {
+        self.warn
+    }
+
+    /// The levels above the warning level (at least 1).
+    #[inline]
+    pub fn ramp(&self) -> u64 {
+        self.ramp
+    }
+
+    /// The coldest level, `warn + ramp`.
+    #[inline]
+    pub fn top(&self) -> u64 {
+        self.warn + self.ramp
+    }
+
+    /// The warm-up's integers for emission interval `t`, validated.
+    fn new(period: Duration, cold_factor: f64, t: Micros) -> Result<Self, LimitError> {
+        let w = crate::clock::micros(period);
+        // (at least one unit's time: `extra` then stays below 2^52, as the scripts need)
+        if w < t.max(1) || w > MAX_WARMUP {
+            return Err(LimitError::BadWarmup);
+        }
+        if !(cold_factor.is_finite() && cold_factor > 1.0 && cold_factor <= MAX_COLD_FACTOR) {
+            return Err(LimitError::BadColdFactor);
+        }
+        // (in (1000, 100_000] after the check above, but for rounding just above 1)
+        let cold_milli = (cold_factor * 1000.0).round() as u32;
+        if cold_milli <= 1000 {
+            return Err(LimitError::BadColdFactor);
+        }
+        let (cm, t128, w128) = (u128::from(cold_milli), u128::from(t), u128::from(w));
+        let big = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
+        let extra = big(((cm - 1000) * t128 + 500) / 1000);
+        let warn = big(w128 * 1000 / ((cm - 1000) * t128));
+        let ramp = big(2 * w128 * 1000 / ((1000 + cm) * t128)).max(1);
+        let top = warn.saturating_add(ramp);
+        // The stores keep how long a bucket takes to cool as a u32 of microseconds.
+        if top > MAX_WARMUP_LEVELS || top.saturating_mul(t) > u64::from(u32::MAX) {
+            return Err(LimitError::WarmupTooLong { levels: top });
+        }
+        Ok(Self {
+            period: w,
+            cold_milli,
+            extra,
+            warn,
+            ramp,
+        })
+    }
+}
 
 /// An algorithm with its quota and parameters, validated, with derived values precomputed.
 ///
@@ -161,6 +272,7 @@ pub struct Limit {
     buckets: u32,
     mode: Mode,
     max_wait: Micros,
+    warmup: Option<Warmup>,
     // Derived.
     emission: Micros,
     bucket_width: Micros,
@@ -209,9 +321,25 @@ pub struct LimitBuilder {
     buckets: u32,
     mode: Mode,
     max_wait: Duration,
+    warmup: Option<Duration>,
+    cold_factor: Option<f64>,
 }
 
 impl LimitBuilder {
+    /// Gives a token bucket a warm-up: after idle it admits at `1 / cold_factor` of its rate and
+    /// speeds up to the full rate over `period` of steady use (see
+    /// [`crate::algorithm::warmup`]). Its burst then defaults to 1.
+    pub fn warmup(mut self, period: Duration) -> Self {
+        self.warmup = Some(period);
+        self
+    }
+
+    /// Sets the warm-up's cold factor (default [`DEFAULT_COLD_FACTOR`]); needs a warm-up.
+    pub fn cold_factor(mut self, factor: f64) -> Self {
+        self.cold_factor = Some(factor);
+        self
+    }
+
     /// Sets the burst of a token or leaky bucket (ignored by other algorithms).
     pub fn burst(mut self, burst: u64) -> Self {
         self.burst = Some(burst);
@@ -244,6 +372,8 @@ impl LimitBuilder {
         let a = self.algorithm;
         let q = self.quota;
         let burst = match a {
+            // (a cold bucket takes no burst by default: warm-up exists to spare its dependency)
+            Algorithm::TokenBucket if self.warmup.is_some() => self.burst.unwrap_or(1),
             Algorithm::TokenBucket => self.burst.unwrap_or(q.limit().max(1)),
             Algorithm::LeakyBucket => self.burst.unwrap_or(1),
             _ => q.limit(),
@@ -289,8 +419,21 @@ impl LimitBuilder {
         } else {
             w.div_ceil(q.limit())
         };
+        let warmup = match (self.warmup, self.cold_factor) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(LimitError::ColdFactorWithoutWarmup),
+            (Some(_), _) if a != Algorithm::TokenBucket => {
+                return Err(LimitError::WarmupNeedsTokenBucket {
+                    algorithm: a.name(),
+                });
+            }
+            (Some(p), c) => Some(Warmup::new(p, c.unwrap_or(DEFAULT_COLD_FACTOR), emission)?),
+        };
         let tag = match a {
-            Algorithm::TokenBucket | Algorithm::LeakyBucket => StateTag::Gcra,
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => match warmup {
+                Some(wu) => StateTag::Warmup(wu.period, wu.cold_milli),
+                None => StateTag::Gcra,
+            },
             Algorithm::FixedWindow => match q.calendar() {
                 Some(c) => StateTag::CalendarWindow(c),
                 None => StateTag::FixedWindow(w),
@@ -314,6 +457,7 @@ impl LimitBuilder {
             } else {
                 0
             },
+            warmup,
             emission,
             bucket_width: w.div_ceil(u64::from(self.buckets.max(1))),
             emission_div: Divisor::new(emission),
@@ -338,6 +482,8 @@ impl Limit {
             buckets: DEFAULT_BUCKETS,
             mode: Mode::Reject,
             max_wait: Duration::ZERO,
+            warmup: None,
+            cold_factor: None,
         }
     }
 
@@ -397,6 +543,12 @@ impl Limit {
         self.max_wait
     }
 
+    /// A token bucket's warm-up, if it has one.
+    #[inline]
+    pub fn warmup(&self) -> Option<&Warmup> {
+        self.warmup.as_ref()
+    }
+
     /// GCRA's emission interval `T = ceil(window / limit)` in microseconds: the spacing of units
     /// at the steady rate (rounded up, so the rate is never exceeded).
     #[inline]
@@ -423,6 +575,11 @@ impl Limit {
             Algorithm::TokenBucket | Algorithm::LeakyBucket
         ) {
             b = b.burst(share(self.burst).max(1));
+        }
+        if let Some(w) = self.warmup {
+            b = b
+                .warmup(Duration::from_micros(w.period))
+                .cold_factor(w.cold_factor());
         }
         b.build().unwrap_or_else(|_| self.clone())
     }

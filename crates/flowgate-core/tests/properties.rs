@@ -197,3 +197,155 @@ proptest! {
         }
     }
 }
+
+/// A token bucket with warm-up: `lim` per `window_ms`, `burst`, `warmup_ms`, cold factor in
+/// thousandths; `None` when the parameters are refused.
+fn warm(lim: u64, window_ms: u64, burst: u64, warmup_ms: u64, cold_milli: u32) -> Option<Limit> {
+    Limit::builder(
+        Algorithm::TokenBucket,
+        Quota::new(lim, Duration::from_millis(window_ms)).ok()?,
+    )
+    .burst(burst)
+    .warmup(Duration::from_millis(warmup_ms))
+    .cold_factor(f64::from(cold_milli) / 1000.0)
+    .build()
+    .ok()
+}
+
+/// docs/algorithms.md's closed form, computed here from the parameters alone: after a full idle
+/// at 0, under a steady overload of one-unit requests, unit `k` is admitted at
+/// `max(0, C_k - (b - 1) * T)`, `C_k = k * T + F(ramp) - F(max(ramp - k, 0))`,
+/// `F(j) = floor(extra * j * (j + 1) / (2 * ramp))`.
+fn ramp_instant(l: &Limit, k: u64) -> u64 {
+    let w = l.warmup().unwrap();
+    let t = l.emission_interval();
+    let (extra, ramp) = (u128::from(w.extra()), u128::from(w.ramp()));
+    let f = |j: u128| extra * (j * (j + 1) / 2) / ramp;
+    let k128 = u128::from(k);
+    let c = k128 * u128::from(t) + f(ramp) - f(ramp.saturating_sub(k128));
+    u64::try_from(c.saturating_sub(u128::from((l.burst() - 1) * t))).unwrap()
+}
+
+/// `A(d)`: how many units the closed form admits in `[0, d)`.
+fn ramp_count(l: &Limit, d: u64) -> u64 {
+    let mut k = 0;
+    while ramp_instant(l, k) < d {
+        k += 1;
+    }
+    k
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    /// Every request a warm-up bucket admits, the same bucket without warm-up admits on the
+    /// same history: never more than the full limit's GCRA.
+    #[test]
+    fn warmup_admits_nothing_the_plain_bucket_would_not(
+        lim in 1u64..300, window_ms in 100u64..2000, burst in 1u64..8,
+        warmup_ms in 1u64..5000, cold_milli in 1001u32..10_000, delay_ms in prop::option::of(0u64..500),
+        sched in schedule(200_000, 4)
+    ) {
+        let l = warm(lim, window_ms, burst, warmup_ms, cold_milli);
+        prop_assume!(l.is_some(), "refused parameters");
+        let l = l.unwrap();
+        let mut pb = Limit::builder(l.algorithm(), l.quota()).burst(burst);
+        let (l, plain) = match delay_ms {
+            Some(ms) => {
+                let d = Duration::from_millis(ms);
+                let lb = Limit::builder(l.algorithm(), l.quota()).burst(burst)
+                    .warmup(Duration::from_millis(warmup_ms))
+                    .cold_factor(f64::from(cold_milli) / 1000.0);
+                pb = pb.mode(Mode::Delay).max_wait(d);
+                (lb.mode(Mode::Delay).max_wait(d).build().unwrap(), pb.build().unwrap())
+            }
+            None => (l, pb.build().unwrap()),
+        };
+        let (mut ws, mut ps) = (State::default(), State::default());
+        let mut now = EPOCH;
+        for (i, &(gap, cost)) in sched.iter().enumerate() {
+            now += gap;
+            let before = ws.clone();
+            let d = algorithm::transition(&l, &mut ws, now, cost, 0);
+            if d.allowed {
+                let p = algorithm::transition(&plain, &mut ps, now, cost, 0);
+                prop_assert!(p.allowed, "request {i}: admitted with warm-up, not without");
+                prop_assert!(d.wait >= p.wait, "request {i}: a shorter wait than without warm-up");
+            } else {
+                prop_assert_eq!(&ws, &before, "a rejection changed the state");
+            }
+        }
+    }
+
+    /// Under a steady overload after a full idle (a one-unit request at every instant one
+    /// would be admitted: retried at once after an admission, after `retry_after` after a
+    /// rejection), unit `k` is admitted exactly at the documented instant, through the ramp and
+    /// beyond it.
+    #[test]
+    fn warmup_admits_at_the_documented_instants(
+        lim in 1u64..300, window_ms in 100u64..2000, burst in 1u64..8,
+        warmup_ms in 1u64..3000, cold_milli in prop_oneof![Just(3000u32), 1001u32..10_000],
+        idle in prop::option::of(0u64..1_000_000_000),
+    ) {
+        let l = warm(lim, window_ms, burst, warmup_ms, cold_milli);
+        prop_assume!(l.is_some(), "refused parameters");
+        let l = l.unwrap();
+        let mut state = State::default();
+        let t0 = EPOCH;
+        if let Some(idle) = idle {
+            // A used bucket, idle long enough to be cold again: top * T after its TAT.
+            let w = l.warmup().unwrap();
+            let cold_in = w.top() * l.emission_interval();
+            algorithm::transition(&l, &mut state, t0 - cold_in - idle - 1_000_000, 1, 0);
+            prop_assume!(algorithm::is_idle(&state, t0));
+        }
+        let mut now = t0;
+        let units = l.warmup().unwrap().ramp() + 2 * burst + 20;
+        for k in 0..units {
+            loop {
+                let d = algorithm::transition(&l, &mut state, now, 1, 0);
+                if d.allowed {
+                    break;
+                }
+                now += d.retry_after.unwrap().as_micros() as u64;
+            }
+            prop_assert_eq!(now - t0, ramp_instant(&l, k), "unit {}", k);
+        }
+    }
+
+    /// After a full idle, whatever the arrivals of one-unit requests, the first second from the
+    /// first admission holds at most `A(1 s)` units, and `A(1 s)` is at most
+    /// `1 + (1 s + (b - 1) T) / max(T, c T - ceil(extra * g / ramp) - 1)` with `g` the units of
+    /// a second at the full rate, `ceil((1 s + (b - 1) T) / T)`.
+    #[test]
+    fn warmup_first_second_is_bounded(
+        lim in 1u64..300, window_ms in 100u64..2000, burst in 1u64..8,
+        warmup_ms in 1u64..20_000, cold_milli in 1001u32..10_000,
+        sched in prop::collection::vec(0u64..40_000, 1..400),
+    ) {
+        let l = warm(lim, window_ms, burst, warmup_ms, cold_milli);
+        prop_assume!(l.is_some(), "refused parameters");
+        let l = l.unwrap();
+        let mut state = State::default();
+        let mut now = EPOCH;
+        let mut first = None;
+        let mut count = 0;
+        for gap in sched {
+            now += gap;
+            if algorithm::transition(&l, &mut state, now, 1, 0).allowed {
+                let t0 = *first.get_or_insert(now);
+                if now < t0 + 1_000_000 {
+                    count += 1;
+                }
+            }
+        }
+        let a = ramp_count(&l, 1_000_000);
+        prop_assert!(count <= a, "{} admitted in the first second, A(1 s) = {}", count, a);
+        let w = l.warmup().unwrap();
+        let t = l.emission_interval();
+        let span = 1_000_000 + (burst - 1) * t;
+        let g = span.div_ceil(t);
+        let slowest = (t + w.extra()).saturating_sub((w.extra() * g).div_ceil(w.ramp()) + 1);
+        prop_assert!(a <= 1 + span / slowest.max(t), "A(1 s) = {} above the bound", a);
+    }
+}

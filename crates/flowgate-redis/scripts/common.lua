@@ -1,5 +1,5 @@
 -- Flowgate: what every script shares. Assembled before the algorithm files; the algorithm codes
--- (GCRA, FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, CONCURRENCY) are defined above this file by
+-- (GCRA, FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, CONCURRENCY, WARMUP) are defined above this file by
 -- the Rust code that assembles the scripts (scripts.rs), their one definition.
 --
 -- Numbers are Lua doubles, exact for integers below 2^53; flowgate-core's validation keeps every

@@ -17,14 +17,15 @@
 --          the decisions):
 --   '<ddHI4'   now (0: Redis's TIME; else a test clock, with the next field), extra expiry in ms,
 --              the number of parameter blocks (distinct limits), the number of items;
---   '<Bdddd'   per block: algorithm code, limit, and up to three parameters (see each file);
+--   '<Bdddddd' per block: algorithm code, limit, and up to five parameters (see each file);
 --   per item, 5 bytes: cost (255: the cost follows as '<d'), block (from 1), key index (from 1,
 --              two bytes, low first), flags (1: enforced, 2: the request's last item, 4: the
 --              call's only item on its key); then the
 --              cost if it did not fit, and, for a concurrency item with a cost, the lease id
 --              ('<d'). (string.byte reads them at a third of struct.unpack's cost.)
 -- ARGV[2] (when some key is in several requests of the call): per key, '<d', the cost of all
---          the call's items on it if several requests share it (and it is no concurrency key),
+--          the call's items on it if several requests share it (and it is no concurrency or
+--          warm-up key),
 --          else 0. Such a key is decided in bulk when that total fits at its first item: every
 --          item on it is admitted, whichever requests are, since its state only grows with them;
 --          the key then takes, at the end, the total of the requests admitted, in one admission
@@ -51,10 +52,10 @@ end
 -- its admit takes (its file's `params`).
 local blocks = {}
 for b = 1, nblocks do
-  local code, limit, x, y, z
-  code, limit, x, y, z, at = unpack_at('<Bdddd', call, at)
+  local code, limit, x, y, z, u, w
+  code, limit, x, y, z, u, w, at = unpack_at('<Bdddddd', call, at)
   ALG[code] = ALG[code] or make(code)
-  blocks[b] = { ALG[code].admit, code == CONCURRENCY, limit, ALG[code].params(limit, x, y, z) }
+  blocks[b] = { ALG[code].admit, code == CONCURRENCY, limit, ALG[code].params(limit, x, y, z, u, w) }
 end
 
 -- A copy of `t`'s first `n` slots, made at its size at once (Lua grows a table by rehashing it

@@ -4,7 +4,7 @@
 -- ARGV[1]: as decide.lua's call string, `now` being the instant the decide call decided at;
 --          each item's cost is what it took, and its lease field (sent for every item here) the
 --          concurrency lease granted, or for a sliding window the bucket it counted in + 1 (0:
---          the bucket of `now`).
+--          the bucket of `now`), or for a warm-up bucket its cooling position + 1.
 -- Returns the number of items given back.
 
 local call = ARGV[1]
@@ -12,10 +12,10 @@ local at_instant, _, nblocks, nitems, at = unpack_at('<ddHI4', call)
 
 local blocks = {}
 for b = 1, nblocks do
-  local code, limit, x, y, z
-  code, limit, x, y, z, at = unpack_at('<Bdddd', call, at)
+  local code, limit, x, y, z, u, w
+  code, limit, x, y, z, u, w, at = unpack_at('<Bdddddd', call, at)
   ALG[code] = ALG[code] or make(code)
-  blocks[b] = { ALG[code].refund, ALG[code].params(limit, x, y, z) }
+  blocks[b] = { ALG[code].refund, ALG[code].params(limit, x, y, z, u, w) }
 end
 
 for _ = 1, nitems do

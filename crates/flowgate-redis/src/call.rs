@@ -16,6 +16,8 @@ use flowgate_core::{
 use redis::Value;
 use smallvec::SmallVec;
 
+use flowgate_core::limit::MAX_WARMUP_LEVELS;
+
 use crate::conn::RedisConnection;
 use crate::error::store_error;
 use crate::keys::KeyBytes;
@@ -143,20 +145,35 @@ fn script_window_end([start, end, next]: [u64; 3], now: Micros) -> Option<Micros
 /// A limit as the script reads it: code, limit, and the parameters its algorithm's file names;
 /// a calendar window's periods are those around `near`, the instant the script is expected to
 /// decide at.
-pub(crate) fn block(l: &Limit, near: Micros) -> [u64; 5] {
+pub(crate) fn block(l: &Limit, near: Micros) -> [u64; 7] {
     let a = l.algorithm();
     let p = match (a, l.quota().calendar()) {
-        (Algorithm::FixedWindow, Some(c)) => calendar_bounds(&c, near),
+        (Algorithm::FixedWindow, Some(c)) => {
+            let [x, y, z] = calendar_bounds(&c, near);
+            [x, y, z, 0, 0]
+        }
         (Algorithm::TokenBucket | Algorithm::LeakyBucket, _) => {
             let t = l.emission_interval();
-            [t, l.burst() * t, l.max_wait()]
+            match l.warmup() {
+                // (the levels packed as warmup.lua reads them: each below 2^26)
+                Some(w) => [
+                    t,
+                    l.burst() * t,
+                    l.max_wait(),
+                    w.extra(),
+                    w.warn() * MAX_WARMUP_LEVELS + w.ramp(),
+                ],
+                None => [t, l.burst() * t, l.max_wait(), 0, 0],
+            }
         }
-        (Algorithm::SlidingWindow, _) => [l.window(), l.bucket_width(), u64::from(l.buckets())],
+        (Algorithm::SlidingWindow, _) => {
+            [l.window(), l.bucket_width(), u64::from(l.buckets()), 0, 0]
+        }
         (Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::Concurrency, _) => {
-            [l.window(), 0, 0]
+            [l.window(), 0, 0, 0, 0]
         }
     };
-    [u64::from(code(a)), l.limit(), p[0], p[1], p[2]]
+    [u64::from(code(l)), l.limit(), p[0], p[1], p[2], p[3], p[4]]
 }
 
 /// The largest cost sent to the script: above any limit (2^32 - 1), so it rejects the same, and
@@ -186,7 +203,7 @@ fn encode<'a>(
     near: Micros,
     requests: &[&'a Encoded],
 ) -> Result<(Call<'a>, usize), StoreError> {
-    let mut blocks: SmallVec<[[u64; 5]; 4]> = SmallVec::new();
+    let mut blocks: SmallVec<[[u64; 7]; 4]> = SmallVec::new();
     // (foldhash: the default SipHash cost a few percent of the client's time on 3-rule calls)
     let mut keys: HashMap<&[u8], (u16, usize), foldhash::fast::RandomState> =
         HashMap::with_capacity_and_hasher(requests.len() * 2, Default::default());
@@ -266,7 +283,8 @@ fn encode<'a>(
 }
 
 /// Per key (`nkeys` of them, named from 1 by `item_keys`, each item's, in order), the cost of the
-/// call's items on it if several of `requests` share it and it is no concurrency key (else 0),
+/// call's items on it if several of `requests` share it and it is no concurrency or warm-up key
+/// (else 0),
 /// as little-endian doubles; `None` when no key is shared. See `decide.lua`'s ARGV[2].
 fn shared_totals(requests: &[&Encoded], item_keys: &[u16], nkeys: usize) -> Option<Vec<u8>> {
     if requests.len() < 2 {
@@ -283,7 +301,11 @@ fn shared_totals(requests: &[&Encoded], item_keys: &[u16], nkeys: usize) -> Opti
             if first[k] == usize::MAX {
                 first[k] = r;
             }
-            shared[k] |= first[k] != r && item.limit.algorithm() != Algorithm::Concurrency;
+            // (a warm-up bucket's surcharge moves its TAT past what its admission test reads,
+            // so several requests' total admitted at once is not each admitted in turn)
+            shared[k] |= first[k] != r
+                && item.limit.algorithm() != Algorithm::Concurrency
+                && item.limit.warmup().is_none();
             total[k] += item.cost.min(MAX_SENT_COST);
         }
     }
@@ -298,8 +320,8 @@ fn shared_totals(requests: &[&Encoded], item_keys: &[u16], nkeys: usize) -> Opti
 }
 
 /// The call string's header and blocks (see `decide.lua`).
-fn header(now: u64, slack: u64, blocks: &[[u64; 5]], items: u32, body: usize) -> Vec<u8> {
-    let mut string = Vec::with_capacity(22 + blocks.len() * 33 + body);
+fn header(now: u64, slack: u64, blocks: &[[u64; 7]], items: u32, body: usize) -> Vec<u8> {
+    let mut string = Vec::with_capacity(22 + blocks.len() * 49 + body);
     string.extend_from_slice(&(now as f64).to_le_bytes());
     string.extend_from_slice(&(slack as f64).to_le_bytes());
     string.extend_from_slice(&(blocks.len() as u16).to_le_bytes());
@@ -334,7 +356,7 @@ pub(crate) fn encode_refund<'a>(
     items: &'a [EncItem],
     extra: &[u64],
 ) -> (Vec<&'a [u8]>, Vec<u8>) {
-    let mut blocks: Vec<[u64; 5]> = Vec::new();
+    let mut blocks: Vec<[u64; 7]> = Vec::new();
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut body = Vec::new();
     for (item, x) in items.iter().zip(extra) {
@@ -512,8 +534,22 @@ fn replay(
 }
 
 /// The bucket a sliding window admits into from `st` at `now` (the newest one when the clock
-/// stepped back behind it, as `algorithm::sliding_window::apply` counts).
+/// stepped back behind it, as `algorithm::sliding_window::apply` counts); a warm-up bucket's
+/// cooling position at `now` (`algorithm::warmup::position`). What a refund needs to restore
+/// the state the request found.
 fn charged(l: &Limit, st: &State, now: Micros) -> Option<u64> {
+    if let Some(w) = l.warmup() {
+        let s = match *st {
+            State::Warmup { tat, cool_in } => algorithm::WarmupState { tat, cool_in },
+            _ => algorithm::WarmupState::default(),
+        };
+        return Some(algorithm::warmup::position(
+            w,
+            l.emission_interval(),
+            &s,
+            now,
+        ));
+    }
     if l.algorithm() != Algorithm::SlidingWindow {
         return None;
     }

@@ -124,7 +124,8 @@ async fn refund(
             let d = &decided.decisions[j];
             if d.allowed && item.cost > 0 {
                 given.push(item.clone());
-                // (a sliding window's bucket + 1, else the lease granted, else nothing)
+                // (a sliding window's bucket + 1, a warm-up bucket's cooling position + 1,
+                // else the lease granted, else nothing)
                 extra.push(decided.charged[j].map_or(item.lease, |b| b + 1));
             }
         }

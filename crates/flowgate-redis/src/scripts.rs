@@ -5,11 +5,11 @@
 
 use std::sync::LazyLock;
 
-use flowgate_core::Algorithm;
+use flowgate_core::{Algorithm, Limit};
 use redis::Script;
 
 /// The algorithm files, in code order (see [`code`]).
-const ALGORITHMS: [(&str, &str); 5] = [
+const ALGORITHMS: [(&str, &str); 6] = [
     ("GCRA", include_str!("../scripts/gcra.lua")),
     ("FIXED_WINDOW", include_str!("../scripts/fixed_window.lua")),
     (
@@ -18,11 +18,14 @@ const ALGORITHMS: [(&str, &str); 5] = [
     ),
     ("SLIDING_LOG", include_str!("../scripts/sliding_log.lua")),
     ("CONCURRENCY", include_str!("../scripts/concurrency.lua")),
+    ("WARMUP", include_str!("../scripts/warmup.lua")),
 ];
 
-/// An algorithm's code in the scripts (its file's place in [`ALGORITHMS`], from 1).
-pub(crate) fn code(a: Algorithm) -> u8 {
-    match a {
+/// A limit's code in the scripts (its algorithm's file's place in [`ALGORITHMS`], from 1; a
+/// token bucket with warm-up has a file of its own).
+pub(crate) fn code(l: &Limit) -> u8 {
+    match l.algorithm() {
+        Algorithm::TokenBucket if l.warmup().is_some() => 6,
         Algorithm::TokenBucket | Algorithm::LeakyBucket => 1,
         Algorithm::FixedWindow => 2,
         Algorithm::SlidingWindow => 3,
@@ -68,14 +71,20 @@ mod tests {
 
     #[test]
     fn codes_follow_the_files() {
-        for (a, name) in [
-            (Algorithm::TokenBucket, "GCRA"),
-            (Algorithm::FixedWindow, "FIXED_WINDOW"),
-            (Algorithm::SlidingWindow, "SLIDING_WINDOW"),
-            (Algorithm::SlidingLog, "SLIDING_LOG"),
-            (Algorithm::Concurrency, "CONCURRENCY"),
+        let l = |a| Limit::new(a, "5/s".parse().unwrap()).unwrap();
+        let warm = Limit::builder(Algorithm::TokenBucket, "5/s".parse().unwrap())
+            .warmup(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap();
+        for (limit, name) in [
+            (l(Algorithm::TokenBucket), "GCRA"),
+            (l(Algorithm::FixedWindow), "FIXED_WINDOW"),
+            (l(Algorithm::SlidingWindow), "SLIDING_WINDOW"),
+            (l(Algorithm::SlidingLog), "SLIDING_LOG"),
+            (l(Algorithm::Concurrency), "CONCURRENCY"),
+            (warm, "WARMUP"),
         ] {
-            let (file_name, src) = ALGORITHMS[usize::from(code(a)) - 1];
+            let (file_name, src) = ALGORITHMS[usize::from(code(&limit)) - 1];
             assert_eq!(file_name, name);
             assert!(src.contains("\nreturn { params = params, admit = admit,"));
         }

@@ -17,6 +17,7 @@ pub(crate) fn parse(limit: &Limit, v: Option<&[u8]>) -> State {
         return State::Empty;
     };
     match limit.algorithm() {
+        Algorithm::TokenBucket if limit.warmup().is_some() => warmup(v),
         Algorithm::TokenBucket | Algorithm::LeakyBucket => gcra(v),
         Algorithm::FixedWindow => fixed_window(v),
         Algorithm::SlidingWindow => sliding_window(limit, v),
@@ -54,6 +55,20 @@ fn gcra(v: &[u8]) -> State {
     }
     match double(v) {
         Some(tat) => State::Gcra(GcraState { tat }),
+        None => State::Empty,
+    }
+}
+
+/// `<dI4`: the TAT and how long after it the bucket is cold again.
+fn warmup(v: &[u8]) -> State {
+    if v.len() != 12 {
+        return State::Empty;
+    }
+    match double(v) {
+        Some(tat) => State::Warmup {
+            tat,
+            cool_in: u32le(&v[8..]),
+        },
         None => State::Empty,
     }
 }
@@ -194,6 +209,19 @@ mod tests {
             parse(&limit(Algorithm::TokenBucket), Some(&le(tat as f64, &[]))),
             State::Gcra(GcraState { tat })
         );
+        let warm = Limit::builder(Algorithm::TokenBucket, "10/s".parse::<Quota>().unwrap())
+            .warmup(std::time::Duration::from_secs(3))
+            .build()
+            .unwrap();
+        assert_eq!(
+            parse(&warm, Some(&le(tat as f64, &[250_000]))),
+            State::Warmup {
+                tat,
+                cool_in: 250_000
+            }
+        );
+        // A plain bucket's TAT is no warm-up state (and the keys differ by their tags).
+        assert_eq!(parse(&warm, Some(&le(tat as f64, &[]))), State::Empty);
         assert_eq!(
             parse(&limit(Algorithm::FixedWindow), Some(&le(2e6, &[7]))),
             State::FixedWindow {

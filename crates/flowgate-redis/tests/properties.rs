@@ -28,6 +28,8 @@ struct LimitCase {
     burst: Option<u64>,
     buckets: u32,
     delay_ms: Option<u64>,
+    /// A token bucket's warm-up: its period in us and cold factor in thousandths.
+    warmup: Option<(u64, u32)>,
 }
 
 #[derive(Clone, Debug)]
@@ -43,7 +45,10 @@ enum Step {
 
 fn limit_case() -> impl Strategy<Value = LimitCase> {
     (
-        prop::sample::select(Algorithm::ALL.to_vec()),
+        prop_oneof![
+            6 => prop::sample::select(Algorithm::ALL.to_vec()),
+            2 => Just(Algorithm::TokenBucket)
+        ],
         // (limits above 254 let costs that the script reads as a double be admitted)
         prop_oneof![6 => 0u64..8, 1 => 250u64..600],
         // (0: a calendar day in Europe/Paris, for fixed windows)
@@ -51,15 +56,23 @@ fn limit_case() -> impl Strategy<Value = LimitCase> {
         prop::option::of(1u64..6),
         1u32..6,
         prop::option::of(0u64..3_000),
+        prop::option::weighted(
+            0.6,
+            (
+                prop_oneof![1_000u64..100_000, 100_000u64..20_000_000],
+                prop_oneof![Just(3_000u32), 1_001u32..10_000],
+            ),
+        ),
     )
         .prop_map(
-            |(algorithm, limit, window, burst, buckets, delay_ms)| LimitCase {
+            |(algorithm, limit, window, burst, buckets, delay_ms, warmup)| LimitCase {
                 algorithm,
                 limit,
                 window,
                 burst,
                 buckets,
                 delay_ms,
+                warmup: warmup.filter(|_| algorithm == Algorithm::TokenBucket),
             },
         )
 }
@@ -73,6 +86,11 @@ fn build(c: &LimitCase) -> Option<Limit> {
         && let Some(ms) = c.delay_ms
     {
         b = b.mode(Mode::Delay).max_wait(Duration::from_millis(ms));
+    }
+    if let Some((period, cold_milli)) = c.warmup {
+        b = b
+            .warmup(Duration::from_micros(period))
+            .cold_factor(f64::from(cold_milli) / 1000.0);
     }
     b.build().ok()
 }

@@ -14,13 +14,14 @@ OUT=$TARGET/bench-server/recording.jsonl
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
 cargo build --release -p flowgate-server >&2
+DATA=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$DATA"; }
 trap cleanup EXIT
 FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch \
-  --http-addr 127.0.0.1:18180 --grpc-addr 127.0.0.1:18181 & PIDS+=($!)
+  --data-dir "$DATA/on" --http-addr 127.0.0.1:18180 --grpc-addr 127.0.0.1:18181 & PIDS+=($!)
 FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch --no-stats \
-  --http-addr 127.0.0.1:18182 --grpc-addr 127.0.0.1:18183 & PIDS+=($!)
+  --data-dir "$DATA/off" --http-addr 127.0.0.1:18182 --grpc-addr 127.0.0.1:18183 & PIDS+=($!)
 sleep 2
 for keys in 1 10000; do
   for round in $(seq "$ROUNDS"); do

@@ -63,6 +63,7 @@ pub mod tokens;
 pub use backend::{Backend, QueueBackend, ServerClock};
 pub use config::ConfigError;
 /// The figures the dashboard, the alerts and `GET /v1/stats` show.
+pub use observe::alerts;
 pub use observe::view as stats;
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,

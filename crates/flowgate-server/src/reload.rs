@@ -75,6 +75,7 @@ pub(crate) async fn reload_now(
             let version = change.apply(
                 loaded.rules,
                 Some(loaded.queues),
+                Some(loaded.alerts),
                 RulesOrigin::Files,
                 loaded.config.files,
             );

@@ -98,6 +98,9 @@ pub struct ServerConfig {
     pub redis_wait_replicas: u32,
     /// How long such a write waits for its replicas before it is answered as an error.
     pub redis_wait_timeout: Duration,
+    /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
+    /// (`ratelimit_service_rate_limit_total_hits` and its siblings).
+    pub envoy_metric_names: bool,
 }
 
 /// The most concurrent gRPC streams (requests) on one connection.
@@ -147,6 +150,7 @@ impl ServerConfig {
             stats: true,
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
+            envoy_metric_names: false,
         }
     }
 
@@ -605,9 +609,12 @@ impl Server {
         let (http_listener, http_addr) = listen(cfg.http_addr).await?;
         let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
         let stats = stats(&cfg, store_name, http_addr)?;
-        let mut state = AppState::new(limiter, queue, info, admin, stats);
+        let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;
         state.dashboard = dashboard;
+        if cfg.envoy_metric_names {
+            state.metrics.enable_envoy_names();
+        }
         state.follower = follower.clone();
         let state = Arc::new(state);
 
@@ -646,6 +653,19 @@ impl Server {
                 rx.clone(),
             ));
         }
+        // On the sampler's views: on Redis, the cluster's figures.
+        let redis_alerts = cfg.redis_url.as_deref().map(|u| (u, redis_options(&cfg)));
+        background.push(
+            crate::observe::alerts::spawn(
+                Arc::clone(&state.alerts),
+                state.stats.subscribe(),
+                redis_alerts.as_ref().map(|(u, o)| (*u, o)),
+                &node_id(&cfg, http_addr),
+                format!("http://{http_addr}"),
+                rx.clone(),
+            )
+            .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
+        );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::observe::stats::run(
             Arc::clone(&state),

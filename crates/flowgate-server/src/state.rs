@@ -9,6 +9,7 @@ use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
 pub(crate) use crate::observe::Api;
+use crate::observe::alerts::{AlertSet, Alerts};
 use crate::observe::metrics::Metrics;
 use crate::observe::{Recorder, Stats};
 use crate::rules::follow::Follower;
@@ -23,6 +24,8 @@ pub(crate) struct AppState {
     pub(crate) queue: Arc<Queue<QueueBackend>>,
     /// The rules in force, and the one way to change them.
     pub(crate) rules: Arc<RulesInForce>,
+    /// The alerts in force and their states.
+    pub(crate) alerts: Arc<Alerts>,
     /// Records decisions into the metrics and the rejection log.
     pub(crate) recorder: Arc<Recorder>,
     /// The figures of the dashboard, the alerts and `/v1/stats` (which the recorder counts).
@@ -43,10 +46,11 @@ pub(crate) struct AppState {
 }
 
 impl AppState {
-    /// State over a limiter and queues whose rules came from `info`'s origin.
+    /// State over a limiter, queues and alerts whose rules came from `info`'s origin.
     pub(crate) fn new(
         limiter: Limiter<Backend>,
         queue: Queue<QueueBackend>,
+        alerts: AlertSet,
         info: RulesInfo,
         admin: AdminTokens,
         stats: Stats,
@@ -56,9 +60,15 @@ impl AppState {
         let metrics = Arc::new(Metrics::new());
         let stats = Arc::new(stats);
         let recorder = Arc::new(Recorder::new(Arc::clone(&metrics), Arc::clone(&stats)));
+        let alerts = Arc::new(Alerts::new(
+            alerts,
+            crate::observe::alerts::delivery::Delivery::default(),
+            Arc::clone(&metrics),
+        ));
         let rules = Arc::new(RulesInForce::new(
             Arc::clone(&limiter),
             Arc::clone(&queue),
+            Arc::clone(&alerts),
             Arc::clone(&recorder),
             info,
         ));
@@ -66,6 +76,7 @@ impl AppState {
             limiter,
             queue,
             rules,
+            alerts,
             recorder,
             stats,
             metrics,

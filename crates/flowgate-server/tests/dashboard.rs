@@ -36,6 +36,13 @@ algorithm = "fixed_window"
 name = "per-user"
 match = ["user"]
 limit = "100/s"
+
+[[alert]]
+name = "per-client-rejecting"
+rule = "per-client"
+rejection_ratio = 0.3
+for = "2s"
+min_rate = 2
 "#;
 
 const ADMIN: &str = "admin-secret";
@@ -185,8 +192,6 @@ async fn poll(
 }
 
 /// The state (`inactive`, `pending`, `firing`) the page shows for alert `name`, if it lists it.
-/// For the alerts checks: firing, then resolved.
-#[allow(dead_code)]
 async fn alert_state(c: &Client, name: &str) -> Option<String> {
     let script = format!(
         "const r = [...document.querySelectorAll('#alerts tr[data-alert]')].find(r => r.dataset.alert === {});
@@ -194,6 +199,20 @@ async fn alert_state(c: &Client, name: &str) -> Option<String> {
         json!(name)
     );
     js(c, &script).await.as_str().map(str::to_owned)
+}
+
+/// Whether the page shows alert `name` in `state` within `within`.
+async fn wait_for_alert(c: &Client, name: &str, state: &str, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    loop {
+        if alert_state(c, name).await.as_deref() == Some(state) {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// A figure of a rule's card (its `data-value`, or its text).
@@ -282,7 +301,7 @@ async fn dashboard_in_a_real_browser() {
 
     // Under load, the rule's rejection ratio reads about a half within a few seconds, and the
     // hot key heads its rejected list.
-    let _load = load(addr);
+    let first = load(addr);
     let started = Instant::now();
     let (half, ratio) = poll(
         &c,
@@ -335,6 +354,31 @@ async fn dashboard_in_a_real_browser() {
         json!(false),
         "a ratio of about a half is not highlighted (over 60 % is)"
     );
+
+    // The rule's alert (over 30 % rejected for 2 s) fires, highlighted; without load it resolves.
+    let alert = "per-client-rejecting";
+    let firing = wait_for_alert(&c, alert, "firing", Duration::from_secs(10)).await;
+    assert!(
+        firing,
+        "the alert is not shown firing: {:?}",
+        alert_state(&c, alert).await
+    );
+    let row = format!(
+        "return document.querySelector('#alerts tr[data-alert=\"{alert}\"]').classList.contains('firing');"
+    );
+    assert_eq!(
+        js(&c, &row).await,
+        json!(true),
+        "the firing alert is highlighted"
+    );
+    drop(first);
+    let resolved = wait_for_alert(&c, alert, "inactive", Duration::from_secs(15)).await;
+    assert!(
+        resolved,
+        "the alert is not shown resolved: {:?}",
+        alert_state(&c, alert).await
+    );
+    let _load = load(addr);
 
     if let Ok(path) = std::env::var("DASHBOARD_SCREENSHOT") {
         screenshot(&c, &page, addr, &path).await;
@@ -597,7 +641,15 @@ async fn screenshot(c: &Client, page: &str, addr: SocketAddr, path: &str) {
     eprintln!("screenshot saved to {path}");
 }
 
+/// Clicks the element `css` once it is shown (within 5 s: the page shows some buttons only once
+/// the figures reflect a change).
 async fn click(c: &Client, css: &str) {
+    let script = format!(
+        "const e = document.querySelector({}); return !!e && e.offsetParent !== null;",
+        json!(css)
+    );
+    let (shown, _) = poll(c, Duration::from_secs(5), &script, |v| v == true).await;
+    assert!(shown, "{css} is not shown");
     c.find(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"))

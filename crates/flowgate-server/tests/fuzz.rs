@@ -219,6 +219,8 @@ fn rule_doc() -> impl Strategy<Value = RuleDoc> + Clone {
             buckets,
             mode,
             max_wait,
+            warmup: None,
+            cold_factor: None,
             failure,
             nodes,
             shadow: flags[0],
@@ -289,6 +291,7 @@ fn file_doc() -> impl Strategy<Value = FileDoc> + Clone {
             domain,
             rule,
             queue,
+            ..FileDoc::default()
         })
 }
 

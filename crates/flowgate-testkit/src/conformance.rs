@@ -42,6 +42,8 @@ struct LimitSpec {
     buckets: Option<u32>,
     mode: Option<String>,
     max_wait: Option<String>,
+    warmup: Option<String>,
+    cold_factor: Option<f64>,
     time_zone: Option<String>,
     #[serde(default)]
     schedule: Vec<OverrideSpec>,
@@ -84,6 +86,10 @@ struct Step {
     release: Option<String>,
     lease_of: Option<usize>,
     repeat: Option<u32>,
+    /// With `counts`: the request is sent every `every` us from `at` on, and `counts` is how
+    /// many are admitted in each second from `at`.
+    every: Option<u64>,
+    counts: Option<Vec<u64>>,
     allowed: Option<Vec<bool>>,
     remaining: Option<Vec<u64>>,
     retry: Option<Vec<i64>>,
@@ -158,6 +164,12 @@ fn build_limit(spec: &LimitSpec, quota: &str) -> Limit {
     if let Some(w) = &spec.max_wait {
         b = b.max_wait(parse_duration(w).unwrap_or_else(|e| panic!("{e}")));
     }
+    if let Some(w) = &spec.warmup {
+        b = b.warmup(parse_duration(w).unwrap_or_else(|e| panic!("{e}")));
+    }
+    if let Some(c) = spec.cold_factor {
+        b = b.cold_factor(c);
+    }
     b.build().unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -231,6 +243,24 @@ pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
                     enforce: !shadow,
                 })
                 .collect();
+            if let Some(want) = &step.counts {
+                let every = step
+                    .every
+                    .unwrap_or_else(|| panic!("{at}: counts needs every"));
+                let mut counts = vec![0u64; want.len()];
+                let end = step.at + 1_000_000 * want.len() as u64;
+                for t in (step.at..end).step_by(every as usize) {
+                    clock.set(start + t);
+                    let got = store
+                        .decide(&items)
+                        .await
+                        .unwrap_or_else(|e| panic!("{at}: store error: {e}"));
+                    counts[((t - step.at) / 1_000_000) as usize] += u64::from(got[0].allowed);
+                }
+                assert_eq!(&counts, want, "{at}: admitted per second");
+                leases.push(None);
+                continue;
+            }
             let mut first_lease = None;
             for r in 0..step.repeat.unwrap_or(1) {
                 let got = store

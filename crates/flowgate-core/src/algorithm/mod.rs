@@ -14,6 +14,7 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod sliding_log;
 pub mod sliding_window;
+pub mod warmup;
 
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;
 pub use sliding_log::SlidingLogState;
 pub use sliding_window::SlidingWindowState;
+pub use warmup::WarmupState;
 
 #[inline]
 pub(crate) fn us(micros: Micros) -> Duration {
@@ -42,6 +44,13 @@ pub enum State {
     Empty,
     /// `token_bucket` / `leaky_bucket`.
     Gcra(GcraState),
+    /// `token_bucket` with warm-up, flattened so that the state stays 16 bytes.
+    Warmup {
+        /// As [`WarmupState::tat`].
+        tat: Micros,
+        /// As [`WarmupState::cool_in`].
+        cool_in: u32,
+    },
     /// `fixed_window`, flattened so that the state stays 16 bytes.
     FixedWindow {
         /// As [`FixedWindowState::end`].
@@ -68,6 +77,14 @@ static EMPTY_LOG: SlidingLogState = SlidingLogState {
 };
 static EMPTY_LEASES: ConcurrencyState = ConcurrencyState { leases: Vec::new() };
 
+/// A warm-up bucket's state (a state of another kind counts as empty: cold).
+fn warmup_state(state: &State) -> WarmupState {
+    match *state {
+        State::Warmup { tat, cool_in } => WarmupState { tat, cool_in },
+        _ => WarmupState::default(),
+    }
+}
+
 /// The rejection of a request that can never pass: `limit` is 0, or the cost is above what the
 /// limit can ever admit.
 fn impossible(l: &Limit) -> Decision {
@@ -90,13 +107,16 @@ pub fn check(limit: &Limit, state: &State, now: Micros, cost: u64) -> Decision {
         return impossible(limit);
     }
     match limit.algorithm() {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => {
-            let s = match state {
-                State::Gcra(s) => *s,
-                _ => GcraState::default(),
-            };
-            gcra::check(limit, &s, now, cost)
-        }
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => match limit.warmup() {
+            Some(w) => warmup::check(limit, w, &warmup_state(state), now, cost),
+            None => {
+                let s = match state {
+                    State::Gcra(s) => *s,
+                    _ => GcraState::default(),
+                };
+                gcra::check(limit, &s, now, cost)
+            }
+        },
         Algorithm::FixedWindow => {
             let s = match *state {
                 State::FixedWindow { end, count } => FixedWindowState {
@@ -138,14 +158,24 @@ pub fn apply(limit: &Limit, state: &mut State, now: Micros, cost: u64, lease: u6
         return;
     }
     match limit.algorithm() {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => {
-            if !matches!(state, State::Gcra(_)) {
-                *state = State::Gcra(GcraState::default());
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => match limit.warmup() {
+            Some(w) => {
+                let mut s = warmup_state(state);
+                warmup::apply(limit, w, &mut s, now, cost);
+                *state = State::Warmup {
+                    tat: s.tat,
+                    cool_in: s.cool_in,
+                };
             }
-            if let State::Gcra(s) = state {
-                gcra::apply(limit, s, now, cost);
+            None => {
+                if !matches!(state, State::Gcra(_)) {
+                    *state = State::Gcra(GcraState::default());
+                }
+                if let State::Gcra(s) = state {
+                    gcra::apply(limit, s, now, cost);
+                }
             }
-        }
+        },
         Algorithm::FixedWindow => {
             let mut s = match *state {
                 State::FixedWindow { end, count } => FixedWindowState {
@@ -230,6 +260,13 @@ pub fn is_idle(state: &State, now: Micros) -> bool {
     match state {
         State::Empty => true,
         State::Gcra(s) => gcra::is_idle(s, now),
+        State::Warmup { tat, cool_in } => warmup::is_idle(
+            &WarmupState {
+                tat: *tat,
+                cool_in: *cool_in,
+            },
+            now,
+        ),
         State::FixedWindow { end, count } => fixed_window::is_idle(
             &FixedWindowState {
                 end: *end,
@@ -244,7 +281,8 @@ pub fn is_idle(state: &State, now: Micros) -> bool {
 }
 
 /// What `state` holds at `now`, in the unit of [`capacity`]: what the key would gain if its state
-/// were dropped. (Microseconds of a bucket's debt for `token_bucket` and `leaky_bucket`; units
+/// were dropped. (Microseconds of a bucket's debt for `token_bucket` and `leaky_bucket`, a
+/// warm-up bucket's too: dropping its state would make it cold, which admits less; units
 /// counted for the others, an upper bound for a sliding window, whose oldest bucket may be
 /// partly out.) 0 when the state is idle.
 pub fn held(state: &State, now: Micros) -> u64 {
@@ -254,6 +292,7 @@ pub fn held(state: &State, now: Micros) -> u64 {
     match state {
         State::Empty => 0,
         State::Gcra(s) => s.tat.saturating_sub(now),
+        State::Warmup { tat, .. } => tat.saturating_sub(now),
         State::FixedWindow { count, .. } => u64::from(*count),
         State::SlidingWindow(s) => s.counts.iter().sum(),
         State::SlidingLog(s) => s.entries.iter().map(|e| e.1).sum(),
@@ -272,6 +311,7 @@ pub fn empties_at(state: &State) -> Micros {
     match state {
         State::Empty => 0,
         State::Gcra(s) => s.tat,
+        State::Warmup { tat, cool_in } => tat + u64::from(*cool_in),
         State::FixedWindow { end, .. } => *end,
         State::SlidingWindow(s) => s.idle_at,
         State::SlidingLog(s) => s.idle_at,

@@ -15,7 +15,10 @@ use flowgate_core::{
     Algorithm, CalendarUnit, FailurePolicy, Limit, Matcher, Mode, Quota, Rule, Tz, ValueMatch,
 };
 
-use super::schema::{EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc, TrialDoc};
+use super::schema::{
+    AlertDoc, EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc, TrialDoc,
+};
+use crate::observe::alerts::{AlertKind, AlertSpec};
 
 /// The default algorithm of a rule that names none (a calendar window's is `fixed_window`).
 pub(crate) const DEFAULT_ALGORITHM: Algorithm = Algorithm::SlidingWindow;
@@ -186,6 +189,8 @@ struct Base {
     burst: Option<u64>,
     buckets: Option<u32>,
     max_wait: Option<Duration>,
+    warmup: Option<Duration>,
+    cold_factor: Option<f64>,
 }
 
 impl Base {
@@ -211,7 +216,23 @@ impl Base {
         if let Some(w) = self.max_wait {
             b = b.max_wait(w);
         }
+        if let Some(w) = self.warmup {
+            b = b.warmup(w);
+        }
+        if let Some(c) = self.cold_factor {
+            b = b.cold_factor(c);
+        }
         b.build()
+    }
+}
+
+/// The warm-up field a limit error is about, if any.
+fn warmup_field(e: &flowgate_core::LimitError) -> Option<&'static str> {
+    use flowgate_core::LimitError as E;
+    match e {
+        E::WarmupNeedsTokenBucket { .. } | E::BadWarmup | E::WarmupTooLong { .. } => Some("warmup"),
+        E::BadColdFactor | E::ColdFactorWithoutWarmup => Some("cold_factor"),
+        _ => None,
     }
 }
 
@@ -260,6 +281,12 @@ impl RuleDoc {
                 .as_deref()
                 .map(|w| duration_of("max_wait", w))
                 .transpose()?,
+            warmup: self
+                .warmup
+                .as_deref()
+                .map(|w| duration_of("warmup", w))
+                .transpose()?,
+            cold_factor: self.cold_factor,
         };
         let quota = match (&self.limit, self.unlimited) {
             (_, true) => None,
@@ -300,10 +327,11 @@ impl RuleDoc {
                     _ if self.limit.is_some() => "limit",
                     _ => "name",
                 };
-                Some(
-                    base.build(q, time_zone, None, None)
-                        .map_err(|e| err_at(field, at, e.to_string()))?,
-                )
+                Some(base.build(q, time_zone, None, None).map_err(|e| {
+                    // (the warm-up's fields are named by their own errors, and are present)
+                    let own = warmup_field(&e);
+                    err_at(own.unwrap_or(field), own.unwrap_or(at), e.to_string())
+                })?)
             }
         };
         let schedule = if self.schedule.is_empty() {
@@ -483,5 +511,295 @@ impl QueueDoc {
                 .map_err(fail("key_retention"))?;
         }
         Ok(spec)
+    }
+}
+
+/// A webhook's URL: `http://host[:port]/path`.
+pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| err(field, format!("`{url}` is not a URL: {e}")))?;
+    match uri.scheme_str() {
+        Some("http") if uri.authority().is_some() => Ok(url.to_owned()),
+        Some("https") => Err(err(
+            field,
+            format!(
+                "`{url}`: webhooks are POSTed over plain http:// (no TLS client is built in); point it at an http:// receiver or a local relay"
+            ),
+        )),
+        _ => Err(err(
+            field,
+            format!(
+                "`{url}` is not an http:// URL with a host (e.g. http://alerts.internal:9093/hook)"
+            ),
+        )),
+    }
+}
+
+impl AlertDoc {
+    /// The alert, its domain the file's (`file_domain`) unless it names its own, its webhooks
+    /// the file's (`file_webhooks`, already checked) unless it names its own.
+    ///
+    /// # Errors
+    /// [`SchemaError`] naming the field at fault.
+    pub(crate) fn to_spec(
+        &self,
+        file_domain: Option<&str>,
+        file_webhooks: &[String],
+    ) -> Result<AlertSpec, SchemaError> {
+        if self.name.trim().is_empty() {
+            return Err(err("name", "the alert name must not be empty"));
+        }
+        let kinds: Vec<&str> = [
+            ("rule", self.rule.is_some()),
+            ("queue", self.queue.is_some()),
+            ("store", self.store.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, present)| present.then_some(k))
+        .collect();
+        let kind_key = match kinds.as_slice() {
+            [] => {
+                return Err(err_at(
+                    "rule",
+                    "name",
+                    "the alert watches nothing: set `rule` (with `rejection_ratio`), `queue` (with `oldest_age` or `depth`) or `store = \"degraded\"`",
+                ));
+            }
+            [one] => *one,
+            [first, second, ..] => {
+                return Err(err(
+                    second,
+                    format!(
+                        "an alert watches one thing: `{first}` and `{second}` are both given; declare two alerts"
+                    ),
+                ));
+            }
+        };
+        // Keys that belong to another kind.
+        let misplaced = [
+            ("rejection_ratio", self.rejection_ratio.is_some(), "rule"),
+            ("min_rate", self.min_rate.is_some(), "rule"),
+            ("oldest_age", self.oldest_age.is_some(), "queue"),
+            ("depth", self.depth.is_some(), "queue"),
+            ("domain", self.domain.is_some(), "rule` or `queue"),
+        ];
+        for (key, present, of) in misplaced {
+            if present && !of.split("` or `").any(|k| k == kind_key) {
+                return Err(err(
+                    key,
+                    format!("`{key}` is for `{of}` alerts, and this one watches `{kind_key}`"),
+                ));
+            }
+        }
+        let kind = match kind_key {
+            "rule" => {
+                let domain = domain_of(self.domain.as_deref(), file_domain, "alert")?;
+                let rule = self.rule.clone().unwrap_or_default();
+                if rule.trim().is_empty() {
+                    return Err(err("rule", "the rule name must not be empty"));
+                }
+                let Some(ratio) = self.rejection_ratio else {
+                    return Err(err_at(
+                        "rejection_ratio",
+                        "rule",
+                        "a rule alert needs `rejection_ratio`: it fires while more than this share of the rule's requests is rejected (e.g. 0.5)",
+                    ));
+                };
+                if !(0.0..1.0).contains(&ratio) {
+                    return Err(err(
+                        "rejection_ratio",
+                        format!(
+                            "{ratio} is not a ratio from 0 up to (not including) 1: the alert fires while the share rejected is strictly above it, so 1 could never fire"
+                        ),
+                    ));
+                }
+                let min_rate = self.min_rate.unwrap_or(1.0);
+                if !min_rate.is_finite() || min_rate < 0.0 {
+                    return Err(err(
+                        "min_rate",
+                        format!("{min_rate} is not a rate: requests per second, 0 or more"),
+                    ));
+                }
+                AlertKind::Rule {
+                    domain,
+                    rule,
+                    ratio,
+                    min_rate,
+                }
+            }
+            "queue" => {
+                let domain = domain_of(self.domain.as_deref(), file_domain, "alert")?;
+                let queue = self.queue.clone().unwrap_or_default();
+                if queue.trim().is_empty() {
+                    return Err(err("queue", "the queue name must not be empty"));
+                }
+                match (&self.oldest_age, self.depth) {
+                    (Some(_), Some(_)) => {
+                        return Err(err(
+                            "depth",
+                            "an alert watches one thing: `oldest_age` and `depth` are both given; declare two alerts",
+                        ));
+                    }
+                    (Some(age), None) => AlertKind::QueueAge {
+                        domain,
+                        queue,
+                        seconds: duration_of("oldest_age", age)?.as_secs_f64(),
+                    },
+                    (None, Some(depth)) => AlertKind::QueueDepth {
+                        domain,
+                        queue,
+                        depth,
+                    },
+                    (None, None) => {
+                        return Err(err_at(
+                            "oldest_age",
+                            "queue",
+                            "a queue alert needs `oldest_age` (e.g. \"5m\") or `depth` (e.g. 1000)",
+                        ));
+                    }
+                }
+            }
+            _ => match self.store.as_deref() {
+                Some("degraded") => AlertKind::StoreDegraded,
+                other => {
+                    return Err(err(
+                        "store",
+                        format!(
+                            "unknown store condition `{}`: expected \"degraded\"",
+                            other.unwrap_or_default()
+                        ),
+                    ));
+                }
+            },
+        };
+        let for_ms = match &self.for_ {
+            Some(f) => u64::try_from(duration_of("for", f)?.as_millis()).unwrap_or(u64::MAX),
+            None => 0,
+        };
+        let webhooks = match &self.webhooks {
+            Some(own) => own
+                .iter()
+                .enumerate()
+                .map(|(i, w)| webhook_of(&format!("webhooks[{i}]"), w))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => file_webhooks.to_vec(),
+        };
+        if self
+            .severity
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty())
+        {
+            return Err(err(
+                "severity",
+                "the severity must not be empty (or leave it out)",
+            ));
+        }
+        Ok(AlertSpec {
+            name: self.name.clone(),
+            kind,
+            for_ms,
+            webhooks,
+            severity: self.severity.clone(),
+            summary: self.summary.clone(),
+            description: self.description.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod warmup_tests {
+    use super::super::{Format, parse};
+
+    fn rule(extra: &str) -> String {
+        format!(
+            "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"100/s\"\n{extra}"
+        )
+    }
+
+    #[test]
+    fn warmup_fields_load_and_read_back() {
+        let set = parse(
+            "f.toml",
+            Format::Toml,
+            &rule("algorithm = \"token_bucket\"\nwarmup = \"30s\"\ncold_factor = 2.5\n"),
+        )
+        .unwrap();
+        let r = &set[0].rule;
+        let l = r.limit.as_ref().unwrap();
+        let w = l.warmup().unwrap();
+        assert_eq!(
+            (w.period(), w.cold_milli(), l.burst()),
+            (30_000_000, 2500, 1)
+        );
+        let doc = super::RuleDoc::of(r);
+        assert_eq!(doc.warmup.as_deref(), Some("30s"));
+        assert_eq!(doc.cold_factor, Some(2.5));
+        assert_eq!(&doc.to_rule(None).unwrap(), r);
+        // The default factor is not written.
+        let set = parse(
+            "f.toml",
+            Format::Toml,
+            &rule("algorithm = \"token_bucket\"\nwarmup = \"10s\"\n"),
+        )
+        .unwrap();
+        assert_eq!(super::RuleDoc::of(&set[0].rule).cold_factor, None);
+    }
+
+    #[test]
+    fn bad_warmup_fields_are_refused_with_file_line_and_field() {
+        for (extra, line, field, says) in [
+            (
+                "algorithm = \"sliding_log\"\nwarmup = \"30s\"\n",
+                7,
+                "warmup",
+                "token_bucket",
+            ),
+            ("warmup = \"30s\"\n", 6, "warmup", "token_bucket"),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"30s\"\ncold_factor = 1.0\n",
+                8,
+                "cold_factor",
+                "more than 1",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"30s\"\ncold_factor = -3\n",
+                8,
+                "cold_factor",
+                "more than 1",
+            ),
+            (
+                "algorithm = \"token_bucket\"\ncold_factor = 2.0\n",
+                7,
+                "cold_factor",
+                "needs a warmup",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"0s\"\n",
+                7,
+                "warmup",
+                "at most 1h",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"30d\"\n",
+                7,
+                "warmup",
+                "at most 1h",
+            ),
+            (
+                "algorithm = \"token_bucket\"\nwarmup = \"soon\"\n",
+                7,
+                "warmup",
+                "",
+            ),
+        ] {
+            let e = parse("f.toml", Format::Toml, &rule(extra)).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.line, e.field.as_str()),
+                ("f.toml", Some(line), format!("rule[0].{field}").as_str()),
+                "{extra}: {e}"
+            );
+            assert!(e.message.contains(says), "{extra}: {e}");
+        }
     }
 }

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use flowgate_core::queue::{QueueSet, QueueSpec};
 use flowgate_core::{Rule, RuleSet, RuleSetError};
 
+use crate::observe::alerts::{AlertKind, AlertSet, AlertSpec};
+
 pub use self::envoy::{envoy_unit, envoy_unit_seconds};
 pub use self::error::ConfigError;
 
@@ -70,13 +72,30 @@ pub struct LocatedQueue {
     pub field: String,
 }
 
-/// Rules and queues loaded from one or more files.
+/// An alert and where it was declared.
+#[derive(Clone, Debug)]
+pub struct LocatedAlert {
+    /// The alert.
+    pub spec: AlertSpec,
+    /// The file it came from.
+    pub file: String,
+    /// The line of its declaration.
+    pub line: Option<u64>,
+    /// The line of its `rule` or `queue` key.
+    pub target_line: Option<u64>,
+    /// The field path of its declaration (`alert[0]`).
+    pub field: String,
+}
+
+/// Rules, queues and alerts loaded from one or more files.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     /// The rules, in file order.
     pub rules: Vec<LocatedRule>,
     /// The queues, in file order.
     pub queues: Vec<LocatedQueue>,
+    /// The alerts, in file order.
+    pub alerts: Vec<LocatedAlert>,
     /// The files read.
     pub files: Vec<PathBuf>,
 }
@@ -92,18 +111,75 @@ impl Config {
         RuleSet::new(rules).map_err(|e| self.locate(&e))
     }
 
-    /// Validates the rules and the queues as a whole.
+    /// Validates the rules, the queues and the alerts as a whole.
     ///
     /// # Errors
-    /// [`ConfigError`] naming the file, line and rule or queue in conflict.
+    /// [`ConfigError`] naming the file, line and rule, queue or alert in conflict.
     pub fn validate(self) -> Result<Loaded, ConfigError> {
         let rules = self.rule_set()?;
         let queues = self.queue_set()?;
+        let alerts = self.alert_set(&rules, &queues)?;
         Ok(Loaded {
             config: self,
             rules,
             queues,
+            alerts,
         })
+    }
+
+    /// Validates the alerts against `rules` and `queues`: unique names, and each rule or queue
+    /// named declared in its domain.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, line and field of the alert at fault.
+    pub fn alert_set(&self, rules: &RuleSet, queues: &QueueSet) -> Result<AlertSet, ConfigError> {
+        let mut seen: HashMap<&str, &LocatedAlert> = HashMap::new();
+        for a in &self.alerts {
+            if let Some(first) = seen.insert(&a.spec.name, a) {
+                return Err(ConfigError::new(
+                    &a.file,
+                    a.line,
+                    format!("{}.name", a.field),
+                    format!(
+                        "duplicate alert name `{}`: already declared in {}{}",
+                        a.spec.name,
+                        first.file,
+                        first.line.map(|l| format!(":{l}")).unwrap_or_default()
+                    ),
+                ));
+            }
+            let missing = match &a.spec.kind {
+                AlertKind::Rule { domain, rule, .. }
+                    if !rules
+                        .rules()
+                        .iter()
+                        .any(|r| &r.domain == domain && &r.name == rule) =>
+                {
+                    Some(("rule", format!("no rule `{rule}` in domain `{domain}`")))
+                }
+                AlertKind::QueueAge { domain, queue, .. }
+                | AlertKind::QueueDepth { domain, queue, .. }
+                    if !queues
+                        .specs()
+                        .iter()
+                        .any(|q| &q.domain == domain && &q.name == queue) =>
+                {
+                    Some(("queue", format!("no queue `{queue}` in domain `{domain}`")))
+                }
+                _ => None,
+            };
+            if let Some((key, message)) = missing {
+                return Err(ConfigError::new(
+                    &a.file,
+                    a.target_line.or(a.line),
+                    format!("{}.{key}", a.field),
+                    message,
+                ));
+            }
+        }
+        Ok(AlertSet::new(
+            self.alerts.iter().map(|a| a.spec.clone()).collect(),
+        ))
     }
 
     /// Validates the queues as a whole (unique names and patterns per domain).
@@ -166,30 +242,42 @@ impl Config {
     }
 }
 
-/// Parses one file's text (rules only: queues are declared in the configuration files, and a
-/// `[[queue]]` here is refused).
+/// Parses one file's text (rules only: queues and alerts are declared in the configuration
+/// files, and a `[[queue]]` or `[[alert]]` here is refused).
 ///
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
 pub fn parse(file: &str, format: Format, text: &str) -> Result<Vec<LocatedRule>, ConfigError> {
     match format {
         Format::Toml => {
-            let (rules, queues) = toml::parse(file, text)?;
-            match queues.first() {
-                Some(q) => Err(ConfigError::new(
+            let toml::Parsed {
+                rules,
+                queues,
+                alerts,
+            } = toml::parse(file, text)?;
+            if let Some(q) = queues.first() {
+                return Err(ConfigError::new(
                     file,
                     q.line,
                     &q.field,
                     "queues are declared in the configuration files, not through the admin API",
-                )),
-                None => Ok(rules),
+                ));
             }
+            if let Some(a) = alerts.first() {
+                return Err(ConfigError::new(
+                    file,
+                    a.line,
+                    &a.field,
+                    "this node follows its configuration files: alerts are declared there (or, with --rules-source redis, in the shared rules)",
+                ));
+            }
+            Ok(rules)
         }
         Format::EnvoyYaml => envoy::parse(file, text).map(|(_, rules)| rules),
     }
 }
 
-/// A loaded configuration, validated: its rules and its queues.
+/// A loaded configuration, validated: its rules, its queues and its alerts.
 pub struct Loaded {
     /// What was read.
     pub config: Config,
@@ -197,6 +285,8 @@ pub struct Loaded {
     pub rules: RuleSet,
     /// The queues.
     pub queues: QueueSet,
+    /// The alerts.
+    pub alerts: AlertSet,
 }
 
 /// Loads a file, or every configuration file of a directory, and validates the rules and queues.
@@ -302,9 +392,10 @@ pub fn read_texts(texts: &[(String, String)]) -> Result<Config, ConfigError> {
                 config.rules.extend(rules);
             }
             Some(Format::Toml) => {
-                let (rules, queues) = toml::parse(name, text)?;
-                config.rules.extend(rules);
-                config.queues.extend(queues);
+                let parsed = toml::parse(name, text)?;
+                config.rules.extend(parsed.rules);
+                config.queues.extend(parsed.queues);
+                config.alerts.extend(parsed.alerts);
             }
             None => {
                 return Err(ConfigError::new(

@@ -12,19 +12,74 @@ use flowgate_core::schedule::day_name;
 use flowgate_core::{Algorithm, FailurePolicy, Limit, Mode, Override, Rule, Tz, ValueMatch};
 use serde::{Deserialize, Serialize};
 
-/// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues.
+/// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues,
+/// alerts.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileDoc {
     /// The domain of the rules and queues that name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+    /// The webhooks of this file's alerts that name none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert_webhooks: Vec<String>,
     /// `[[rule]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rule: Vec<RuleDoc>,
     /// `[[queue]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue: Vec<QueueDoc>,
+    /// `[[alert]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert: Vec<AlertDoc>,
+}
+
+/// One `[[alert]]`. Its kind is given by which key is present: `rule` (a rule's rejection
+/// ratio), `queue` (a queue's oldest age or depth) or `store` (the store degraded).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertDoc {
+    /// Unique among the alerts; Alertmanager's `alertname`.
+    pub name: String,
+    /// The domain of its rule or queue (else the file's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// A rule alert: the rule's name in its domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// A rule alert: fires while more than this share of the rule's requests is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection_ratio: Option<f64>,
+    /// A rule alert: only at this many requests per second or more (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rate: Option<f64>,
+    /// A queue alert: the queue's name in its domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// A queue alert: fires while its oldest waiting job is older than this (`"5m"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_age: Option<String>,
+    /// A queue alert: fires while more jobs than this wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u64>,
+    /// A store alert: `"degraded"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// How long the condition must hold before the alert fires (default `0s`).
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub for_: Option<String>,
+    /// Where to POST its notifications (else the file's `alert_webhooks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<String>>,
+    /// The `severity` label (`page`, `ticket`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
+    /// The `summary` annotation (else one made from what it watches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The `description` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// One `[[rule]]`.
@@ -64,6 +119,13 @@ pub struct RuleDoc {
     /// Delay mode: the longest wait before rejecting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<String>,
+    /// `token_bucket` only: after idle, the rate starts at the limit / `cold_factor` and reaches
+    /// the full limit over this period of steady use (`"30s"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<String>,
+    /// With `warmup`: how much slower a cold bucket is, above 1 (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_factor: Option<f64>,
     /// `open` (default), `closed` or `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -332,6 +394,13 @@ impl RuleDoc {
                 .map(Limit::buckets),
             mode: delay.map(|_| "delay".to_owned()),
             max_wait: delay.map(|l| format_micros(l.max_wait())),
+            warmup: limit
+                .and_then(Limit::warmup)
+                .map(|w| format_micros(w.period())),
+            cold_factor: limit
+                .and_then(Limit::warmup)
+                .map(|w| w.cold_factor())
+                .filter(|&c| c != flowgate_core::limit::DEFAULT_COLD_FACTOR),
             failure,
             nodes,
             shadow: r.shadow,
@@ -410,5 +479,55 @@ impl RuleView {
                 })
             }),
         }
+    }
+}
+
+impl AlertDoc {
+    /// The document of an alert: converting it back gives the same alert (its webhooks
+    /// written out, its domain named).
+    pub fn of(a: &crate::observe::alerts::AlertSpec) -> Self {
+        use crate::observe::alerts::AlertKind;
+        let mut doc = AlertDoc {
+            name: a.name.clone(),
+            for_: (a.for_ms > 0).then(|| format_micros(a.for_ms.saturating_mul(1000))),
+            webhooks: Some(a.webhooks.clone()),
+            severity: a.severity.clone(),
+            summary: a.summary.clone(),
+            description: a.description.clone(),
+            ..AlertDoc::default()
+        };
+        match &a.kind {
+            AlertKind::Rule {
+                domain,
+                rule,
+                ratio,
+                min_rate,
+            } => {
+                doc.domain = Some(domain.clone());
+                doc.rule = Some(rule.clone());
+                doc.rejection_ratio = Some(*ratio);
+                doc.min_rate = Some(*min_rate);
+            }
+            AlertKind::QueueAge {
+                domain,
+                queue,
+                seconds,
+            } => {
+                doc.domain = Some(domain.clone());
+                doc.queue = Some(queue.clone());
+                doc.oldest_age = Some(format_micros((seconds * 1e6).round() as u64));
+            }
+            AlertKind::QueueDepth {
+                domain,
+                queue,
+                depth,
+            } => {
+                doc.domain = Some(domain.clone());
+                doc.queue = Some(queue.clone());
+                doc.depth = Some(*depth);
+            }
+            AlertKind::StoreDegraded => doc.store = Some("degraded".to_owned()),
+        }
+        doc
     }
 }

@@ -42,21 +42,37 @@
 //! retry_backoff = "1s"           # first retry delay after a failure, doubling (default 1s)
 //! max_payload = 65536            # bytes per job (default 64 KiB)
 //! key_retention = "24h"          # idempotency keys kept after their job finished (default 24h)
+//!
+//! alert_webhooks = ["http://alerts.internal:9093/hook"]   # this file's alerts' default webhooks
+//! [[alert]]                      # see docs/alerts.md
+//! name = "per-client-rejecting"  # unique among the alerts; Alertmanager's alertname
+//! rule = "per-client"            # a rule's rejection ratio (or queue = "..." / store = "degraded")
+//! rejection_ratio = 0.5          # fires while more than this share is rejected...
+//! for = "10s"                    # ...for this long (default 0s)...
+//! min_rate = 2                   # ...at this many requests per second or more (default 1)
 //! ```
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::convert::{At, SchemaError};
+use super::convert::{At, SchemaError, webhook_of};
 use super::error::line_of;
 use super::schema::FileDoc;
-use super::{ConfigError, LocatedQueue, LocatedRule, key_on_line};
+use super::{ConfigError, LocatedAlert, LocatedQueue, LocatedRule, key_on_line};
 
-/// Parses a Flowgate TOML file: its rules and its queues.
-pub(crate) fn parse(
-    file: &str,
-    text: &str,
-) -> Result<(Vec<LocatedRule>, Vec<LocatedQueue>), ConfigError> {
+/// What one Flowgate TOML file declares.
+#[derive(Debug)]
+pub(crate) struct Parsed {
+    /// Its rules.
+    pub(crate) rules: Vec<LocatedRule>,
+    /// Its queues.
+    pub(crate) queues: Vec<LocatedQueue>,
+    /// Its alerts.
+    pub(crate) alerts: Vec<LocatedAlert>,
+}
+
+/// Parses a Flowgate TOML file: its rules, its queues and its alerts.
+pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
     let doc: FileDoc = ::toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let field = key_on_line(text, span.start);
@@ -99,7 +115,36 @@ pub(crate) fn parse(
             field: format!("rule[{i}]"),
         });
     }
-    Ok((rules, queues))
+    let root_line = |key_name: &str| {
+        spans
+            .root
+            .as_ref()
+            .and_then(|r| key(r.get_ref(), key_name))
+            .map(|d| line_of(text, d.span().start))
+    };
+    for (i, w) in doc.alert_webhooks.iter().enumerate() {
+        webhook_of(&format!("alert_webhooks[{i}]"), w)
+            .map_err(|e| ConfigError::new(file, root_line("alert_webhooks"), e.field, e.message))?;
+    }
+    let mut alerts = Vec::with_capacity(doc.alert.len());
+    for (i, a) in doc.alert.iter().enumerate() {
+        let spec = a
+            .to_spec(domain, &doc.alert_webhooks)
+            .map_err(|e| spans.error(file, "alert", i, e))?;
+        let target = if a.rule.is_some() { "rule" } else { "queue" };
+        alerts.push(LocatedAlert {
+            spec,
+            file: file.to_owned(),
+            line: spans.line("alert", i, None),
+            target_line: spans.line("alert", i, Some(target)),
+            field: format!("alert[{i}]"),
+        });
+    }
+    Ok(Parsed {
+        rules,
+        queues,
+        alerts,
+    })
 }
 
 /// A parsed file's spans: the line of each table and key.
@@ -160,12 +205,12 @@ impl<'t> Spans<'t> {
     }
 }
 
-/// Which `[[rule]]`, `[[rule.schedule]]` or `[[queue]]` table contains `offset`, if any, as a
-/// field path (`rule[1]`, `rule[1].schedule[0]`, `queue[0]`), for errors of the TOML reader,
-/// which gives a position but not a path.
+/// Which `[[rule]]`, `[[rule.schedule]]`, `[[queue]]` or `[[alert]]` table contains `offset`,
+/// if any, as a field path (`rule[1]`, `rule[1].schedule[0]`, `queue[0]`, `alert[2]`), for
+/// errors of the TOML reader, which gives a position but not a path.
 fn table_index_at(text: &str, offset: usize) -> Option<String> {
     let before = text.get(..offset.min(text.len()))?;
-    let (mut rules, mut schedules, mut queues, mut last) = (0, 0, 0, None);
+    let (mut rules, mut schedules, mut queues, mut alerts, mut last) = (0, 0, 0, 0, None);
     for l in before.lines().map(str::trim_start) {
         if l.starts_with("[[rule]]") {
             rules += 1;
@@ -177,12 +222,16 @@ fn table_index_at(text: &str, offset: usize) -> Option<String> {
         } else if l.starts_with("[[queue]]") {
             queues += 1;
             last = Some("queue");
+        } else if l.starts_with("[[alert]]") {
+            alerts += 1;
+            last = Some("alert");
         }
     }
     match last? {
         "rule" => Some(format!("rule[{}]", rules - 1)),
         "schedule" if rules > 0 => Some(format!("rule[{}].schedule[{}]", rules - 1, schedules - 1)),
         "schedule" => None,
+        "alert" => Some(format!("alert[{}]", alerts - 1)),
         _ => Some(format!("queue[{}]", queues - 1)),
     }
 }

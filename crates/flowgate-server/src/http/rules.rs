@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::ApiError;
 use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body;
-use crate::config::schema::{FileDoc, RuleView};
+use crate::config::schema::{AlertDoc, FileDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
@@ -57,6 +57,17 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
         ..
     } = &info.origin
     {
+        // The shared document holds the alerts too: shown here, a PUT of what GET shows keeps them.
+        let alerts: Vec<AlertDoc> = state
+            .alerts
+            .alerts()
+            .alerts()
+            .iter()
+            .map(AlertDoc::of)
+            .collect();
+        if !alerts.is_empty() {
+            out["alert"] = json!(alerts);
+        }
         out["author"] = json!(author);
         out["changed_at"] = json!(rfc3339(*at_ms));
         out["in_sync"] = json!(problem.is_none());
@@ -236,7 +247,7 @@ pub(super) async fn put_rules(
     match set {
         Ok(set) => {
             let count = set.rules().len();
-            let version = change.apply(set, None, RulesOrigin::Api, Vec::new());
+            let version = change.apply(set, None, None, RulesOrigin::Api, Vec::new());
             tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
             Ok(Json(json!({"version": version, "rules": count})).into_response())
         }

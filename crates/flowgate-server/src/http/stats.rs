@@ -42,7 +42,10 @@ fn query(q: Result<Query<StatsQuery>, QueryRejection>) -> Result<StatsQuery, Api
 }
 
 fn view(state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
-    state.stats.view(state, window, scope)
+    StatsView {
+        alerts: state.alerts.views(),
+        ..state.stats.view(state, window, scope)
+    }
 }
 
 /// `GET /v1/stats`.

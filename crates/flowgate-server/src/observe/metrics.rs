@@ -22,6 +22,8 @@
 //! | `flowgate_queue_state_age_seconds` | | how old the queue gauges above are: time since the store's state was last read (grows while the store cannot be read) |
 //! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
 //! | `flowgate_redis_eviction_risk` | | 1 while Redis's `maxmemory-policy` may evict keys without expiry (queued jobs, shared rules) |
+//! | `flowgate_alerts_firing` | `alert` | 1 while the alert fires, 0 otherwise (on Redis every node shows the cluster's evaluation: aggregate with `max`) |
+//! | `flowgate_alert_notifications_total` | `result` | alert webhook messages: `sent`, `failed` (refused, or given up after the retries), `dropped` (an outbox full) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
@@ -171,6 +173,16 @@ pub(crate) struct KindLabels {
 
 /// Labels of `flowgate_config_reloads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct AlertLabels {
+    pub(crate) alert: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResultLabels {
+    pub(crate) result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ReloadLabels {
     /// `file` or `api`.
     pub(crate) source: &'static str,
@@ -222,6 +234,10 @@ pub(crate) struct Metrics {
     pub(crate) queue_degraded: Gauge,
     /// 1 while Redis's eviction policy may evict keys without expiry.
     pub(crate) redis_eviction_risk: Gauge,
+    /// 1 while an alert fires.
+    alerts_firing: Family<AlertLabels, Gauge>,
+    /// Alert webhook messages by result.
+    alert_notifications: Family<ResultLabels, Counter>,
     /// Keys held by the embedded store.
     memory_keys: Gauge,
     /// The embedded store's cap.
@@ -232,6 +248,9 @@ pub(crate) struct Metrics {
     queue_age: FloatGauge,
     /// When the queues' state was last read (µs since the epoch; 0: never).
     queue_read_at: AtomicU64,
+    /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
+    /// nor exposed.
+    envoy: std::sync::OnceLock<super::envoy_names::EnvoyNames>,
 }
 
 impl Default for Metrics {
@@ -249,8 +268,19 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let store_errors = Family::<KindLabels, Counter>::default();
+        for kind in ["timeout", "unavailable", "internal"] {
+            let _ = store_errors.get_or_create(&KindLabels { kind });
+        }
         let store_degraded = Gauge::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
+        // Every reload series exists from the start, at 0 (as the store errors' above): a
+        // counter that first appears at 1 shows no increase to `increase()` and `rate()`, and
+        // the first failure would page no one.
+        for source in ["file", "api"] {
+            for result in ["success", "failure"] {
+                let _ = reloads.get_or_create(&ReloadLabels { source, result });
+            }
+        }
         let rules = Gauge::default();
         let logs_suppressed = Counter::default();
         let queues = Gauge::default();
@@ -265,6 +295,18 @@ impl Metrics {
             "flowgate_redis_eviction_risk",
             "1 while Redis's maxmemory-policy may evict keys without expiry (queued jobs, shared rules)",
             redis_eviction_risk.clone(),
+        );
+        let alerts_firing = Family::<AlertLabels, Gauge>::default();
+        let alert_notifications = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "flowgate_alerts_firing",
+            "1 while the alert fires",
+            alerts_firing.clone(),
+        );
+        registry.register(
+            "flowgate_alert_notifications",
+            "Alert webhook messages by result: sent, failed, dropped",
+            alert_notifications.clone(),
         );
         let queue_age = FloatGauge::default();
         let memory_keys = Gauge::default();
@@ -381,12 +423,25 @@ impl Metrics {
             queue_ops,
             queue_degraded,
             redis_eviction_risk,
+            alerts_firing,
+            alert_notifications,
             queue_age,
             memory_keys,
             memory_max_keys,
             memory_evicted,
             queue_read_at: AtomicU64::new(0),
+            envoy: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records and exposes envoyproxy/ratelimit's series from now on.
+    pub(crate) fn enable_envoy_names(&self) {
+        let _ = self.envoy.set(super::envoy_names::EnvoyNames::default());
+    }
+
+    /// envoyproxy/ratelimit's series, when enabled.
+    pub(crate) fn envoy_names(&self) -> Option<&super::envoy_names::EnvoyNames> {
+        self.envoy.get()
     }
 
     /// Records that the queues' state was read (at `at`, µs since the epoch) or could not be.
@@ -437,6 +492,29 @@ impl Metrics {
             .inc();
     }
 
+    /// Sets whether `alert` fires.
+    pub(crate) fn alert_firing(&self, alert: &str, firing: bool) {
+        self.alerts_firing
+            .get_or_create(&AlertLabels {
+                alert: alert.to_owned(),
+            })
+            .set(i64::from(firing));
+    }
+
+    /// Drops the series of an alert no longer declared.
+    pub(crate) fn alert_gone(&self, alert: &str) {
+        self.alerts_firing.remove(&AlertLabels {
+            alert: alert.to_owned(),
+        });
+    }
+
+    /// Counts an alert message `sent`, `failed` or `dropped`.
+    pub(crate) fn alert_notification(&self, result: &'static str) {
+        self.alert_notifications
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
     /// The metrics in Prometheus' text format.
     pub(crate) fn encode(&self) -> String {
         let read = self.queue_read_at.load(Ordering::Relaxed);
@@ -447,6 +525,13 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
+        if let Some(envoy) = self.envoy.get() {
+            // Its families go before the closing `# EOF`.
+            let eof = out.rfind("# EOF").unwrap_or(out.len());
+            let tail = out.split_off(eof);
+            envoy.encode(&mut out);
+            out.push_str(&tail);
+        }
         out
     }
 }

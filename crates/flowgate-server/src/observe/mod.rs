@@ -3,6 +3,8 @@
 //! the cost of a few counter increments on the request path. The dashboard and the alerts read
 //! what is recorded here.
 
+pub mod alerts;
+mod envoy_names;
 pub(crate) mod metrics;
 mod record;
 pub(crate) mod stats;

@@ -121,6 +121,9 @@ impl Recorder {
     /// Forgets the series cached for the rules of the set that was in force.
     pub(crate) fn rules_changed(&self) {
         self.hot.rules.write().clear();
+        if let Some(envoy) = self.metrics.envoy_names() {
+            envoy.rules_changed();
+        }
     }
 
     /// Counts a request refused as invalid.
@@ -264,6 +267,10 @@ impl Recorder {
                 Some(r) if !s.is_limited() => (r, UNLIMITED),
                 Some(r) => {
                     stored = true;
+                    if let Some(envoy) = m.envoy_names() {
+                        let hits = d.cost.unwrap_or(request.cost);
+                        envoy.record(domain, r, d, &s.decision, hits);
+                    }
                     let outcome = if s.decision.allowed {
                         0
                     } else if r.shadow || verdict.shadowed {

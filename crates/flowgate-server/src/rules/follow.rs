@@ -198,7 +198,13 @@ impl Follower {
                 return;
             }
             let count = loaded.rules.rules().len();
-            change.apply(loaded.rules, Some(loaded.queues), origin_of(v), Vec::new());
+            change.apply(
+                loaded.rules,
+                Some(loaded.queues),
+                Some(loaded.alerts),
+                origin_of(v),
+                Vec::new(),
+            );
             tracing::info!(
                 version = v.version,
                 author = %v.author,

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use crate::backend::{Backend, QueueBackend};
 use crate::observe::Recorder;
+use crate::observe::alerts::{AlertSet, Alerts};
 
 /// Where the rules in force came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,16 +78,18 @@ impl RulesInfo {
 pub(crate) struct RulesInForce {
     limiter: Arc<Limiter<Backend>>,
     queue: Arc<Queue<QueueBackend>>,
+    alerts: Arc<Alerts>,
     recorder: Arc<Recorder>,
     info: Mutex<RulesInfo>,
     lock: tokio::sync::Mutex<()>,
 }
 
 impl RulesInForce {
-    /// The rules the limiter and the queues hold now, from `info`'s origin.
+    /// The rules the limiter, the queues and the alerts hold now, from `info`'s origin.
     pub(crate) fn new(
         limiter: Arc<Limiter<Backend>>,
         queue: Arc<Queue<QueueBackend>>,
+        alerts: Arc<Alerts>,
         recorder: Arc<Recorder>,
         info: RulesInfo,
     ) -> Self {
@@ -96,6 +99,7 @@ impl RulesInForce {
         Self {
             limiter,
             queue,
+            alerts,
             recorder,
             info: Mutex::new(info),
             lock: tokio::sync::Mutex::new(()),
@@ -150,11 +154,13 @@ impl Change<'_> {
         self.rules.info()
     }
 
-    /// Puts `rules` (and `queues`, when given) in force, atomically; answers the new version.
+    /// Puts `rules` (and `queues` and `alerts`, when given) in force, atomically; answers the
+    /// new version.
     pub(crate) fn apply(
         self,
         rules: RuleSet,
         queues: Option<QueueSet>,
+        alerts: Option<AlertSet>,
         origin: RulesOrigin,
         files: Vec<PathBuf>,
     ) -> u64 {
@@ -163,6 +169,9 @@ impl Change<'_> {
         if let Some(q) = queues {
             metrics.queues.set(q.specs().len() as i64);
             r.queue.set_specs(q);
+        }
+        if let Some(a) = alerts {
+            r.alerts.set_alerts(a);
         }
         metrics.rules.set(rules.rules().len() as i64);
         r.limiter.set_rules(rules);

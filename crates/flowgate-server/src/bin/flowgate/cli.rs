@@ -135,6 +135,11 @@ pub(crate) struct ServeArgs {
     /// Envoy to pass on (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`).
     #[arg(long, env = "FLOWGATE_RESPONSE_HEADERS")]
     pub(crate) response_headers: bool,
+    /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
+    /// (`ratelimit_service_rate_limit_total_hits`, `_over_limit`, `_near_limit`,
+    /// `_within_limit`, `_shadow_mode`), for the dashboards and alerts built on them.
+    #[arg(long, env = "FLOWGATE_ENVOY_METRIC_NAMES")]
+    pub(crate) envoy_metric_names: bool,
     /// Run on a Redis whose `maxmemory-policy` may evict keys without expiry (`allkeys-*`), with
     /// a warning (log, `/readyz`, `flowgate_redis_eviction_risk`), instead of refusing to start:
     /// queued jobs and the shared rules could be lost under memory pressure.
@@ -313,6 +318,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.shadow_mode = args.shadow_mode;
     cfg.quota_mode = args.quota_mode;
     cfg.response_headers = args.response_headers;
+    cfg.envoy_metric_names = args.envoy_metric_names;
     let server = tokio::select! {
         bound = Server::bind(cfg) => bound?,
         () = stop.wait() => {

@@ -189,6 +189,25 @@ impl RuleCell {
         }
     }
 
+    /// The bytes its summaries and history hold (bounded whatever the number of keys).
+    #[cfg(test)]
+    pub(crate) fn footprint(&self) -> usize {
+        let shards: usize = [&self.admitted, &self.rejected]
+            .iter()
+            .flat_map(|s| s.0.iter())
+            .map(|s| s.0.lock().footprint())
+            .sum();
+        let s = self.sampled.lock();
+        shards
+            + s.recent
+                .iter()
+                .map(|(a, r)| a.footprint() + r.footprint())
+                .sum::<usize>()
+            + s.top_admitted.footprint()
+            + s.top_rejected.footprint()
+            + s.history.seconds.capacity() * std::mem::size_of::<Counts>()
+    }
+
     /// Closes second `at`: its counts into the history, its summaries into the recent window.
     pub(crate) fn sample(&self, at: i64) {
         let totals = self.totals();
@@ -216,6 +235,38 @@ mod tests {
             admitted: n,
             ..Counts::default()
         }
+    }
+
+    /// A million distinct keys, on four threads (every shard), admitted and rejected, over 15
+    /// minutes of seconds: the rule's figures stay under 128 KiB.
+    #[test]
+    fn a_million_distinct_keys_keep_a_rule_under_128_kib() {
+        let cell = std::sync::Arc::new(RuleCell::default());
+        let mut most = 0;
+        for second in 0..HISTORY_SECONDS as u64 + 5 {
+            if second < 10 {
+                std::thread::scope(|s| {
+                    for t in 0..4u64 {
+                        let cell = &cell;
+                        s.spawn(move || {
+                            for i in 0..25_000u64 {
+                                let k = (second * 4 + t) * 25_000 + i;
+                                let o = if k % 3 == 0 {
+                                    Outcome::Rejected
+                                } else {
+                                    Outcome::Admitted
+                                };
+                                cell.count(o, k, || format!("client=c{k:07}, path=/v1/some/path"));
+                            }
+                        });
+                    }
+                });
+            }
+            most = most.max(cell.footprint());
+            cell.sample(second as i64);
+        }
+        assert!(most < 128 * 1024, "{most} bytes");
+        assert_eq!(cell.totals().admitted + cell.totals().rejected, 1_000_000);
     }
 
     #[test]
@@ -249,6 +300,7 @@ mod tests {
             cell.count(Outcome::Rejected, 1, || "user=hot".into());
         }
         cell.count(Outcome::Admitted, 2, || "user=a".into());
+        cell.trial_rejected();
         cell.sample(10);
         cell.count(Outcome::Admitted, 2, || "user=a".into());
         cell.sample(11);

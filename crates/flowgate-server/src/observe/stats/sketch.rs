@@ -128,6 +128,13 @@ impl Summary {
         Summary { counters }
     }
 
+    /// The bytes it holds: its counters and their texts.
+    #[cfg(test)]
+    pub(crate) fn footprint(&self) -> usize {
+        self.counters.capacity() * std::mem::size_of::<Counter>()
+            + self.counters.iter().map(|c| c.label.len()).sum::<usize>()
+    }
+
     /// The `n` heaviest counters, heaviest first.
     pub(crate) fn top(&self, n: usize) -> Vec<&Counter> {
         let mut all: Vec<&Counter> = self.counters.iter().collect();

@@ -1,0 +1,287 @@
+//! The evaluator end to end on an injected clock: a webhook receiver on loopback, one node
+//! alone, two evaluators on one real Redis, and a webhook that never answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::cluster::{Cluster, LEADER_KEY};
+use super::delivery::Delivery;
+use super::*;
+use crate::observe::view::RuleStats;
+
+/// A webhook receiver on loopback: the messages it got, and its address.
+struct Receiver {
+    got: Arc<Mutex<Vec<Value>>>,
+    url: String,
+    hang_url: String,
+}
+
+async fn receiver() -> Receiver {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    let app = Router::new()
+        .route(
+            "/hook",
+            post(move |body: String| {
+                let g = Arc::clone(&g);
+                async move {
+                    g.lock()
+                        .push(serde_json::from_str(&body).unwrap_or(Value::Null));
+                    "ok"
+                }
+            }),
+        )
+        .route(
+            "/hang",
+            post(|| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                "late"
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Receiver {
+        got,
+        url: format!("http://{addr}/hook"),
+        hang_url: format!("http://{addr}/hang"),
+    }
+}
+
+fn alert(webhooks: Vec<String>) -> AlertSpec {
+    AlertSpec {
+        name: "per-client-rejecting".into(),
+        kind: AlertKind::Rule {
+            domain: "api".into(),
+            rule: "per-client".into(),
+            ratio: 0.5,
+            min_rate: 2.0,
+        },
+        for_ms: 2_000,
+        webhooks,
+        severity: Some("page".into()),
+        summary: None,
+        description: None,
+    }
+}
+
+/// A view where the rule admits `admitted` and rejects `rejected` per second.
+fn view(admitted: f64, rejected: f64) -> StatsView {
+    let total = admitted + rejected;
+    StatsView {
+        rules: vec![RuleStats {
+            domain: "api".into(),
+            name: "per-client".into(),
+            admitted_rate: admitted,
+            rejected_rate: rejected,
+            rejection_ratio: if total > 0.0 { rejected / total } else { 0.0 },
+            ..RuleStats::default()
+        }],
+        ..StatsView::default()
+    }
+}
+
+fn alerts(set: Vec<AlertSpec>, delivery: Delivery) -> (Arc<Alerts>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let a = Arc::new(Alerts::new(
+        AlertSet::new(set),
+        delivery,
+        Arc::clone(&metrics),
+    ));
+    a.set_external_url("http://127.0.0.1:8080".into());
+    (a, metrics)
+}
+
+/// Waits until `got` holds `n` messages (at most 10 s).
+async fn wait_for(got: &Mutex<Vec<Value>>, n: usize) {
+    for _ in 0..200 {
+        if got.lock().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const T0: i64 = 1_700_000_000_000;
+
+#[tokio::test]
+async fn one_node_fires_after_its_duration_and_resolves_once_each() {
+    let r = receiver().await;
+    let (a, metrics) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let hot = view(1.0, 3.0); // ratio 0.75 at 4/s
+    let quiet = view(4.0, 0.0);
+    // t = 0: pending; t = 1: still; t = 2: firing; t = 3, 4: firing; t = 5: resolved.
+    let mut states = Vec::new();
+    for (t, v) in [
+        (0, &hot),
+        (1, &hot),
+        (2, &hot),
+        (3, &hot),
+        (4, &hot),
+        (5, &quiet),
+        (6, &quiet),
+    ] {
+        a.tick(v, T0 + t * 1000, None).await;
+        states.push(a.views()[0].state.clone());
+        if t == 3 {
+            assert!(
+                metrics
+                    .encode()
+                    .contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 1")
+            );
+        }
+    }
+    assert_eq!(
+        states,
+        [
+            "pending", "pending", "firing", "firing", "firing", "inactive", "inactive"
+        ]
+    );
+    assert!(
+        metrics
+            .encode()
+            .contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 0")
+    );
+    wait_for(&r.got, 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got = r.got.lock().clone();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert_eq!(got[0]["status"], "firing");
+    assert_eq!(got[0]["alerts"][0]["startsAt"], webhook::rfc3339(T0 + 2000));
+    assert_eq!(got[0]["alerts"][0]["endsAt"], webhook::ZERO_TIME);
+    assert_eq!(
+        got[0]["alerts"][0]["labels"]["alertname"],
+        "per-client-rejecting"
+    );
+    assert_eq!(got[1]["status"], "resolved");
+    assert_eq!(got[1]["alerts"][0]["endsAt"], webhook::rfc3339(T0 + 5000));
+    assert_eq!(
+        got[0]["alerts"][0]["fingerprint"],
+        got[1]["alerts"][0]["fingerprint"]
+    );
+    assert!(
+        metrics
+            .encode()
+            .contains("flowgate_alert_notifications_total{result=\"sent\"} 2")
+    );
+}
+
+#[tokio::test]
+async fn an_alert_dropped_from_the_rules_while_firing_is_resolved() {
+    let r = receiver().await;
+    let (a, metrics) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let hot = view(0.0, 10.0);
+    for t in 0..3 {
+        a.tick(&hot, T0 + t * 1000, None).await;
+    }
+    assert_eq!(a.views()[0].state, "firing");
+    a.set_alerts(AlertSet::default());
+    a.tick(&hot, T0 + 3000, None).await;
+    assert!(a.views().is_empty());
+    wait_for(&r.got, 2).await;
+    let got = r.got.lock().clone();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert_eq!(got[1]["status"], "resolved");
+    assert!(!metrics.encode().contains("flowgate_alerts_firing{"));
+}
+
+#[tokio::test]
+async fn two_evaluators_on_one_redis_announce_each_transition_once() {
+    let redis = flowgate_testkit::redis::RedisServer::start();
+    let r = receiver().await;
+    let conn = || {
+        flowgate_redis::RedisConnection::connect_lazy(
+            &redis.url(),
+            flowgate_redis::ConnectionOptions::default(),
+        )
+        .unwrap()
+    };
+    let (a, _) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let (b, metrics_b) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let ca = Cluster::new(conn(), "node-a".into());
+    let cb = Cluster::new(conn(), "node-b".into());
+    let hot = view(1.0, 3.0);
+    let quiet = view(4.0, 0.0);
+    // Both evaluate every second; a leads (it asked first).
+    for t in 0..4 {
+        a.tick(&hot, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&hot, T0 + t * 1000, Some(&cb)).await;
+    }
+    assert_eq!(redis.cli(&["GET", LEADER_KEY]).unwrap().trim(), "node-a");
+    assert_eq!(a.views()[0].state, "firing");
+    assert_eq!(
+        b.views()[0].state,
+        "firing",
+        "the follower shows the leader's states"
+    );
+    assert!(
+        metrics_b
+            .encode()
+            .contains("flowgate_alerts_firing{alert=\"per-client-rejecting\"} 1")
+    );
+    // a stops; b takes over once a's lease lapsed, from the stored states: firing, not
+    // announced again.
+    tokio::time::sleep(cluster::LEASE + Duration::from_millis(200)).await;
+    for t in 4..6 {
+        b.tick(&hot, T0 + t * 1000, Some(&cb)).await;
+    }
+    assert_eq!(redis.cli(&["GET", LEADER_KEY]).unwrap().trim(), "node-b");
+    b.tick(&quiet, T0 + 6000, Some(&cb)).await;
+    assert_eq!(b.views()[0].state, "inactive");
+    wait_for(&r.got, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = r.got.lock().clone();
+    let statuses: Vec<&str> = got.iter().filter_map(|m| m["status"].as_str()).collect();
+    assert_eq!(statuses, ["firing", "resolved"], "{got:#?}");
+    // The resolved message keeps the start a announced.
+    assert_eq!(got[1]["alerts"][0]["startsAt"], webhook::rfc3339(T0 + 2000));
+    assert_eq!(got[1]["alerts"][0]["endsAt"], webhook::rfc3339(T0 + 6000));
+}
+
+#[tokio::test]
+async fn a_webhook_that_never_answers_keeps_the_outbox_bounded_and_the_evaluation_quick() {
+    let r = receiver().await;
+    let delivery = Delivery {
+        timeout: Duration::from_millis(200),
+        attempts: 2,
+        backoff: Duration::from_millis(50),
+        capacity: 4,
+    };
+    let mut spec = alert(vec![r.hang_url.clone()]);
+    spec.for_ms = 0;
+    let (a, metrics) = alerts(vec![spec], delivery);
+    let (hot, quiet) = (view(0.0, 10.0), view(10.0, 0.0));
+    let mut slowest = Duration::ZERO;
+    for t in 0..100 {
+        let v = if t % 2 == 0 { &hot } else { &quiet };
+        let start = quanta::Instant::now();
+        a.tick(v, T0 + t * 1000, None).await;
+        slowest = slowest.max(start.elapsed());
+        assert!(
+            a.outbox().waiting() <= 4,
+            "the outbox holds at most its capacity"
+        );
+    }
+    // 100 transitions queued in far less than one POST's timeout: pushing never waits.
+    assert!(slowest < Duration::from_millis(100), "{slowest:?}");
+    let text = metrics.encode();
+    let dropped: u64 = text
+        .lines()
+        .find(|l| l.starts_with("flowgate_alert_notifications_total{result=\"dropped\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(dropped >= 90, "{text}");
+    // The ones delivered are given up after the timeout and the retries.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        metrics
+            .encode()
+            .contains("flowgate_alert_notifications_total{result=\"failed\"}")
+    );
+}
