@@ -809,9 +809,14 @@
       table.hidden = true;
       setText(note, "Enter the admin token above to see the recent versions, their authors and diffs.");
       note.dataset.error = "no_token";
+      model.historySig = null;
       return;
     }
     const r = await api("GET", "v1/rules/history?limit=20");
+    // The same answer as shown: the rows (and the buttons someone may be pressing) stay.
+    const sig = r.status + " " + r.text;
+    if (sig === model.historySig) return;
+    model.historySig = sig;
     clear(tbody);
     if (!r.ok) {
       table.hidden = true;

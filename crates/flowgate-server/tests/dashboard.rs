@@ -10,6 +10,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -48,7 +49,10 @@ min_rate = 2
 const ADMIN: &str = "admin-secret";
 const READER: &str = "reader-secret";
 
-/// `chromedriver` on a free loopback port, killed (by its PID) when dropped, whatever happens.
+/// `chromedriver` on a free loopback port, in a process group of its own (its id is
+/// chromedriver's), with the Chromium it starts. When dropped, whatever happens (a failed check
+/// never closes the browser session), the whole group is killed: chromedriver alone would leave
+/// its Chromium running.
 struct Driver {
     child: Child,
     port: u16,
@@ -56,6 +60,11 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -71,6 +80,7 @@ async fn start_driver() -> Driver {
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
         .arg("--allowed-ips=127.0.0.1")
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -99,6 +109,8 @@ async fn browser(driver: &Driver) -> Client {
         "--disable-gpu",
         "--disable-dev-shm-usage",
         "--hide-scrollbars",
+        "--disable-crash-reporter",
+        "--disable-breakpad",
         "--window-size=1280,1000",
     ];
     if std::env::var_os("CI").is_some() {
@@ -650,12 +662,23 @@ async fn click(c: &Client, css: &str) {
     );
     let (shown, _) = poll(c, Duration::from_secs(5), &script, |v| v == true).await;
     assert!(shown, "{css} is not shown");
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("{css} clicked: {e}"));
+    // Found again if the page replaced it between finding and clicking (a refreshed table).
+    let mut tries = 0;
+    loop {
+        let clicked = match c.find(Locator::Css(css)).await {
+            Ok(e) => e.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) if tries < 5 => {
+                tries += 1;
+                eprintln!("{css}: {e}; again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{css} clicked: {e}"),
+        }
+    }
 }
 
 /// Fills the trial form of the rule card `card` with `limit` per second and sends it.
