@@ -6,6 +6,7 @@
 //! stores read an injected [`Clock`]. See the `flowgate` crate for the limiter that ties rules and
 //! stores together.
 
+pub mod adaptive;
 pub mod algorithm;
 pub mod breaker;
 pub mod calendar;

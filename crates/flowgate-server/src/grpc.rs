@@ -11,6 +11,9 @@
 //!   unless every quota-mode rule matched is over. A window that Envoy's units cannot express is reported as
 //!   [`crate::config::envoy_unit`] says (`5/30s` is `10 per MINUTE`); `limit_remaining` stays in
 //!   the rule's own units.
+//! - A request refused by an open circuit breaker is `OVER_LIMIT`, its descriptor's
+//!   `duration_until_reset` the time to half-open, and its `response_headers_to_add` always carry
+//!   `x-flowgate-reason: circuit_open` and `retry-after` (with `--response-headers` or not).
 //! - An empty domain, an empty descriptor list, or a request over the bounds of
 //!   [`crate::limits`] is `INVALID_ARGUMENT`. A descriptor's `limit` override and
 //!   `is_negative_hits` are not supported: an override is ignored (the configured rule applies),
@@ -127,6 +130,14 @@ fn unit_of(limit: &Limit) -> (Unit, u32) {
 }
 
 fn to_status(s: &Status) -> DescriptorStatus {
+    if s.breaker.as_ref().is_some_and(|b| b.open) {
+        // Refused by an open circuit breaker: no limit was asked; the time to half-open.
+        return DescriptorStatus {
+            code: Code::OverLimit as i32,
+            duration_until_reset: s.decision.retry_after.map(pb_duration),
+            ..Default::default()
+        };
+    }
     let Some(rule) = &s.rule else {
         return DescriptorStatus {
             code: Code::Ok as i32,
@@ -166,9 +177,13 @@ fn to_status(s: &Status) -> DescriptorStatus {
 /// retry time), the same headers as the HTTP API's.
 pub(crate) fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
     let statuses: Vec<DescriptorStatus> = v.statuses.iter().map(to_status).collect();
-    let response_headers_to_add = if headers {
+    let circuit_open = v.circuit_open().is_some();
+    let response_headers_to_add = if headers || circuit_open {
         v.headers()
             .into_iter()
+            // A refusal by a circuit breaker always says why, and when to retry.
+            .filter(|(key, _)| headers || *key == "retry-after")
+            .chain(circuit_open.then(|| ("x-flowgate-reason", "circuit_open".to_owned())))
             .map(|(key, value)| HeaderValue {
                 key: key.to_owned(),
                 value,

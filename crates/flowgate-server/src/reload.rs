@@ -76,6 +76,7 @@ pub(crate) async fn reload_now(
                 loaded.rules,
                 Some(loaded.queues),
                 Some(loaded.alerts),
+                loaded.breakers,
                 RulesOrigin::Files,
                 loaded.config.files,
             );

@@ -603,6 +603,7 @@ impl Server {
             _ => None,
         };
         let limiter = Limiter::new(loaded.rules, backend);
+        limiter.set_breakers(loaded.breakers);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);

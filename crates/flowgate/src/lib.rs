@@ -29,9 +29,11 @@
 //! axum and tonic services), [`rule`] (the parts of a rule in detail: schedules, calendar
 //! windows, wildcards), [`decision`] (a verdict's parts), [`clock`], [`algorithm`] (the
 //! algorithms as pure transitions, for a caller that keeps its own state), [`store`] (for
-//! authors of a store), and behind features [`queue`] (`queue`: durable queues released at a
+//! authors of a store), [`breakers`] (circuit breakers consulted before the store, fed by
+//! [`Limiter::report`], [`Permit::report`] and the tower layer), and behind features [`queue`] (`queue`: durable queues released at a
 //! rate) and [`redis`] (`redis`, on by default: the Redis store's details).
 
+pub mod breakers;
 pub mod layer;
 mod limiter;
 mod permit;

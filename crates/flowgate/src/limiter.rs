@@ -12,6 +12,9 @@ use flowgate_core::{
 };
 use smallvec::SmallVec;
 
+use crate::breakers::{
+    BreakerDef, BreakerEvent, BreakerSet, BreakerView, Breakers, Outcome, Refusal, Reported,
+};
 use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
 
@@ -33,6 +36,24 @@ pub struct Limiter<S: Store = MemoryStore> {
     global_shadow: AtomicBool,
     /// Every rule in quota mode (Envoy's global `QUOTA_MODE`).
     global_quota: AtomicBool,
+    /// The circuit breakers, consulted before the store.
+    breakers: Breakers,
+}
+
+/// The verdict of a request refused by an open circuit breaker: no rule was asked.
+fn circuit_open(request: &Request, r: Refusal) -> Verdict {
+    let mut statuses: Vec<Status> = request
+        .descriptors
+        .iter()
+        .map(|_| Status::unlimited(None))
+        .collect();
+    statuses[r.descriptor] = Status::circuit_open(r.status, r.retry_after);
+    Verdict {
+        allowed: false,
+        statuses,
+        wait: std::time::Duration::ZERO,
+        shadowed: false,
+    }
 }
 
 /// How an item of a request takes part in its verdict.
@@ -69,7 +90,78 @@ impl<S: Store> Limiter<S> {
             fallback: MemoryStore::new(),
             global_shadow: AtomicBool::new(false),
             global_quota: AtomicBool::new(false),
+            breakers: Breakers::default(),
         }
+    }
+
+    /// Replaces the circuit breakers, atomically. A breaker whose definition is unchanged keeps
+    /// its state (open stays open); the others start closed.
+    pub fn set_breakers(&self, breakers: BreakerSet) {
+        self.breakers.set(breakers);
+    }
+
+    /// The circuit breakers in force.
+    pub fn breakers(&self) -> Vec<BreakerDef> {
+        self.breakers.defs()
+    }
+
+    /// Calls `f` on every breaker transition (after the breaker's lock is released; it must not
+    /// block). Transitions are also logged, target `flowgate::breakers`.
+    pub fn on_breaker_transition(&self, f: impl Fn(&BreakerEvent) + Send + Sync + 'static) {
+        self.breakers.observe(Arc::new(f));
+    }
+
+    /// The breaker instances worth showing (every one not closed, and closed ones with calls
+    /// in their window, up to [`crate::breakers::MAX_VIEWS`]), and per breaker, how many of its
+    /// instances are open or half-open. Phases are read at the store's clock.
+    pub fn breaker_views(&self) -> (Vec<BreakerView>, Vec<(BreakerDef, usize)>) {
+        if !self.breakers.on() {
+            return (Vec::new(), Vec::new());
+        }
+        self.breakers.views(self.store.now())
+    }
+
+    /// Reports a protected call's outcome and latency to the circuit breakers its descriptors
+    /// match in `domain`; `probe` is the lease it was admitted with as a half-open breaker's
+    /// probe ([`crate::breakers::BreakerStatus::probe`]). Never waits: each breaker's state is a
+    /// short lock. Answers how many breaker instances counted it (none: no breaker matched).
+    pub fn report(
+        &self,
+        domain: &str,
+        descriptors: &[Descriptor],
+        outcome: Outcome,
+        latency: std::time::Duration,
+        probe: Option<u64>,
+    ) -> Reported {
+        if !self.breakers.on() {
+            return Reported::default();
+        }
+        self.breakers.report(
+            domain,
+            descriptors,
+            outcome == Outcome::Error,
+            latency,
+            probe,
+            self.store.now(),
+        )
+    }
+
+    /// Reports the outcome of a call admitted by `verdict` to the breakers that admitted it.
+    pub(crate) fn report_verdict(
+        &self,
+        verdict: &Verdict,
+        outcome: Outcome,
+        latency: std::time::Duration,
+    ) -> Reported {
+        if !self.breakers.on() {
+            return Reported::default();
+        }
+        self.breakers.report_statuses(
+            verdict.statuses.iter().filter_map(|s| s.breaker.as_ref()),
+            outcome == Outcome::Error,
+            latency,
+            self.store.now(),
+        )
     }
 
     /// Global shadow mode: requests over a limit are still admitted (their statuses still say
@@ -113,8 +205,50 @@ impl<S: Store> Limiter<S> {
     /// Each call spends one unit of the task's Tokio budget, as a socket read would: a decision
     /// answered in process (memory store, blocked-keys cache) completes without waiting, and a
     /// task deciding in a loop would otherwise never hand its thread back to the runtime.
+    ///
+    /// With circuit breakers: a request matching an open breaker (or a half-open one with no
+    /// probe free) is refused without asking the store, its status saying which breaker
+    /// ([`Verdict::circuit_open`]); a request the store admits takes a probe of each half-open
+    /// breaker it matches (its status holds the lease to report with).
     pub async fn check(&self, request: &Request) -> Verdict {
         tokio::task::consume_budget().await;
+        if !self.breakers.on() {
+            return self.decide(request).await;
+        }
+        let now = self.store.now();
+        let (gate, refusal) = self.breakers.gate(request, now);
+        if gate.is_empty() {
+            return self.decide(request).await;
+        }
+        if let Some(r) = refusal {
+            return circuit_open(request, r);
+        }
+        let mut verdict = self.decide(request).await;
+        if !verdict.allowed {
+            return verdict;
+        }
+        match self.breakers.admit(&gate, self.store.now()) {
+            Ok(admitted) => {
+                for (descriptor, status) in admitted {
+                    verdict.statuses[descriptor].breaker = Some(status);
+                }
+                verdict
+            }
+            Err(r) => {
+                // A breaker opened between the look and the admission: the store counted the
+                // request, which does not go ahead; its concurrency leases are given back.
+                for s in &verdict.statuses {
+                    if let (Some(lease), Some(limit)) = (s.decision.lease, &s.limit) {
+                        let _ = self.release_key(&s.key, limit, lease).await;
+                    }
+                }
+                circuit_open(request, r)
+            }
+        }
+    }
+
+    /// Decides a request against the rules in the store.
+    async fn decide(&self, request: &Request) -> Verdict {
         let rules = self.rules.load();
         let matched = rules.resolve(request);
         let mut statuses: Vec<Status> = request

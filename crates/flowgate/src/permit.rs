@@ -1,8 +1,12 @@
-//! A permit: proof that a request was admitted, holding its `concurrency` leases until dropped.
+//! A permit: proof that a request was admitted, holding its `concurrency` leases until dropped,
+//! and the circuit breakers it passed, to report the call's outcome to.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use flowgate_core::{Limit, Store};
+
+use crate::breakers::{Outcome, Reported};
 
 use crate::limiter::Limiter;
 use crate::verdict::Verdict;
@@ -16,11 +20,16 @@ pub(crate) struct LeaseRef {
 
 /// An admitted request. Dropping it releases the `concurrency` leases it holds (on the tokio
 /// runtime when there is one, else at once); [`Permit::release`] does it and waits.
+///
+/// When the request matched circuit breakers, [`Permit::report`] tells them how the call went.
+/// A permit dropped without a report reports nothing: a call whose outcome is unknown is no
+/// evidence either way (and a probe's lease then frees its place when it expires).
 #[must_use = "dropping the permit releases its concurrency leases at once"]
 pub struct Permit<S: Store> {
     limiter: Arc<Limiter<S>>,
     verdict: Verdict,
     leases: Vec<LeaseRef>,
+    reported: bool,
 }
 
 impl<S: Store> Permit<S> {
@@ -29,7 +38,18 @@ impl<S: Store> Permit<S> {
             limiter,
             verdict,
             leases,
+            reported: false,
         }
+    }
+
+    /// Reports the call's outcome (`ok`: it succeeded) and latency to the circuit breakers the
+    /// request matched, once (a second report is ignored). Never waits.
+    pub fn report(&mut self, ok: bool, latency: Duration) -> Reported {
+        if std::mem::replace(&mut self.reported, true) {
+            return Reported::default();
+        }
+        let outcome = if ok { Outcome::Ok } else { Outcome::Error };
+        self.limiter.report_verdict(&self.verdict, outcome, latency)
     }
 
     /// The verdict that admitted the request.

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use flowgate_core::{Decision, Limit, Rule, StoreError};
 
+use crate::breakers::BreakerStatus;
+
 /// What one descriptor of a request got.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -25,6 +27,10 @@ pub struct Status {
     pub quota: bool,
     /// The rule's trial limit ([`Rule::trial`]) would have rejected this descriptor.
     pub trial_rejected: bool,
+    /// The circuit breaker this descriptor matched, if any: whether it refused the request
+    /// (then `decision` is a rejection whose `retry_after` is the time to half-open, and no
+    /// rule was asked), or the probe lease it was admitted with.
+    pub breaker: Option<BreakerStatus>,
 }
 
 impl Status {
@@ -37,7 +43,24 @@ impl Status {
             error: None,
             quota: false,
             trial_rejected: false,
+            breaker: None,
         }
+    }
+
+    /// A descriptor refused by an open circuit breaker, to retry after `retry_after`.
+    pub(crate) fn circuit_open(breaker: BreakerStatus, retry_after: Duration) -> Self {
+        let mut s = Self::unlimited(None);
+        s.decision = Decision {
+            allowed: false,
+            limit: 0,
+            remaining: 0,
+            reset_after: retry_after,
+            retry_after: Some(retry_after),
+            wait: Duration::ZERO,
+            lease: None,
+        };
+        s.breaker = Some(breaker);
+        s
     }
 
     /// Whether this descriptor is over its rule's limit (Envoy's per-descriptor `OVER_LIMIT`):
@@ -91,6 +114,17 @@ impl Verdict {
         Some(latest)
     }
 
+    /// The breaker that refused the request (`circuit_open`), if one did.
+    pub fn circuit_open(&self) -> Option<&BreakerStatus> {
+        if self.allowed {
+            return None;
+        }
+        self.statuses
+            .iter()
+            .filter_map(|s| s.breaker.as_ref())
+            .find(|b| b.open)
+    }
+
     /// The status that binds the request: the first blocking one when rejected, otherwise the
     /// limited one with the fewest units remaining. `None` when no limit applied.
     pub fn binding(&self) -> Option<&Status> {
@@ -104,15 +138,16 @@ impl Verdict {
     }
 
     /// The standard rate-limit headers for this verdict: `RateLimit-Limit`,
-    /// `RateLimit-Remaining`, `RateLimit-Reset` (seconds, rounded up) from the binding status,
-    /// and `Retry-After` (seconds, rounded up) when rejected with a known retry time.
+    /// `RateLimit-Remaining`, `RateLimit-Reset` (seconds, rounded up) from the binding status
+    /// when a limit binds (not when an open circuit breaker refused the request), and
+    /// `Retry-After` (seconds, rounded up) when rejected with a known retry time.
     ///
     /// Names are lowercase, as HTTP/2 and `http::HeaderName` write them. This is the one place
     /// they are built: the tower layer, the server's HTTP API and its Envoy gRPC answer
     /// (`response_headers_to_add`) all send these.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         let mut h = Vec::with_capacity(4);
-        if let Some(s) = self.binding() {
+        if let Some(s) = self.binding().filter(|s| s.is_limited()) {
             let d = &s.decision;
             h.push(("ratelimit-limit", d.limit.to_string()));
             h.push(("ratelimit-remaining", d.remaining.to_string()));

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use flowgate_core::queue::{QueueSet, QueueSpec};
 use flowgate_core::{Rule, RuleSet, RuleSetError};
 
+use flowgate::breakers::{BreakerDef, BreakerSet};
+
 use crate::observe::alerts::{AlertKind, AlertSet, AlertSpec};
 
 pub use self::envoy::{envoy_unit, envoy_unit_seconds};
@@ -87,7 +89,20 @@ pub struct LocatedAlert {
     pub field: String,
 }
 
-/// Rules, queues and alerts loaded from one or more files.
+/// A circuit breaker and where it was declared.
+#[derive(Clone, Debug)]
+pub struct LocatedBreaker {
+    /// The breaker.
+    pub def: BreakerDef,
+    /// The file it came from.
+    pub file: String,
+    /// The line of its declaration.
+    pub line: Option<u64>,
+    /// The field path of its declaration (`breaker[0]`).
+    pub field: String,
+}
+
+/// Rules, queues, alerts and circuit breakers loaded from one or more files.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     /// The rules, in file order.
@@ -96,6 +111,8 @@ pub struct Config {
     pub queues: Vec<LocatedQueue>,
     /// The alerts, in file order.
     pub alerts: Vec<LocatedAlert>,
+    /// The circuit breakers, in file order.
+    pub breakers: Vec<LocatedBreaker>,
     /// The files read.
     pub files: Vec<PathBuf>,
 }
@@ -119,11 +136,47 @@ impl Config {
         let rules = self.rule_set()?;
         let queues = self.queue_set()?;
         let alerts = self.alert_set(&rules, &queues)?;
+        let breakers = self.breaker_set()?;
         Ok(Loaded {
             config: self,
             rules,
             queues,
             alerts,
+            breakers,
+        })
+    }
+
+    /// Validates the circuit breakers as a whole (unique names and patterns per domain).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, line and breaker in conflict.
+    pub fn breaker_set(&self) -> Result<BreakerSet, ConfigError> {
+        let defs = self.breakers.iter().map(|b| b.def.clone()).collect();
+        BreakerSet::new(defs).map_err(|e| {
+            let (domain, name, nth) = match &e {
+                RuleSetError::DuplicatePattern { domain, second, .. } => (domain, second, 0),
+                RuleSetError::DuplicateName { domain, name } => (domain, name, 1),
+                RuleSetError::EmptyPattern { domain, name } => (domain, name, 0),
+                RuleSetError::EmptyName { name } => (name, name, 0),
+                _ => return ConfigError::new("", None, "", e.to_string()),
+            };
+            let at = self
+                .breakers
+                .iter()
+                .filter(|b| {
+                    &b.def.name == name
+                        && (matches!(e, RuleSetError::EmptyName { .. }) || &b.def.domain == domain)
+                })
+                .nth(nth);
+            let message = e
+                .to_string()
+                .replacen("rules `", "breakers `", 1)
+                .replacen("two rules", "two breakers", 1)
+                .replacen("rule `", "breaker `", 1);
+            match at {
+                Some(b) => ConfigError::new(&b.file, b.line, &b.field, message),
+                None => ConfigError::new("", None, "", message),
+            }
         })
     }
 
@@ -243,17 +296,38 @@ impl Config {
 }
 
 /// Parses one file's text (rules only: queues and alerts are declared in the configuration
-/// files, and a `[[queue]]` or `[[alert]]` here is refused).
+/// files, and a `[[queue]]` or `[[alert]]` here is refused; so is a `[[breaker]]`, which
+/// [`parse_config`] reads).
 ///
 /// # Errors
 /// [`ConfigError`] naming the file, line and field at fault.
 pub fn parse(file: &str, format: Format, text: &str) -> Result<Vec<LocatedRule>, ConfigError> {
+    let config = parse_config(file, format, text)?;
+    if let Some(b) = config.breakers.first() {
+        return Err(ConfigError::new(
+            file,
+            b.line,
+            &b.field,
+            "circuit breakers are read with the rules by parse_config",
+        ));
+    }
+    Ok(config.rules)
+}
+
+/// Parses one file's text sent to a node that follows its files: its rules and circuit
+/// breakers (queues and alerts are declared in the configuration files, and a `[[queue]]` or
+/// `[[alert]]` here is refused).
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field at fault.
+pub fn parse_config(file: &str, format: Format, text: &str) -> Result<Config, ConfigError> {
     match format {
         Format::Toml => {
             let toml::Parsed {
                 rules,
                 queues,
                 alerts,
+                breakers,
             } = toml::parse(file, text)?;
             if let Some(q) = queues.first() {
                 return Err(ConfigError::new(
@@ -271,13 +345,20 @@ pub fn parse(file: &str, format: Format, text: &str) -> Result<Vec<LocatedRule>,
                     "this node follows its configuration files: alerts are declared there (or, with --rules-source redis, in the shared rules)",
                 ));
             }
-            Ok(rules)
+            Ok(Config {
+                rules,
+                breakers,
+                ..Config::default()
+            })
         }
-        Format::EnvoyYaml => envoy::parse(file, text).map(|(_, rules)| rules),
+        Format::EnvoyYaml => envoy::parse(file, text).map(|(_, rules)| Config {
+            rules,
+            ..Config::default()
+        }),
     }
 }
 
-/// A loaded configuration, validated: its rules, its queues and its alerts.
+/// A loaded configuration, validated: its rules, its queues, its alerts and its breakers.
 pub struct Loaded {
     /// What was read.
     pub config: Config,
@@ -287,6 +368,8 @@ pub struct Loaded {
     pub queues: QueueSet,
     /// The alerts.
     pub alerts: AlertSet,
+    /// The circuit breakers.
+    pub breakers: BreakerSet,
 }
 
 /// Loads a file, or every configuration file of a directory, and validates the rules and queues.
@@ -396,6 +479,7 @@ pub fn read_texts(texts: &[(String, String)]) -> Result<Config, ConfigError> {
                 config.rules.extend(parsed.rules);
                 config.queues.extend(parsed.queues);
                 config.alerts.extend(parsed.alerts);
+                config.breakers.extend(parsed.breakers);
             }
             None => {
                 return Err(ConfigError::new(

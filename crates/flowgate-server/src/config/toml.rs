@@ -50,6 +50,18 @@
 //! rejection_ratio = 0.5          # fires while more than this share is rejected...
 //! for = "10s"                    # ...for this long (default 0s)...
 //! min_rate = 2                   # ...at this many requests per second or more (default 1)
+//!
+//! [[breaker]]                    # a circuit breaker (see docs/breakers.md)
+//! name = "wpg"                   # unique among the domain's breakers; part of every instance key
+//! match = ["channel=WPG"]        # as rules: one breaker instance per matched descriptor
+//! strategy = "error_ratio"       # or "slow_call_ratio" (with slow_call = "800ms"), "error_count"
+//! threshold = 0.5                # opens at a bad share (or, error_count, a bad count) at least this
+//! window = "10s"                 # a sliding window of 10 buckets
+//! min_calls = 10                 # fewer calls in the window never open it
+//! open_for = "30s"               # refuses for this long, then half-open
+//! probes = 1                     # calls admitted while half-open (default 1)
+//! probe_timeout = "30s"          # a probe's lease; expired, its place is free (default open_for)
+//! # min_nodes = 2                # the cluster-wide breaker's (ignored per process)
 //! ```
 
 use toml::Spanned;
@@ -58,7 +70,7 @@ use toml::de::{DeTable, DeValue};
 use super::convert::{At, SchemaError, webhook_of};
 use super::error::line_of;
 use super::schema::FileDoc;
-use super::{ConfigError, LocatedAlert, LocatedQueue, LocatedRule, key_on_line};
+use super::{ConfigError, LocatedAlert, LocatedBreaker, LocatedQueue, LocatedRule, key_on_line};
 
 /// What one Flowgate TOML file declares.
 #[derive(Debug)]
@@ -69,9 +81,11 @@ pub(crate) struct Parsed {
     pub(crate) queues: Vec<LocatedQueue>,
     /// Its alerts.
     pub(crate) alerts: Vec<LocatedAlert>,
+    /// Its circuit breakers.
+    pub(crate) breakers: Vec<LocatedBreaker>,
 }
 
-/// Parses a Flowgate TOML file: its rules, its queues and its alerts.
+/// Parses a Flowgate TOML file: its rules, its queues, its alerts and its breakers.
 pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
     let doc: FileDoc = ::toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
@@ -140,10 +154,23 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
             field: format!("alert[{i}]"),
         });
     }
+    let mut breakers = Vec::with_capacity(doc.breaker.len());
+    for (i, b) in doc.breaker.iter().enumerate() {
+        let def = b
+            .to_def(domain)
+            .map_err(|e| spans.error(file, "breaker", i, e))?;
+        breakers.push(LocatedBreaker {
+            def,
+            file: file.to_owned(),
+            line: spans.line("breaker", i, None),
+            field: format!("breaker[{i}]"),
+        });
+    }
     Ok(Parsed {
         rules,
         queues,
         alerts,
+        breakers,
     })
 }
 
@@ -205,12 +232,14 @@ impl<'t> Spans<'t> {
     }
 }
 
-/// Which `[[rule]]`, `[[rule.schedule]]`, `[[queue]]` or `[[alert]]` table contains `offset`,
-/// if any, as a field path (`rule[1]`, `rule[1].schedule[0]`, `queue[0]`, `alert[2]`), for
+/// Which `[[rule]]`, `[[rule.schedule]]`, `[[queue]]`, `[[alert]]` or `[[breaker]]` table
+/// contains `offset`, if any, as a field path (`rule[1]`, `rule[1].schedule[0]`, `queue[0]`,
+/// `alert[2]`, `breaker[0]`), for
 /// errors of the TOML reader, which gives a position but not a path.
 fn table_index_at(text: &str, offset: usize) -> Option<String> {
     let before = text.get(..offset.min(text.len()))?;
     let (mut rules, mut schedules, mut queues, mut alerts, mut last) = (0, 0, 0, 0, None);
+    let mut breakers = 0;
     for l in before.lines().map(str::trim_start) {
         if l.starts_with("[[rule]]") {
             rules += 1;
@@ -225,6 +254,9 @@ fn table_index_at(text: &str, offset: usize) -> Option<String> {
         } else if l.starts_with("[[alert]]") {
             alerts += 1;
             last = Some("alert");
+        } else if l.starts_with("[[breaker]]") {
+            breakers += 1;
+            last = Some("breaker");
         }
     }
     match last? {
@@ -232,6 +264,7 @@ fn table_index_at(text: &str, offset: usize) -> Option<String> {
         "schedule" if rules > 0 => Some(format!("rule[{}].schedule[{}]", rules - 1, schedules - 1)),
         "schedule" => None,
         "alert" => Some(format!("alert[{}]", alerts - 1)),
+        "breaker" => Some(format!("breaker[{}]", breakers - 1)),
         _ => Some(format!("queue[{}]", queues - 1)),
     }
 }

@@ -122,6 +122,8 @@ fn verdict_json(v: &Verdict) -> Value {
                 "wait_ms": ms(d.wait),
                 "lease": d.lease,
                 "error": s.error.as_ref().map(|e| e.to_string()),
+                "breaker": s.breaker.as_ref().map(|b| b.name.as_str()),
+                "circuit_open": s.breaker.as_ref().is_some_and(|b| b.open),
             })
         })
         .collect();
@@ -135,14 +137,37 @@ fn verdict_json(v: &Verdict) -> Value {
                 .map(|l| json!({"descriptor": i, "lease": l}))
         })
         .collect();
-    json!({
+    // Half-open breakers' probe leases, to send back with the call's report.
+    let probes: Vec<Value> = v
+        .statuses
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let b = s.breaker.as_ref()?;
+            b.probe
+                .map(|p| json!({"descriptor": i, "breaker": b.name, "probe": p}))
+        })
+        .collect();
+    let code = match (v.allowed, v.circuit_open()) {
+        (true, _) => "OK",
+        (false, Some(_)) => "circuit_open",
+        (false, None) => "OVER_LIMIT",
+    };
+    let mut out = json!({
         "allowed": v.allowed,
-        "code": if v.allowed { "OK" } else { "OVER_LIMIT" },
+        "code": code,
         "wait_ms": ms(v.wait),
         "retry_after_ms": v.retry_after().map(ms),
         "leases": leases,
         "statuses": statuses,
-    })
+    });
+    if !probes.is_empty() {
+        out["probes"] = json!(probes);
+    }
+    if let Some(b) = v.circuit_open() {
+        out["breaker"] = json!({"domain": b.domain, "name": b.name, "key": b.key});
+    }
+    out
 }
 
 fn verdict_response(v: &Verdict) -> Response {
@@ -308,6 +333,10 @@ pub(super) async fn metrics(State(state): Shared) -> Response {
     if let Some(stats) = state.limiter.store().memory_stats() {
         state.metrics.memory_store(stats);
     }
+    state
+        .metrics
+        .breakers
+        .open_instances(&state.limiter.breaker_views().1);
     (
         [(
             header::CONTENT_TYPE,

@@ -5,6 +5,7 @@
 //! | `POST /v1/check` | decide a request: 200 when admitted, 429 when over limit, with `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and (on 429) `Retry-After` |
 //! | `POST /v1/acquire` | as check; in `delay` mode the answer carries the `wait_ms` before the reserved slot (or, with `"hold": true`, is sent after it); 429 when the wait would exceed `max_wait`; concurrency leases are listed for `/v1/release` |
 //! | `POST /v1/release` | release a concurrency lease: `{"domain", "descriptor", "lease"}` |
+//! | `POST /v1/report` | report protected calls' outcomes to the circuit breakers: `{"domain", "descriptors", "outcome": "ok"\|"error", "latency_ms", "probe"}` or `{"reports": [...]}` (up to 1,000); see `docs/breakers.md` |
 //! | `GET /v1/rules` | the rules in force, their version, what the node follows (`files` or `redis`) and, following Redis, the version's author and time and whether the node is in sync |
 //! | `PUT /v1/rules` | replace all rules, atomically (admin: `Authorization: Bearer <token>`); the body is Flowgate TOML (`application/toml`), envoyproxy/ratelimit YAML (`application/yaml`) or the TOML schema as JSON (`application/json`). Following Redis: a new shared version (see [`crate::rules`]). Following files: not persisted, and replaced by the next file reload (see [`crate::reload`]) |
 //! | `POST /v1/rules/versions` | (admin, following Redis) a new version from files: `{"files": [{"name": "pay.toml", "text": "..."}], "base_version": 7}` (409 if another version came after `base_version`) |
@@ -42,6 +43,7 @@ mod dashboard;
 mod error;
 mod payload;
 mod queues;
+mod report;
 mod rules;
 mod stats;
 
@@ -65,6 +67,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/check", post(api::check))
         .route("/v1/acquire", post(api::acquire))
         .route("/v1/release", post(api::release))
+        .route("/v1/report", post(report::report))
         .route(
             "/v1/rules",
             get(rules::get_rules)

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::ApiError;
 use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body;
-use crate::config::schema::{AlertDoc, FileDoc, RuleView};
+use crate::config::schema::{AlertDoc, BreakerDoc, FileDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
@@ -50,6 +50,16 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
         "files": files,
         "rule": list,
     });
+    // The breakers change with the rules: shown here, a PUT of what GET shows keeps them.
+    let breakers: Vec<BreakerDoc> = state
+        .limiter
+        .breakers()
+        .iter()
+        .map(BreakerDoc::of)
+        .collect();
+    if !breakers.is_empty() {
+        out["breaker"] = json!(breakers);
+    }
     if let RulesOrigin::Redis {
         author,
         at_ms,
@@ -234,20 +244,18 @@ pub(super) async fn put_rules(
     }
     let file = &doc.files[0];
     let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
-    let parsed = config::parse("<api>", format, &file.text).map_err(locate);
+    let parsed = config::parse_config("<api>", format, &file.text).map_err(locate);
     let change = state.rules.change().await;
-    let set = parsed.and_then(|rules| {
-        Config {
-            rules,
-            ..Config::default()
-        }
-        .rule_set()
-        .map_err(locate)
+    let set = parsed.and_then(|c: Config| {
+        Ok((
+            c.rule_set().map_err(locate)?,
+            c.breaker_set().map_err(locate)?,
+        ))
     });
     match set {
-        Ok(set) => {
+        Ok((set, breakers)) => {
             let count = set.rules().len();
-            let version = change.apply(set, None, None, RulesOrigin::Api, Vec::new());
+            let version = change.apply(set, None, None, breakers, RulesOrigin::Api, Vec::new());
             tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
             Ok(Json(json!({"version": version, "rules": count})).into_response())
         }

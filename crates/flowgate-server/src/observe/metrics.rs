@@ -24,6 +24,10 @@
 //! | `flowgate_redis_eviction_risk` | | 1 while Redis's `maxmemory-policy` may evict keys without expiry (queued jobs, shared rules) |
 //! | `flowgate_alerts_firing` | `alert` | 1 while the alert fires, 0 otherwise (on Redis every node shows the cluster's evaluation: aggregate with `max`) |
 //! | `flowgate_alert_notifications_total` | `result` | alert webhook messages: `sent`, `failed` (refused, or given up after the retries), `dropped` (an outbox full) |
+//! | `flowgate_breaker_transitions_total` | `domain`, `breaker`, `to` | circuit breaker instances' changes of phase, by the phase entered (`open`, `half_open`, `closed`) |
+//! | `flowgate_breaker_open` | `domain`, `breaker` | the breaker's instances open or half-open (not closed), read when the metrics are encoded |
+//! | `flowgate_breaker_reports_total` | `result` | reports of calls' outcomes: `counted` (by at least one breaker instance), `no_breaker` (matched none: dropped), `dropped` (a breaker at its cap on instances) |
+//! | `flowgate_breaker_rejections_total` | `domain`, `breaker` | requests refused because the breaker was open (`circuit_open`) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
@@ -248,6 +252,8 @@ pub(crate) struct Metrics {
     queue_age: FloatGauge,
     /// When the queues' state was last read (µs since the epoch; 0: never).
     queue_read_at: AtomicU64,
+    /// The circuit breakers' series.
+    pub(crate) breakers: super::breakers::BreakerMetrics,
     /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
     /// nor exposed.
     envoy: std::sync::OnceLock<super::envoy_names::EnvoyNames>,
@@ -404,8 +410,10 @@ impl Metrics {
             "Rejection log lines dropped by the log rate limit",
             logs_suppressed.clone(),
         );
+        let breakers = super::breakers::BreakerMetrics::register(&mut registry);
         Self {
             registry,
+            breakers,
             decisions,
             shadow_hits,
             requests,

@@ -4,6 +4,7 @@
 //! what is recorded here.
 
 pub mod alerts;
+pub(crate) mod breakers;
 mod envoy_names;
 pub(crate) mod metrics;
 mod record;

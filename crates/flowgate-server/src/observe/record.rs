@@ -249,6 +249,11 @@ impl Recorder {
         let mut error: Option<&StoreError> = None;
         let mut stored = false;
         for (s, d) in verdict.statuses.iter().zip(&request.descriptors) {
+            if let Some(b) = s.breaker.as_ref().filter(|b| b.open) {
+                // Refused by an open circuit breaker: no rule was asked.
+                m.breakers.refused(&b.domain, &b.name);
+                continue;
+            }
             if let Some(e) = &s.error {
                 error = Some(e);
             }

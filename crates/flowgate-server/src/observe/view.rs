@@ -26,6 +26,10 @@ pub struct StatsView {
     pub store: StoreStats,
     /// Every declared alert and its state.
     pub alerts: Vec<AlertView>,
+    /// The circuit breakers' instances that are not closed, and the closed ones with calls in
+    /// their window (this node's: breakers are per process), those not closed first.
+    #[serde(default)]
+    pub breakers: Vec<BreakerView>,
     /// The rules' version and origin.
     pub rules_info: RulesInfoView,
 }
@@ -221,4 +225,27 @@ pub struct RulesInfoView {
     pub version: u64,
     /// `file` or `redis`.
     pub source: String,
+}
+
+/// A circuit breaker instance's state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BreakerView {
+    /// The breaker's domain.
+    pub domain: String,
+    /// The breaker's name.
+    pub name: String,
+    /// The instance's key (`<domain>:<breaker>:<k>=<v>,...`): one per matched descriptor.
+    pub key: String,
+    /// `closed`, `open` or `half_open`.
+    pub phase: String,
+    /// When it entered its phase (Unix milliseconds, by the store's clock).
+    pub since_ms: i64,
+    /// Calls in its window (closed).
+    pub calls: u64,
+    /// Bad calls in its window (closed).
+    pub bad: u64,
+    /// Open: milliseconds until half-open. Half-open: until the first probe lease expires.
+    pub retry_after_ms: Option<f64>,
+    /// Half-open: probes admitted and not yet reported.
+    pub probes_out: u32,
 }

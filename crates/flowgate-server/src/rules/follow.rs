@@ -202,6 +202,7 @@ impl Follower {
                 loaded.rules,
                 Some(loaded.queues),
                 Some(loaded.alerts),
+                loaded.breakers,
                 origin_of(v),
                 Vec::new(),
             );

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use flowgate::breakers::BreakerSet;
 use flowgate::queue::Queue;
 use flowgate::queue::QueueSet;
 use flowgate::{Limiter, RuleSet};
@@ -154,13 +155,14 @@ impl Change<'_> {
         self.rules.info()
     }
 
-    /// Puts `rules` (and `queues` and `alerts`, when given) in force, atomically; answers the
-    /// new version.
+    /// Puts `rules` and `breakers` (and `queues` and `alerts`, when given) in force; answers
+    /// the new version. A breaker whose definition is unchanged keeps its state.
     pub(crate) fn apply(
         self,
         rules: RuleSet,
         queues: Option<QueueSet>,
         alerts: Option<AlertSet>,
+        breakers: BreakerSet,
         origin: RulesOrigin,
         files: Vec<PathBuf>,
     ) -> u64 {
@@ -174,6 +176,7 @@ impl Change<'_> {
             r.alerts.set_alerts(a);
         }
         metrics.rules.set(rules.rules().len() as i64);
+        r.limiter.set_breakers(breakers);
         r.limiter.set_rules(rules);
         r.recorder.rules_changed();
         let mut info = r.info.lock();

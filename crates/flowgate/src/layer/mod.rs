@@ -8,6 +8,12 @@
 //! headers) or [`GrpcReject`] (gRPC `RESOURCE_EXHAUSTED`). An admitted request waits its slot in
 //! `delay` mode, and its `concurrency` leases are held until the inner service has answered.
 //!
+//! A request matching circuit breakers ([`crate::breakers`]) is refused while its breaker is
+//! open (the same 429 or `RESOURCE_EXHAUSTED`, with `Retry-After` the time to half-open, and
+//! `"error": "circuit_open"` in [`HttpReject`]'s body), and an admitted one reports its outcome
+//! by itself: a 5xx response or an error of the inner service is a failure, and the latency is
+//! the inner service's, from the call to the response.
+//!
 //! # Examples
 //! ```
 //! use std::sync::Arc;

@@ -20,7 +20,8 @@ fn with_headers<B>(mut res: Response<B>, verdict: &Verdict) -> Response<B> {
 }
 
 /// HTTP 429 with `RateLimit-*` and `Retry-After` headers and a JSON body
-/// `{"error":"rate_limited","rule":…,"retry_after_ms":…}`.
+/// `{"error":"rate_limited","rule":…,"retry_after_ms":…}` (`"error":"circuit_open"` and
+/// `"breaker"` instead of `"rule"` when an open circuit breaker refused it).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HttpReject;
 
@@ -30,11 +31,18 @@ impl<B: From<String>> Reject<B> for HttpReject {
             .binding()
             .and_then(|s| s.rule.as_ref())
             .map(|r| r.name.clone());
-        let body = serde_json::json!({
+        let body = match verdict.circuit_open() {
+            Some(b) => serde_json::json!({
+                "error": "circuit_open",
+                "breaker": b.name,
+                "retry_after_ms": verdict.retry_after().map(|d| d.as_millis() as u64),
+            }),
+            None => serde_json::json!({
             "error": "rate_limited",
             "rule": rule,
             "retry_after_ms": verdict.retry_after().map(|d| d.as_millis() as u64),
-        });
+            }),
+        };
         let mut res = Response::new(B::from(body.to_string()));
         *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
         res.headers_mut().insert(

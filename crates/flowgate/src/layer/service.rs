@@ -70,8 +70,21 @@ where
         let reject = self.reject.clone();
         Box::pin(async move {
             match limiter.acquire(&flow).await {
-                Ok(permit) => {
-                    let mut res = inner.call(req).await?;
+                Ok(mut permit) => {
+                    // A request a circuit breaker watches reports its outcome: a 5xx or an
+                    // error is a failure; the latency is the inner service's.
+                    let watched = permit
+                        .verdict()
+                        .statuses
+                        .iter()
+                        .any(|s| s.breaker.is_some());
+                    let start = watched.then(tokio::time::Instant::now);
+                    let res = inner.call(req).await;
+                    if let Some(start) = start {
+                        let ok = res.as_ref().is_ok_and(|r| !r.status().is_server_error());
+                        permit.report(ok, start.elapsed());
+                    }
+                    let mut res = res?;
                     for (name, value) in permit.verdict().headers() {
                         if let Ok(v) = http::HeaderValue::from_str(&value) {
                             res.headers_mut().insert(name, v);

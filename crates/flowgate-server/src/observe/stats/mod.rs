@@ -351,6 +351,13 @@ impl Stats {
             queues,
             store,
             alerts: Vec::new(),
+            breakers: state
+                .limiter
+                .breaker_views()
+                .0
+                .iter()
+                .map(super::breakers::view)
+                .collect(),
             rules_info: RulesInfoView {
                 version: info.version,
                 source: info.source().to_owned(),

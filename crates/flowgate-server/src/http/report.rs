@@ -1,0 +1,191 @@
+//! `POST /v1/report`: callers report each protected call's outcome and latency to the circuit
+//! breakers its descriptors match.
+//!
+//! ```json
+//! {"domain": "payments", "descriptors": ["channel=WPG"], "outcome": "error", "latency_ms": 812.5}
+//! {"reports": [{"domain": ..., "descriptors": [...], "outcome": "ok", "latency_ms": 40, "probe": 4294967297}]}
+//! ```
+//!
+//! `probe` is the lease a half-open breaker admitted the call with (`/v1/check`'s `probes`): a
+//! half-open breaker counts only its probes' reports. A batch holds at most [`MAX_REPORTS`]
+//! reports, within the body bound of every route (64 KiB); it is checked whole before any report
+//! is counted. A report that matches no breaker is counted
+//! (`flowgate_breaker_reports_total{result="no_breaker"}`) and dropped. Answers 200 with how
+//! many reports breakers counted, how many matched none, how many were dropped at a breaker's
+//! cap on instances.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use flowgate::breakers::Outcome;
+use flowgate::{Descriptor, Request};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::ApiError;
+use super::api::body_bytes;
+use super::body::{self, DescriptorField};
+use crate::limits;
+use crate::state::AppState;
+
+/// The most reports in one body.
+pub(crate) const MAX_REPORTS: usize = 1_000;
+
+/// The longest latency taken as real (a day): beyond, a unit error (microseconds sent as
+/// milliseconds), refused.
+const MAX_LATENCY_MS: f64 = 86_400_000.0;
+
+/// One report.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportBody {
+    domain: Option<String>,
+    descriptors: Option<Vec<DescriptorField>>,
+    outcome: Option<String>,
+    latency_ms: Option<f64>,
+    probe: Option<u64>,
+}
+
+/// A report or a batch.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    domain: Option<String>,
+    descriptors: Option<Vec<DescriptorField>>,
+    outcome: Option<String>,
+    latency_ms: Option<f64>,
+    probe: Option<u64>,
+    reports: Option<Vec<ReportBody>>,
+}
+
+/// A report, checked.
+struct Report {
+    domain: String,
+    descriptors: Vec<Descriptor>,
+    outcome: Outcome,
+    latency: Duration,
+    probe: Option<u64>,
+}
+
+fn field(at: &str, name: &str, message: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(format!("field `{at}{name}`: {message}"))
+}
+
+/// Checks one report; `at` prefixes its fields' names (`reports[3].`).
+fn check(b: ReportBody, at: &str) -> Result<Report, ApiError> {
+    let domain = b
+        .domain
+        .ok_or_else(|| field(at, "domain", "missing: the domain of the breakers"))?;
+    let descriptors: Vec<Descriptor> = b
+        .descriptors
+        .ok_or_else(|| field(at, "descriptors", "missing: the call's descriptors"))?
+        .into_iter()
+        .map(|d| d.0)
+        .collect();
+    let outcome = match b.outcome.as_deref() {
+        Some("ok") => Outcome::Ok,
+        Some("error") => Outcome::Error,
+        Some(other) => {
+            return Err(field(
+                at,
+                "outcome",
+                format!("unknown outcome `{other}`: expected \"ok\" or \"error\""),
+            ));
+        }
+        None => return Err(field(at, "outcome", "missing: \"ok\" or \"error\"")),
+    };
+    let latency_ms = b.latency_ms.ok_or_else(|| {
+        field(
+            at,
+            "latency_ms",
+            "missing: the call's latency in milliseconds",
+        )
+    })?;
+    if !(0.0..=MAX_LATENCY_MS).contains(&latency_ms) {
+        return Err(field(
+            at,
+            "latency_ms",
+            format!(
+                "{latency_ms} is not a latency: milliseconds from 0 to {MAX_LATENCY_MS} (a day)"
+            ),
+        ));
+    }
+    let request = Request::new(domain, descriptors);
+    limits::validate(&request).map_err(|e| ApiError::bad_request(format!("{at}{e}")))?;
+    Ok(Report {
+        domain: request.domain,
+        descriptors: request.descriptors,
+        outcome,
+        latency: Duration::from_secs_f64(latency_ms / 1000.0),
+        probe: b.probe,
+    })
+}
+
+/// The reports of a body, checked whole.
+fn parse(bytes: &[u8]) -> Result<Vec<Report>, ApiError> {
+    let b: Body = body::parse(bytes)?;
+    let one = ReportBody {
+        domain: b.domain,
+        descriptors: b.descriptors,
+        outcome: b.outcome,
+        latency_ms: b.latency_ms,
+        probe: b.probe,
+    };
+    let single = one.domain.is_some()
+        || one.descriptors.is_some()
+        || one.outcome.is_some()
+        || one.latency_ms.is_some()
+        || one.probe.is_some();
+    match b.reports {
+        Some(_) if single => Err(ApiError::bad_request(
+            "field `reports`: a body is one report or a batch (`reports`), not both",
+        )),
+        Some(list) if list.len() > MAX_REPORTS => Err(field(
+            "",
+            "reports",
+            format!("{} reports: at most {MAX_REPORTS} in one body", list.len()),
+        )),
+        Some(list) => list
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| check(r, &format!("reports[{i}].")))
+            .collect(),
+        None => Ok(vec![check(one, "")?]),
+    }
+}
+
+/// `POST /v1/report`.
+pub(super) async fn report(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let reports = parse(&body_bytes(body)?)?;
+    let (mut counted, mut no_breaker, mut dropped) = (0u64, 0u64, 0u64);
+    for r in &reports {
+        let got = state
+            .limiter
+            .report(&r.domain, &r.descriptors, r.outcome, r.latency, r.probe);
+        if got.counted > 0 {
+            counted += 1;
+        } else if got.dropped > 0 {
+            dropped += 1;
+        } else {
+            no_breaker += 1;
+        }
+    }
+    let m = &state.metrics.breakers;
+    m.reports("counted", counted);
+    m.reports("no_breaker", no_breaker);
+    m.reports("dropped", dropped);
+    Ok(Json(json!({
+        "counted": counted,
+        "no_breaker": no_breaker,
+        "dropped": dropped,
+    }))
+    .into_response())
+}

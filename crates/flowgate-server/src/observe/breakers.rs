@@ -1,0 +1,144 @@
+//! The circuit breakers as the server shows them: their metrics (transitions counted as they
+//! happen, open instances read when the metrics are encoded, reports by result, requests
+//! refused) and their part of `GET /v1/stats`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use flowgate::breakers::{BreakerDef, BreakerEvent, BreakerView as Instance};
+
+use super::view::BreakerView;
+
+/// Labels of a breaker's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct BreakerLabels {
+    /// The breaker's domain.
+    pub(crate) domain: String,
+    /// The breaker's name.
+    pub(crate) breaker: String,
+}
+
+/// Labels of `flowgate_breaker_transitions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TransitionLabels {
+    /// The breaker's domain.
+    pub(crate) domain: String,
+    /// The breaker's name.
+    pub(crate) breaker: String,
+    /// The phase entered: `open`, `half_open` or `closed`.
+    pub(crate) to: &'static str,
+}
+
+/// Labels of `flowgate_breaker_reports_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReportLabels {
+    /// `counted`, `no_breaker` or `dropped`.
+    pub(crate) result: &'static str,
+}
+
+/// The breakers' metric families.
+pub(crate) struct BreakerMetrics {
+    transitions: Family<TransitionLabels, Counter>,
+    open: Family<BreakerLabels, Gauge>,
+    reports: Family<ReportLabels, Counter>,
+    refused: Family<BreakerLabels, Counter>,
+}
+
+impl BreakerMetrics {
+    /// The families, registered in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            transitions: Family::default(),
+            open: Family::default(),
+            reports: Family::default(),
+            refused: Family::default(),
+        };
+        // Every result exists from the start, at 0: a counter that first appears at 1 shows no
+        // increase to `increase()`.
+        for result in ["counted", "no_breaker", "dropped"] {
+            let _ = m.reports.get_or_create(&ReportLabels { result });
+        }
+        registry.register(
+            "flowgate_breaker_transitions",
+            "Circuit breaker instances' changes of phase, by the phase entered",
+            m.transitions.clone(),
+        );
+        registry.register(
+            "flowgate_breaker_open",
+            "Circuit breaker instances open or half-open (not closed)",
+            m.open.clone(),
+        );
+        registry.register(
+            "flowgate_breaker_reports",
+            "Reports of calls' outcomes: counted by a breaker, for no breaker (dropped), or dropped at a breaker's cap on instances",
+            m.reports.clone(),
+        );
+        registry.register(
+            "flowgate_breaker_rejections",
+            "Requests refused because a circuit breaker was open",
+            m.refused.clone(),
+        );
+        m
+    }
+
+    /// Counts a transition.
+    pub(crate) fn transition(&self, e: &BreakerEvent) {
+        self.transitions
+            .get_or_create(&TransitionLabels {
+                domain: e.domain.clone(),
+                breaker: e.breaker.clone(),
+                to: e.to,
+            })
+            .inc();
+    }
+
+    /// Counts `n` reports with `result`.
+    pub(crate) fn reports(&self, result: &'static str, n: u64) {
+        if n > 0 {
+            self.reports
+                .get_or_create(&ReportLabels { result })
+                .inc_by(n);
+        }
+    }
+
+    /// Counts a request refused by breaker `name` of `domain`.
+    pub(crate) fn refused(&self, domain: &str, name: &str) {
+        self.refused
+            .get_or_create(&BreakerLabels {
+                domain: domain.to_owned(),
+                breaker: name.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the open instances of every breaker in force (and drops the series of the others).
+    pub(crate) fn open_instances(&self, counts: &[(BreakerDef, usize)]) {
+        self.open.clear();
+        for (d, n) in counts {
+            self.open
+                .get_or_create(&BreakerLabels {
+                    domain: d.domain.clone(),
+                    breaker: d.name.clone(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// An instance as `GET /v1/stats` shows it.
+pub(crate) fn view(i: &Instance) -> BreakerView {
+    BreakerView {
+        domain: i.domain.clone(),
+        name: i.breaker.clone(),
+        key: i.key.clone(),
+        phase: i.phase.to_owned(),
+        since_ms: i64::try_from(i.since / 1000).unwrap_or(i64::MAX),
+        calls: i.calls,
+        bad: i.bad,
+        retry_after_ms: i.retry_after.map(|d| d.as_secs_f64() * 1000.0),
+        probes_out: i.probes_out,
+    }
+}
