@@ -522,6 +522,26 @@
     }
   }
 
+  function renderBreakers(breakers) {
+    const tbody = $("breakers").tBodies[0];
+    clear(tbody);
+    $("no-breakers").hidden = breakers.length > 0;
+    $("breakers").hidden = breakers.length === 0;
+    for (const b of breakers) {
+      const row = b.phase === "open" ? "firing" : b.phase === "half_open" ? "pending" : "";
+      tbody.append(el("tr", { class: row, "data-breaker": b.key }, [
+        el("td", { text: b.domain + " / " + b.name }),
+        el("td", { class: "desc mono", text: b.key }),
+        el("td", { class: "state", "data-f": "phase", text: b.phase.replace("_", "-") }),
+        el("td", { text: fmtTime(b.since_ms) }),
+        el("td", { class: "num", text: b.calls }),
+        el("td", { class: "num", text: b.bad }),
+        el("td", { class: "num", text: b.retry_after_ms === null || b.retry_after_ms === undefined ? "–" : fmtSecs(b.retry_after_ms / 1000) }),
+        el("td", { class: "num", text: b.probes_out }),
+      ]));
+    }
+  }
+
   function renderQueues(queues) {
     const tbody = $("queues").tBodies[0];
     clear(tbody);
@@ -618,6 +638,7 @@
       renderRule(entry, r);
     });
     renderAlerts(v.alerts || []);
+    renderBreakers(v.breakers || []);
     renderQueues(v.queues || []);
     renderStore(v.store || {});
     renderNodes(v);

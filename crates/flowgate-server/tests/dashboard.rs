@@ -38,6 +38,15 @@ name = "per-user"
 match = ["user"]
 limit = "100/s"
 
+[[breaker]]
+name = "backend"
+match = ["dep=db"]
+strategy = "error_count"
+threshold = 3
+window = "10s"
+min_calls = 3
+open_for = "60s"
+
 [[alert]]
 name = "per-client-rejecting"
 rule = "per-client"
@@ -398,6 +407,18 @@ async fn dashboard_in_a_real_browser() {
         set_trial(addr, None).await;
         c.goto(&page).await.expect("the page");
     }
+
+    // A breaker opened by three failed calls is listed open, highlighted.
+    for _ in 0..3 {
+        let report = json!({"domain": "api", "descriptors": ["dep=db"], "outcome": "error", "latency_ms": 5});
+        let r = common::post_json(addr, "/v1/report", report).await;
+        assert!(r.status < 300, "report: {} {}", r.status, r.body);
+    }
+    let breaker = "const r = document.querySelector('#breakers tr[data-breaker]');
+                   return r ? [r.dataset.breaker, r.querySelector('[data-f=phase]').textContent, r.className] : null;";
+    let (open, shown) = poll(&c, Duration::from_secs(5), breaker, |v| v[1] == "open").await;
+    assert!(open, "the breaker shown: {shown}");
+    assert_eq!(shown, json!(["api:backend:dep=db", "open", "firing"]));
 
     // Editing: refused without the token (the JSON error shown), versioned with it.
     let before = http(addr, "GET", "/v1/rules", &[], "").await.json()["version"].clone();
