@@ -707,6 +707,94 @@ impl AlertDoc {
     }
 }
 
+impl BreakerDoc {
+    /// The breaker, its domain the file's (`file_domain`) unless it names its own.
+    ///
+    /// # Errors
+    /// [`SchemaError`] naming the field at fault.
+    pub(crate) fn to_def(
+        &self,
+        file_domain: Option<&str>,
+    ) -> Result<flowgate::breakers::BreakerDef, SchemaError> {
+        use flowgate::breakers::{BreakerDef, BreakerError, BreakerSpec, Strategy};
+        use flowgate_core::clock::micros;
+        if self.name.trim().is_empty() {
+            return Err(err("name", "the breaker name must not be empty"));
+        }
+        let domain = domain_of(self.domain.as_deref(), file_domain, "breaker")?;
+        let pattern = pattern_of(&self.pattern, false, false)?;
+        let slow_call = self
+            .slow_call
+            .as_deref()
+            .map(|t| duration_of("slow_call", t))
+            .transpose()?;
+        let strategy = match (self.strategy.as_str(), slow_call) {
+            ("error_ratio" | "error_count", Some(_)) => {
+                return Err(err(
+                    "slow_call",
+                    format!(
+                        "`slow_call` is for the slow_call_ratio strategy, and this breaker's is {}",
+                        self.strategy
+                    ),
+                ));
+            }
+            ("error_ratio", None) => Strategy::ErrorRatio,
+            ("error_count", None) => Strategy::ErrorCount,
+            ("slow_call_ratio", Some(s)) => Strategy::SlowCallRatio {
+                slow_call: micros(s),
+            },
+            ("slow_call_ratio", None) => {
+                return Err(err_at(
+                    "slow_call",
+                    "strategy",
+                    "the slow_call_ratio strategy needs `slow_call`, the latency over which a call is slow (e.g. \"800ms\")",
+                ));
+            }
+            (other, _) => {
+                return Err(err(
+                    "strategy",
+                    format!(
+                        "unknown strategy `{other}`: expected error_ratio, slow_call_ratio or error_count"
+                    ),
+                ));
+            }
+        };
+        let window = duration_of("window", &self.window)?;
+        let open_for = duration_of("open_for", &self.open_for)?;
+        let probe_timeout = match &self.probe_timeout {
+            Some(t) => duration_of("probe_timeout", t)?,
+            None => open_for,
+        };
+        if self.min_nodes == Some(0) {
+            return Err(err("min_nodes", "must be at least 1 (or left out)"));
+        }
+        let spec = BreakerSpec::new(
+            strategy,
+            self.threshold,
+            micros(window),
+            self.min_calls,
+            micros(open_for),
+            self.probes.unwrap_or(1),
+            micros(probe_timeout),
+        )
+        .map_err(|e| match e {
+            BreakerError::Invalid { field, message } => {
+                // A probe timeout left out is open_for's.
+                let field = if field == "probe_timeout" && self.probe_timeout.is_none() {
+                    "open_for"
+                } else {
+                    field
+                };
+                err(field, message)
+            }
+            other => err("", other.to_string()),
+        })?;
+        let mut def = BreakerDef::new(domain, self.name.clone(), pattern, spec);
+        def.min_nodes = self.min_nodes;
+        Ok(def)
+    }
+}
+
 #[cfg(test)]
 mod warmup_tests {
     use super::super::{Format, parse};
@@ -801,93 +889,5 @@ mod warmup_tests {
             );
             assert!(e.message.contains(says), "{extra}: {e}");
         }
-    }
-}
-
-impl BreakerDoc {
-    /// The breaker, its domain the file's (`file_domain`) unless it names its own.
-    ///
-    /// # Errors
-    /// [`SchemaError`] naming the field at fault.
-    pub(crate) fn to_def(
-        &self,
-        file_domain: Option<&str>,
-    ) -> Result<flowgate::breakers::BreakerDef, SchemaError> {
-        use flowgate::breakers::{BreakerDef, BreakerError, BreakerSpec, Strategy};
-        use flowgate_core::clock::micros;
-        if self.name.trim().is_empty() {
-            return Err(err("name", "the breaker name must not be empty"));
-        }
-        let domain = domain_of(self.domain.as_deref(), file_domain, "breaker")?;
-        let pattern = pattern_of(&self.pattern, false, false)?;
-        let slow_call = self
-            .slow_call
-            .as_deref()
-            .map(|t| duration_of("slow_call", t))
-            .transpose()?;
-        let strategy = match (self.strategy.as_str(), slow_call) {
-            ("error_ratio" | "error_count", Some(_)) => {
-                return Err(err(
-                    "slow_call",
-                    format!(
-                        "`slow_call` is for the slow_call_ratio strategy, and this breaker's is {}",
-                        self.strategy
-                    ),
-                ));
-            }
-            ("error_ratio", None) => Strategy::ErrorRatio,
-            ("error_count", None) => Strategy::ErrorCount,
-            ("slow_call_ratio", Some(s)) => Strategy::SlowCallRatio {
-                slow_call: micros(s),
-            },
-            ("slow_call_ratio", None) => {
-                return Err(err_at(
-                    "slow_call",
-                    "strategy",
-                    "the slow_call_ratio strategy needs `slow_call`, the latency over which a call is slow (e.g. \"800ms\")",
-                ));
-            }
-            (other, _) => {
-                return Err(err(
-                    "strategy",
-                    format!(
-                        "unknown strategy `{other}`: expected error_ratio, slow_call_ratio or error_count"
-                    ),
-                ));
-            }
-        };
-        let window = duration_of("window", &self.window)?;
-        let open_for = duration_of("open_for", &self.open_for)?;
-        let probe_timeout = match &self.probe_timeout {
-            Some(t) => duration_of("probe_timeout", t)?,
-            None => open_for,
-        };
-        if self.min_nodes == Some(0) {
-            return Err(err("min_nodes", "must be at least 1 (or left out)"));
-        }
-        let spec = BreakerSpec::new(
-            strategy,
-            self.threshold,
-            micros(window),
-            self.min_calls,
-            micros(open_for),
-            self.probes.unwrap_or(1),
-            micros(probe_timeout),
-        )
-        .map_err(|e| match e {
-            BreakerError::Invalid { field, message } => {
-                // A probe timeout left out is open_for's.
-                let field = if field == "probe_timeout" && self.probe_timeout.is_none() {
-                    "open_for"
-                } else {
-                    field
-                };
-                err(field, message)
-            }
-            other => err("", other.to_string()),
-        })?;
-        let mut def = BreakerDef::new(domain, self.name.clone(), pattern, spec);
-        def.min_nodes = self.min_nodes;
-        Ok(def)
     }
 }
