@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
-# (tests start their own servers on free loopback ports), then formatting, lints, and every test
-# (unit, property, conformance against memory, Redis and Redis Cluster, integration, doc tests).
+# (tests start their own servers on free loopback ports) and chromium with chromedriver (the
+# dashboard's browser test), then formatting, lints, and every test (unit, property, conformance
+# against memory, Redis and Redis Cluster, integration, doc tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,16 @@ if ! command -v promtool >/dev/null 2>&1; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 promtool --version | head -1
+
+# The dashboard's browser test drives a headless Chromium through chromedriver.
+if ! command -v chromedriver >/dev/null 2>&1; then
+  echo "== installing chromium and chromium-driver (Debian packages; the dashboard's browser test)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+chromedriver --version
 
 # A one-off build (CI's fresh clone) gains nothing from incremental caches, which would double
 # the disk it needs.

@@ -49,6 +49,9 @@ pub struct ServerConfig {
     pub admin_token: Option<String>,
     /// The admin API's named tokens; with none (and no `admin_token`) the admin API is off.
     pub admin_tokens: crate::tokens::AdminTokens,
+    /// A token for reading the dashboard's figures (`/v1/stats*`), beside the admin tokens;
+    /// `None`: they need no token.
+    pub dashboard_token: Option<String>,
     /// What the node's rules follow: its files, or the rules shared through Redis.
     pub rules_source: crate::rules::RulesSource,
     /// How often a node following Redis checks the version in force.
@@ -127,6 +130,7 @@ impl ServerConfig {
             redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
             admin_token: None,
             admin_tokens: crate::tokens::AdminTokens::new(),
+            dashboard_token: None,
             rules_source: crate::rules::RulesSource::Files,
             rules_check: crate::rules::follow::DEFAULT_CHECK,
             watch: true,
@@ -326,6 +330,17 @@ fn admin_tokens(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
             .map_err(|e| ServerError::Config(ConfigError::new("--admin-token", None, "", e)))?;
     }
     Ok(admin)
+}
+
+/// The dashboard's reading token, named `dashboard`.
+fn dashboard_token(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
+    let mut tokens = AdminTokens::new();
+    if let Some(t) = cfg.dashboard_token.as_deref().filter(|t| !t.is_empty()) {
+        tokens
+            .add("dashboard", t)
+            .map_err(|e| ServerError::Config(ConfigError::new("--dashboard-token", None, "", e)))?;
+    }
+    Ok(tokens)
 }
 
 /// The configuration files, loaded, and their fingerprint (taken before loading: an edit in
@@ -545,6 +560,7 @@ impl Server {
     /// address cannot be bound, or the store cannot be set up.
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
         let admin = admin_tokens(&cfg)?;
+        let dashboard = dashboard_token(&cfg)?;
         let tls = match &cfg.tls {
             Some(files) => Some(crate::tls::Tls::load(files).await?),
             None => None,
@@ -596,6 +612,7 @@ impl Server {
         let stats = stats(&cfg, store_name, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;
+        state.dashboard = dashboard;
         if cfg.envoy_metric_names {
             state.metrics.enable_envoy_names();
         }

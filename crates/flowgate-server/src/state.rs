@@ -34,6 +34,9 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// The admin API's tokens; the admin API is disabled without one.
     pub(crate) admin: AdminTokens,
+    /// The dashboard's reading token (`--dashboard-token`): with one, the figures it reads need
+    /// it or an admin token; without, they are public.
+    pub(crate) dashboard: AdminTokens,
     /// The rules shared through Redis, when the node follows them.
     pub(crate) follower: Option<Arc<Follower>>,
     /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
@@ -80,6 +83,7 @@ impl AppState {
             stats,
             metrics,
             admin,
+            dashboard: AdminTokens::new(),
             follower: None,
             response_headers: false,
             eviction_warning: parking_lot::Mutex::new(None),

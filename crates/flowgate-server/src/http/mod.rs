@@ -25,6 +25,7 @@
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /v1/stats` | the dashboard's figures (`?window=` seconds, 1–900, default 900; `?scope=node` for this node's own on a cluster): per rule, admitted and rejected per second, rejection ratio, heaviest keys; queues; the store; alerts |
 //! | `GET /v1/stats/stream` | the same as Server-Sent Events: an event `stats` each second (`?window=`, default 1: the newest second) |
+//! | `GET /dashboard` | the dashboard: a page (and its files under `/dashboard/`) that shows the figures of `/v1/stats` live (see [`dashboard`]); with `--dashboard-token`, the two routes above need it or an admin token |
 //!
 //! Request body (check, acquire):
 //! `{"domain": "api", "descriptors": ["client=42", {"entries": [{"key": "user", "value": "7"}], "hits_addend": 2}], "hits_addend": 1}`.
@@ -38,6 +39,7 @@
 
 mod api;
 mod body;
+mod dashboard;
 mod error;
 mod payload;
 mod queues;
@@ -58,6 +60,9 @@ use crate::state::AppState;
 
 /// The router of the HTTP API.
 pub(crate) fn router(state: Arc<AppState>) -> Router {
+    // The figures need the dashboard token when the server has one.
+    let reader =
+        axum::middleware::from_fn_with_state(Arc::clone(&state), dashboard::require_reader);
     Router::new()
         .route("/v1/check", post(api::check))
         .route("/v1/acquire", post(api::acquire))
@@ -91,8 +96,11 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
-        .route("/v1/stats", get(stats::stats))
-        .route("/v1/stats/stream", get(stats::stream))
+        .route("/v1/stats", get(stats::stats).route_layer(reader.clone()))
+        .route("/v1/stats/stream", get(stats::stream).route_layer(reader))
+        .route("/dashboard", get(dashboard::page))
+        .route("/dashboard/", get(dashboard::slash))
+        .route("/dashboard/{file}", get(dashboard::asset))
         .fallback(async || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route"))
         .method_not_allowed_fallback(async || {
             ApiError::new(

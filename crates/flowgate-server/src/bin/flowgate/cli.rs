@@ -96,6 +96,11 @@ pub(crate) struct ServeArgs {
     /// Named admin tokens, `name:token,name:token` (as the tokens file).
     #[arg(long, env = "FLOWGATE_ADMIN_TOKENS", hide_env_values = true)]
     pub(crate) admin_tokens: Option<String>,
+    /// A token for reading the dashboard's figures (`/v1/stats`, `/v1/stats/stream`): with it,
+    /// they need `Authorization: Bearer` with this token or an admin token; without, they are
+    /// public.
+    #[arg(long, env = "FLOWGATE_DASHBOARD_TOKEN", hide_env_values = true)]
+    pub(crate) dashboard_token: Option<String>,
     /// What the rules follow: `files` (the configuration, watched; `PUT /v1/rules` lasts until
     /// the files change) or `redis` (the versioned rules shared by every node through Redis;
     /// the files only seed the first version).
@@ -293,6 +298,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.redis_wait_replicas = args.redis_wait_replicas;
     cfg.redis_wait_timeout = args.redis_wait_timeout;
     cfg.admin_token = args.admin_token;
+    cfg.dashboard_token = args.dashboard_token;
     if let Some(path) = &args.admin_tokens_file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the admin tokens file {}", path.display()))?;
