@@ -398,3 +398,33 @@ async fn trial_then_promote(redis: Option<String>) {
     assert!(r.body.contains("trial.limit"), "{}", r.body);
     s.server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looser_trial_counts_its_rejections_whatever_the_rule_decided() {
+    let s = TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
+        c.admin_token = Some("secret".into());
+        c
+    })
+    .await;
+    let addr = s.http();
+    // 8 per minute tried beside the 5 in force: of 12 requests the rule admits 5 and rejects 7,
+    // and the trial, decided on its own, would have rejected 4.
+    let r = edit_rule(addr, "per-user", |r| {
+        r.insert("trial".into(), json!({"limit": 8, "window": "1m"}));
+    })
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut admitted = 0;
+    for _ in 0..12 {
+        if check(addr, "user", "loose").await == 200 {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 5);
+    let (v, counted) = poll(addr, "?window=10", Duration::from_secs(4), |v| {
+        rule(v, "per-user").totals.trial_rejected == 4
+    })
+    .await;
+    assert!(counted, "{:?}", rule(&v, "per-user").totals);
+    s.server.shutdown().await.unwrap();
+}

@@ -266,8 +266,9 @@ impl<S: Store> Limiter<S> {
         };
         let in_force: SmallVec<[Option<&Limit>; 4]> =
             matched.iter().map(|m| m.rule.limit_at(now)).collect();
-        // The rules' trial limits, each on a state of its own, decided after the limits in
-        // force and never rejecting.
+        // The rules' trial limits, each on a state of its own and never rejecting, decided
+        // apart from the limits in force (in a batch of their own: what a trial would reject
+        // does not depend on what the rules did).
         let trials: SmallVec<[(usize, String, &Limit, u64); 2]> = matched
             .iter()
             .zip(&in_force)
@@ -298,17 +299,6 @@ impl<S: Store> Limiter<S> {
                 });
             }
         }
-        let enforced = items.len();
-        for (_, key, limit, cost) in &trials {
-            items.push(Item {
-                key,
-                limit,
-                cost: *cost,
-                enforce: false,
-            });
-            roles.push(Role::Shadow);
-            policies.push(FailurePolicy::Open);
-        }
         if items.is_empty() {
             return Verdict {
                 allowed: true,
@@ -338,11 +328,28 @@ impl<S: Store> Limiter<S> {
         } else if !allowed {
             allowed = error.is_some() && verdict_of(&roles, &decisions);
         }
-        let trial_rejected: SmallVec<[(usize, bool); 2]> = trials
-            .iter()
-            .zip(decisions.iter().skip(enforced))
-            .map(|((descriptor, ..), d)| (*descriptor, error.is_none() && !d.allowed))
-            .collect();
+        let trial_rejected: SmallVec<[(usize, bool); 2]> = if trials.is_empty() {
+            SmallVec::new()
+        } else {
+            let trial_items: SmallVec<[Item<'_>; 2]> = trials
+                .iter()
+                .map(|(_, key, limit, cost)| Item {
+                    key,
+                    limit,
+                    cost: *cost,
+                    enforce: false,
+                })
+                .collect();
+            match self.store.decide(&trial_items).await {
+                Ok(ds) => trials
+                    .iter()
+                    .zip(ds)
+                    .map(|((descriptor, ..), d)| (*descriptor, !d.allowed))
+                    .collect(),
+                // A store that fails counts no would-be rejection.
+                Err(_) => SmallVec::new(),
+            }
+        };
         drop(items);
         drop(trials);
         let mut wait = std::time::Duration::ZERO;
