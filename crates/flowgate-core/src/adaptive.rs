@@ -37,6 +37,9 @@ pub struct AimdSpec {
     pub backoff: f64,
 }
 
+// Validated parameters are finite numbers, never NaN: equality is total.
+impl Eq for AimdSpec {}
+
 impl AimdSpec {
     /// Defaults between `min` and `max`, starting at `min`, backing off by 0.9 for calls slower
     /// than `max_latency` µs.
@@ -64,6 +67,11 @@ impl Aimd {
         let min = spec.min.max(1);
         let limit = spec.initial.clamp(min, spec.max.max(min)) as f64;
         Self { spec, limit }
+    }
+
+    /// Its parameters.
+    pub fn spec(&self) -> &AimdSpec {
+        &self.spec
     }
 
     /// The limit now, in whole calls.
