@@ -245,20 +245,27 @@ mod tests {
         assert_eq!(limit("k1").limit(), 10);
         assert_eq!(limit("k1").window(), base().window(), "the leases' TTL is the rule's");
         a.decided("k1", 10);
-        for _ in 0..5 {
-            a.report("d", "r", &spec(), "k1", false, Duration::from_millis(500));
-        }
-        assert_eq!(limit("k1").limit(), 5, "10 × 0.9^5 = 5.9");
+        let slow = |n: usize| {
+            for _ in 0..n {
+                a.report("d", "r", &spec(), "k1", false, Duration::from_millis(500));
+            }
+        };
+        slow(1);
+        assert_eq!(limit("k1").limit(), 9, "10 × 0.9");
+        slow(10);
+        assert_eq!(limit("k1").limit(), 9, "the 10 calls out at the back-off");
+        slow(1);
+        assert_eq!(limit("k1").limit(), 8, "9 × 0.9");
         assert_eq!(limit("k2").limit(), 10, "another key keeps its own");
         a.decided("k2", 10);
-        for _ in 0..3 {
+        for _ in 0..11 {
             a.report("d", "r", &spec(), "k2", false, Duration::from_millis(5));
         }
-        assert_eq!(limit("k2").limit(), 13);
+        assert_eq!(limit("k2").limit(), 11, "about one more per round trip");
         let v = a.views("d", "r");
         assert_eq!(
             v.iter().map(|v| (v.key.as_str(), v.limit)).collect::<Vec<_>>(),
-            [("k1", 5), ("k2", 13)]
+            [("k1", 8), ("k2", 11)]
         );
     }
 
@@ -270,7 +277,7 @@ mod tests {
         for _ in 0..8 {
             a.released("k");
         }
-        for _ in 0..5 {
+        for _ in 0..20 {
             a.report("d", "r", &spec(), "k", false, Duration::from_millis(5));
         }
         assert_eq!(a.views("d", "r")[0].limit, 10, "2 out of 10: not using the limit");
