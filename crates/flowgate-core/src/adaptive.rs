@@ -170,8 +170,16 @@ mod tests {
         for _ in 0..40 {
             a.report(1.0, true, 40);
         }
-        assert_eq!(a.limit(), 36, "the 40 calls out at the back-off: one sign, acted on");
-        assert_eq!(a.report(1.0, true, 36), 32, "a later call's failure: 36 × 0.9");
+        assert_eq!(
+            a.limit(),
+            36,
+            "the 40 calls out at the back-off: one sign, acted on"
+        );
+        assert_eq!(
+            a.report(1.0, true, 36),
+            32,
+            "a later call's failure: 36 × 0.9"
+        );
         for _ in 0..36 {
             a.report(1.0, false, 36);
         }
@@ -186,7 +194,8 @@ mod tests {
             reports += 1;
         }
         assert!(
-            (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9..=2 * (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9)).contains(&reports),
+            (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9..=2 * (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9))
+                .contains(&reports),
             "one call more per round trip (limit reports): 2 to 10 in {reports}"
         );
         for _ in 0..20_000 {

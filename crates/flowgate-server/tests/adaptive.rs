@@ -52,12 +52,7 @@ async fn release(s: &TestServer, channel: &str, leases: Vec<u64>) {
 /// Reports `n` calls of `channel` that took `latency_ms`.
 async fn report(s: &TestServer, channel: &str, n: usize, outcome: &str, latency_ms: f64) {
     let one = json!({"domain": "pay", "descriptors": [format!("channel={channel}")], "outcome": outcome, "latency_ms": latency_ms});
-    let r = post_json(
-        s.http(),
-        "/v1/report",
-        json!({"reports": vec![one; n]}),
-    )
-    .await;
+    let r = post_json(s.http(), "/v1/report", json!({"reports": vec![one; n]})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
         r.json(),

@@ -243,7 +243,11 @@ mod tests {
         let a = Adaptive::default();
         let limit = |k: &str| a.limit("d", "r", &spec(), k, &base()).unwrap();
         assert_eq!(limit("k1").limit(), 10);
-        assert_eq!(limit("k1").window(), base().window(), "the leases' TTL is the rule's");
+        assert_eq!(
+            limit("k1").window(),
+            base().window(),
+            "the leases' TTL is the rule's"
+        );
         a.decided("k1", 10);
         let slow = |n: usize| {
             for _ in 0..n {
@@ -264,7 +268,9 @@ mod tests {
         assert_eq!(limit("k2").limit(), 11, "about one more per round trip");
         let v = a.views("d", "r");
         assert_eq!(
-            v.iter().map(|v| (v.key.as_str(), v.limit)).collect::<Vec<_>>(),
+            v.iter()
+                .map(|v| (v.key.as_str(), v.limit))
+                .collect::<Vec<_>>(),
             [("k1", 8), ("k2", 11)]
         );
     }
@@ -280,7 +286,11 @@ mod tests {
         for _ in 0..20 {
             a.report("d", "r", &spec(), "k", false, Duration::from_millis(5));
         }
-        assert_eq!(a.views("d", "r")[0].limit, 10, "2 out of 10: not using the limit");
+        assert_eq!(
+            a.views("d", "r")[0].limit,
+            10,
+            "2 out of 10: not using the limit"
+        );
     }
 
     #[test]

@@ -232,7 +232,15 @@ impl<S: Store> Limiter<S> {
                 continue;
             };
             if s.decision.lease.is_some() {
-                self.adapt(&rule.domain, &rule.name, spec, &s.key, failed, latency, &mut out);
+                self.adapt(
+                    &rule.domain,
+                    &rule.name,
+                    spec,
+                    &s.key,
+                    failed,
+                    latency,
+                    &mut out,
+                );
             }
         }
         out

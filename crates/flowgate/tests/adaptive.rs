@@ -25,7 +25,10 @@ fn limiter(spec: AimdSpec) -> Limiter<MemoryStore<ManualClock>> {
     let mut rule = Rule::new("pay", "calls", vec![Matcher::parse("channel")], Some(limit));
     rule.adaptive = Some(spec);
     let clock = ManualClock::new(1_800_000_000_000_000);
-    Limiter::new(RuleSet::new(vec![rule]).unwrap(), MemoryStore::with_clock(clock))
+    Limiter::new(
+        RuleSet::new(vec![rule]).unwrap(),
+        MemoryStore::with_clock(clock),
+    )
 }
 
 /// One sampled step: (step, limit, calls in flight, latency of the call that ended, ms).

@@ -16,7 +16,8 @@ use flowgate_core::{
 };
 
 use super::schema::{
-    AdaptiveDoc, AlertDoc, BreakerDoc, EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc, TrialDoc,
+    AdaptiveDoc, AlertDoc, BreakerDoc, EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc,
+    RuleDoc, TrialDoc,
 };
 use crate::observe::alerts::{AlertKind, AlertSpec};
 
@@ -407,7 +408,13 @@ impl AdaptiveDoc {
         &self,
         limit: Option<&Limit>,
     ) -> Result<flowgate_core::adaptive::AimdSpec, SchemaError> {
-        let field = |name: &str, message: String| err_at(&format!("adaptive.{name}"), &format!("adaptive.{name}"), message);
+        let field = |name: &str, message: String| {
+            err_at(
+                &format!("adaptive.{name}"),
+                &format!("adaptive.{name}"),
+                message,
+            )
+        };
         let Some(limit) = limit.filter(|l| l.algorithm() == Algorithm::Concurrency) else {
             return Err(err_at(
                 "adaptive",
@@ -423,10 +430,7 @@ impl AdaptiveDoc {
             return Err(field("min", "min must be at least 1".into()));
         }
         if min > self.max {
-            return Err(field(
-                "max",
-                format!("max {} is below min {min}", self.max),
-            ));
+            return Err(field("max", format!("max {} is below min {min}", self.max)));
         }
         let max_latency = duration_of("adaptive.max_latency", &self.max_latency)?;
         if max_latency.is_zero() {
@@ -452,7 +456,10 @@ impl AdaptiveDoc {
                 self.max
             );
             return Err(if name == "limit" {
-                err("limit", message + ": set `adaptive.initial` or change `limit`")
+                err(
+                    "limit",
+                    message + ": set `adaptive.initial` or change `limit`",
+                )
             } else {
                 field("initial", message)
             });

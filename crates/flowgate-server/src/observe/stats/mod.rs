@@ -28,8 +28,8 @@ use latency::Latency;
 
 use crate::config::schema::LimitDoc;
 use crate::observe::view::{
-    AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, RuleStats, RulesInfoView,
-    Scope, Series, StatsView, StoreStats,
+    AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, RuleStats,
+    RulesInfoView, Scope, Series, StatsView, StoreStats,
 };
 use crate::state::AppState;
 
