@@ -105,3 +105,29 @@ async fn the_limit_settles_in_its_band_against_a_queueing_dependency() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_permit_reports_to_the_adaptive_limit_it_was_admitted_under() {
+    let l = std::sync::Arc::new(limiter(AimdSpec {
+        initial: 10,
+        ..AimdSpec::new(2, 50, 100_000.0)
+    }));
+    let req = Request::new("pay", vec![Descriptor::new([("channel", "WPG")])]);
+    let mut permits = Vec::new();
+    while let Ok(p) = l.acquire(&req).await {
+        permits.push(p);
+    }
+    assert_eq!(permits.len(), 10);
+    let got = permits[0].report(true, Duration::from_millis(400));
+    assert_eq!(got.adaptive, 1);
+    assert_eq!(l.adaptive_limits("pay", "calls")[0].limit, 9, "10 × 0.9");
+    for p in permits {
+        p.release().await;
+    }
+    assert_eq!(l.adaptive_limits("pay", "calls")[0].in_flight, 0);
+    let mut permits = Vec::new();
+    while let Ok(p) = l.acquire(&req).await {
+        permits.push(p);
+    }
+    assert_eq!(permits.len(), 9);
+}
