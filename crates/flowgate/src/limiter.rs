@@ -348,17 +348,14 @@ impl<S: Store> Limiter<S> {
         } else {
             0
         };
-        let in_force: SmallVec<[Option<&Limit>; 4]> =
-            matched.iter().map(|m| m.rule.limit_at(now)).collect();
         // An adaptive rule's limit is its key's: the rule's own with the key's count.
         let adapted: SmallVec<[Option<Limit>; 4]> =
             if matched.iter().any(|m| m.rule.adaptive.is_some()) {
                 matched
                     .iter()
-                    .zip(&in_force)
-                    .map(|(m, l)| {
+                    .map(|m| {
                         let spec = m.rule.adaptive.as_ref()?;
-                        let base = (*l)?;
+                        let base = m.rule.limit_at(now)?;
                         self.adaptive
                             .limit(&m.rule.domain, &m.rule.name, spec, &m.key, base)
                     })
@@ -366,14 +363,15 @@ impl<S: Store> Limiter<S> {
             } else {
                 SmallVec::new()
             };
-        let in_force: SmallVec<[Option<&Limit>; 4]> = in_force
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| match adapted.get(i) {
-                Some(Some(a)) => Some(a),
-                _ => l,
-            })
-            .collect();
+        let in_force: SmallVec<[Option<&Limit>; 4]> = if adapted.is_empty() {
+            matched.iter().map(|m| m.rule.limit_at(now)).collect()
+        } else {
+            matched
+                .iter()
+                .zip(&adapted)
+                .map(|(m, a)| a.as_ref().or(m.rule.limit_at(now)))
+                .collect()
+        };
         // The rules' trial limits, each on a state of its own, decided after the limits in
         // force and never rejecting.
         let trials: SmallVec<[(usize, String, &Limit, u64); 2]> = matched
