@@ -171,6 +171,10 @@ pub struct Rule {
     /// request the rule limits, it never rejects; what it would reject is reported, so that a
     /// limit can be watched on live traffic before it is set.
     pub trial: Option<Limit>,
+    /// A `concurrency` rule's adaptive limit: the count moves with reported latency (AIMD, see
+    /// [`crate::adaptive`]) between its `min` and `max`, one per matched descriptor; the rule's
+    /// `limit` gives the leases' time to live.
+    pub adaptive: Option<crate::adaptive::AimdSpec>,
 }
 
 impl Rule {
@@ -195,6 +199,7 @@ impl Rule {
             time_zone: crate::calendar::Tz::UTC,
             schedule: None,
             trial: None,
+            adaptive: None,
         }
     }
 

@@ -233,6 +233,7 @@ fn rule_doc() -> impl Strategy<Value = RuleDoc> + Clone {
             time_zone,
             schedule,
             trial: None,
+            adaptive: None,
         },
     )
 }

@@ -160,8 +160,11 @@ pub enum Outcome {
 pub struct Reported {
     /// Breaker instances that counted it.
     pub counted: usize,
-    /// Breaker instances that matched but could not be kept (a breaker at [`MAX_INSTANCES`]).
+    /// Breaker instances or adaptive limits that matched but could not be kept (a breaker at
+    /// [`MAX_INSTANCES`], adaptive limits at [`crate::adaptive::MAX_KEYS`]).
     pub dropped: usize,
+    /// Adaptive concurrency limits that counted it ([`crate::adaptive`]).
+    pub adaptive: usize,
 }
 
 /// A breaker instance's change of phase.

@@ -30,9 +30,11 @@
 //! windows, wildcards), [`decision`] (a verdict's parts), [`clock`], [`algorithm`] (the
 //! algorithms as pure transitions, for a caller that keeps its own state), [`store`] (for
 //! authors of a store), [`breakers`] (circuit breakers consulted before the store, fed by
-//! [`Limiter::report`], [`Permit::report`] and the tower layer), and behind features [`queue`] (`queue`: durable queues released at a
+//! [`Limiter::report`], [`Permit::report`] and the tower layer), [`adaptive`] (`concurrency`
+//! limits that move with the same reports), and behind features [`queue`] (`queue`: durable queues released at a
 //! rate) and [`redis`] (`redis`, on by default: the Redis store's details).
 
+pub mod adaptive;
 pub mod breakers;
 pub mod layer;
 mod limiter;
@@ -55,6 +57,7 @@ pub use flowgate_redis::{RedisOptions, RedisStore};
 /// The parts of a rule in detail: how an entry's value matches, schedules and calendar windows,
 /// and the errors of building one.
 pub mod rule {
+    pub use flowgate_core::adaptive::AimdSpec;
     pub use flowgate_core::calendar::{Calendar, CalendarUnit};
     pub use flowgate_core::schedule::{Dates, Hours, Override, Schedule};
     pub use flowgate_core::{

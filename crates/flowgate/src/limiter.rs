@@ -12,6 +12,7 @@ use flowgate_core::{
 };
 use smallvec::SmallVec;
 
+use crate::adaptive::{Adaptive, AdaptiveView};
 use crate::breakers::{
     BreakerDef, BreakerEvent, BreakerSet, BreakerView, Breakers, Outcome, Refusal, Reported,
 };
@@ -38,6 +39,14 @@ pub struct Limiter<S: Store = MemoryStore> {
     global_quota: AtomicBool,
     /// The circuit breakers, consulted before the store.
     breakers: Breakers,
+    /// Whether some rule in force has an adaptive limit (reports look for it only then).
+    any_adaptive: AtomicBool,
+    /// The adaptive concurrency limits, per key.
+    adaptive: Adaptive,
+}
+
+fn any_adaptive(rules: &RuleSet) -> bool {
+    rules.rules().iter().any(|r| r.adaptive.is_some())
 }
 
 /// The verdict of a request refused by an open circuit breaker: no rule was asked.
@@ -85,6 +94,8 @@ impl<S: Store> Limiter<S> {
     /// A limiter over `rules` in `store`.
     pub fn new(rules: RuleSet, store: S) -> Self {
         Self {
+            any_adaptive: AtomicBool::new(any_adaptive(&rules)),
+            adaptive: Adaptive::default(),
             rules: ArcSwap::from_pointee(rules),
             store,
             fallback: MemoryStore::new(),
@@ -122,9 +133,11 @@ impl<S: Store> Limiter<S> {
     }
 
     /// Reports a protected call's outcome and latency to the circuit breakers its descriptors
-    /// match in `domain`; `probe` is the lease it was admitted with as a half-open breaker's
-    /// probe ([`crate::breakers::BreakerStatus::probe`]). Never waits: each breaker's state is a
-    /// short lock. Answers how many breaker instances counted it (none: no breaker matched).
+    /// match in `domain`, and to the adaptive limit of the `concurrency` rule each matches;
+    /// `probe` is the lease it was admitted with as a half-open breaker's probe
+    /// ([`crate::breakers::BreakerStatus::probe`]). Never waits: each state is a short lock.
+    /// Answers how many breaker instances and adaptive limits counted it (none: nothing
+    /// matched).
     pub fn report(
         &self,
         domain: &str,
@@ -133,17 +146,66 @@ impl<S: Store> Limiter<S> {
         latency: std::time::Duration,
         probe: Option<u64>,
     ) -> Reported {
-        if !self.breakers.on() {
-            return Reported::default();
+        let failed = outcome == Outcome::Error;
+        let mut out = if self.breakers.on() {
+            self.breakers.report(
+                domain,
+                descriptors,
+                failed,
+                latency,
+                probe,
+                self.store.now(),
+            )
+        } else {
+            Reported::default()
+        };
+        if self.any_adaptive.load(Ordering::Relaxed) {
+            let rules = self.rules.load();
+            let mut done: SmallVec<[String; 2]> = SmallVec::new();
+            for d in descriptors {
+                let Some(rule) = rules.find(domain, d) else {
+                    continue;
+                };
+                let Some(spec) = &rule.adaptive else {
+                    continue;
+                };
+                let key = flowgate_core::ruleset::rule_state_key(domain, rule, d);
+                if done.contains(&key) {
+                    continue;
+                }
+                self.adapt(domain, &rule.name, spec, &key, failed, latency, &mut out);
+                done.push(key);
+            }
         }
-        self.breakers.report(
-            domain,
-            descriptors,
-            outcome == Outcome::Error,
-            latency,
-            probe,
-            self.store.now(),
-        )
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn adapt(
+        &self,
+        domain: &str,
+        rule: &str,
+        spec: &flowgate_core::adaptive::AimdSpec,
+        key: &str,
+        failed: bool,
+        latency: std::time::Duration,
+        out: &mut Reported,
+    ) {
+        if self
+            .adaptive
+            .report(domain, rule, spec, key, failed, latency)
+        {
+            out.adaptive += 1;
+        } else {
+            out.dropped += 1;
+        }
+    }
+
+    /// The adaptive limits of rule `rule` in `domain`, per key (lowest first, at most
+    /// [`crate::adaptive::MAX_VIEWS`]); empty for a rule without `adaptive` or before its
+    /// first request.
+    pub fn adaptive_limits(&self, domain: &str, rule: &str) -> Vec<AdaptiveView> {
+        self.adaptive.views(domain, rule)
     }
 
     /// Reports the outcome of a call admitted by `verdict` to the breakers that admitted it.
@@ -153,15 +215,35 @@ impl<S: Store> Limiter<S> {
         outcome: Outcome,
         latency: std::time::Duration,
     ) -> Reported {
-        if !self.breakers.on() {
-            return Reported::default();
+        let failed = outcome == Outcome::Error;
+        let mut out = if self.breakers.on() {
+            self.breakers.report_statuses(
+                verdict.statuses.iter().filter_map(|s| s.breaker.as_ref()),
+                failed,
+                latency,
+                self.store.now(),
+            )
+        } else {
+            Reported::default()
+        };
+        for s in &verdict.statuses {
+            let Some(rule) = &s.rule else { continue };
+            let Some(spec) = &rule.adaptive else {
+                continue;
+            };
+            if s.decision.lease.is_some() {
+                self.adapt(
+                    &rule.domain,
+                    &rule.name,
+                    spec,
+                    &s.key,
+                    failed,
+                    latency,
+                    &mut out,
+                );
+            }
         }
-        self.breakers.report_statuses(
-            verdict.statuses.iter().filter_map(|s| s.breaker.as_ref()),
-            outcome == Outcome::Error,
-            latency,
-            self.store.now(),
-        )
+        out
     }
 
     /// Global shadow mode: requests over a limit are still admitted (their statuses still say
@@ -192,6 +274,8 @@ impl<S: Store> Limiter<S> {
 
     /// Replaces the rules, atomically. Counters of rules whose state key is unchanged carry on.
     pub fn set_rules(&self, rules: RuleSet) {
+        self.any_adaptive
+            .store(any_adaptive(&rules), Ordering::Relaxed);
         self.rules.store(Arc::new(rules));
     }
 
@@ -264,8 +348,30 @@ impl<S: Store> Limiter<S> {
         } else {
             0
         };
-        let in_force: SmallVec<[Option<&Limit>; 4]> =
-            matched.iter().map(|m| m.rule.limit_at(now)).collect();
+        // An adaptive rule's limit is its key's: the rule's own with the key's count.
+        let adapted: SmallVec<[Option<Limit>; 4]> =
+            if matched.iter().any(|m| m.rule.adaptive.is_some()) {
+                matched
+                    .iter()
+                    .map(|m| {
+                        let spec = m.rule.adaptive.as_ref()?;
+                        let base = m.rule.limit_at(now)?;
+                        self.adaptive
+                            .limit(&m.rule.domain, &m.rule.name, spec, &m.key, base)
+                    })
+                    .collect()
+            } else {
+                SmallVec::new()
+            };
+        let in_force: SmallVec<[Option<&Limit>; 4]> = if adapted.is_empty() {
+            matched.iter().map(|m| m.rule.limit_at(now)).collect()
+        } else {
+            matched
+                .iter()
+                .zip(&adapted)
+                .map(|(m, a)| a.as_ref().or(m.rule.limit_at(now)))
+                .collect()
+        };
         // The rules' trial limits, each on a state of its own and never rejecting, decided
         // apart from the limits in force (in a batch of their own: what a trial would reject
         // does not depend on what the rules did).
@@ -362,6 +468,17 @@ impl<S: Store> Limiter<S> {
         for ((m, limit), d) in limited.zip(decisions) {
             if allowed {
                 wait = wait.max(d.wait);
+            }
+            if !adapted.is_empty() && m.rule.adaptive.is_some() && error.is_none() {
+                // The calls in flight the store saw: held after this one if the request went
+                // ahead, held without it otherwise.
+                let held = d.limit.saturating_sub(d.remaining);
+                let held = if d.allowed && !allowed {
+                    held.saturating_sub(m.cost)
+                } else {
+                    held
+                };
+                self.adaptive.decided(&m.key, held);
             }
             let s = &mut statuses[m.descriptor];
             s.key = m.key;
@@ -508,6 +625,10 @@ impl<S: Store> Limiter<S> {
         limit: &flowgate_core::Limit,
         lease: u64,
     ) -> Result<bool, StoreError> {
-        self.store.release(key, limit, lease).await
+        let released = self.store.release(key, limit, lease).await?;
+        if released {
+            self.adaptive.released(key);
+        }
+        Ok(released)
     }
 }

@@ -16,7 +16,8 @@ use flowgate_core::{
 };
 
 use super::schema::{
-    AlertDoc, BreakerDoc, EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc, TrialDoc,
+    AdaptiveDoc, AlertDoc, BreakerDoc, EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc,
+    RuleDoc, TrialDoc,
 };
 use crate::observe::alerts::{AlertKind, AlertSpec};
 
@@ -382,7 +383,94 @@ impl RuleDoc {
         rule.time_zone = time_zone;
         rule.schedule = schedule;
         rule.trial = trial;
+        rule.adaptive = match &self.adaptive {
+            None => None,
+            Some(a) => {
+                if self.schedule.is_empty() {
+                    Some(a.to_spec(rule.limit.as_ref())?)
+                } else {
+                    return Err(err_at(
+                        "adaptive",
+                        "adaptive",
+                        "an adaptive limit does not take a schedule: the limit moves with latency",
+                    ));
+                }
+            }
+        };
         Ok(rule)
+    }
+}
+
+impl AdaptiveDoc {
+    /// The AIMD parameters of a rule whose limit is `limit` (a `concurrency` one; its count is
+    /// the start unless `initial` is given).
+    fn to_spec(
+        &self,
+        limit: Option<&Limit>,
+    ) -> Result<flowgate_core::adaptive::AimdSpec, SchemaError> {
+        let field = |name: &str, message: String| {
+            err_at(
+                &format!("adaptive.{name}"),
+                &format!("adaptive.{name}"),
+                message,
+            )
+        };
+        let Some(limit) = limit.filter(|l| l.algorithm() == Algorithm::Concurrency) else {
+            return Err(err_at(
+                "adaptive",
+                "adaptive",
+                format!(
+                    "an adaptive limit needs algorithm = \"concurrency\" and a limit, not {}",
+                    limit.map_or("unlimited", |l| l.algorithm().name())
+                ),
+            ));
+        };
+        let min = self.min.unwrap_or(1);
+        if min == 0 {
+            return Err(field("min", "min must be at least 1".into()));
+        }
+        if min > self.max {
+            return Err(field("max", format!("max {} is below min {min}", self.max)));
+        }
+        let max_latency = duration_of("adaptive.max_latency", &self.max_latency)?;
+        if max_latency.is_zero() {
+            return Err(field(
+                "max_latency",
+                "max_latency must be longer than 0 (e.g. \"250ms\")".into(),
+            ));
+        }
+        let backoff = self.backoff.unwrap_or(0.9);
+        if !(backoff > 0.0 && backoff < 1.0) {
+            return Err(field(
+                "backoff",
+                format!("backoff {backoff} must be between 0 and 1, both excluded (default 0.9)"),
+            ));
+        }
+        let (initial, name) = match self.initial {
+            Some(i) => (i, "initial"),
+            None => (limit.limit(), "limit"),
+        };
+        if !(min..=self.max).contains(&initial) {
+            let message = format!(
+                "the adaptive limit starts at {initial}, outside min..=max ({min}..={})",
+                self.max
+            );
+            return Err(if name == "limit" {
+                err(
+                    "limit",
+                    message + ": set `adaptive.initial` or change `limit`",
+                )
+            } else {
+                field("initial", message)
+            });
+        }
+        Ok(flowgate_core::adaptive::AimdSpec {
+            initial,
+            min,
+            max: self.max,
+            max_latency: max_latency.as_secs_f64() * 1e6,
+            backoff,
+        })
     }
 }
 
@@ -895,6 +983,130 @@ mod warmup_tests {
             ),
         ] {
             let e = parse("f.toml", Format::Toml, &rule(extra)).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.line, e.field.as_str()),
+                ("f.toml", Some(line), format!("rule[0].{field}").as_str()),
+                "{extra}: {e}"
+            );
+            assert!(e.message.contains(says), "{extra}: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod adaptive_tests {
+    use super::super::{Format, parse};
+
+    fn rule(limit: &str, extra: &str) -> String {
+        format!(
+            "domain = \"d\"\n[[rule]]\nname = \"a\"\nmatch = \"user\"\nlimit = \"{limit}\"\n{extra}"
+        )
+    }
+
+    #[test]
+    fn adaptive_fields_load_and_read_back() {
+        let set = parse(
+            "f.toml",
+            Format::Toml,
+            &rule(
+                "10/30s",
+                "algorithm = \"concurrency\"\nadaptive = { min = 5, max = 200, max_latency = \"250ms\", backoff = 0.8, initial = 20 }\n",
+            ),
+        )
+        .unwrap();
+        let r = &set[0].rule;
+        let a = r.adaptive.as_ref().unwrap();
+        assert_eq!(
+            (a.initial, a.min, a.max, a.max_latency, a.backoff),
+            (20, 5, 200, 250_000.0, 0.8)
+        );
+        let doc = super::RuleDoc::of(r);
+        assert_eq!(doc.adaptive.as_ref().unwrap().max_latency, "250ms");
+        assert_eq!(&doc.to_rule(None).unwrap(), r);
+        // Defaults: min 1, backoff 0.9, the rule's limit as the start.
+        let set = parse(
+            "f.toml",
+            Format::Toml,
+            &rule(
+                "10/30s",
+                "algorithm = \"concurrency\"\nadaptive = { max = 50, max_latency = \"1s\" }\n",
+            ),
+        )
+        .unwrap();
+        let a = set[0].rule.adaptive.as_ref().unwrap();
+        assert_eq!((a.initial, a.min, a.backoff), (10, 1, 0.9));
+    }
+
+    #[test]
+    fn bad_adaptive_fields_are_refused_with_file_line_and_field() {
+        let ok = "max = 50, max_latency = \"250ms\"";
+        for (limit, extra, line, field, says) in [
+            (
+                "10/30s",
+                format!("adaptive = {{ {ok} }}\n"),
+                6,
+                "adaptive",
+                "needs algorithm = \"concurrency\"",
+            ),
+            (
+                "10/s",
+                format!("algorithm = \"token_bucket\"\nadaptive = {{ {ok} }}\n"),
+                7,
+                "adaptive",
+                "not token_bucket",
+            ),
+            (
+                "10/30s",
+                format!("algorithm = \"concurrency\"\nadaptive = {{ min = 0, {ok} }}\n"),
+                7,
+                "adaptive.min",
+                "at least 1",
+            ),
+            (
+                "10/30s",
+                "algorithm = \"concurrency\"\nadaptive = { min = 60, max = 50, max_latency = \"1s\" }\n".to_owned(),
+                7,
+                "adaptive.max",
+                "below min 60",
+            ),
+            (
+                "10/30s",
+                format!("algorithm = \"concurrency\"\nadaptive = {{ {ok}, backoff = 1.0 }}\n"),
+                7,
+                "adaptive.backoff",
+                "between 0 and 1",
+            ),
+            (
+                "10/30s",
+                format!("algorithm = \"concurrency\"\nadaptive = {{ {ok}, backoff = 0 }}\n"),
+                7,
+                "adaptive.backoff",
+                "between 0 and 1",
+            ),
+            (
+                "10/30s",
+                "algorithm = \"concurrency\"\nadaptive = { max = 50, max_latency = \"0s\" }\n"
+                    .to_owned(),
+                7,
+                "adaptive.max_latency",
+                "longer than 0",
+            ),
+            (
+                "10/30s",
+                format!("algorithm = \"concurrency\"\nadaptive = {{ {ok}, initial = 51 }}\n"),
+                7,
+                "adaptive.initial",
+                "outside min..=max",
+            ),
+            (
+                "100/30s",
+                format!("algorithm = \"concurrency\"\nadaptive = {{ {ok} }}\n"),
+                5,
+                "limit",
+                "adaptive.initial",
+            ),
+        ] {
+            let e = parse("f.toml", Format::Toml, &rule(limit, &extra)).unwrap_err();
             assert_eq!(
                 (e.file.as_str(), e.line, e.field.as_str()),
                 ("f.toml", Some(line), format!("rule[0].{field}").as_str()),

@@ -245,6 +245,43 @@ pub struct RuleDoc {
     /// `[[rule.schedule]]`: overrides of the limit; the first that applies wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedule: Vec<OverrideDoc>,
+    /// `concurrency` only: the limit moves with reported latency (AIMD), per matched
+    /// descriptor; `limit` is then its starting point (unless `initial` is given) and its
+    /// window the leases' time to live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveDoc>,
+}
+
+/// A `concurrency` rule's `adaptive = { min = 5, max = 200, max_latency = "250ms" }`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveDoc {
+    /// The smallest limit, at least 1 (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    /// The largest limit.
+    pub max: u64,
+    /// A call slower than this is a sign of overload (`"250ms"`).
+    pub max_latency: String,
+    /// What a sign of overload multiplies the limit by, in (0, 1) (default 0.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<f64>,
+    /// The limit before any report (default: the rule's `limit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial: Option<u64>,
+}
+
+impl AdaptiveDoc {
+    /// The document of an adaptive limit.
+    pub fn of(a: &flowgate_core::adaptive::AimdSpec) -> Self {
+        AdaptiveDoc {
+            min: Some(a.min),
+            max: a.max,
+            max_latency: format_micros(a.max_latency.round() as u64),
+            backoff: Some(a.backoff),
+            initial: Some(a.initial),
+        }
+    }
 }
 
 /// A rule's `trial`: a limit watched on live traffic before it is set.
@@ -500,6 +537,7 @@ impl RuleDoc {
                 .map(|s| s.overrides().iter().map(OverrideDoc::of).collect())
                 .unwrap_or_default(),
             trial: r.trial.as_ref().map(TrialDoc::of),
+            adaptive: r.adaptive.as_ref().map(AdaptiveDoc::of),
         }
     }
 }

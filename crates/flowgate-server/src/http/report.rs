@@ -1,5 +1,6 @@
 //! `POST /v1/report`: callers report each protected call's outcome and latency to the circuit
-//! breakers its descriptors match.
+//! breakers its descriptors match, and to the adaptive limits of the `concurrency` rules they
+//! match (counted as `counted`).
 //!
 //! ```json
 //! {"domain": "payments", "descriptors": ["channel=WPG"], "outcome": "error", "latency_ms": 812.5}
@@ -9,7 +10,7 @@
 //! `probe` is the lease a half-open breaker admitted the call with (`/v1/check`'s `probes`): a
 //! half-open breaker counts only its probes' reports. A batch holds at most [`MAX_REPORTS`]
 //! reports, within the body bound of every route (64 KiB); it is checked whole before any report
-//! is counted. A report that matches no breaker is counted
+//! is counted. A report that matches no breaker nor adaptive limit is counted
 //! (`flowgate_breaker_reports_total{result="no_breaker"}`) and dropped. Answers 200 with how
 //! many reports breakers counted, how many matched none, how many were dropped at a breaker's
 //! cap on instances.
@@ -170,7 +171,7 @@ pub(super) async fn report(
         let got = state
             .limiter
             .report(&r.domain, &r.descriptors, r.outcome, r.latency, r.probe);
-        if got.counted > 0 {
+        if got.counted > 0 || got.adaptive > 0 {
             counted += 1;
         } else if got.dropped > 0 {
             dropped += 1;

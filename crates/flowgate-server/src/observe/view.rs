@@ -136,6 +136,21 @@ pub struct RuleStats {
     pub top_rejected: Vec<Hitter>,
     /// Per node, over the last [`RECENT_SECONDS`] (cluster views only).
     pub by_node: Vec<NodeRates>,
+    /// An adaptive `concurrency` rule's limit in force per key on this node, lowest first (at
+    /// most [`flowgate::adaptive::MAX_VIEWS`]; keys not yet requested are at the rule's start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adaptive: Vec<AdaptiveLimit>,
+}
+
+/// One key's adaptive concurrency limit.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AdaptiveLimit {
+    /// The key (the rule's state key for the descriptor).
+    pub key: String,
+    /// The limit in force.
+    pub limit: u64,
+    /// The calls in flight its latest decision saw, less the releases since.
+    pub in_flight: u64,
 }
 
 /// The window of the recent rates and of the heavy hitters.

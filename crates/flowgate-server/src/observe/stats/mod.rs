@@ -28,8 +28,8 @@ use latency::Latency;
 
 use crate::config::schema::LimitDoc;
 use crate::observe::view::{
-    Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, RuleStats, RulesInfoView,
-    Scope, Series, StatsView, StoreStats,
+    AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, RuleStats,
+    RulesInfoView, Scope, Series, StatsView, StoreStats,
 };
 use crate::state::AppState;
 
@@ -319,6 +319,19 @@ impl Stats {
                 top_admitted: top_a,
                 top_rejected: top_r,
                 by_node,
+                adaptive: match r.adaptive {
+                    None => Vec::new(),
+                    Some(_) => state
+                        .limiter
+                        .adaptive_limits(&r.domain, &r.name)
+                        .into_iter()
+                        .map(|a| AdaptiveLimit {
+                            key: a.key,
+                            limit: a.limit,
+                            in_flight: a.in_flight,
+                        })
+                        .collect(),
+                },
             });
         }
         let node_store = StoreStats {
