@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# What circuit breakers cost a decision: the embedded server's Envoy gRPC throughput with 100
+# breakers declared (examples/bench-breakers.toml: every request matches one) and reports flowing
+# (about 1,000 a second through POST /v1/report, all `ok`, so no breaker opens), against the
+# same rule without breakers (examples/bench.toml) under the same reports. Both servers run on
+# one worker thread, measured alternately, ROUNDS times each, one hot key and 10,000 keys at 64
+# in flight; the medians and their ratio are printed last.
+# Usage: crates/flowgate-server/scripts/bench-breakers.sh [SECONDS] [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+SECS=${1:-5}
+ROUNDS=${2:-3}
+TARGET=${CARGO_TARGET_DIR:-target}
+BIN=$TARGET/release/flowgate
+OUT=$TARGET/bench-server/breakers.jsonl
+mkdir -p "$(dirname "$OUT")"
+: > "$OUT"
+cargo build --release -p flowgate-server >&2
+DATA=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$DATA"; }
+trap cleanup EXIT
+FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench-breakers.toml --no-watch \
+  --data-dir "$DATA/with" --http-addr 127.0.0.1:18280 --grpc-addr 127.0.0.1:18281 & PIDS+=($!)
+FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch \
+  --data-dir "$DATA/without" --http-addr 127.0.0.1:18282 --grpc-addr 127.0.0.1:18283 & PIDS+=($!)
+sleep 2
+# reports PORT SECONDS: about 1,000 reports a second (20 batches of 50) to one server.
+reports() {
+  python3 - "$1" "$2" <<'PY'
+import http.client, json, random, sys, time
+port, secs = int(sys.argv[1]), float(sys.argv[2])
+conn = http.client.HTTPConnection("127.0.0.1", port)
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    batch = [{"domain": "bench", "descriptors": [f"key={random.randrange(10000)}"],
+              "outcome": "ok", "latency_ms": 5} for _ in range(50)]
+    conn.request("POST", "/v1/report", json.dumps({"reports": batch}),
+                 {"content-type": "application/json"})
+    conn.getresponse().read()
+    time.sleep(0.05)
+PY
+}
+for keys in 1 10000; do
+  for round in $(seq "$ROUNDS"); do
+    for side in with without; do
+      if [ "$side" = with ]; then grpc=18281; http=18280; else grpc=18283; http=18282; fi
+      reports "$http" "$((SECS + 2))" & REPORTER=$!
+      $BIN bench --api grpc --addr "127.0.0.1:$grpc" --label "breakers-$side" --concurrency 64 \
+        --connections 4 --keys "$keys" --duration "${SECS}s" --warmup 1s --quiet | tee -a "$OUT"
+      wait "$REPORTER"
+    done
+  done
+done
+curl -s http://127.0.0.1:18280/metrics | grep -E '^flowgate_breaker_reports_total' >&2 || true
+python3 - "$OUT" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for keys in sorted({r["keys"] for r in rows}):
+    med = {side: statistics.median(r["throughput"] for r in rows if r["keys"] == keys and r["label"] == f"breakers-{side}")
+           for side in ("with", "without")}
+    print(f"keys {keys}: 100 breakers {med['with']:.0f}/s, none {med['without']:.0f}/s, ratio {med['with'] / med['without']:.3f}")
+PY
