@@ -518,6 +518,7 @@ fn serve_grpc(
     first_byte: Duration,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> JoinHandle<Result<(), ServerError>> {
+    let reports = crate::grpc_report::ReportsServer::new(Arc::clone(&state));
     let svc = RlsService::new(state).into_server();
     tokio::spawn(async move {
         let incoming = crate::grpc_conn::incoming(listener, max_connections, first_byte, tls);
@@ -526,6 +527,7 @@ fn serve_grpc(
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .add_service(svc)
+            .add_service(reports)
             .serve_with_incoming_shutdown(incoming, signal(shutdown))
             .await
             .map_err(|e| ServerError::Serve {

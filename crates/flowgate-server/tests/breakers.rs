@@ -291,3 +291,85 @@ async fn breakers_follow_the_files_an_unchanged_one_keeping_its_state() {
     .await;
     assert_eq!(r.json()["no_breaker"], 1);
 }
+
+/// Sends `reports` to `flowgate.v1.Reports/Report` on the gRPC port.
+async fn grpc_report(
+    s: &TestServer,
+    reports: Vec<flowgate_server::grpc_report::Report>,
+) -> Result<flowgate_server::grpc_report::ReportResponse, tonic::Status> {
+    use flowgate_server::grpc_report::{REPORT_PATH, ReportRequest, ReportResponse};
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", s.server.grpc_addr()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    grpc.unary(
+        tonic::Request::new(ReportRequest { reports }),
+        http::uri::PathAndQuery::from_static(REPORT_PATH),
+        tonic_prost::ProstCodec::<ReportRequest, ReportResponse>::default(),
+    )
+    .await
+    .map(tonic::Response::into_inner)
+}
+
+fn grpc_one(
+    outcome: flowgate_server::grpc_report::Outcome,
+    latency_ms: f64,
+) -> flowgate_server::grpc_report::Report {
+    use flowgate_server::grpc_report::{Descriptor, Entry, Report};
+    Report {
+        domain: "pay".into(),
+        descriptors: vec![Descriptor {
+            entries: vec![Entry {
+                key: "channel".into(),
+                value: "WPG".into(),
+            }],
+        }],
+        outcome: outcome as i32,
+        latency_ms,
+        probe: None,
+    }
+}
+
+#[tokio::test]
+async fn reports_over_grpc_open_the_breaker_and_bad_ones_name_their_field() {
+    use flowgate_server::grpc_report::Outcome;
+    let s = server().await;
+    // A bad report anywhere in the batch: nothing counts.
+    let e = grpc_report(
+        &s,
+        vec![
+            grpc_one(Outcome::Error, 3.0),
+            grpc_one(Outcome::Error, -1.0),
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("reports[1].latency_ms"),
+        "{}",
+        e.message()
+    );
+    let e = grpc_report(&s, vec![grpc_one(Outcome::Unspecified, 3.0)])
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("reports[0].outcome"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(check(&s, "WPG").await.status, 200);
+
+    let r = grpc_report(&s, vec![grpc_one(Outcome::Error, 12.5); 4])
+        .await
+        .unwrap();
+    assert_eq!((r.counted, r.no_breaker, r.dropped), (4, 0, 0));
+    s.clock.advance(Duration::from_secs(1));
+    let r = check(&s, "WPG").await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.json()["code"], "circuit_open");
+}

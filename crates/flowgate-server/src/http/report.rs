@@ -16,7 +16,6 @@
 //! cap on instances.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -32,14 +31,8 @@ use super::ApiError;
 use super::api::body_bytes;
 use super::body::{self, DescriptorField};
 use crate::limits;
+use crate::reports::{self, MAX_REPORTS, Report};
 use crate::state::AppState;
-
-/// The most reports in one body.
-pub(crate) const MAX_REPORTS: usize = 1_000;
-
-/// The longest latency taken as real (a day): beyond, a unit error (microseconds sent as
-/// milliseconds), refused.
-const MAX_LATENCY_MS: f64 = 86_400_000.0;
 
 /// One report.
 #[derive(Deserialize)]
@@ -62,15 +55,6 @@ struct Body {
     latency_ms: Option<f64>,
     probe: Option<u64>,
     reports: Option<Vec<ReportBody>>,
-}
-
-/// A report, checked.
-struct Report {
-    domain: String,
-    descriptors: Vec<Descriptor>,
-    outcome: Outcome,
-    latency: Duration,
-    probe: Option<u64>,
 }
 
 fn field(at: &str, name: &str, message: impl std::fmt::Display) -> ApiError {
@@ -107,22 +91,14 @@ fn check(b: ReportBody, at: &str) -> Result<Report, ApiError> {
             "missing: the call's latency in milliseconds",
         )
     })?;
-    if !(0.0..=MAX_LATENCY_MS).contains(&latency_ms) {
-        return Err(field(
-            at,
-            "latency_ms",
-            format!(
-                "{latency_ms} is not a latency: milliseconds from 0 to {MAX_LATENCY_MS} (a day)"
-            ),
-        ));
-    }
+    let latency = reports::latency(latency_ms).map_err(|e| field(at, "latency_ms", e))?;
     let request = Request::new(domain, descriptors);
     limits::validate(&request).map_err(|e| ApiError::bad_request(format!("{at}{e}")))?;
     Ok(Report {
         domain: request.domain,
         descriptors: request.descriptors,
         outcome,
-        latency: Duration::from_secs_f64(latency_ms / 1000.0),
+        latency,
         probe: b.probe,
     })
 }
@@ -166,27 +142,11 @@ pub(super) async fn report(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let reports = parse(&body_bytes(body)?)?;
-    let (mut counted, mut no_breaker, mut dropped) = (0u64, 0u64, 0u64);
-    for r in &reports {
-        let got = state
-            .limiter
-            .report(&r.domain, &r.descriptors, r.outcome, r.latency, r.probe);
-        if got.counted > 0 || got.adaptive > 0 {
-            counted += 1;
-        } else if got.dropped > 0 {
-            dropped += 1;
-        } else {
-            no_breaker += 1;
-        }
-    }
-    let m = &state.metrics.breakers;
-    m.reports("counted", counted);
-    m.reports("no_breaker", no_breaker);
-    m.reports("dropped", dropped);
+    let t = reports::record(&state, &reports);
     Ok(Json(json!({
-        "counted": counted,
-        "no_breaker": no_breaker,
-        "dropped": dropped,
+        "counted": t.counted,
+        "no_breaker": t.no_breaker,
+        "dropped": t.dropped,
     }))
     .into_response())
 }
