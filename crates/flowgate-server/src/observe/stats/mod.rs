@@ -252,7 +252,9 @@ impl Stats {
                         .history
                         .get(&key)
                         .map(|h| h.last(window.max(RECENT_SECONDS as usize), at))
-                        .unwrap_or_else(|| vec![Counts::default(); window.max(5)]);
+                        .unwrap_or_else(|| {
+                            vec![Counts::default(); window.max(RECENT_SECONDS as usize)]
+                        });
                     let (top_a, top_r) = c.tops(&key);
                     (
                         w,
