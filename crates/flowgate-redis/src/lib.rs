@@ -41,6 +41,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod breakers;
 mod batch;
 mod blocked;
 mod call;
@@ -53,6 +54,7 @@ mod keys;
 #[cfg(feature = "test-support")]
 pub mod keys;
 mod options;
+mod pubsub;
 mod queue;
 mod replication;
 mod scripts;
@@ -61,6 +63,7 @@ mod stats;
 mod store;
 
 pub use conn::{RedisConnection, client, cluster_nodes};
+pub use pubsub::follow;
 pub use options::{
     ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH,
     DEFAULT_TIMEOUT, RedisOptions, RedisTls,

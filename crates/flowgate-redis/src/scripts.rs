@@ -61,6 +61,9 @@ pub(crate) static REFUND: LazyLock<Script> =
 /// Releases a concurrency lease (`release.lua`).
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/release.lua"))));
+/// One shared circuit breaker's operations (`breaker.lua`, standalone: it decides no limit).
+pub(crate) static BREAKER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/breaker.lua")));
 /// One queue instance's operations (`queue.lua`).
 pub(crate) static QUEUE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/queue.lua"))));

@@ -35,6 +35,9 @@ struct Inner {
     local_clock: Arc<dyn Clock>,
     lanes: Option<Lanes>,
     leases: LeaseIds,
+    /// The servers a subscriber connects to, tried in turn (a cluster publishes to every node),
+    /// and the certificates of a `rediss://` connection.
+    subscribe: (Vec<String>, Option<crate::RedisTls>),
 }
 
 /// How often an idle store reads Redis's `TIME` (every script call measures it too).
@@ -125,7 +128,7 @@ impl RedisStore {
     /// As [`RedisStore::connect`].
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let conn = RedisConnection::single(url, options.connection()).await?;
-        Self::build(conn, options)
+        Self::build(conn, options, vec![url.to_owned()])
     }
 
     /// A store on a single Redis server that connects on first use (and again after failures):
@@ -137,7 +140,7 @@ impl RedisStore {
     /// when the operating system's random source fails (see [`flowgate_core::random`]).
     pub fn connect_lazy_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let conn = RedisConnection::single_lazy(url, options.connection())?;
-        Self::build(conn, options)
+        Self::build(conn, options, vec![url.to_owned()])
     }
 
     /// A Redis Cluster's store whose connection is made on first use, so that it can be built
@@ -152,7 +155,7 @@ impl RedisStore {
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
         let conn = RedisConnection::cluster_lazy(&urls, options.connection())?;
-        Self::build(conn, options)
+        Self::build(conn, options, urls)
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with default options.
@@ -173,12 +176,16 @@ impl RedisStore {
     ) -> Result<Self, StoreError> {
         let urls: Vec<String> = urls.iter().map(|u| u.as_ref().to_owned()).collect();
         let conn = RedisConnection::cluster(&urls, options.connection()).await?;
-        Self::build(conn, options)
+        Self::build(conn, options, urls)
     }
 
     /// # Errors
     /// [`StoreError::Internal`] when the operating system gives no random seed for lease ids.
-    fn build(conn: RedisConnection, options: RedisOptions) -> Result<Self, StoreError> {
+    fn build(
+        conn: RedisConnection,
+        options: RedisOptions,
+        subscribe: Vec<String>,
+    ) -> Result<Self, StoreError> {
         let leases = LeaseIds::new()?;
         let counters = Arc::new(Counters::default());
         let local_clock: Arc<dyn Clock> = match (&options.local_clock, &options.clock_override) {
@@ -209,6 +216,7 @@ impl RedisStore {
                 local_clock,
                 lanes,
                 leases,
+                subscribe: (subscribe, options.tls.clone()),
             }),
         };
         if options.clock_override.is_none()
@@ -268,6 +276,12 @@ impl RedisStore {
     /// The connection (the queue store shares it).
     pub(crate) fn conn(&self) -> &RedisConnection {
         &self.inner.caller.conn
+    }
+
+    /// The servers a subscriber to this store's notifications connects to, tried in turn, and
+    /// the certificates of a `rediss://` connection.
+    pub(crate) fn subscribe_to(&self) -> (&[String], Option<&crate::RedisTls>) {
+        (&self.inner.subscribe.0, self.inner.subscribe.1.as_ref())
     }
 
     /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.

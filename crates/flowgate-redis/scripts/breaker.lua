@@ -1,0 +1,231 @@
+-- Circuit breakers shared by a cluster: one breaker's instances, the transitions of
+-- flowgate_core::breaker (tests/breakers.rs runs random sequences on both and compares every
+-- answer). Nodes send their reports in batches; each transition is decided here, once, and
+-- published on the channel so that every node reads the breaker's phases again.
+--
+-- Whether a call is bad (failed, or slower than `slow_call`) is decided by the node that
+-- reports it, from the breaker's strategy; this script counts calls and bad calls.
+--
+-- KEYS (one breaker, one hash tag, one slot; `<p>` is the breaker's prefix
+-- "flowgate:brk:{<domain>:<name>:<fingerprint>}:"):
+--   1 <p>s   hash: instance -> "o <until>" (open until) or "h <succeeded>" (half-open);
+--            an instance not in it is closed
+--   2 <p>seq the last probe lease given
+--   then for each instance of the call, three keys:
+--     <p>w:<instance>  hash: "c<bucket index>" and "b<bucket index>" -> calls and bad calls
+--                      (the sliding window, closed only)
+--     <p>p:<instance>  zset: probe leases out (half-open), score = deadline
+--     <p>n:<instance>  zset: node -> its last bad call's instant (with min_nodes over 1)
+-- ARGV: 1 op, 2 now (us; empty: Redis's TIME), 3 '1' for a count threshold ('0': a ratio),
+--   4 threshold, 5 min_calls, 6 window (us), 7 buckets, 8 open_for (us), 9 probes,
+--   10 probe_timeout (us), 11 min_nodes, 12 node, 13 channel, then:
+--   report   14 instances, then per instance: name, calls, bad, probes reported n,
+--            then n pairs (lease, bad 0/1)
+--   probe    14 instance name
+--   cancel   14 instance name, 15 lease
+-- Answers:
+--   report   per instance {phase, value, calls, bad} (phase 'c'|'o'|'h'; value: until or
+--            succeeded; calls and bad: the window's, closed)
+--   probe    {answer, value, phase, phase value}: answer 'call', 'probe' (value: the lease) or
+--            'refused' (value: the time to wait, us)
+-- Times are us since the epoch; every value stays below 2^53, so Lua's doubles hold them.
+
+local s, seq = KEYS[1], KEYS[2]
+local op = ARGV[1]
+local now
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local is_count = ARGV[3] == '1'
+local threshold = tonumber(ARGV[4])
+local min_calls = tonumber(ARGV[5])
+local window = tonumber(ARGV[6])
+local buckets = tonumber(ARGV[7])
+local open_for = tonumber(ARGV[8])
+local probes = tonumber(ARGV[9])
+local probe_timeout = tonumber(ARGV[10])
+local min_nodes = tonumber(ARGV[11])
+local node = ARGV[12]
+local channel = ARGV[13]
+local width = math.floor(window / buckets)
+-- A closed instance's window and an open one's leases outlive their use by this much at most.
+local KEEP_MS = 1000
+
+local function num(v)
+  return string.format('%.0f', v)
+end
+
+-- An instance's phase: 'c', or 'o' with its end, or 'h' with the probes that succeeded. Open
+-- past its end is half-open.
+local function phase(name)
+  local v = redis.call('HGET', s, name)
+  if not v then
+    return 'c', 0
+  end
+  local p, x = string.match(v, '^([oh]) (%d+)$')
+  if not p then
+    error(redis.error_reply('breaker state of ' .. name .. ' is not one this script writes: ' .. v))
+  end
+  x = tonumber(x)
+  if p == 'o' and now >= x then
+    redis.call('HSET', s, name, 'h 0')
+    return 'h', 0, true
+  end
+  return p, x
+end
+
+local changed = false
+
+local function open(name, w, p, n)
+  redis.call('HSET', s, name, 'o ' .. num(now + open_for))
+  redis.call('DEL', w, p, n)
+  changed = true
+end
+
+local function close(name, w, p, n)
+  redis.call('HDEL', s, name)
+  redis.call('DEL', w, p, n)
+  changed = true
+end
+
+-- The window's calls and bad calls at `now`; buckets that left it are deleted.
+local function count(w)
+  local current = math.floor(now / width)
+  local oldest = current - buckets + 1
+  local fields = redis.call('HGETALL', w)
+  local calls, bad = 0, 0
+  for i = 1, #fields, 2 do
+    local kind, index = string.sub(fields[i], 1, 1), tonumber(string.sub(fields[i], 2))
+    if index < oldest then
+      redis.call('HDEL', w, fields[i])
+    elseif index <= current then
+      if kind == 'c' then
+        calls = calls + tonumber(fields[i + 1])
+      else
+        bad = bad + tonumber(fields[i + 1])
+      end
+    end
+  end
+  return calls, bad
+end
+
+local function trips(calls, bad, n)
+  if calls < min_calls or calls == 0 then
+    return false
+  end
+  local over
+  if is_count then
+    over = bad >= threshold
+  else
+    over = bad >= threshold * calls
+  end
+  if over and min_nodes > 1 then
+    redis.call('ZREMRANGEBYSCORE', n, '-inf', '(' .. num(now - window))
+    over = redis.call('ZCARD', n) >= min_nodes
+  end
+  return over
+end
+
+-- Frees the places of expired probe leases (a lease is held while its deadline is later than
+-- now).
+local function expire(p)
+  redis.call('ZREMRANGEBYSCORE', p, '-inf', num(now))
+end
+
+if op == 'report' then
+  local out = {}
+  local a = 15
+  for i = 1, tonumber(ARGV[14]) do
+    local name = ARGV[a]
+    local calls, bad, reported = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local leases = a + 4
+    a = leases + 2 * reported
+    local w, p, n = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
+    local ph, x, turned = phase(name)
+    if turned then
+      changed = true
+    end
+    if ph == 'c' and calls > 0 then
+      local index = math.floor(now / width)
+      redis.call('HINCRBY', w, 'c' .. num(index), calls)
+      if bad > 0 then
+        redis.call('HINCRBY', w, 'b' .. num(index), bad)
+        if min_nodes > 1 then
+          redis.call('ZADD', n, now, node)
+          redis.call('PEXPIRE', n, math.ceil(window / 1000) + KEEP_MS)
+        end
+      end
+      redis.call('PEXPIRE', w, math.ceil(window / 1000) + KEEP_MS)
+      local c, b = count(w)
+      if trips(c, b, n) then
+        open(name, w, p, n)
+        ph, x = 'o', now + open_for
+      end
+    elseif ph == 'h' then
+      expire(p)
+      for j = 0, reported - 1 do
+        local lease, bad_probe = ARGV[leases + 2 * j], ARGV[leases + 2 * j + 1] == '1'
+        if redis.call('ZREM', p, lease) == 1 then
+          if bad_probe then
+            open(name, w, p, n)
+            ph, x = 'o', now + open_for
+            break
+          end
+          x = x + 1
+          if x >= probes then
+            close(name, w, p, n)
+            ph, x = 'c', 0
+            break
+          end
+          redis.call('HSET', s, name, 'h ' .. num(x))
+        end
+      end
+    end
+    local c, b = 0, 0
+    if ph == 'c' then
+      c, b = count(w)
+    end
+    out[i] = {ph, num(x), c, b}
+  end
+  if changed then
+    redis.call('PUBLISH', channel, s)
+  end
+  return out
+end
+
+if op == 'probe' then
+  local name = ARGV[14]
+  local w, p, n = KEYS[3], KEYS[4], KEYS[5]
+  local ph, x, turned = phase(name)
+  local answer, value = 'call', 0
+  if ph == 'o' then
+    answer, value = 'refused', x - now
+  elseif ph == 'h' then
+    expire(p)
+    if redis.call('ZCARD', p) + x < probes then
+      answer, value = 'probe', redis.call('INCR', seq)
+      redis.call('ZADD', p, now + probe_timeout, value)
+      redis.call('PEXPIRE', p, math.ceil(probe_timeout / 1000) + KEEP_MS)
+    else
+      local first = redis.call('ZRANGE', p, 0, 0, 'WITHSCORES')
+      local deadline = now + probe_timeout
+      if first[2] then
+        deadline = tonumber(first[2])
+      end
+      answer, value = 'refused', math.max(1, deadline - now)
+    end
+  end
+  if turned then
+    redis.call('PUBLISH', channel, s)
+  end
+  return {answer, num(value), ph, num(x)}
+end
+
+if op == 'cancel' then
+  return redis.call('ZREM', KEYS[4], ARGV[15])
+end
+
+return redis.error_reply('unknown breaker op ' .. tostring(op))
