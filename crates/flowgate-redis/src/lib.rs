@@ -41,9 +41,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod breakers;
 mod batch;
 mod blocked;
+pub mod breakers;
 mod call;
 mod cluster;
 mod conn;
@@ -63,11 +63,11 @@ mod stats;
 mod store;
 
 pub use conn::{RedisConnection, client, cluster_nodes};
-pub use pubsub::follow;
 pub use options::{
     ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH,
     DEFAULT_TIMEOUT, RedisOptions, RedisTls,
 };
+pub use pubsub::follow;
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
 pub use replication::{DEFAULT_WAIT_TIMEOUT, Replicated};
 pub use stats::RedisStats;

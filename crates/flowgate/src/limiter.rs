@@ -111,6 +111,24 @@ impl<S: Store> Limiter<S> {
         self.breakers.set(breakers);
     }
 
+    /// Shares the circuit breakers with every node on `store`'s Redis (or Redis Cluster), this
+    /// one named `node` (for `min_nodes`): each breaker is then the cluster's
+    /// ([`crate::breakers::shared`] says how: cached phases, batched reports, transitions decided
+    /// once in Redis and published, a local fallback while Redis is unreachable). Call it once,
+    /// within a Tokio runtime (it starts the task that sends reports and reads phases, which ends
+    /// with the limiter); later calls change nothing.
+    #[cfg(feature = "redis")]
+    pub fn share_breakers(&self, store: &flowgate_redis::RedisStore, node: &str) {
+        self.breakers
+            .share(flowgate_redis::breakers::RedisBreakers::new(store, node));
+    }
+
+    /// Whether the circuit breakers are shared through Redis (`None`: per process), and if so
+    /// whether Redis answers now (`Some(false)`: each node decides on its own reports).
+    pub fn breakers_shared(&self) -> Option<bool> {
+        self.breakers.shared()
+    }
+
     /// The circuit breakers in force.
     pub fn breakers(&self) -> Vec<BreakerDef> {
         self.breakers.defs()
@@ -311,7 +329,7 @@ impl<S: Store> Limiter<S> {
         if !verdict.allowed {
             return verdict;
         }
-        match self.breakers.admit(&gate, self.store.now()) {
+        match self.breakers.admit(&gate, self.store.now()).await {
             Ok(admitted) => {
                 for (descriptor, status) in admitted {
                     verdict.statuses[descriptor].breaker = Some(status);

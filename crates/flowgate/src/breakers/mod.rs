@@ -7,9 +7,10 @@
 //! [`flowgate_core::breaker`], whose module documentation states the semantics exactly (a
 //! sliding window of buckets, thresholds compared "at least", probes holding expiring leases).
 //!
-//! The states are this process's ([`States::Local`]): each node has its own breakers, on the
-//! embedded store as on Redis. A state shared by the cluster is another variant of [`States`]:
-//! the limiter reaches a breaker only through it (`peek`, `admit`, `report`, `views`).
+//! The states are this process's ([`States::Local`]) unless the limiter shares them through
+//! Redis ([`crate::Limiter::share_breakers`], [`States::Shared`], module [`shared`]): then each
+//! breaker is the cluster's, read from this node's cached copy, and the local states are the
+//! fallback decided on while Redis is unreachable.
 //!
 //! # Cost
 //! With no breaker declared, a check reads one atomic flag. With breakers, a check takes each
@@ -20,6 +21,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
+
+#[cfg(feature = "redis")]
+pub mod shared;
 
 pub use flowgate_core::breaker::{BreakerError, BreakerSpec, DEFAULT_BUCKETS, Strategy};
 
@@ -203,8 +207,11 @@ pub struct BreakerView {
     pub bad: u64,
     /// Open: the time left until half-open. Half-open: the probes' leases held.
     pub retry_after: Option<Duration>,
-    /// Half-open: probes out (admitted, not reported).
+    /// Half-open: probes out (admitted, not reported; counted per process only).
     pub probes_out: u32,
+    /// Decided by the cluster's shared state (`false`: this process's, because breakers are not
+    /// shared, or because Redis is unreachable now).
+    pub shared: bool,
 }
 
 /// A breaker's part in a descriptor's status: the instance that matched, and whether it
@@ -327,6 +334,7 @@ impl Instance {
             bad,
             retry_after,
             probes_out,
+            shared: false,
         }
     }
 }
@@ -340,13 +348,15 @@ pub(crate) struct LocalStates {
     instances: Mutex<HashMap<String, Instance>>,
 }
 
-/// Where a breaker's instances live: this process ([`States::Local`]). The breaker shared by a
-/// cluster (its state in Redis read through this node's cache, reports sent in batches,
-/// transitions decided there) is another variant offering the same operations.
+/// Where a breaker's instances live: this process ([`States::Local`]), or Redis, read through
+/// this node's cache, with this process's instances as the fallback ([`States::Shared`]).
 #[derive(Debug)]
 pub(crate) enum States {
     /// This process's instances.
     Local(LocalStates),
+    /// The cluster's, through Redis.
+    #[cfg(feature = "redis")]
+    Shared(Box<shared::SharedStates>),
 }
 
 impl States {
@@ -354,9 +364,20 @@ impl States {
         States::Local(LocalStates::default())
     }
 
+    /// This process's instances (a shared breaker's fallback).
     fn lock(&self) -> Locked<'_> {
         match self {
             States::Local(l) => l.instances.lock(),
+            #[cfg(feature = "redis")]
+            States::Shared(s) => s.local.instances.lock(),
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    fn shared(&self) -> Option<&shared::SharedStates> {
+        match self {
+            States::Shared(s) => Some(s),
+            States::Local(_) => None,
         }
     }
 }
@@ -410,19 +431,50 @@ pub(crate) struct Refusal {
 /// The limiter's breakers: the set in force, swapped whole, and each breaker's instances.
 pub(crate) struct Breakers {
     on: AtomicBool,
-    armed: ArcSwap<Armed>,
-    observer: parking_lot::RwLock<Option<Observer>>,
+    armed: Arc<ArcSwap<Armed>>,
+    observer: Arc<parking_lot::RwLock<Option<Observer>>>,
+    /// Set once breakers are shared through Redis.
+    #[cfg(feature = "redis")]
+    hub: std::sync::OnceLock<Arc<shared::Hub>>,
 }
 
 impl Default for Breakers {
     fn default() -> Self {
         Self {
             on: AtomicBool::new(false),
-            armed: ArcSwap::from_pointee(Armed {
+            armed: Arc::new(ArcSwap::from_pointee(Armed {
                 set: BreakerSet::default(),
                 states: Vec::new(),
-            }),
-            observer: parking_lot::RwLock::new(None),
+            })),
+            observer: Arc::new(parking_lot::RwLock::new(None)),
+            #[cfg(feature = "redis")]
+            hub: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+/// Tells `observer` (and the log) of an instance's changes of phase.
+fn emit(
+    observer: &parking_lot::RwLock<Option<Observer>>,
+    armed: &Armed,
+    def: usize,
+    key: &str,
+    changes: &Changes,
+) {
+    if changes.is_empty() {
+        return;
+    }
+    let d = &armed.set.defs[def];
+    let observer = observer.read().clone();
+    for &(from, to) in changes {
+        let e = event(d, key, from, to);
+        if to == "open" {
+            tracing::warn!(target: "flowgate::breakers", domain = %e.domain, breaker = %e.breaker, key = %e.key, from, to, "circuit breaker opened");
+        } else {
+            tracing::info!(target: "flowgate::breakers", domain = %e.domain, breaker = %e.breaker, key = %e.key, from, to, "circuit breaker {to}");
+        }
+        if let Some(f) = &observer {
+            f(&e);
         }
     }
 }
@@ -432,6 +484,16 @@ impl Breakers {
     #[inline]
     pub(crate) fn on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
+    }
+
+    /// The states of a breaker newly in force.
+    fn fresh(&self, def: &BreakerDef) -> Arc<States> {
+        #[cfg(feature = "redis")]
+        if self.hub.get().is_some() {
+            return Arc::new(States::Shared(Box::new(shared::SharedStates::new(def))));
+        }
+        let _ = def;
+        Arc::new(States::local())
     }
 
     /// Puts `set` in force. A breaker whose definition (domain, name, pattern, parameters) is
@@ -446,10 +508,7 @@ impl Breakers {
                     .by_name
                     .get(&(d.domain.clone(), d.name.clone()))
                     .filter(|&&j| old.set.defs[j] == *d)
-                    .map_or_else(
-                        || Arc::new(States::local()),
-                        |&j| Arc::clone(&old.states[j]),
-                    )
+                    .map_or_else(|| self.fresh(d), |&j| Arc::clone(&old.states[j]))
             })
             .collect();
         let on = !set.is_empty();
@@ -468,22 +527,44 @@ impl Breakers {
     }
 
     fn emit(&self, armed: &Armed, def: usize, key: &str, changes: &Changes) {
-        if changes.is_empty() {
+        emit(&self.observer, armed, def, key, changes);
+    }
+
+    /// Whether the breakers are shared (`None`: per process) and Redis answers now.
+    pub(crate) fn shared(&self) -> Option<bool> {
+        #[cfg(feature = "redis")]
+        if let Some(hub) = self.hub.get() {
+            return Some(!hub.degraded());
+        }
+        None
+    }
+
+    /// Whether a shared breaker decides by its cluster state now (Redis answers).
+    #[cfg(feature = "redis")]
+    fn sharing(&self) -> bool {
+        self.hub.get().is_some_and(|h| !h.degraded())
+    }
+
+    /// Shares every breaker through `redis` from now on (their instances start from the
+    /// cluster's state), and starts the task that sends reports and reads the phases. Once
+    /// only: later calls change nothing.
+    #[cfg(feature = "redis")]
+    pub(crate) fn share(&self, redis: flowgate_redis::breakers::RedisBreakers) {
+        let hub = Arc::new(shared::Hub::new(redis));
+        if self.hub.set(Arc::clone(&hub)).is_err() {
             return;
         }
-        let d = &armed.set.defs[def];
-        let observer = self.observer.read().clone();
-        for &(from, to) in changes {
-            let e = event(d, key, from, to);
-            if to == "open" {
-                tracing::warn!(target: "flowgate::breakers", domain = %e.domain, breaker = %e.breaker, key = %e.key, from, to, "circuit breaker opened");
-            } else {
-                tracing::info!(target: "flowgate::breakers", domain = %e.domain, breaker = %e.breaker, key = %e.key, from, to, "circuit breaker {to}");
-            }
-            if let Some(f) = &observer {
-                f(&e);
-            }
-        }
+        let old = self.armed.load_full();
+        let states = old.set.defs.iter().map(|d| self.fresh(d)).collect();
+        self.armed.store(Arc::new(Armed {
+            set: BreakerSet::new(old.set.defs.clone()).unwrap_or_default(),
+            states,
+        }));
+        tokio::spawn(shared_task(
+            Arc::downgrade(&self.armed),
+            Arc::clone(&self.observer),
+            hub,
+        ));
     }
 
     /// The breakers `request` matches, and whether one refuses it now (without taking a probe).
@@ -501,13 +582,7 @@ impl Breakers {
         let gate = Gate { armed, hits };
         let mut refusal = None;
         for (h, (_, def, key)) in gate.hits.iter().enumerate() {
-            let (look, changes) = {
-                let mut instances = gate.armed.states[*def].lock();
-                match instances.get_mut(key) {
-                    None => (Ok(()), Changes::new()),
-                    Some(inst) => inst.look(now),
-                }
-            };
+            let (look, changes) = self.look(&gate.armed, *def, key, now);
             self.emit(&gate.armed, *def, key, &changes);
             if let Err(wait) = look {
                 let (descriptor, status) = gate.status(h, true, None);
@@ -522,12 +597,51 @@ impl Breakers {
         (gate, refusal)
     }
 
+    /// Whether instance `key` of breaker `def` lets a call go ahead now, without a probe.
+    fn look(
+        &self,
+        armed: &Armed,
+        def: usize,
+        key: &str,
+        now: Micros,
+    ) -> (Result<(), Duration>, Changes) {
+        #[cfg(feature = "redis")]
+        if let Some(s) = armed.states[def].shared() {
+            if self.sharing() {
+                return s.look(key, now);
+            }
+            // Redis unreachable: the last known opening lasts; otherwise the local breaker.
+            if let Some(wait) = s.open_until(key, now) {
+                return (Err(wait), Changes::new());
+            }
+        }
+        let mut instances = armed.states[def].lock();
+        match instances.get_mut(key) {
+            None => (Ok(()), Changes::new()),
+            Some(inst) => inst.look(now),
+        }
+    }
+
     /// Admits a request the store admitted: takes a probe of each half-open instance, all or
-    /// nothing (the instances' locks are held together, taken in the breakers' order).
+    /// nothing. Per process, the instances' locks are held together, taken in the breakers'
+    /// order; shared, a half-open instance's probe is asked of Redis, and probes taken are given
+    /// back when a later instance refuses.
     ///
     /// # Errors
     /// The refusal, when an instance turned open or ran out of probes since [`Breakers::gate`].
-    pub(crate) fn admit(
+    pub(crate) async fn admit(
+        &self,
+        gate: &Gate,
+        now: Micros,
+    ) -> Result<SmallVec<[(usize, BreakerStatus); 2]>, Refusal> {
+        #[cfg(feature = "redis")]
+        if self.hub.get().is_some() {
+            return self.admit_shared(gate, now).await;
+        }
+        self.admit_local(gate, now)
+    }
+
+    fn admit_local(
         &self,
         gate: &Gate,
         now: Micros,
@@ -596,6 +710,102 @@ impl Breakers {
         result
     }
 
+    /// [`Breakers::admit`] for shared breakers.
+    #[cfg(feature = "redis")]
+    async fn admit_shared(
+        &self,
+        gate: &Gate,
+        now: Micros,
+    ) -> Result<SmallVec<[(usize, BreakerStatus); 2]>, Refusal> {
+        let Some(hub) = self.hub.get() else {
+            return self.admit_local(gate, now);
+        };
+        let armed = &gate.armed;
+        let mut out: SmallVec<[(usize, BreakerStatus); 2]> = SmallVec::new();
+        for (h, (_, def, key)) in gate.hits.iter().enumerate() {
+            let earlier = gate.hits[..h]
+                .iter()
+                .position(|(_, d, k)| d == def && k == key);
+            let taken = match (earlier, armed.states[*def].shared()) {
+                (Some(e), _) => Ok(out[e].1.probe),
+                (None, Some(s)) if self.sharing() => {
+                    if s.closed(key) {
+                        Ok(None)
+                    } else {
+                        match hub.redis.probe(&s.breaker, key).await {
+                            Ok((answer, phase)) => {
+                                let mut changes = Changes::new();
+                                let r = s.probed(key, answer, phase, now, &mut changes);
+                                self.emit(armed, *def, key, &changes);
+                                r
+                            }
+                            Err(e) => {
+                                hub.failed(&e);
+                                self.admit_one_local(armed, *def, key, now)
+                            }
+                        }
+                    }
+                }
+                (None, _) => self.admit_one_local(armed, *def, key, now),
+            };
+            match taken {
+                Ok(probe) => out.push(gate.status(h, false, probe)),
+                Err(wait) => {
+                    // Give back the shared probes taken for this call: it does not go ahead.
+                    for (i, (_, status)) in out.iter().enumerate() {
+                        let (_, d, k) = &gate.hits[i];
+                        if let (Some(lease), Some(s)) = (
+                            status.probe.and_then(shared::shared_lease),
+                            armed.states[*d].shared(),
+                        ) {
+                            let _ = hub.redis.cancel(&s.breaker, k, lease).await;
+                        }
+                    }
+                    let (descriptor, status) = gate.status(h, true, None);
+                    return Err(Refusal {
+                        descriptor,
+                        status,
+                        retry_after: wait,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One instance's admission by this process's breaker: the probe token, or the wait.
+    #[cfg(feature = "redis")]
+    fn admit_one_local(
+        &self,
+        armed: &Armed,
+        def: usize,
+        key: &str,
+        now: Micros,
+    ) -> Result<Option<u64>, Duration> {
+        if let Some(wait) = armed.states[def]
+            .shared()
+            .and_then(|s| s.open_until(key, now))
+        {
+            return Err(wait);
+        }
+        let (answer, changes) = {
+            let mut instances = armed.states[def].lock();
+            let Some(inst) = instances.get_mut(key) else {
+                return Ok(None);
+            };
+            let (admit, t) = inst.breaker.admit(now);
+            let c = inst.changes(t, now);
+            let answer = match admit {
+                Admit::Call => Ok(None),
+                Admit::Probe(lease) => Ok(Some(token(inst.id, lease))),
+                Admit::Refused { retry_after } => Err(dur(retry_after.max(1))),
+            };
+            (answer, c)
+        };
+        self.emit(armed, def, key, &changes);
+        answer
+    }
+
     /// Reports a call's outcome to every breaker instance its descriptors match.
     pub(crate) fn report(
         &self,
@@ -655,6 +865,21 @@ impl Breakers {
     ) {
         let spec = &armed.set.defs[def].spec;
         let latency = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        // A shared breaker counts the report for Redis, and feeds its local fallback too, so
+        // that it is warm; the fallback's changes are told only while it decides.
+        #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+        let mut tell = true;
+        #[cfg(feature = "redis")]
+        if let Some(s) = armed.states[def].shared() {
+            if !s.count(key, spec.is_bad(failed, latency), probe) {
+                if let Some(hub) = self.hub.get() {
+                    hub.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                out.dropped += 1;
+                return;
+            }
+            tell = !self.sharing();
+        }
         let changes = {
             let mut instances = armed.states[def].lock();
             if !instances.contains_key(key) && instances.len() >= MAX_INSTANCES {
@@ -675,7 +900,9 @@ impl Breakers {
             inst.changes(t, now)
         };
         out.counted += 1;
-        self.emit(armed, def, key, &changes);
+        if tell {
+            self.emit(armed, def, key, &changes);
+        }
     }
 
     /// Every instance not closed, and every closed one with calls in its window (up to
@@ -686,27 +913,42 @@ impl Breakers {
         let mut counts = Vec::with_capacity(armed.set.defs.len());
         for (i, d) in armed.set.defs.iter().enumerate() {
             let mut all: Vec<(String, Changes)> = Vec::new();
-            let mut tripped = 0;
-            {
-                let mut instances = armed.states[i].lock();
-                for (key, inst) in instances.iter_mut() {
-                    let (_, c) = inst.look(now);
-                    if !c.is_empty() {
-                        all.push((key.clone(), c));
-                    }
-                    let v = inst.view(d, key, now);
-                    if v.phase != "closed" {
-                        tripped += 1;
-                    }
-                    if v.phase != "closed" || v.calls > 0 {
-                        views.push(v);
+            let mut mine: Vec<BreakerView> = Vec::new();
+            #[cfg(feature = "redis")]
+            let shared = armed.states[i].shared().filter(|_| self.sharing());
+            #[cfg(not(feature = "redis"))]
+            let shared: Option<()> = None;
+            match shared {
+                #[cfg(feature = "redis")]
+                Some(s) => {
+                    let (v, c) = s.views(d, now);
+                    mine = v;
+                    all = c;
+                }
+                #[cfg(not(feature = "redis"))]
+                Some(()) => {}
+                None => {
+                    let mut instances = armed.states[i].lock();
+                    for (key, inst) in instances.iter_mut() {
+                        let (_, c) = inst.look(now);
+                        if !c.is_empty() {
+                            all.push((key.clone(), c));
+                        }
+                        let v = inst.view(d, key, now);
+                        if v.phase != "closed" || v.calls > 0 {
+                            mine.push(v);
+                        }
                     }
                 }
             }
             for (key, c) in &all {
                 self.emit(&armed, i, key, c);
             }
-            counts.push((d.clone(), tripped));
+            counts.push((
+                d.clone(),
+                mine.iter().filter(|v| v.phase != "closed").count(),
+            ));
+            views.extend(mine);
         }
         views.sort_by(|a, b| {
             (a.phase == "closed")
@@ -716,6 +958,74 @@ impl Breakers {
         views.truncate(MAX_VIEWS);
         (views, counts)
     }
+}
+
+/// The shared breakers' task: sends the reports counted every [`shared::FLUSH_EVERY`], and
+/// reads every breaker's phases on a notification and every [`shared::READ_EVERY`]. Ends when
+/// the limiter is dropped.
+#[cfg(feature = "redis")]
+async fn shared_task(
+    armed: std::sync::Weak<ArcSwap<Armed>>,
+    observer: Arc<parking_lot::RwLock<Option<Observer>>>,
+    hub: Arc<shared::Hub>,
+) {
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let follower = {
+        let (hub, notify) = (Arc::clone(&hub), Arc::clone(&notify));
+        tokio::spawn(async move { hub.redis.follow(notify).await })
+    };
+    let mut flush = tokio::time::interval(shared::FLUSH_EVERY);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut read = tokio::time::interval(shared::READ_EVERY);
+    read.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let reading = tokio::select! {
+            _ = flush.tick() => false,
+            _ = read.tick() => true,
+            () = notify.notified() => true,
+        };
+        let Some(armed) = armed.upgrade() else {
+            break;
+        };
+        let armed = armed.load_full();
+        for (i, states) in armed.states.iter().enumerate() {
+            let Some(s) = states.shared() else { continue };
+            let reports = s.take();
+            if !reports.is_empty() {
+                match hub.redis.report(&s.breaker, &reports).await {
+                    Ok(states) => {
+                        hub.answered();
+                        let now = hub.redis.now();
+                        let states: Vec<(String, _)> = reports
+                            .into_iter()
+                            .map(|r| r.instance)
+                            .zip(states)
+                            .collect();
+                        for (key, c) in s.flushed(&states, now) {
+                            emit(&observer, &armed, i, &key, &c);
+                        }
+                    }
+                    Err(e) => {
+                        hub.dropped
+                            .fetch_add(reports.len() as u64, Ordering::Relaxed);
+                        hub.failed(&e);
+                    }
+                }
+            }
+            if reading {
+                match hub.redis.read(&s.breaker).await {
+                    Ok(phases) => {
+                        hub.answered();
+                        for (key, c) in s.read(phases, hub.redis.now()) {
+                            emit(&observer, &armed, i, &key, &c);
+                        }
+                    }
+                    Err(e) => hub.failed(&e),
+                }
+            }
+        }
+    }
+    follower.abort();
 }
 
 /// The instance `key` of breaker `def` among the locked breakers.

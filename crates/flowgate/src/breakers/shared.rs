@@ -1,0 +1,380 @@
+//! Breakers shared by a cluster through Redis ([`flowgate_redis::breakers`]), answering the
+//! three objections to a shared breaker:
+//!
+//! - **No round trip added to a decision.** A check reads this node's cached copy of each
+//!   instance's phase. Only a call that finds an instance half-open asks Redis, for a probe
+//!   lease, so that exactly `probes` calls go ahead across the cluster; once every probe is out,
+//!   the node refuses locally until the first lease's deadline.
+//! - **Reports in batches, each transition decided once.** Reports are counted here and sent
+//!   every [`FLUSH_EVERY`], one script call per breaker (chunked); the script decides the
+//!   transitions atomically and publishes them. Every node reads the breaker's phases again on
+//!   the message, and every [`READ_EVERY`] in any case.
+//! - **Redis unreachable is not a new failure mode.** When a flush, a read or a probe fails,
+//!   the node decides on a local breaker fed with its own reports (fed all along, so it is
+//!   warm), keeping an instance refused while its last known opening lasts, and says so: a
+//!   warning once, [`BreakerView::shared`] false, [`crate::Limiter::breakers_shared`]. A batch
+//!   that could not be sent is dropped: replayed later, old failures would count as new ones.
+//!   The next read that succeeds shares again.
+//!
+//! One bad node cannot open a breaker for all with `min_nodes`: the script opens it only when
+//! that many nodes saw bad calls in the window.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use flowgate_core::clock::Micros;
+use flowgate_redis::breakers::{
+    InstanceReport, InstanceState, ProbeAnswer, RedisBreakers, SharedBreaker, SharedPhase,
+};
+use parking_lot::Mutex;
+
+use super::{BreakerDef, BreakerView, Changes, LocalStates, MAX_INSTANCES};
+
+/// How often a node sends the reports it counted.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(20);
+
+/// How often a node reads every shared breaker's phases, notifications or not.
+pub const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// The most probe reports of one instance kept between two flushes.
+const MAX_PROBE_REPORTS: usize = 1_024;
+
+/// A shared probe token: this bit set, and the Redis lease (local tokens never set it).
+const SHARED_TOKEN: u64 = 1 << 63;
+
+/// The Redis lease of a shared probe token.
+pub(crate) fn shared_lease(token: u64) -> Option<u64> {
+    (token & SHARED_TOKEN != 0).then_some(token & !SHARED_TOKEN)
+}
+
+/// The connection every shared breaker of a limiter uses, and whether Redis answers.
+pub(crate) struct Hub {
+    pub(crate) redis: RedisBreakers,
+    degraded: AtomicBool,
+    /// Reports dropped: a batch Redis could not take, or an instance past the caps.
+    pub(crate) dropped: AtomicU64,
+}
+
+impl Hub {
+    pub(crate) fn new(redis: RedisBreakers) -> Self {
+        Self {
+            redis,
+            degraded: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the node decides on its local breakers now.
+    pub(crate) fn degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn failed(&self, e: &flowgate_core::StoreError) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(target: "flowgate::breakers", error = %e, "circuit breakers: Redis unreachable; this node decides on its own reports until it answers again");
+        }
+    }
+
+    pub(crate) fn answered(&self) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
+            tracing::info!(target: "flowgate::breakers", "circuit breakers: shared through Redis again");
+        }
+    }
+}
+
+/// A phase's name, open turned half-open by time.
+fn name(p: SharedPhase, now: Micros) -> &'static str {
+    match p {
+        SharedPhase::Closed => "closed",
+        SharedPhase::Open { until } if now < until => "open",
+        SharedPhase::Open { .. } | SharedPhase::HalfOpen { .. } => "half_open",
+    }
+}
+
+/// This node's copy of an instance's shared state.
+#[derive(Debug)]
+struct Cached {
+    phase: SharedPhase,
+    /// The phase name last seen (so a change is told once).
+    seen: &'static str,
+    since: Micros,
+    /// Half-open with every probe out: refused locally until then.
+    busy_until: Micros,
+    /// The window's calls and bad calls at the last flush answer (closed).
+    calls: u64,
+    bad: u64,
+}
+
+impl Cached {
+    fn new(now: Micros) -> Self {
+        Self {
+            phase: SharedPhase::Closed,
+            seen: "closed",
+            since: now,
+            busy_until: 0,
+            calls: 0,
+            bad: 0,
+        }
+    }
+
+    /// Takes `phase`, answering the change of phase seen, if any.
+    fn set(&mut self, phase: SharedPhase, now: Micros, changes: &mut Changes) {
+        if std::mem::discriminant(&phase) != std::mem::discriminant(&self.phase)
+            || matches!(phase, SharedPhase::Open { .. })
+        {
+            self.busy_until = 0;
+        }
+        self.phase = phase;
+        self.seen(now, changes);
+    }
+
+    fn seen(&mut self, now: Micros, changes: &mut Changes) {
+        let current = name(self.phase, now);
+        if current != self.seen {
+            changes.push((self.seen, current));
+            self.seen = current;
+            self.since = now;
+        }
+    }
+}
+
+/// One shared breaker on this node: its cached phases, the reports not sent yet, and the local
+/// breaker decided on when Redis is unreachable.
+pub(crate) struct SharedStates {
+    pub(crate) breaker: SharedBreaker,
+    cache: Mutex<HashMap<String, Cached>>,
+    pending: Mutex<HashMap<String, InstanceReport>>,
+    pub(crate) local: LocalStates,
+}
+
+impl std::fmt::Debug for SharedStates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedStates")
+            .field("breaker", &self.breaker)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedStates {
+    pub(crate) fn new(def: &BreakerDef) -> Self {
+        Self {
+            breaker: SharedBreaker::new(
+                &def.domain,
+                &def.name,
+                &def.pattern_text(),
+                def.spec.clone(),
+                def.min_nodes.unwrap_or(1),
+            ),
+            cache: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            local: LocalStates::default(),
+        }
+    }
+
+    /// Whether a call may go ahead by the cached phase (no I/O); `Err` is the time to wait.
+    /// Half-open with a probe possibly free answers `Ok`: [`SharedStates::admit`] asks Redis.
+    pub(crate) fn look(&self, key: &str, now: Micros) -> (Result<(), Duration>, Changes) {
+        let mut changes = Changes::new();
+        let mut cache = self.cache.lock();
+        let Some(c) = cache.get_mut(key) else {
+            return (Ok(()), changes);
+        };
+        c.seen(now, &mut changes);
+        let look = match c.phase {
+            SharedPhase::Closed => Ok(()),
+            SharedPhase::Open { until } if now < until => Err(wait(until, now)),
+            _ if c.busy_until > now => Err(wait(c.busy_until, now)),
+            _ => Ok(()),
+        };
+        (look, changes)
+    }
+
+    /// Whether the cached phase of `key` is closed (no probe needed).
+    pub(crate) fn closed(&self, key: &str) -> bool {
+        self.cache
+            .lock()
+            .get(key)
+            .is_none_or(|c| c.phase == SharedPhase::Closed)
+    }
+
+    /// The last known opening of `key`, if it still lasts: kept while Redis is unreachable.
+    pub(crate) fn open_until(&self, key: &str, now: Micros) -> Option<Duration> {
+        match self.cache.lock().get(key)?.phase {
+            SharedPhase::Open { until } if now < until => Some(wait(until, now)),
+            _ => None,
+        }
+    }
+
+    /// Takes Redis's answer to a probe request for `key`: `Ok` with the probe token, if one was
+    /// taken, or `Err` with the time to wait.
+    pub(crate) fn probed(
+        &self,
+        key: &str,
+        answer: ProbeAnswer,
+        phase: SharedPhase,
+        now: Micros,
+        changes: &mut Changes,
+    ) -> Result<Option<u64>, Duration> {
+        let mut cache = self.cache.lock();
+        let c = cache
+            .entry(key.to_owned())
+            .or_insert_with(|| Cached::new(now));
+        c.set(phase, now, changes);
+        match answer {
+            ProbeAnswer::Call => Ok(None),
+            ProbeAnswer::Probe(lease) => Ok(Some(SHARED_TOKEN | lease)),
+            ProbeAnswer::Refused { retry_after } => {
+                if !matches!(phase, SharedPhase::Open { .. }) {
+                    c.busy_until = now.saturating_add(retry_after);
+                }
+                Err(Duration::from_micros(retry_after.max(1)))
+            }
+        }
+    }
+
+    /// Counts a report to send; `probe` is a token from [`SharedStates::probed`] or a local one.
+    /// Answers whether it was kept (an instance past the caps is not).
+    pub(crate) fn count(&self, key: &str, bad: bool, probe: Option<u64>) -> bool {
+        let mut pending = self.pending.lock();
+        if !pending.contains_key(key) && pending.len() >= MAX_INSTANCES {
+            return false;
+        }
+        let r = pending
+            .entry(key.to_owned())
+            .or_insert_with(|| InstanceReport {
+                instance: key.to_owned(),
+                ..InstanceReport::default()
+            });
+        match probe {
+            Some(token) if token & SHARED_TOKEN != 0 => {
+                if r.probes.len() >= MAX_PROBE_REPORTS {
+                    return false;
+                }
+                r.probes.push((token & !SHARED_TOKEN, bad));
+            }
+            _ => {
+                r.calls += 1;
+                r.bad += u64::from(bad);
+            }
+        }
+        true
+    }
+
+    /// The reports counted since the last call.
+    pub(crate) fn take(&self) -> Vec<InstanceReport> {
+        self.pending.lock().drain().map(|(_, r)| r).collect()
+    }
+
+    /// Takes a flush's answers: each instance's state after the batch.
+    pub(crate) fn flushed(
+        &self,
+        states: &[(String, InstanceState)],
+        now: Micros,
+    ) -> Vec<(String, Changes)> {
+        let mut out = Vec::new();
+        let mut cache = self.cache.lock();
+        for (key, s) in states {
+            if !cache.contains_key(key)
+                && s.phase == SharedPhase::Closed
+                && cache.len() >= MAX_INSTANCES
+            {
+                continue;
+            }
+            let c = cache.entry(key.clone()).or_insert_with(|| Cached::new(now));
+            let mut changes = Changes::new();
+            c.set(s.phase, now, &mut changes);
+            c.calls = s.calls;
+            c.bad = s.bad;
+            if !changes.is_empty() {
+                out.push((key.clone(), changes));
+            }
+        }
+        out
+    }
+
+    /// Takes a read of the instances not closed: every other cached instance is closed.
+    pub(crate) fn read(
+        &self,
+        phases: Vec<(String, SharedPhase)>,
+        now: Micros,
+    ) -> Vec<(String, Changes)> {
+        let mut phases: HashMap<String, SharedPhase> = phases.into_iter().collect();
+        let mut out = Vec::new();
+        let mut cache = self.cache.lock();
+        for (key, c) in cache.iter_mut() {
+            let phase = phases.remove(key).unwrap_or(SharedPhase::Closed);
+            let mut changes = Changes::new();
+            c.set(phase, now, &mut changes);
+            if !changes.is_empty() {
+                out.push((key.clone(), changes));
+            }
+        }
+        for (key, phase) in phases {
+            if cache.len() >= MAX_INSTANCES {
+                // Keep room for the cluster's opened instances: drop closed idle ones.
+                cache.retain(|_, c| c.phase != SharedPhase::Closed || c.calls > 0);
+                if cache.len() >= MAX_INSTANCES {
+                    break;
+                }
+            }
+            let mut c = Cached::new(now);
+            let mut changes = Changes::new();
+            c.set(phase, now, &mut changes);
+            cache.insert(key.clone(), c);
+            if !changes.is_empty() {
+                out.push((key, changes));
+            }
+        }
+        out
+    }
+
+    /// The cached instances worth showing (not closed, or with calls in the window).
+    pub(crate) fn views(
+        &self,
+        def: &BreakerDef,
+        now: Micros,
+    ) -> (Vec<BreakerView>, Vec<(String, Changes)>) {
+        let mut views = Vec::new();
+        let mut all = Vec::new();
+        let mut cache = self.cache.lock();
+        for (key, c) in cache.iter_mut() {
+            let mut changes = Changes::new();
+            c.seen(now, &mut changes);
+            if !changes.is_empty() {
+                all.push((key.clone(), changes));
+            }
+            let phase = name(c.phase, now);
+            if phase == "closed" && c.calls == 0 {
+                continue;
+            }
+            let retry_after = match c.phase {
+                SharedPhase::Open { until } if now < until => Some(wait(until, now)),
+                _ if c.busy_until > now => Some(wait(c.busy_until, now)),
+                _ => None,
+            };
+            let (calls, bad) = if phase == "closed" {
+                (c.calls, c.bad)
+            } else {
+                (0, 0)
+            };
+            views.push(BreakerView {
+                domain: def.domain.clone(),
+                breaker: def.name.clone(),
+                key: key.clone(),
+                phase,
+                since: c.since,
+                calls,
+                bad,
+                retry_after,
+                probes_out: 0,
+                shared: true,
+            });
+        }
+        (views, all)
+    }
+}
+
+fn wait(until: Micros, now: Micros) -> Duration {
+    Duration::from_micros(until.saturating_sub(now).max(1))
+}

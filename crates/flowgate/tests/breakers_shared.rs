@@ -1,0 +1,230 @@
+//! Circuit breakers shared by two nodes (two limiters, each with its own connection) on one
+//! real Redis: failures seen through one node's tower layer open the breaker on both; one probe
+//! through either node closes it everywhere; with Redis stopped each node keeps a local breaker
+//! on its own reports and decides fast; when Redis is back they share again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::{Router, routing::get};
+use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Outcome, Strategy};
+use flowgate::layer::RateLimitLayer;
+use flowgate::{
+    Algorithm, Descriptor, FailurePolicy, Limit, Limiter, Matcher, Quota, RedisOptions, RedisStore,
+    Request, Rule, RuleSet, Verdict,
+};
+use flowgate_testkit::redis::RedisServer;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+type L = Limiter<RedisStore>;
+
+const OPEN_FOR: Duration = Duration::from_secs(1);
+
+/// Error ratio 0.5 over 10 s with at least 4 calls, open 1 s, one probe with a 2 s lease.
+fn breakers() -> BreakerSet {
+    let s = 1_000_000;
+    let spec = BreakerSpec::new(Strategy::ErrorRatio, 0.5, 10 * s, 4, s, 1, 2 * s).expect("valid");
+    BreakerSet::new(vec![BreakerDef::new(
+        "pay",
+        "channel",
+        vec![Matcher::parse("channel")],
+        spec,
+    )])
+    .expect("valid set")
+}
+
+/// A node: its own store (connection) on `url`, a generous limit, the breakers shared.
+async fn node(url: &str, name: &str) -> Arc<L> {
+    let options = RedisOptions::default().deadline(Duration::from_millis(300));
+    let store = RedisStore::connect_lazy_with(url, options).expect("store");
+    let limit = Limit::new(Algorithm::FixedWindow, "10000/s".parse::<Quota>().unwrap()).unwrap();
+    let mut rule = Rule::new(
+        "pay",
+        "per-channel",
+        vec![Matcher::parse("channel")],
+        Some(limit),
+    );
+    rule.failure = FailurePolicy::Open;
+    let limiter = Limiter::new(RuleSet::new(vec![rule]).unwrap(), store.clone());
+    limiter.set_breakers(breakers());
+    limiter.share_breakers(&store, name);
+    Arc::new(limiter)
+}
+
+fn wpg() -> Request {
+    Request::new("pay", vec![Descriptor::new([("channel", "WPG")])])
+}
+
+fn is_open(v: &Verdict) -> bool {
+    !v.allowed && v.statuses[0].breaker.as_ref().is_some_and(|b| b.open)
+}
+
+/// Checks `l` every 5 ms until `want` holds of its verdict; answers how long it took.
+async fn until(l: &L, want: impl Fn(&Verdict) -> bool, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let v = l.check(&wpg()).await;
+        if want(&v) {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < within, "not within {within:?}: {v:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An axum service whose handler answers 500 while `fail` is set, behind the layer.
+fn app(l: Arc<L>, fail: Arc<AtomicBool>, calls: Arc<AtomicU64>) -> Router {
+    Router::new()
+        .route(
+            "/pay",
+            get(move || {
+                let (fail, calls) = (Arc::clone(&fail), Arc::clone(&calls));
+                async move {
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    if fail.load(Ordering::Relaxed) {
+                        (http::StatusCode::INTERNAL_SERVER_ERROR, "down")
+                    } else {
+                        (http::StatusCode::OK, "paid")
+                    }
+                }
+            }),
+        )
+        .layer(RateLimitLayer::new(l, |req: &http::Request<Body>| {
+            let channel = req.headers().get("x-channel")?.to_str().ok()?;
+            Some(Request::new(
+                "pay",
+                vec![Descriptor::new([("channel", channel)])],
+            ))
+        }))
+}
+
+fn pay() -> http::Request<Body> {
+    http::Request::get("/pay")
+        .header("x-channel", "WPG")
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_it() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        node(&server.url(), "a").await,
+        node(&server.url(), "b").await,
+    );
+    assert_eq!(a.breakers_shared(), Some(true));
+    let fail = Arc::new(AtomicBool::new(true));
+    let calls = Arc::new(AtomicU64::new(0));
+    let service_a = app(Arc::clone(&a), Arc::clone(&fail), Arc::clone(&calls));
+    let service_b = app(
+        Arc::clone(&b),
+        Arc::clone(&fail),
+        Arc::new(AtomicU64::new(0)),
+    );
+
+    // Node b has seen nothing; node a's handler fails 4 times: 4 of 4 bad.
+    assert!(b.check(&wpg()).await.allowed);
+    for _ in 0..4 {
+        let status = service_a.clone().oneshot(pay()).await.unwrap().status();
+        assert_eq!(status, 500);
+    }
+    let took = until(&b, is_open, Duration::from_secs(2)).await;
+    println!("node b refused {took:?} after node a's last failure");
+    assert!(
+        took < Duration::from_millis(500),
+        "b followed a's opening in {took:?}"
+    );
+    // Through b's layer too: refused before its handler, with the breaker's reason.
+    let res = service_b.clone().oneshot(pay()).await.unwrap();
+    assert_eq!(res.status(), 429);
+    assert!(is_open(&a.check(&wpg()).await));
+    assert_eq!(calls.load(Ordering::Relaxed), 4);
+
+    // After open_for: one probe across the cluster, through b.
+    tokio::time::sleep(OPEN_FOR).await;
+    let probe = until(&b, |v| v.allowed, Duration::from_secs(2)).await;
+    assert!(probe < Duration::from_secs(1));
+    let v = b.check(&wpg()).await;
+    assert!(is_open(&v), "the one probe is out: b refuses a second");
+    let v = a.check(&wpg()).await;
+    assert!(is_open(&v), "the one probe is out: a refuses too");
+    assert_eq!(b.breaker_views().0[0].phase, "half_open");
+
+    // The probe's success (through the layer on b) closes it on both.
+    fail.store(false, Ordering::Relaxed);
+    // The probe taken above was never reported: its lease (2 s) holds its place. A probe the
+    // layer takes and reports itself closes the breaker once that lease expires.
+    let started = Instant::now();
+    loop {
+        let status = service_b.clone().oneshot(pay()).await.unwrap().status();
+        if status == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "no probe admitted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = until(&a, |v| v.allowed, Duration::from_secs(2)).await;
+    println!("node a admitted {took:?} after the probe's success on node b");
+    assert!(took < Duration::from_millis(500));
+    assert_eq!(a.breaker_views().1[0].1, 0, "closed on a");
+    assert_eq!(b.breaker_views().1[0].1, 0, "closed on b");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_stopped_each_node_keeps_a_local_breaker() {
+    let mut server = RedisServer::start();
+    let (a, b) = (
+        node(&server.url(), "a").await,
+        node(&server.url(), "b").await,
+    );
+    assert!(a.check(&wpg()).await.allowed);
+    server.stop();
+    // A failed read or flush says so (reads come every second).
+    let started = Instant::now();
+    while a.breakers_shared() != Some(false) || b.breakers_shared() != Some(false) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "never fell back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Node a's own failures open its local breaker; b, which saw none, stays closed.
+    for _ in 0..8 {
+        a.report(
+            "pay",
+            &wpg().descriptors,
+            Outcome::Error,
+            Duration::from_millis(1),
+            None,
+        );
+    }
+    for _ in 0..20 {
+        let started = Instant::now();
+        let v = a.check(&wpg()).await;
+        let took = started.elapsed();
+        assert!(is_open(&v), "{v:?}");
+        assert!(took < Duration::from_millis(50), "a refusal took {took:?}");
+    }
+    let v = b.check(&wpg()).await;
+    assert!(!is_open(&v), "b's local breaker saw no failure");
+    assert!(!a.breaker_views().0[0].shared);
+
+    // Redis back: shared again, and the cluster's state (closed) decides.
+    server.restart();
+    let started = Instant::now();
+    while a.breakers_shared() != Some(true) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "never shared again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = until(&a, |v| v.allowed, Duration::from_secs(3)).await;
+    assert!(took < Duration::from_secs(3));
+}
