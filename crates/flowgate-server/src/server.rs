@@ -611,6 +611,10 @@ impl Server {
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);
         let (http_listener, http_addr) = listen(cfg.http_addr).await?;
         let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
+        // On Redis the breakers are the cluster's; on the embedded store, this process's.
+        if let Backend::Redis(r) = limiter.store() {
+            limiter.share_breakers(r, &node_id(&cfg, http_addr));
+        }
         let stats = stats(&cfg, store_name, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;

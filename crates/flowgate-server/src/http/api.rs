@@ -337,6 +337,10 @@ pub(super) async fn metrics(State(state): Shared) -> Response {
         .metrics
         .breakers
         .open_instances(&state.limiter.breaker_views().1);
+    state
+        .metrics
+        .breakers
+        .shared(state.limiter.breakers_shared());
     (
         [(
             header::CONTENT_TYPE,

@@ -45,6 +45,7 @@ pub(crate) struct BreakerMetrics {
     open: Family<BreakerLabels, Gauge>,
     reports: Family<ReportLabels, Counter>,
     refused: Family<BreakerLabels, Counter>,
+    shared: Gauge,
 }
 
 impl BreakerMetrics {
@@ -55,6 +56,7 @@ impl BreakerMetrics {
             open: Family::default(),
             reports: Family::default(),
             refused: Family::default(),
+            shared: Gauge::default(),
         };
         // Every result exists from the start, at 0: a counter that first appears at 1 shows no
         // increase to `increase()`.
@@ -75,6 +77,11 @@ impl BreakerMetrics {
             "flowgate_breaker_reports",
             "Reports of calls' outcomes: counted by a breaker, for no breaker (dropped), or dropped at a breaker's cap on instances",
             m.reports.clone(),
+        );
+        registry.register(
+            "flowgate_breakers_shared",
+            "1 while the circuit breakers are the cluster's (on Redis, Redis answering); 0 per process, or while this node decides on its own reports because Redis is unreachable",
+            m.shared.clone(),
         );
         registry.register(
             "flowgate_breaker_rejections",
@@ -114,6 +121,11 @@ impl BreakerMetrics {
             .inc();
     }
 
+    /// Sets whether the breakers are shared now ([`flowgate::Limiter::breakers_shared`]).
+    pub(crate) fn shared(&self, shared: Option<bool>) {
+        self.shared.set(i64::from(shared == Some(true)));
+    }
+
     /// Sets the open instances of every breaker in force (and drops the series of the others).
     pub(crate) fn open_instances(&self, counts: &[(BreakerDef, usize)]) {
         self.open.clear();
@@ -140,5 +152,6 @@ pub(crate) fn view(i: &Instance) -> BreakerView {
         bad: i.bad,
         retry_after_ms: i.retry_after.map(|d| d.as_secs_f64() * 1000.0),
         probes_out: i.probes_out,
+        shared: i.shared,
     }
 }

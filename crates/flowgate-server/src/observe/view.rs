@@ -27,7 +27,8 @@ pub struct StatsView {
     /// Every declared alert and its state.
     pub alerts: Vec<AlertView>,
     /// The circuit breakers' instances that are not closed, and the closed ones with calls in
-    /// their window (this node's: breakers are per process), those not closed first.
+    /// their window, those not closed first: the cluster's on Redis (as this node's copy holds
+    /// them), this process's on the embedded store.
     #[serde(default)]
     pub breakers: Vec<BreakerView>,
     /// The rules' version and origin.
@@ -261,6 +262,9 @@ pub struct BreakerView {
     pub bad: u64,
     /// Open: milliseconds until half-open. Half-open: until the first probe lease expires.
     pub retry_after_ms: Option<f64>,
-    /// Half-open: probes admitted and not yet reported.
+    /// Half-open: probes admitted and not yet reported (per process only).
     pub probes_out: u32,
+    /// Decided by the cluster's state in Redis; `false` per process (the embedded store), or
+    /// while this node cannot reach Redis and decides on its own reports.
+    pub shared: bool,
 }

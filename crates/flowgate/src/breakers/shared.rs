@@ -10,8 +10,8 @@
 //!   transitions atomically and publishes them. Every node reads the breaker's phases again on
 //!   the message, and every [`READ_EVERY`] in any case.
 //! - **Redis unreachable is not a new failure mode.** When a flush, a read or a probe fails,
-//!   the node decides on a local breaker fed with its own reports (fed all along, so it is
-//!   warm), keeping an instance refused while its last known opening lasts, and says so: a
+//!   the node decides on a local breaker fed with its own reports (fed all along, restarted at
+//!   each of the cluster's transitions, so it holds this node's reports since then), keeping an instance refused while its last known opening lasts, and says so: a
 //!   warning once, [`BreakerView::shared`] false, [`crate::Limiter::breakers_shared`]. A batch
 //!   that could not be sent is dropped: replayed later, old failures would count as new ones.
 //!   The next read that succeeds shares again.
@@ -220,7 +220,11 @@ impl SharedStates {
         let c = cache
             .entry(key.to_owned())
             .or_insert_with(|| Cached::new(now));
+        let before = changes.len();
         c.set(phase, now, changes);
+        if changes.len() > before {
+            self.local.instances.lock().remove(key);
+        }
         match answer {
             ProbeAnswer::Call => Ok(None),
             ProbeAnswer::Probe(lease) => Ok(Some(SHARED_TOKEN | lease)),
@@ -290,7 +294,21 @@ impl SharedStates {
                 out.push((key.clone(), changes));
             }
         }
+        drop(cache);
+        self.restart_local(&out);
         out
+    }
+
+    /// Restarts the local fallback of each instance whose cluster phase changed: from then on
+    /// it holds this node's reports since the cluster's last transition.
+    fn restart_local(&self, changed: &[(String, Changes)]) {
+        if changed.is_empty() {
+            return;
+        }
+        let mut local = self.local.instances.lock();
+        for (key, _) in changed {
+            local.remove(key);
+        }
     }
 
     /// Takes a read of the instances not closed: every other cached instance is closed.
@@ -326,6 +344,8 @@ impl SharedStates {
                 out.push((key, changes));
             }
         }
+        drop(cache);
+        self.restart_local(&out);
         out
     }
 

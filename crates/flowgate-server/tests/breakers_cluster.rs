@@ -1,0 +1,157 @@
+//! Circuit breakers shared by two server processes on one real Redis: errors reported through
+//! one node open the breaker on both; after `open_for`, one probe through either node, and its
+//! success closes it everywhere; with Redis stopped each node keeps a local breaker on its own
+//! reports and answers fast.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Proc, post_json, spawn_server};
+use flowgate_testkit::redis::RedisServer;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+const CONFIG: &str = r#"domain = "pay"
+
+[[rule]]
+name = "per-channel"
+match = "channel"
+limit = "10000/s"
+failure = "open"
+
+[[breaker]]
+name = "channel"
+match = ["channel"]
+strategy = "error_ratio"
+threshold = 0.5
+window = "10s"
+min_calls = 4
+open_for = "1s"
+probes = 1
+probe_timeout = "2s"
+"#;
+
+fn node(config: &std::path::Path, url: &str, id: &str) -> Proc {
+    spawn_server(config, &["--redis-url", url, "--node-id", id])
+}
+
+async fn check(p: &Proc) -> common::HttpResponse {
+    post_json(
+        p.http,
+        "/v1/check",
+        json!({"domain": "pay", "descriptors": ["channel=WPG"]}),
+    )
+    .await
+}
+
+async fn report(p: &Proc, outcome: &str, n: usize, probe: Option<&Value>) {
+    let mut one = json!({"domain": "pay", "descriptors": ["channel=WPG"], "outcome": outcome, "latency_ms": 3});
+    if let Some(p) = probe {
+        one["probe"] = p.clone();
+    }
+    let r = post_json(p.http, "/v1/report", json!({ "reports": vec![one; n] })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+fn refused(r: &common::HttpResponse) -> bool {
+    r.status == 429 && r.json()["code"] == "circuit_open"
+}
+
+/// Checks `p` every 5 ms until `want` holds of the answer; answers how long it took.
+async fn until(
+    p: &Proc,
+    want: impl Fn(&common::HttpResponse) -> bool,
+    within: Duration,
+) -> (Duration, common::HttpResponse) {
+    let started = Instant::now();
+    loop {
+        let r = check(p).await;
+        if want(&r) {
+            return (started.elapsed(), r);
+        }
+        assert!(
+            started.elapsed() < within,
+            "not within {within:?}: {} {}",
+            r.status,
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn metric(p: &Proc, name: &str) -> Option<String> {
+    let m = common::http(p.http, "GET", "/metrics", &[], "").await.body;
+    m.lines()
+        .find(|l| l.starts_with(name))
+        .map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_their_breakers_through_redis() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("flowgate.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let a = node(&config, &redis.url(), "a");
+    let b = node(&config, &redis.url(), "b");
+    assert_eq!(check(&b).await.status, 200);
+    assert_eq!(
+        metric(&a, "flowgate_breakers_shared").await.as_deref(),
+        Some("1")
+    );
+
+    // Errors reported through a open the breaker on b.
+    report(&a, "error", 4, None).await;
+    let (took, r) = until(&b, refused, Duration::from_secs(3)).await;
+    println!("node b refused {took:?} after the errors reported through node a");
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    assert_eq!(r.json()["breaker"]["key"], "pay:channel:channel=WPG");
+    assert!(refused(&check(&a).await));
+    let stats = common::http(b.http, "GET", "/v1/stats?window=1", &[], "")
+        .await
+        .json();
+    assert_eq!(stats["breakers"][0]["phase"], "open", "{stats}");
+    assert_eq!(stats["breakers"][0]["shared"], true, "{stats}");
+
+    // After open_for, one probe across the cluster: through a; b refuses meanwhile.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, probe) = until(&a, |r| r.status == 200, Duration::from_secs(2)).await;
+    let lease = probe.json()["probes"][0]["probe"].clone();
+    assert!(lease.is_u64(), "{}", probe.body);
+    assert!(refused(&check(&b).await), "the one probe is out");
+    assert!(refused(&check(&a).await), "the one probe is out");
+    // Its success, reported through b, closes it on both.
+    report(&b, "ok", 1, Some(&lease)).await;
+    let (took, _) = until(&a, |r| r.status == 200, Duration::from_secs(3)).await;
+    println!("node a admitted {took:?} after the probe's success reported through node b");
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    assert_eq!(check(&b).await.status, 200);
+
+    // Redis stopped: each node decides on its own reports, and answers fast.
+    redis.stop();
+    let started = Instant::now();
+    while metric(&a, "flowgate_breakers_shared").await.as_deref() != Some("0") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a never fell back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    report(&a, "error", 4, None).await;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let r = check(&a).await;
+        slowest = slowest.max(started.elapsed());
+        assert!(refused(&r), "{} {}", r.status, r.body);
+    }
+    println!("with Redis stopped, node a's slowest refusal of 20 took {slowest:?}");
+    assert!(slowest < Duration::from_millis(200), "{slowest:?}");
+    let r = check(&b).await;
+    assert_eq!(r.status, 200, "b saw no failure: {}", r.body);
+    let stats = common::http(a.http, "GET", "/v1/stats?window=1", &[], "")
+        .await
+        .json();
+    assert_eq!(stats["breakers"][0]["shared"], false, "{stats}");
+}
