@@ -537,7 +537,8 @@
         el("td", { class: "num", text: b.calls }),
         el("td", { class: "num", text: b.bad }),
         el("td", { class: "num", text: b.retry_after_ms === null || b.retry_after_ms === undefined ? "–" : fmtSecs(b.retry_after_ms / 1000) }),
-        el("td", { class: "num", text: b.probes_out }),
+        el("td", { class: "num", text: b.shared ? "–" : b.probes_out }),
+        el("td", { "data-f": "scope", text: b.shared ? "cluster" : "node" }),
       ]));
     }
   }
