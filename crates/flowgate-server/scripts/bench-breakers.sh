@@ -4,8 +4,10 @@
 # (about 1,000 a second through POST /v1/report, all `ok`, so no breaker opens), against the
 # same rule without breakers (examples/bench.toml) under the same reports. Both servers run on
 # one worker thread, measured alternately, ROUNDS times each, one hot key and 10,000 keys at 64
-# in flight; the medians and their ratio are printed last.
-# Usage: crates/flowgate-server/scripts/bench-breakers.sh [SECONDS] [ROUNDS]
+# in flight; the medians and their ratio are printed last. With REDIS=1 both servers decide on
+# a redis-server started here, and the breakers are the cluster's (reports sent to Redis in
+# batches, phases read from it).
+# Usage: [REDIS=1] crates/flowgate-server/scripts/bench-breakers.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
@@ -20,10 +22,16 @@ DATA=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$DATA"; }
 trap cleanup EXIT
+EXTRA=()
+if [ -n "${REDIS:-}" ]; then
+  redis-server --port 16390 --bind 127.0.0.1 --save '' --appendonly no >/dev/null & PIDS+=($!)
+  EXTRA=(--redis-url redis://127.0.0.1:16390/)
+  sleep 0.5
+fi
 FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench-breakers.toml --no-watch \
-  --data-dir "$DATA/with" --http-addr 127.0.0.1:18280 --grpc-addr 127.0.0.1:18281 & PIDS+=($!)
+  --data-dir "$DATA/with" --http-addr 127.0.0.1:18280 --grpc-addr 127.0.0.1:18281 "${EXTRA[@]}" & PIDS+=($!)
 FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch \
-  --data-dir "$DATA/without" --http-addr 127.0.0.1:18282 --grpc-addr 127.0.0.1:18283 & PIDS+=($!)
+  --data-dir "$DATA/without" --http-addr 127.0.0.1:18282 --grpc-addr 127.0.0.1:18283 "${EXTRA[@]}" & PIDS+=($!)
 sleep 2
 # reports PORT SECONDS: about 1,000 reports a second (20 batches of 50) to one server.
 reports() {
@@ -52,7 +60,7 @@ for keys in 1 10000; do
     done
   done
 done
-curl -s http://127.0.0.1:18280/metrics | grep -E '^flowgate_breaker_reports_total' >&2 || true
+curl -s http://127.0.0.1:18280/metrics | grep -E '^flowgate_breaker_reports_total|^flowgate_breakers_shared' >&2 || true
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
