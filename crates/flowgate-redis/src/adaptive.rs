@@ -64,8 +64,12 @@ pub struct AdaptiveReport {
 }
 
 /// Adaptive limits kept in Redis. Built by [`RedisStore::adaptive`]: it shares the store's
-/// connection. Cheap to clone (clones share the refusal count). See the
-/// [module documentation](self) for the layout and bounds.
+/// connection. Cheap to clone (clones share the refusal count).
+///
+/// One hash per rule ([`RedisAdaptive::hash_key`]), a field per state key holding its AIMD
+/// state as text (`<limit %.17g> <hold> <parameters>`). At most [`ADAPTIVE_MAX_KEYS`] keys per
+/// rule (a new key's reports past that are refused and counted); every write sets the hash's
+/// expiry again to [`ADAPTIVE_TTL`]; every call waits at most [`ADAPTIVE_DEADLINE`].
 #[derive(Clone)]
 pub struct RedisAdaptive {
     conn: RedisConnection,
@@ -211,8 +215,8 @@ impl RedisAdaptive {
     /// Applies `batch` to the limits of rule `rule` in `domain` under `spec`: each key's
     /// reports in order, as [`flowgate_core::adaptive::Aimd::report`] does, starting from the
     /// state in Redis (or `spec`'s start). Answers each key's new limit, `None` for a key
-    /// refused because the rule's hash is full. One script call, or one per [`MAX_REPORTS`]
-    /// reports, each within the deadline; calls made before one that fails stay applied.
+    /// refused because the rule's hash is full. One script call, or one per 1,000 reports, each
+    /// within the deadline; calls made before one that fails stay applied.
     ///
     /// # Errors
     /// [`StoreError::Timeout`] or [`StoreError::Unavailable`] when Redis does not answer;

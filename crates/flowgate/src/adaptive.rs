@@ -1,6 +1,6 @@
 //! Adaptive concurrency limits in the limiter: a `concurrency` rule with
 //! [`Rule::adaptive`](flowgate_core::Rule::adaptive) has one
-//! [`Aimd`](flowgate_core::adaptive::Aimd) per matched descriptor (its state key), fed by the
+//! [`Aimd`] per matched descriptor (its state key), fed by the
 //! reports of calls ([`crate::Limiter::report`], [`crate::Permit::report`], the tower layer), and
 //! its concurrency check uses that key's limit.
 //!
@@ -331,6 +331,8 @@ impl Adaptive {
 /// reads the limits back.
 #[cfg(feature = "redis")]
 mod link {
+    use std::collections::HashMap;
+    use std::collections::hash_map::Entry;
     use std::sync::Weak;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -370,17 +372,12 @@ mod link {
         keys: Vec<(String, Vec<AdaptiveReport>)>,
     }
 
-    /// The group of `(domain, rule, spec)` in `groups`, added when missing.
-    fn group<'g>(
-        groups: &'g mut Vec<Group>,
-        domain: &str,
-        rule: &str,
-        spec: &AimdSpec,
-    ) -> &'g mut Group {
+    /// The place of the group of `(domain, rule, spec)` in `groups`, added when missing.
+    fn group(groups: &mut Vec<Group>, domain: &str, rule: &str, spec: &AimdSpec) -> usize {
         let at = groups
             .iter()
             .position(|g| g.domain == domain && g.rule == rule && &g.spec == spec);
-        let at = at.unwrap_or_else(|| {
+        at.unwrap_or_else(|| {
             groups.push(Group {
                 domain: domain.to_owned(),
                 rule: rule.to_owned(),
@@ -388,8 +385,7 @@ mod link {
                 keys: Vec::new(),
             });
             groups.len() - 1
-        });
-        &mut groups[at]
+        })
     }
 
     impl State {
@@ -442,9 +438,8 @@ mod link {
             let mut groups = Vec::new();
             for (key, i) in self.instances.lock().iter() {
                 if all || i.remote.is_none() {
-                    group(&mut groups, &i.domain, &i.rule, i.aimd.spec())
-                        .keys
-                        .push((key.clone(), Vec::new()));
+                    let g = group(&mut groups, &i.domain, &i.rule, i.aimd.spec());
+                    groups[g].keys.push((key.clone(), Vec::new()));
                 }
             }
             groups
@@ -489,11 +484,17 @@ mod link {
         /// the cache. On a failure the rest is dropped.
         async fn flush(&self, redis: &RedisAdaptive, batch: Vec<Queued>) -> Result<(), StoreError> {
             let mut groups: Vec<Group> = Vec::new();
+            // Where each key's reports are: (its group, its place in the group).
+            let mut at: HashMap<(usize, String), usize> = HashMap::new();
             for q in batch {
-                let g = group(&mut groups, &q.domain, &q.rule, &q.spec);
-                match g.keys.iter_mut().find(|(k, _)| *k == q.key) {
-                    Some((_, rs)) => rs.push(q.report),
-                    None => g.keys.push((q.key, vec![q.report])),
+                let gi = group(&mut groups, &q.domain, &q.rule, &q.spec);
+                let g = &mut groups[gi];
+                match at.entry((gi, q.key)) {
+                    Entry::Occupied(e) => g.keys[*e.get()].1.push(q.report),
+                    Entry::Vacant(e) => {
+                        g.keys.push((e.key().1.clone(), vec![q.report]));
+                        e.insert(g.keys.len() - 1);
+                    }
                 }
             }
             for g in &groups {
@@ -534,11 +535,11 @@ mod link {
                 }
                 return;
             }
-            if !batch.is_empty() {
-                if let Err(e) = self.flush(redis, batch).await {
-                    self.fall_back(&e);
-                    return;
-                }
+            if !batch.is_empty()
+                && let Err(e) = self.flush(redis, batch).await
+            {
+                self.fall_back(&e);
+                return;
             }
             let groups = if due {
                 *last_read = Instant::now();

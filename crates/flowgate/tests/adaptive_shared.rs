@@ -117,14 +117,14 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     // Both start at the rule's `initial`: 10 calls at once, wherever they go.
     let leases = fill(b).await;
     assert_eq!(leases.len(), 10);
-    release(&b, leases).await;
+    release(b, leases).await;
     let leases = fill(a).await;
     assert_eq!(leases.len(), 10);
-    release(&a, leases).await;
+    release(a, leases).await;
 
     // Slow calls reported through A (none out: each backs off) bring the cluster's limit to its
     // min; B follows, and admits 2 at once.
-    report(&a, SLOW, 30);
+    report(a, SLOW, 30);
     until("B follows A's slow reports down to 2", move || async move {
         view(b).limit == 2
     })
@@ -133,14 +133,14 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     assert!(v.shared, "{v:?}");
     let leases = fill(b).await;
     assert_eq!(leases.len(), 2, "B enforces the limit A's reports set");
-    release(&b, leases).await;
+    release(b, leases).await;
 
     // Fast calls reported through B, while B uses its limit, raise it; A follows.
     until("A follows B's fast reports up to 6", move || async move {
         let leases = fill(b).await;
         let held = leases.len();
-        report(&b, FAST, held + 1);
-        release(&b, leases).await;
+        report(b, FAST, held + 1);
+        release(b, leases).await;
         view(a).limit >= 6
     })
     .await;
@@ -161,7 +161,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
         assert!(v.statuses[0].error.is_some(), "the store failed");
         assert!(v.allowed, "the rule's failure policy (open) decides");
     }
-    report(&b, SLOW, 1);
+    report(b, SLOW, 1);
     until("both say they fell back", move || async move {
         !view(a).shared && !view(b).shared
     })
@@ -170,8 +170,8 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     // at min); fast ones with its calls out raise it.
     let (a_before, b_before) = (view(a).limit, view(b).limit);
     assert_eq!(a_before, 2, "A's own limit: its slow reports only");
-    report(&a, FAST, 30);
-    report(&b, SLOW, 5);
+    report(a, FAST, 30);
+    report(b, SLOW, 5);
     let (a_after, b_after) = (view(a), view(b));
     assert!(a_after.limit > a_before, "A: {a_before} -> {a_after:?}");
     assert!(
@@ -215,5 +215,54 @@ async fn the_sharing_task_ends_with_the_limiter() {
     until("the task ended", move || async move {
         metrics.num_alive_tasks() <= before
     })
+    .await;
+}
+
+/// One node alone on Redis: its reports, batched per rule and key, move the shared limits
+/// exactly as a per-process limiter fed the same reports moves its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_reports_move_the_shared_limits_as_one_process_would() {
+    let server = RedisServer::start();
+    let shared = node(&server).await;
+    let alone = Limiter::new(rules(), flowgate::MemoryStore::new());
+    let channels = ["A", "B", "C"];
+    let desc = |c: &str| Descriptor::new([("channel", c)]);
+    for c in channels {
+        for _ in 0..8 {
+            let r = Request::new("pay", vec![desc(c)]);
+            assert!(shared.check(&r).await.allowed);
+            assert!(alone.check(&r).await.allowed);
+        }
+    }
+    // Per key (8 calls out), 35 fast reports then a slow one: 11 at the end. In the other order
+    // it would be 12, with no call out 9, with no report at all 10: each is told apart.
+    for i in 0..108usize {
+        let c = channels[i % 3];
+        let latency = if i / 3 == 35 { SLOW } else { FAST };
+        shared.report("pay", &[desc(c)], Outcome::Ok, latency, None);
+        alone.report("pay", &[desc(c)], Outcome::Ok, latency, None);
+    }
+    let limits = |l: &Node| -> Vec<(String, u64, bool)> {
+        l.adaptive_limits("pay", "calls")
+            .into_iter()
+            .map(|v| (v.key, v.limit, v.shared))
+            .collect()
+    };
+    let want: Vec<(String, u64, bool)> = alone
+        .adaptive_limits("pay", "calls")
+        .into_iter()
+        .map(|v| (v.key, v.limit, true))
+        .collect();
+    assert_eq!(
+        want.iter().map(|w| w.1).collect::<Vec<_>>(),
+        [11, 11, 11],
+        "per process: 35 fast reports, then a slow one"
+    );
+    let shared = &shared;
+    let want = &want;
+    until(
+        "the shared limits are the per-process ones",
+        move || async move { limits(shared) == *want },
+    )
     .await;
 }
