@@ -41,6 +41,7 @@
 //! # Ok(()) }
 //! ```
 
+mod adaptive;
 mod batch;
 mod blocked;
 pub mod breakers;
@@ -62,6 +63,9 @@ mod state;
 mod stats;
 mod store;
 
+pub use adaptive::{
+    ADAPTIVE_DEADLINE, ADAPTIVE_MAX_KEYS, ADAPTIVE_TTL, AdaptiveReport, RedisAdaptive,
+};
 pub use conn::{RedisConnection, client, cluster_nodes};
 pub use options::{
     ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH,

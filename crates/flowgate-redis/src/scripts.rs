@@ -1,7 +1,8 @@
 //! The Lua scripts, assembled from `scripts/*.lua`: `common.lua`, one file per algorithm, and a
 //! driver (the limiter's `decide.lua`, `refund.lua`, `release.lua`, and the queues'
 //! `queue.lua`, whose release schedule is `gcra.lua`'s `reserve`). The algorithm codes are
-//! defined here, once, and given to Lua as named constants.
+//! defined here, once, and given to Lua as named constants. The shared adaptive limits'
+//! `aimd.lua` stands alone (it applies no rate algorithm).
 
 use std::sync::LazyLock;
 
@@ -67,6 +68,9 @@ pub(crate) static BREAKER: LazyLock<Script> =
 /// One queue instance's operations (`queue.lua`).
 pub(crate) static QUEUE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/queue.lua"))));
+/// Applies reports to the adaptive limits of one rule's keys (`aimd.lua`).
+pub(crate) static AIMD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/aimd.lua")));
 
 #[cfg(test)]
 mod tests {

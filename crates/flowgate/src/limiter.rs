@@ -219,6 +219,18 @@ impl<S: Store> Limiter<S> {
         }
     }
 
+    /// Shares the adaptive concurrency limits with every node on `store`'s Redis: from now on a
+    /// check uses the cluster's limit for its key (this node's cached copy, so no round trip is
+    /// added to a decision), reports are sent to Redis in batches every
+    /// [`crate::adaptive::FLUSH_EVERY`] and the limits read back every
+    /// [`crate::adaptive::READ_EVERY`]. While Redis is unreachable each node moves its own
+    /// limits, and [`AdaptiveView::shared`] says so. Needs a Tokio runtime (its task ends with
+    /// the limiter); calling it again hands over to `store`. See [`crate::adaptive`].
+    #[cfg(feature = "redis")]
+    pub fn share_adaptive(&self, store: &flowgate_redis::RedisStore) {
+        self.adaptive.share(store.adaptive());
+    }
+
     /// The adaptive limits of rule `rule` in `domain`, per key (lowest first, at most
     /// [`crate::adaptive::MAX_VIEWS`]); empty for a rule without `adaptive` or before its
     /// first request.
