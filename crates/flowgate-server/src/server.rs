@@ -611,9 +611,11 @@ impl Server {
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);
         let (http_listener, http_addr) = listen(cfg.http_addr).await?;
         let (grpc_listener, grpc_addr) = listen(cfg.grpc_addr).await?;
-        // On Redis the breakers are the cluster's; on the embedded store, this process's.
+        // On Redis the breakers and adaptive limits are the cluster's; on the embedded store,
+        // this process's.
         if let Backend::Redis(r) = limiter.store() {
             limiter.share_breakers(r, &node_id(&cfg, http_addr));
+            limiter.share_adaptive(r);
         }
         let stats = stats(&cfg, store_name, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);

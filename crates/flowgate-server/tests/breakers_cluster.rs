@@ -1,7 +1,8 @@
 //! Circuit breakers shared by two server processes on one real Redis: errors reported through
 //! one node open the breaker on both; after `open_for`, one probe through either node, and its
 //! success closes it everywhere; with Redis stopped each node keeps a local breaker on its own
-//! reports and answers fast.
+//! reports and answers fast. An adaptive concurrency limit moved by reports through one node is
+//! the limit the other enforces.
 
 mod common;
 
@@ -30,6 +31,13 @@ min_calls = 4
 open_for = "1s"
 probes = 1
 probe_timeout = "2s"
+
+[[rule]]
+name = "calls"
+match = "dep"
+algorithm = "concurrency"
+limit = "10/30s"
+adaptive = { min = 2, max = 50, max_latency = "100ms", backoff = 0.5 }
 "#;
 
 fn node(config: &std::path::Path, url: &str, id: &str) -> Proc {
@@ -154,4 +162,79 @@ async fn two_nodes_share_their_breakers_through_redis() {
         .await
         .json();
     assert_eq!(stats["breakers"][0]["shared"], false, "{stats}");
+}
+
+/// Acquires leases of `dep=X` until one is refused; answers how many, and gives them back.
+async fn fill(p: &Proc) -> usize {
+    let mut leases = Vec::new();
+    for _ in 0..60 {
+        let r = post_json(
+            p.http,
+            "/v1/acquire",
+            json!({"domain": "pay", "descriptors": ["dep=X"]}),
+        )
+        .await;
+        if r.status == 429 {
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        leases.push(r.json()["leases"][0]["lease"].as_u64().unwrap());
+    }
+    let n = leases.len();
+    for lease in leases {
+        let r = post_json(
+            p.http,
+            "/v1/release",
+            json!({"domain": "pay", "descriptor": "dep=X", "lease": lease}),
+        )
+        .await;
+        assert_eq!(r.json()["released"], true, "{}", r.body);
+    }
+    n
+}
+
+/// Node `p`'s view of the adaptive limit of `dep=X`: (limit, shared).
+async fn adaptive(p: &Proc) -> Option<(u64, bool)> {
+    let v = common::http(p.http, "GET", "/v1/stats?window=1", &[], "")
+        .await
+        .json();
+    let rule = v["rules"]
+        .as_array()?
+        .iter()
+        .find(|r| r["name"] == "calls")?
+        .clone();
+    let k = rule["adaptive"].as_array()?.first()?.clone();
+    Some((k["limit"].as_u64()?, k["shared"].as_bool()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adaptive_limit_moved_through_one_node_is_enforced_by_the_other() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("flowgate.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let a = node(&config, &redis.url(), "a");
+    let b = node(&config, &redis.url(), "b");
+    assert_eq!(fill(&a).await, 10);
+    assert_eq!(fill(&b).await, 10);
+    // A slow call reported through a: the cluster's limit 10 × 0.5.
+    let slow =
+        json!({"domain": "pay", "descriptors": ["dep=X"], "outcome": "ok", "latency_ms": 450});
+    let r = post_json(a.http, "/v1/report", slow).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let started = Instant::now();
+    while adaptive(&b).await != Some((5, true)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "b: {:?}",
+            adaptive(&b).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "node b held the limit moved through node a after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(fill(&b).await, 5);
+    assert_eq!(adaptive(&a).await, Some((5, true)));
 }

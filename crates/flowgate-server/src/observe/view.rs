@@ -137,7 +137,8 @@ pub struct RuleStats {
     pub top_rejected: Vec<Hitter>,
     /// Per node, over the last [`RECENT_SECONDS`] (cluster views only).
     pub by_node: Vec<NodeRates>,
-    /// An adaptive `concurrency` rule's limit in force per key on this node, lowest first (at
+    /// An adaptive `concurrency` rule's limit in force per key (the cluster's on Redis, as this
+    /// node's copy holds it), lowest first (at
     /// most [`flowgate::adaptive::MAX_VIEWS`]; keys not yet requested are at the rule's start).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adaptive: Vec<AdaptiveLimit>,
@@ -152,6 +153,10 @@ pub struct AdaptiveLimit {
     pub limit: u64,
     /// The calls in flight its latest decision saw, less the releases since.
     pub in_flight: u64,
+    /// The cluster's limit, kept in Redis; `false` per process, or while this node cannot reach
+    /// Redis and moves its own.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 /// The window of the recent rates and of the heavy hitters.

@@ -331,6 +331,7 @@ impl Stats {
                             key: a.key,
                             limit: a.limit,
                             in_flight: a.in_flight,
+                            shared: a.shared,
                         })
                         .collect(),
                 },
