@@ -241,19 +241,37 @@ async fn a_lease_whose_client_went_away_gives_its_job_back_on_disk() {
 }
 
 /// With Redis gone, a lease retries until its `wait_ms` ends, then answers 503 with
-/// `Retry-After`, instead of failing at once (workers would spin).
+/// `Retry-After`, instead of failing at once (workers would spin). The queue figures say so
+/// meanwhile: `flowgate_queue_store_degraded` is 1 (queue traffic alone failed: no limit was
+/// asked) and the gauges' age grows; once Redis is back (empty: its persistence is off) they are
+/// read afresh: degraded 0, a young age, and no series left of the instance it no longer holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_waits_out_a_store_that_cannot_answer() {
     let mut redis = RedisServer::start();
     let (_dir, cfg) = config();
     let p = spawn_server(&cfg, &["--redis-url", &redis.url()]);
-    // The queue gauges are read every second: their age is shown.
     let gauge = |text: &str, name: &str| -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
     };
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let before = http(p.http, "GET", "/metrics", &[], "").await.body;
+    let metrics = || async { http(p.http, "GET", "/metrics", &[], "").await.body };
+    let ready = "flowgate_queue_jobs{domain=\"payments\",queue=\"slow\",instance=\"payments:slow:channel=SLOW\",state=\"ready\"} ";
+    let r = post_json(
+        p.http,
+        "/v1/queues/submit",
+        json!({"domain": "payments", "descriptor": "channel=SLOW", "payload": 1}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The queue gauges are read every second: their age is shown.
+    assert!(
+        common::wait_until(Duration::from_secs(10), || async {
+            gauge(&metrics().await, ready) == Some(1.0)
+        })
+        .await,
+        "the queue's gauges never showed its job"
+    );
+    let before = metrics().await;
     let age = gauge(&before, "flowgate_queue_state_age_seconds ").expect("the age gauge");
     assert!(age < 2.0, "{age}");
     assert_eq!(gauge(&before, "flowgate_queue_store_degraded "), Some(0.0));
@@ -271,6 +289,35 @@ async fn a_lease_waits_out_a_store_that_cannot_answer() {
     assert!(
         took >= Duration::from_millis(1_400),
         "answered after {took:?}"
+    );
+    let during = metrics().await;
+    assert_eq!(
+        gauge(&during, "flowgate_queue_store_degraded "),
+        Some(1.0),
+        "a failing queue store is not shown as degraded"
+    );
+    // Last read before Redis stopped, at least 1.4 s ago.
+    let age = gauge(&during, "flowgate_queue_state_age_seconds ").expect("the age gauge");
+    assert!(
+        age >= 1.0,
+        "the gauges claim to be {age} s old through an outage"
+    );
+    redis.restart();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || async {
+            let m = metrics().await;
+            gauge(&m, "flowgate_queue_store_degraded ") == Some(0.0)
+                && gauge(&m, "flowgate_queue_state_age_seconds ").is_some_and(|a| a < 2.0)
+                && gauge(&m, ready).is_none()
+        })
+        .await,
+        "the queue figures still show the outage, or what Redis held before it:\n{}",
+        metrics()
+            .await
+            .lines()
+            .filter(|l| l.starts_with("flowgate_queue"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 

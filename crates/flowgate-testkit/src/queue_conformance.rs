@@ -283,6 +283,13 @@ pub async fn run<S: QueueStore>(store: &S, clock: &ManualClock, prefix: &str) {
                 }),
                 "purge" => describe(store.purge(&q, &instance).await, |n| n.to_string()),
                 "stats" => describe(store.stats(&q, &instance).await, |s| stats(&s)),
+                "listed" => describe(store.instances().await, |all| {
+                    if all.contains(&instance) {
+                        "listed".into()
+                    } else {
+                        "not listed".into()
+                    }
+                }),
                 other => panic!("{}: step {n}: unknown op `{other}`", sc.name),
             };
             assert_eq!(

@@ -104,6 +104,7 @@ pub trait QueueStore: Clone + Send + Sync + 'static {
         instance: &str,
     ) -> impl Future<Output = Result<Option<InstanceStats>, QueueError>> + Send;
 
-    /// The keys of every instance that ever held a job.
+    /// The keys of the instances the store holds: every instance that held a job, until
+    /// [`QueueStore::stats`] finds it forgotten.
     fn instances(&self) -> impl Future<Output = Result<Vec<String>, QueueError>> + Send;
 }

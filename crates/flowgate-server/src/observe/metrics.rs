@@ -361,7 +361,7 @@ impl Metrics {
         );
         registry.register(
             "flowgate_queue_release_rate",
-            "Releases per second of a queue instance over the last minute (cluster-wide)",
+            "Deliveries per second of a queue instance over its current run of releases (cluster-wide)",
             queue_rate.clone(),
         );
         registry.register(
