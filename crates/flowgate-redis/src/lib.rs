@@ -25,6 +25,10 @@
 //!   cache** answers requests for keys known to reject until their `retry_after`, without a round
 //!   trip.
 //! - **Queues** ([`RedisQueueStore`]): shaped queues in Redis, one script (`scripts/queue.lua`).
+//! - **Protection shared by a cluster**: circuit breakers ([`breakers`], `scripts/breaker.lua`)
+//!   and adaptive concurrency limits ([`RedisAdaptive`], `scripts/aimd.lua`), each transition run
+//!   in Redis once on the reports nodes send in batches, the same as the pure machines of
+//!   `flowgate_core::breaker` and `flowgate_core::adaptive`.
 //! - **One connection layer** ([`RedisConnection`]): the store, its queues and the server's
 //!   shared rules talk to Redis through it, a single server or a cluster, every call bounded in
 //!   time and every client error classified the same way.

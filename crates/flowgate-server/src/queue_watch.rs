@@ -94,7 +94,7 @@ impl Watch {
                 domain: l.domain.clone(),
                 queue: l.queue.clone(),
                 rate: spec.rate().to_string(),
-                depth: s.waiting() + s.reserved,
+                depth: s.depth(),
                 in_flight: s.in_flight,
                 dead: s.dead,
                 oldest_age_s: s.oldest_age().map(|a| a as f64 / 1e6),

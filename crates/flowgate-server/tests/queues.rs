@@ -194,6 +194,16 @@ async fn refunds_are_released_one_per_second_acked_retried_and_dead_lettered() {
         (Some(0), Some(0))
     );
     assert_eq!(q["queues"][0]["rate"], "1/s");
+    // The dashboard's figures define depth the same way: every job held, in flight included.
+    let shown = wait_until(Duration::from_secs(5), || async {
+        let v = http(s.http(), "GET", "/v1/stats?window=1", &[], "")
+            .await
+            .json();
+        let q = &v["queues"][0];
+        (q["depth"].as_u64(), q["in_flight"].as_u64()) == (Some(1), Some(1))
+    })
+    .await;
+    assert!(shown, "/v1/stats' depth differs from /v1/queues'");
     let r = admin(&s, "/v1/queues/purge", body.clone()).await;
     assert_eq!(r.json()["purged"], 1);
     let r = post_json(s.http(), "/v1/queues/ack", ack(&again["token"])).await;

@@ -196,3 +196,31 @@ async fn a_big_batch_is_staged_and_survives_reopening() {
     drop(store);
     assert_eq!(staged_rows(dir.path()), 0);
 }
+
+/// The library bounds a nack's delay as the HTTP API does: past 30 days it is refused and the
+/// delivery stays as it was.
+#[tokio::test]
+async fn a_nack_past_the_longest_delay_is_refused() {
+    use flowgate::queue::{Queue, QueueError, QueueSet};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let store = DiskQueueStore::open(dir.path(), flowgate_core::SystemClock::new()).unwrap();
+    let queue = Queue::new(QueueSet::new(vec![spec()]).unwrap(), store);
+    let wpg = flowgate::Descriptor::new([("channel", "WPG")]);
+    queue
+        .submit("pay", &wpg, vec![NewJob::new(b"refund".to_vec())])
+        .await
+        .unwrap();
+    let job = queue
+        .lease("pay", &wpg, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("a job");
+    let too_long = flowgate_core::queue::MAX_DELAY + Duration::from_secs(1);
+    match queue.nack(&job.token, Some(too_long)).await {
+        Err(QueueError::Invalid(m)) => assert!(m.contains("longest delay"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Still held: its ack is taken.
+    queue.ack(&job.token).await.unwrap();
+}

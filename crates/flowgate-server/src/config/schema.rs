@@ -69,8 +69,8 @@ pub struct BreakerDoc {
     /// How long a probe's lease lasts before its place is free again (default `open_for`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_timeout: Option<String>,
-    /// For the breaker shared by a cluster: the fewest nodes whose failures may open it.
-    /// Accepted and kept; a breaker per process ignores it.
+    /// On Redis (the breaker shared by the cluster): the fewest nodes whose bad calls in the
+    /// window may open it. A breaker per process ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_nodes: Option<u32>,
 }

@@ -193,7 +193,8 @@ pub struct QueueStats {
     pub queue: String,
     /// The queue's rate, as text (`1/s`).
     pub rate: String,
-    /// Jobs waiting (ready, delayed and reserved).
+    /// Jobs held: ready, delayed, reserved and in flight (what `max_depth` bounds, as in
+    /// `GET /v1/queues`).
     pub depth: u64,
     /// Jobs delivered and not yet acked.
     pub in_flight: u64,

@@ -54,8 +54,8 @@ pub struct BreakerDef {
     pub pattern: Vec<Matcher>,
     /// Its state machine's parameters.
     pub spec: BreakerSpec,
-    /// For the breaker shared by a cluster: the fewest nodes whose failures may open it. Kept
-    /// and shown; per process it has no effect.
+    /// For the breaker shared by a cluster: the fewest nodes whose bad calls in the window may
+    /// open it (`None`: one). Per process it has no effect.
     pub min_nodes: Option<u32>,
 }
 
@@ -970,10 +970,8 @@ async fn shared_task(
     hub: Arc<shared::Hub>,
 ) {
     let notify = Arc::new(tokio::sync::Notify::new());
-    let follower = {
-        let (hub, notify) = (Arc::clone(&hub), Arc::clone(&notify));
-        tokio::spawn(async move { hub.redis.follow(notify).await })
-    };
+    // Subscribed once a breaker is in force (a node without breakers holds no subscription).
+    let mut follower: Option<tokio::task::JoinHandle<()>> = None;
     let mut flush = tokio::time::interval(shared::FLUSH_EVERY);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut read = tokio::time::interval(shared::READ_EVERY);
@@ -988,6 +986,10 @@ async fn shared_task(
             break;
         };
         let armed = armed.load_full();
+        if follower.is_none() && !armed.states.is_empty() {
+            let (hub, notify) = (Arc::clone(&hub), Arc::clone(&notify));
+            follower = Some(tokio::spawn(async move { hub.redis.follow(notify).await }));
+        }
         for (i, states) in armed.states.iter().enumerate() {
             let Some(s) = states.shared() else { continue };
             let reports = s.take();
@@ -1025,7 +1027,9 @@ async fn shared_task(
             }
         }
     }
-    follower.abort();
+    if let Some(f) = follower {
+        f.abort();
+    }
 }
 
 /// The instance `key` of breaker `def` among the locked breakers.

@@ -454,12 +454,19 @@ impl<S: QueueStore> Queue<S> {
     /// backoff, doubling per attempt), or to the dead letters after its last attempt.
     ///
     /// # Errors
-    /// As [`Queue::ack`].
+    /// As [`Queue::ack`]; [`QueueError::Invalid`] for a `retry_after` over
+    /// [`flowgate_core::queue::MAX_DELAY`] (30 days), nothing changed.
     pub async fn nack(
         &self,
         token: &str,
         retry_after: Option<Duration>,
     ) -> Result<Nacked, QueueError> {
+        if let Some(r) = retry_after.filter(|r| *r > flowgate_core::queue::MAX_DELAY) {
+            return Err(QueueError::Invalid(format!(
+                "retry_after {r:?} is over the longest delay, {:?}",
+                flowgate_core::queue::MAX_DELAY
+            )));
+        }
         let (t, spec) = self.token(token)?;
         let out = self
             .store
