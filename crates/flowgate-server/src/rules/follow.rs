@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
@@ -324,54 +323,17 @@ impl Follower {
     }
 }
 
-/// Wakes `notify` on every message of the rules channel. After a failure it subscribes again,
-/// through the next of `urls` (a cluster node that is down is skipped), and wakes `notify` then
-/// too: messages may have been missed meanwhile.
+/// Wakes `notify` on every message of the rules channel, and after a lost subscription
+/// ([`flowgate_redis::follow`]).
 async fn subscribe(shared: SharedRules, notify: Arc<Notify>) {
-    let clients: Vec<redis::Client> = shared
-        .subscribe_urls()
-        .iter()
-        .filter_map(|url| match shared.subscribe_client(url) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(%url, error = %e, "rules: cannot subscribe to changes there");
-                None
-            }
-        })
-        .collect();
-    if clients.is_empty() {
-        tracing::warn!("rules: cannot subscribe to changes; the periodic check alone follows them");
-        return;
-    }
-    // Rounds in a row in which no server kept a subscription: the pause after each grows.
-    let mut rounds = 0u64;
-    loop {
-        for client in &clients {
-            let subscribed = async {
-                let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.subscribe(super::shared::CHANNEL).await?;
-                Ok::<_, redis::RedisError>(pubsub)
-            };
-            match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
-                Ok(Ok(mut pubsub)) => {
-                    rounds = 0;
-                    notify.notify_one();
-                    let mut messages = pubsub.on_message();
-                    while messages.next().await.is_some() {
-                        notify.notify_one();
-                    }
-                    tracing::debug!("rules: subscription lost; subscribing again");
-                }
-                Ok(Err(e)) if rounds == 0 => {
-                    tracing::debug!(error = %e, "rules: cannot subscribe to changes");
-                }
-                Ok(Err(_)) => {}
-                Err(_) => tracing::debug!("rules: no answer to the subscription"),
-            }
-        }
-        rounds += 1;
-        tokio::time::sleep(Duration::from_millis(100 * rounds.min(20))).await;
-    }
+    flowgate_redis::follow(
+        shared.subscribe_urls(),
+        shared.tls(),
+        super::shared::CHANNEL,
+        "rules",
+        notify,
+    )
+    .await;
 }
 
 async fn read_cache(path: &Path) -> Option<Cached> {

@@ -170,12 +170,9 @@ impl SharedRules {
         &self.subscribe_urls
     }
 
-    /// A client of one of [`SharedRules::subscribe_urls`], with the connection's certificates.
-    ///
-    /// # Errors
-    /// For an invalid URL or unusable certificates.
-    pub fn subscribe_client(&self, url: &str) -> redis::RedisResult<redis::Client> {
-        flowgate_redis::client(url, self.tls.as_ref())
+    /// The certificates of a `rediss://` connection, for the subscriber's.
+    pub fn tls(&self) -> Option<&RedisTls> {
+        self.tls.as_ref()
     }
 
     /// The number of the version in force (0 when none was stored yet).
