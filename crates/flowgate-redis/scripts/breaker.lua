@@ -6,31 +6,32 @@
 -- Whether a call is bad (failed, or slower than `slow_call`) is decided by the node that
 -- reports it, from the breaker's strategy; this script counts calls and bad calls.
 --
--- KEYS (one breaker, one hash tag, one slot; `<p>` is the breaker's prefix
+-- KEYS: per breaker (one hash tag, one slot; `<p>` is the breaker's prefix
 -- "flowgate:brk:{<domain>:<name>:<fingerprint>}:"):
---   1 <p>s   hash: instance -> "o <until>" (open until) or "h <succeeded>" (half-open);
---            an instance not in it is closed
---   2 <p>seq the last probe lease given
+--   <p>s   hash: instance -> "o <until>" (open until) or "h <succeeded>" (half-open);
+--          an instance not in it is closed
+--   <p>seq the last probe lease given
 --   then for each instance of the call, three keys:
 --     <p>w:<instance>  hash: "c<bucket index>" and "b<bucket index>" -> calls and bad calls
 --                      (the sliding window, closed only)
 --     <p>p:<instance>  zset: probe leases out (half-open), score = deadline
 --     <p>n:<instance>  zset: node -> its last bad call's instant (with min_nodes over 1)
--- ARGV: 1 op, 2 now (us; empty: Redis's TIME), 3 '1' for a count threshold ('0': a ratio),
---   4 threshold, 5 min_calls, 6 window (us), 7 buckets, 8 open_for (us), 9 probes,
---   10 probe_timeout (us), 11 min_nodes, 12 node, 13 channel, then:
---   report   14 instances, then per instance: name, calls, bad, probes reported n,
---            then n pairs (lease, bad 0/1)
---   probe    14 instance name
---   cancel   14 instance name, 15 lease
+-- A report may carry several breakers (on a single Redis, one call per flush for them all);
+-- probe and cancel carry one.
+-- ARGV: 1 op, 2 now (us; empty: Redis's TIME), 3 node, 4 channel, then a breaker's parameters,
+--   9 values: '1' for a count threshold ('0': a ratio), threshold, min_calls, window (us),
+--   buckets, open_for (us), probes, probe_timeout (us), min_nodes; then:
+--   report   5 breakers, then per breaker: its 9 parameters, its instances, then per
+--            instance: name, calls, bad, probes reported n, then n pairs (lease, bad 0/1)
+--   probe    5..13 the parameters, 14 instance name
+--   cancel   5..13 the parameters, 14 instance name, 15 lease
 -- Answers:
---   report   per instance {phase, value, calls, bad} (phase 'c'|'o'|'h'; value: until or
---            succeeded; calls and bad: the window's, closed)
+--   report   per instance, breakers in order: {phase, value, calls, bad} (phase 'c'|'o'|'h';
+--            value: until or succeeded; calls and bad: the window's, closed)
 --   probe    {answer, value, phase, phase value}: answer 'call', 'probe' (value: the lease) or
 --            'refused' (value: the time to wait, us)
 -- Times are us since the epoch; every value stays below 2^53, so Lua's doubles hold them.
 
-local s, seq = KEYS[1], KEYS[2]
 local op = ARGV[1]
 local now
 if ARGV[2] ~= '' then
@@ -39,18 +40,28 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local is_count = ARGV[3] == '1'
-local threshold = tonumber(ARGV[4])
-local min_calls = tonumber(ARGV[5])
-local window = tonumber(ARGV[6])
-local buckets = tonumber(ARGV[7])
-local open_for = tonumber(ARGV[8])
-local probes = tonumber(ARGV[9])
-local probe_timeout = tonumber(ARGV[10])
-local min_nodes = tonumber(ARGV[11])
-local node = ARGV[12]
-local channel = ARGV[13]
-local width = math.floor(window / buckets)
+local node = ARGV[3]
+local channel = ARGV[4]
+-- The breaker being worked on: its keys and parameters (set by `configure`).
+local s, seq, is_count, threshold, min_calls, window, buckets, open_for, probes, probe_timeout,
+  min_nodes, width
+
+-- Takes the parameters at ARGV[a] and the keys at KEYS[k]; answers the next argument's index.
+local function configure(a, k)
+  s, seq = KEYS[k], KEYS[k + 1]
+  is_count = ARGV[a] == '1'
+  threshold = tonumber(ARGV[a + 1])
+  min_calls = tonumber(ARGV[a + 2])
+  window = tonumber(ARGV[a + 3])
+  buckets = tonumber(ARGV[a + 4])
+  open_for = tonumber(ARGV[a + 5])
+  probes = tonumber(ARGV[a + 6])
+  probe_timeout = tonumber(ARGV[a + 7])
+  min_nodes = tonumber(ARGV[a + 8])
+  width = math.floor(window / buckets)
+  return a + 9
+end
+
 -- A closed instance's window and an open one's leases outlive their use by this much at most.
 local KEEP_MS = 1000
 
@@ -137,66 +148,74 @@ end
 
 if op == 'report' then
   local out = {}
-  local a = 15
-  for i = 1, tonumber(ARGV[14]) do
-    local name = ARGV[a]
-    local calls, bad, reported = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local leases = a + 4
-    a = leases + 2 * reported
-    local w, p, n = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
-    local ph, x, turned = phase(name)
-    if turned then
-      changed = true
-    end
-    if ph == 'c' and calls > 0 then
-      local index = math.floor(now / width)
-      redis.call('HINCRBY', w, 'c' .. num(index), calls)
-      if bad > 0 then
-        redis.call('HINCRBY', w, 'b' .. num(index), bad)
-        if min_nodes > 1 then
-          redis.call('ZADD', n, now, node)
-          redis.call('PEXPIRE', n, math.ceil(window / 1000) + KEEP_MS)
+  local a, k = 6, 1
+  for _ = 1, tonumber(ARGV[5]) do
+    a = configure(a, k)
+    changed = false
+    local n_instances = tonumber(ARGV[a])
+    a = a + 1
+    for i = 1, n_instances do
+      local name = ARGV[a]
+      local calls, bad, reported = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      local leases = a + 4
+      a = leases + 2 * reported
+      local w, p, n = KEYS[k + 3 * i - 1], KEYS[k + 3 * i], KEYS[k + 3 * i + 1]
+      local ph, x, turned = phase(name)
+      if turned then
+        changed = true
+      end
+      if ph == 'c' and calls > 0 then
+        local index = math.floor(now / width)
+        redis.call('HINCRBY', w, 'c' .. num(index), calls)
+        if bad > 0 then
+          redis.call('HINCRBY', w, 'b' .. num(index), bad)
+          if min_nodes > 1 then
+            redis.call('ZADD', n, now, node)
+            redis.call('PEXPIRE', n, math.ceil(window / 1000) + KEEP_MS)
+          end
+        end
+        redis.call('PEXPIRE', w, math.ceil(window / 1000) + KEEP_MS)
+        local c, b = count(w)
+        if trips(c, b, n) then
+          open(name, w, p, n)
+          ph, x = 'o', now + open_for
+        end
+      elseif ph == 'h' then
+        expire(p)
+        for j = 0, reported - 1 do
+          local lease, bad_probe = ARGV[leases + 2 * j], ARGV[leases + 2 * j + 1] == '1'
+          if redis.call('ZREM', p, lease) == 1 then
+            if bad_probe then
+              open(name, w, p, n)
+              ph, x = 'o', now + open_for
+              break
+            end
+            x = x + 1
+            if x >= probes then
+              close(name, w, p, n)
+              ph, x = 'c', 0
+              break
+            end
+            redis.call('HSET', s, name, 'h ' .. num(x))
+          end
         end
       end
-      redis.call('PEXPIRE', w, math.ceil(window / 1000) + KEEP_MS)
-      local c, b = count(w)
-      if trips(c, b, n) then
-        open(name, w, p, n)
-        ph, x = 'o', now + open_for
+      local c, b = 0, 0
+      if ph == 'c' then
+        c, b = count(w)
       end
-    elseif ph == 'h' then
-      expire(p)
-      for j = 0, reported - 1 do
-        local lease, bad_probe = ARGV[leases + 2 * j], ARGV[leases + 2 * j + 1] == '1'
-        if redis.call('ZREM', p, lease) == 1 then
-          if bad_probe then
-            open(name, w, p, n)
-            ph, x = 'o', now + open_for
-            break
-          end
-          x = x + 1
-          if x >= probes then
-            close(name, w, p, n)
-            ph, x = 'c', 0
-            break
-          end
-          redis.call('HSET', s, name, 'h ' .. num(x))
-        end
-      end
+      out[#out + 1] = {ph, num(x), c, b}
     end
-    local c, b = 0, 0
-    if ph == 'c' then
-      c, b = count(w)
+    if changed then
+      redis.call('PUBLISH', channel, s)
     end
-    out[i] = {ph, num(x), c, b}
-  end
-  if changed then
-    redis.call('PUBLISH', channel, s)
+    k = k + 2 + 3 * n_instances
   end
   return out
 end
 
 if op == 'probe' then
+  configure(5, 1)
   local name = ARGV[14]
   local w, p, n = KEYS[3], KEYS[4], KEYS[5]
   local ph, x, turned = phase(name)

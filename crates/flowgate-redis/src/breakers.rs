@@ -189,6 +189,19 @@ fn stored_phase(v: &str) -> Option<SharedPhase> {
     phase(p, x.parse().ok()?)
 }
 
+/// A phases' hash as read: each instance's phase, or the value no script writes.
+fn parse_phases(fields: Vec<(String, String)>) -> Result<Vec<(String, SharedPhase)>, StoreError> {
+    fields
+        .into_iter()
+        .map(|(k, v)| match stored_phase(&v) {
+            Some(p) => Ok((k, p)),
+            None => Err(StoreError::Internal(format!(
+                "breaker state of {k} is not one the script writes: {v:?}"
+            ))),
+        })
+        .collect()
+}
+
 impl RedisBreakers {
     /// Breakers shared through `store`'s connection; `node` names this node (for `min_nodes`).
     pub fn new(store: &RedisStore, node: impl Into<String>) -> Self {
@@ -203,13 +216,25 @@ impl RedisBreakers {
         self.store.now()
     }
 
-    fn invoke<'a>(
-        &self,
-        b: &SharedBreaker,
-        op: &str,
-        instances: impl Iterator<Item = &'a str>,
-    ) -> redis::ScriptInvocation<'static> {
+    /// A script call: `op`, the clock, this node and the channel (the parameters and keys of
+    /// each breaker follow, added by [`RedisBreakers::breaker`]).
+    fn invoke(&self, op: &str) -> redis::ScriptInvocation<'static> {
         let mut inv = BREAKER.prepare_invoke();
+        inv.arg(op);
+        match self.store.clock_override() {
+            Some(now) => inv.arg(now),
+            None => inv.arg(""),
+        };
+        inv.arg(&self.node).arg(CHANNEL);
+        inv
+    }
+
+    /// Adds breaker `b` to `inv`: its keys (with those of `instances`) and its parameters.
+    fn breaker<'a>(
+        inv: &mut redis::ScriptInvocation<'static>,
+        b: &SharedBreaker,
+        instances: impl Iterator<Item = &'a str>,
+    ) {
         inv.key(b.phases_key()).key(format!("{}seq", b.prefix));
         for i in instances {
             inv.key(format!("{}w:{i}", b.prefix))
@@ -217,11 +242,6 @@ impl RedisBreakers {
                 .key(format!("{}n:{i}", b.prefix));
         }
         let spec = &b.spec;
-        inv.arg(op);
-        match self.store.clock_override() {
-            Some(now) => inv.arg(now),
-            None => inv.arg(""),
-        };
         inv.arg(u8::from(spec.strategy() == Strategy::ErrorCount))
             .arg(spec.threshold().to_string())
             .arg(spec.min_calls())
@@ -230,10 +250,7 @@ impl RedisBreakers {
             .arg(spec.open_for())
             .arg(spec.probes())
             .arg(spec.probe_timeout())
-            .arg(b.min_nodes)
-            .arg(&self.node)
-            .arg(CHANNEL);
-        inv
+            .arg(b.min_nodes);
     }
 
     async fn run(&self, inv: &redis::ScriptInvocation<'_>) -> Result<Value, StoreError> {
@@ -258,38 +275,84 @@ impl RedisBreakers {
         b: &SharedBreaker,
         reports: &[InstanceReport],
     ) -> Result<Vec<InstanceState>, StoreError> {
-        let mut out = Vec::with_capacity(reports.len());
-        for chunk in reports.chunks(CHUNK) {
-            let mut inv = self.invoke(b, "report", chunk.iter().map(|r| r.instance.as_str()));
-            inv.arg(chunk.len());
-            for r in chunk {
-                inv.arg(&r.instance)
-                    .arg(r.calls)
-                    .arg(r.bad)
-                    .arg(r.probes.len());
-                for (lease, bad) in &r.probes {
-                    inv.arg(*lease).arg(u8::from(*bad));
+        let mut out = self.report_many(&[(b, reports)]).await?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
+    /// Counts the reports of several breakers: on a single Redis in one script call per
+    /// [`CHUNK`] instances, whichever breakers they belong to (one round trip per flush, however
+    /// many breakers have reports); on a Redis Cluster, whose breakers live in different slots,
+    /// one call per breaker and chunk. Answers each breaker's instances' states, in order.
+    ///
+    /// # Errors
+    /// As [`RedisBreakers::report`].
+    pub async fn report_many(
+        &self,
+        batches: &[(&SharedBreaker, &[InstanceReport])],
+    ) -> Result<Vec<Vec<InstanceState>>, StoreError> {
+        // The calls: each a list of (batch, its instances in this call).
+        let mut calls: Vec<Vec<(usize, &[InstanceReport])>> = Vec::new();
+        let together = !self.store.is_cluster();
+        let mut size = 0;
+        for (at, (_, reports)) in batches.iter().enumerate() {
+            for chunk in reports.chunks(CHUNK) {
+                if !together || calls.is_empty() || size + chunk.len() > CHUNK {
+                    calls.push(Vec::new());
+                    size = 0;
+                }
+                size += chunk.len();
+                if let Some(call) = calls.last_mut() {
+                    call.push((at, chunk));
+                }
+            }
+        }
+        let mut out: Vec<Vec<InstanceState>> = batches
+            .iter()
+            .map(|(_, r)| Vec::with_capacity(r.len()))
+            .collect();
+        for call in calls {
+            let mut inv = self.invoke("report");
+            inv.arg(call.len());
+            for (at, chunk) in &call {
+                Self::breaker(
+                    &mut inv,
+                    batches[*at].0,
+                    chunk.iter().map(|r| r.instance.as_str()),
+                );
+                inv.arg(chunk.len());
+                for r in *chunk {
+                    inv.arg(&r.instance)
+                        .arg(r.calls)
+                        .arg(r.bad)
+                        .arg(r.probes.len());
+                    for (lease, bad) in &r.probes {
+                        inv.arg(*lease).arg(u8::from(*bad));
+                    }
                 }
             }
             let v = self.run(&inv).await?;
             let Value::Array(rows) = &v else {
                 return Err(internal("report answer", &v));
             };
-            if rows.len() != chunk.len() {
+            let expected: usize = call.iter().map(|(_, c)| c.len()).sum();
+            if rows.len() != expected {
                 return Err(internal("report answer", &v));
             }
-            for row in rows {
-                let state = match row {
-                    Value::Array(f) if f.len() == 4 => (|| {
-                        Some(InstanceState {
-                            phase: phase(text(&f[0])?, int(&f[1])?)?,
-                            calls: int(&f[2])?,
-                            bad: int(&f[3])?,
-                        })
-                    })(),
-                    _ => None,
-                };
-                out.push(state.ok_or_else(|| internal("report row", row))?);
+            let mut rows = rows.iter();
+            for (at, chunk) in &call {
+                for row in rows.by_ref().take(chunk.len()) {
+                    let state = match row {
+                        Value::Array(f) if f.len() == 4 => (|| {
+                            Some(InstanceState {
+                                phase: phase(text(&f[0])?, int(&f[1])?)?,
+                                calls: int(&f[2])?,
+                                bad: int(&f[3])?,
+                            })
+                        })(),
+                        _ => None,
+                    };
+                    out[*at].push(state.ok_or_else(|| internal("report row", row))?);
+                }
             }
         }
         Ok(out)
@@ -305,7 +368,8 @@ impl RedisBreakers {
         b: &SharedBreaker,
         instance: &str,
     ) -> Result<(ProbeAnswer, SharedPhase), StoreError> {
-        let mut inv = self.invoke(b, "probe", std::iter::once(instance));
+        let mut inv = self.invoke("probe");
+        Self::breaker(&mut inv, b, std::iter::once(instance));
         inv.arg(instance);
         let v = self.run(&inv).await?;
         let parsed = match &v {
@@ -335,7 +399,8 @@ impl RedisBreakers {
         instance: &str,
         lease: u64,
     ) -> Result<(), StoreError> {
-        let mut inv = self.invoke(b, "cancel", std::iter::once(instance));
+        let mut inv = self.invoke("cancel");
+        Self::breaker(&mut inv, b, std::iter::once(instance));
         inv.arg(instance).arg(lease);
         self.run(&inv).await.map(|_| ())
     }
@@ -351,15 +416,31 @@ impl RedisBreakers {
             .conn()
             .query(redis::cmd("HGETALL").arg(b.phases_key()))
             .await?;
-        fields
-            .into_iter()
-            .map(|(k, v)| match stored_phase(&v) {
-                Some(p) => Ok((k, p)),
-                None => Err(StoreError::Internal(format!(
-                    "breaker state of {k} is not one the script writes: {v:?}"
-                ))),
-            })
-            .collect()
+        parse_phases(fields)
+    }
+
+    /// The phases of several breakers: on a single Redis in one round trip (a pipeline of
+    /// `HGETALL`s), on a Redis Cluster one call per breaker.
+    ///
+    /// # Errors
+    /// As [`RedisBreakers::read`].
+    pub async fn read_many(
+        &self,
+        breakers: &[&SharedBreaker],
+    ) -> Result<Vec<Vec<(String, SharedPhase)>>, StoreError> {
+        if self.store.is_cluster() {
+            let mut out = Vec::with_capacity(breakers.len());
+            for b in breakers {
+                out.push(self.read(b).await?);
+            }
+            return Ok(out);
+        }
+        let mut pipe = redis::pipe();
+        for b in breakers {
+            pipe.cmd("HGETALL").arg(b.phases_key());
+        }
+        let all: Vec<Vec<(String, String)>> = self.store.conn().query_pipe(&pipe).await?;
+        all.into_iter().map(parse_phases).collect()
     }
 
     /// Wakes `notify` whenever a shared breaker changes phase anywhere in the cluster (and after

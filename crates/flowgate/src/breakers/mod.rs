@@ -990,14 +990,28 @@ async fn shared_task(
             let (hub, notify) = (Arc::clone(&hub), Arc::clone(&notify));
             follower = Some(tokio::spawn(async move { hub.redis.follow(notify).await }));
         }
-        for (i, states) in armed.states.iter().enumerate() {
-            let Some(s) = states.shared() else { continue };
-            let reports = s.take();
-            if !reports.is_empty() {
-                match hub.redis.report(&s.breaker, &reports).await {
-                    Ok(states) => {
-                        hub.answered();
-                        let now = hub.redis.now();
+        let shared: Vec<(usize, &shared::SharedStates)> = armed
+            .states
+            .iter()
+            .enumerate()
+            .filter_map(|(i, states)| Some((i, states.shared()?)))
+            .collect();
+        // Every breaker's reports in one batch (one round trip on a single Redis).
+        let batches: Vec<(usize, &shared::SharedStates, Vec<_>)> = shared
+            .iter()
+            .map(|(i, s)| (*i, *s, s.take()))
+            .filter(|(_, _, r)| !r.is_empty())
+            .collect();
+        if !batches.is_empty() {
+            let calls: Vec<_> = batches
+                .iter()
+                .map(|(_, s, r)| (&s.breaker, r.as_slice()))
+                .collect();
+            match hub.redis.report_many(&calls).await {
+                Ok(answers) => {
+                    hub.answered();
+                    let now = hub.redis.now();
+                    for ((i, s, reports), states) in batches.into_iter().zip(answers) {
                         let states: Vec<(String, _)> = reports
                             .into_iter()
                             .map(|r| r.instance)
@@ -1007,23 +1021,27 @@ async fn shared_task(
                             emit(&observer, &armed, i, &key, &c);
                         }
                     }
-                    Err(e) => {
-                        hub.dropped
-                            .fetch_add(reports.len() as u64, Ordering::Relaxed);
-                        hub.failed(&e);
-                    }
+                }
+                Err(e) => {
+                    let dropped: usize = batches.iter().map(|(_, _, r)| r.len()).sum();
+                    hub.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+                    hub.failed(&e);
                 }
             }
-            if reading {
-                match hub.redis.read(&s.breaker).await {
-                    Ok(phases) => {
-                        hub.answered();
-                        for (key, c) in s.read(phases, hub.redis.now()) {
-                            emit(&observer, &armed, i, &key, &c);
+        }
+        if reading && !shared.is_empty() {
+            let breakers: Vec<_> = shared.iter().map(|(_, s)| &s.breaker).collect();
+            match hub.redis.read_many(&breakers).await {
+                Ok(all) => {
+                    hub.answered();
+                    let now = hub.redis.now();
+                    for ((i, s), phases) in shared.iter().zip(all) {
+                        for (key, c) in s.read(phases, now) {
+                            emit(&observer, &armed, *i, &key, &c);
                         }
                     }
-                    Err(e) => hub.failed(&e),
                 }
+                Err(e) => hub.failed(&e),
             }
         }
     }
