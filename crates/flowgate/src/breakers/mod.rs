@@ -396,6 +396,9 @@ pub(crate) struct Gate {
     armed: Arc<Armed>,
     /// (descriptor index, definition index, instance key)
     hits: SmallVec<[(usize, usize, String); 2]>,
+    /// Per hit, shared: whether the admission must ask Redis for a probe (the cached phase was
+    /// not closed when looked at).
+    probe: SmallVec<[bool; 2]>,
 }
 
 impl Gate {
@@ -579,10 +582,15 @@ impl Breakers {
                 Some((i, def, key))
             })
             .collect();
-        let gate = Gate { armed, hits };
+        let mut gate = Gate {
+            armed,
+            hits,
+            probe: SmallVec::new(),
+        };
         let mut refusal = None;
         for (h, (_, def, key)) in gate.hits.iter().enumerate() {
-            let (look, changes) = self.look(&gate.armed, *def, key, now);
+            let (look, changes, probe) = self.look(&gate.armed, *def, key, now);
+            gate.probe.push(probe);
             self.emit(&gate.armed, *def, key, &changes);
             if let Err(wait) = look {
                 let (descriptor, status) = gate.status(h, true, None);
@@ -597,14 +605,15 @@ impl Breakers {
         (gate, refusal)
     }
 
-    /// Whether instance `key` of breaker `def` lets a call go ahead now, without a probe.
+    /// Whether instance `key` of breaker `def` lets a call go ahead now, without a probe, and
+    /// (shared) whether its admission must ask Redis for one.
     fn look(
         &self,
         armed: &Armed,
         def: usize,
         key: &str,
         now: Micros,
-    ) -> (Result<(), Duration>, Changes) {
+    ) -> (Result<(), Duration>, Changes, bool) {
         #[cfg(feature = "redis")]
         if let Some(s) = armed.states[def].shared() {
             if self.sharing() {
@@ -612,13 +621,16 @@ impl Breakers {
             }
             // Redis unreachable: the last known opening lasts; otherwise the local breaker.
             if let Some(wait) = s.open_until(key, now) {
-                return (Err(wait), Changes::new());
+                return (Err(wait), Changes::new(), false);
             }
         }
         let mut instances = armed.states[def].lock();
         match instances.get_mut(key) {
-            None => (Ok(()), Changes::new()),
-            Some(inst) => inst.look(now),
+            None => (Ok(()), Changes::new(), false),
+            Some(inst) => {
+                let (look, changes) = inst.look(now);
+                (look, changes, false)
+            }
         }
     }
 
@@ -729,7 +741,7 @@ impl Breakers {
             let taken = match (earlier, armed.states[*def].shared()) {
                 (Some(e), _) => Ok(out[e].1.probe),
                 (None, Some(s)) if self.sharing() => {
-                    if s.closed(key) {
+                    if !gate.probe.get(h).copied().unwrap_or(true) {
                         Ok(None)
                     } else {
                         match hub.redis.probe(&s.breaker, key).await {

@@ -173,12 +173,13 @@ impl SharedStates {
     }
 
     /// Whether a call may go ahead by the cached phase (no I/O); `Err` is the time to wait.
-    /// Half-open with a probe possibly free answers `Ok`: [`SharedStates::admit`] asks Redis.
-    pub(crate) fn look(&self, key: &str, now: Micros) -> (Result<(), Duration>, Changes) {
+    /// Half-open with a probe possibly free answers `Ok`, and `true` last: the admission asks
+    /// Redis for a probe.
+    pub(crate) fn look(&self, key: &str, now: Micros) -> (Result<(), Duration>, Changes, bool) {
         let mut changes = Changes::new();
         let mut cache = self.cache.lock();
         let Some(c) = cache.get_mut(key) else {
-            return (Ok(()), changes);
+            return (Ok(()), changes, false);
         };
         c.seen(now, &mut changes);
         let look = match c.phase {
@@ -187,15 +188,8 @@ impl SharedStates {
             _ if c.busy_until > now => Err(wait(c.busy_until, now)),
             _ => Ok(()),
         };
-        (look, changes)
-    }
-
-    /// Whether the cached phase of `key` is closed (no probe needed).
-    pub(crate) fn closed(&self, key: &str) -> bool {
-        self.cache
-            .lock()
-            .get(key)
-            .is_none_or(|c| c.phase == SharedPhase::Closed)
+        let probe = c.phase != SharedPhase::Closed;
+        (look, changes, probe)
     }
 
     /// The last known opening of `key`, if it still lasts: kept while Redis is unreachable.
