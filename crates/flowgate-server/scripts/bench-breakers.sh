@@ -6,7 +6,8 @@
 # one worker thread, measured alternately, ROUNDS times each, one hot key and 10,000 keys at 64
 # in flight; the medians and their ratio are printed last. With REDIS=1 both servers decide on
 # a redis-server started here, and the breakers are the cluster's (reports sent to Redis in
-# batches, phases read from it).
+# batches, phases read from it). The servers (and redis-server) run on CPU 1, the load generator
+# and the reporter on CPU 0, so that the two sides see the same machine.
 # Usage: [REDIS=1] crates/flowgate-server/scripts/bench-breakers.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -24,18 +25,18 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 EXTRA=()
 if [ -n "${REDIS:-}" ]; then
-  redis-server --port 16390 --bind 127.0.0.1 --save '' --appendonly no >/dev/null & PIDS+=($!)
+  taskset -c 1 redis-server --port 16390 --bind 127.0.0.1 --save '' --appendonly no >/dev/null & PIDS+=($!)
   EXTRA=(--redis-url redis://127.0.0.1:16390/)
   sleep 0.5
 fi
-FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench-breakers.toml --no-watch \
+FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn taskset -c 1 $BIN serve --config examples/bench-breakers.toml --no-watch \
   --data-dir "$DATA/with" --http-addr 127.0.0.1:18280 --grpc-addr 127.0.0.1:18281 "${EXTRA[@]}" & PIDS+=($!)
-FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch \
+FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn taskset -c 1 $BIN serve --config examples/bench.toml --no-watch \
   --data-dir "$DATA/without" --http-addr 127.0.0.1:18282 --grpc-addr 127.0.0.1:18283 "${EXTRA[@]}" & PIDS+=($!)
 sleep 2
 # reports PORT SECONDS: about 1,000 reports a second (20 batches of 50) to one server.
 reports() {
-  python3 - "$1" "$2" <<'PY'
+  taskset -c 0 python3 - "$1" "$2" <<'PY'
 import http.client, json, random, sys, time
 port, secs = int(sys.argv[1]), float(sys.argv[2])
 conn = http.client.HTTPConnection("127.0.0.1", port)
@@ -54,7 +55,7 @@ for keys in 1 10000; do
     for side in with without; do
       if [ "$side" = with ]; then grpc=18281; http=18280; else grpc=18283; http=18282; fi
       reports "$http" "$((SECS + 2))" & REPORTER=$!
-      $BIN bench --api grpc --addr "127.0.0.1:$grpc" --label "breakers-$side" --concurrency 64 \
+      taskset -c 0 $BIN bench --api grpc --addr "127.0.0.1:$grpc" --label "breakers-$side" --concurrency 64 \
         --connections 4 --keys "$keys" --duration "${SECS}s" --warmup 1s --quiet | tee -a "$OUT"
       wait "$REPORTER"
     done
