@@ -627,6 +627,8 @@ fn bad_tls_flags_are_refused_naming_the_flag() {
     let (ok, err) = run_serve(&[
         "--config",
         cfg,
+        "--redis-deadline",
+        "2s",
         "--redis-url",
         "redis://127.0.0.1:1/",
         "--redis-ca-cert",
@@ -692,6 +694,8 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
     let p = spawn_server(
         &cfg,
         &[
+            "--redis-deadline",
+            "2s",
             "--redis-url",
             &redis.url(),
             "--redis-ca-cert",
@@ -721,6 +725,8 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
     let follower = spawn_server(
         &cfg,
         &[
+            "--redis-deadline",
+            "2s",
             "--redis-url",
             &redis.url(),
             "--redis-ca-cert",
@@ -761,7 +767,10 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
     );
 
     // Without the private CA, Redis's certificate is not trusted: never ready, limits open.
-    let untrusting = spawn_server(&cfg, &["--redis-url", &redis.url()]);
+    let untrusting = spawn_server(
+        &cfg,
+        &["--redis-deadline", "2s", "--redis-url", &redis.url()],
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !ready(untrusting.http).await,
@@ -782,6 +791,8 @@ async fn mutual_tls_to_redis() {
     let anonymous = spawn_server(
         &cfg,
         &[
+            "--redis-deadline",
+            "2s",
             "--redis-url",
             &redis.url(),
             "--redis-ca-cert",
@@ -797,6 +808,8 @@ async fn mutual_tls_to_redis() {
     let p = spawn_server(
         &cfg,
         &[
+            "--redis-deadline",
+            "2s",
             "--redis-url",
             &redis.url(),
             "--redis-ca-cert",
@@ -825,7 +838,14 @@ async fn limits_through_a_tls_redis_cluster() {
     let ca = pki.path("ca.pem");
     let p = spawn_server(
         &cfg,
-        &["--redis-url", &url, "--redis-ca-cert", ca.to_str().unwrap()],
+        &[
+            "--redis-deadline",
+            "2s",
+            "--redis-url",
+            &url,
+            "--redis-ca-cert",
+            ca.to_str().unwrap(),
+        ],
     );
     assert!(
         wait_until(STEP, || ready(p.http)).await,
