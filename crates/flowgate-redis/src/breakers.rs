@@ -19,9 +19,9 @@ use flowgate_core::{Micros, StoreError};
 use redis::Value;
 use tokio::sync::Notify;
 
-use crate::RedisStore;
 use crate::error::store_error;
 use crate::scripts::BREAKER;
+use crate::{RedisConnection, RedisStore};
 
 /// The channel on which a breaker's transitions are published (the message: its phases' key).
 pub const CHANNEL: &str = "flowgate:breakers";
@@ -142,6 +142,9 @@ impl SharedBreaker {
 #[derive(Clone)]
 pub struct RedisBreakers {
     store: RedisStore,
+    /// A connection of its own: a flush's script call never queues the decisions' calls
+    /// behind it on the store's connection.
+    conn: RedisConnection,
     node: String,
 }
 
@@ -203,10 +206,28 @@ fn parse_phases(fields: Vec<(String, String)>) -> Result<Vec<(String, SharedPhas
 }
 
 impl RedisBreakers {
-    /// Breakers shared through `store`'s connection; `node` names this node (for `min_nodes`).
+    /// Breakers shared through `store`'s Redis, on a connection of their own (made on first
+    /// use, within a Tokio runtime); `node` names this node (for `min_nodes`).
     pub fn new(store: &RedisStore, node: impl Into<String>) -> Self {
+        let (urls, tls) = store.subscribe_to();
+        let options = crate::ConnectionOptions {
+            timeout: store.deadline().max(crate::DEFAULT_TIMEOUT),
+            tls: tls.cloned(),
+            ..crate::ConnectionOptions::default()
+        };
+        let own = if store.is_cluster() {
+            RedisConnection::cluster_lazy(urls, options)
+        } else {
+            urls.first()
+                .map_or(Err(StoreError::Unavailable("no URL".into())), |u| {
+                    RedisConnection::single_lazy(u, options)
+                })
+        };
         Self {
             store: store.clone(),
+            // The URLs made the store's connection already; should one not parse again, the
+            // store's connection serves.
+            conn: own.unwrap_or_else(|_| store.conn().clone()),
             node: node.into(),
         }
     }
@@ -254,7 +275,7 @@ impl RedisBreakers {
     }
 
     async fn run(&self, inv: &redis::ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        let conn = self.store.conn();
+        let conn = &self.conn;
         match tokio::time::timeout(self.store.deadline().max(conn.timeout()), conn.invoke(inv))
             .await
         {
@@ -412,8 +433,7 @@ impl RedisBreakers {
     /// naming it.
     pub async fn read(&self, b: &SharedBreaker) -> Result<Vec<(String, SharedPhase)>, StoreError> {
         let fields: Vec<(String, String)> = self
-            .store
-            .conn()
+            .conn
             .query(redis::cmd("HGETALL").arg(b.phases_key()))
             .await?;
         parse_phases(fields)
@@ -439,7 +459,7 @@ impl RedisBreakers {
         for b in breakers {
             pipe.cmd("HGETALL").arg(b.phases_key());
         }
-        let all: Vec<Vec<(String, String)>> = self.store.conn().query_pipe(&pipe).await?;
+        let all: Vec<Vec<(String, String)>> = self.conn.query_pipe(&pipe).await?;
         all.into_iter().map(parse_phases).collect()
     }
 

@@ -99,7 +99,8 @@ fn check(
 ) -> Result<(), TestCaseError> {
     let clock = ManualClock::new(START);
     let store = rt.block_on(single(server, test_options(&clock)));
-    let redis = RedisBreakers::new(&store, "node-a");
+    // Made within the runtime: the breakers open a connection of their own.
+    let redis = rt.block_on(async { RedisBreakers::new(&store, "node-a") });
     // A breaker of its own per case (its name), so that cases never share state.
     let shared = SharedBreaker::new("pay", &format!("case{n}"), "channel", spec.clone(), 1);
     let mut pure: Vec<Breaker> = (0..2).map(|_| Breaker::new(spec.clone())).collect();
