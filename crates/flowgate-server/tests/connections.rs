@@ -129,10 +129,11 @@ fn open_fds(pid: u32) -> usize {
 /// timeout, and the server's descriptors go back to where they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
-    // A 4 s header timeout: long enough that all 3,000 are connected (and held) before the
-    // first is closed, even on a loaded machine.
+    // An 8 s header timeout: long enough that all 3,000 are connected (and held) before the
+    // first is closed, even on a machine loaded by the rest of the suite (at 4 s, one full run
+    // saw the first ones closed before the last were accepted).
     let (_dir, cfg) = common::config(RULES);
-    let p = spawn_server(&cfg, &["--http-header-timeout", "4s"]);
+    let p = spawn_server(&cfg, &["--http-header-timeout", "8s"]);
     let addr = p.http;
     let pid = p.child.id();
     let before = open_fds(pid);
@@ -146,7 +147,7 @@ async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
     }
     // The server has taken them all (it accepts as fast as it can; wait for the last ones).
     let mut held = open_fds(pid);
-    for _ in 0..50 {
+    for _ in 0..150 {
         if held >= before + 3_000 {
             break;
         }
@@ -168,7 +169,7 @@ async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
     let closing = Instant::now();
     for mut s in slow {
         let mut buf = [0u8; 256];
-        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        let n = tokio::time::timeout(Duration::from_secs(15), s.read(&mut buf))
             .await
             .expect("a slow connection is still open")
             .unwrap_or(0);
