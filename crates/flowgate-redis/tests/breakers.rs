@@ -423,68 +423,66 @@ fn several_breakers_report_in_one_batch() {
 }
 
 async fn several_breakers(a: RedisBreakers) {
-    {
-        let strict = SharedBreaker::new("pay", "strict", "channel", spec_of(1), 1);
-        let count = SharedBreaker::new(
-            "pay",
-            "count",
-            "channel",
-            BreakerSpec::new(Kind::ErrorCount, 2.0, 1_000 * MS, 1, 500 * MS, 1, 200 * MS)
-                .unwrap_or_else(|e| panic!("{e}")),
-            1,
+    let strict = SharedBreaker::new("pay", "strict", "channel", spec_of(1), 1);
+    let count = SharedBreaker::new(
+        "pay",
+        "count",
+        "channel",
+        BreakerSpec::new(Kind::ErrorCount, 2.0, 1_000 * MS, 1, 500 * MS, 1, 200 * MS)
+            .unwrap_or_else(|e| panic!("{e}")),
+        1,
+    );
+    // 60 instances of each: two calls (100 instances, then 20).
+    let strict_reports: Vec<InstanceReport> = (0..60)
+        .map(|n| {
+            calls(
+                &format!("pay:strict:channel={n}"),
+                4,
+                u64::from(n % 2 == 0) * 4,
+            )
+        })
+        .collect();
+    let count_reports: Vec<InstanceReport> = (0..60)
+        .map(|n| {
+            calls(
+                &format!("pay:count:channel={n}"),
+                3,
+                u64::from(n % 3 == 0) * 2,
+            )
+        })
+        .collect();
+    let out = a
+        .report_many(&[(&strict, &strict_reports), (&count, &count_reports)])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.len(), 2);
+    for (n, s) in out[0].iter().enumerate() {
+        let open = n % 2 == 0;
+        assert_eq!(
+            matches!(s.phase, SharedPhase::Open { .. }),
+            open,
+            "strict {n}: {s:?}"
         );
-        // 60 instances of each: two calls (100 instances, then 20).
-        let strict_reports: Vec<InstanceReport> = (0..60)
-            .map(|n| {
-                calls(
-                    &format!("pay:strict:channel={n}"),
-                    4,
-                    u64::from(n % 2 == 0) * 4,
-                )
-            })
-            .collect();
-        let count_reports: Vec<InstanceReport> = (0..60)
-            .map(|n| {
-                calls(
-                    &format!("pay:count:channel={n}"),
-                    3,
-                    u64::from(n % 3 == 0) * 2,
-                )
-            })
-            .collect();
-        let out = a
-            .report_many(&[(&strict, &strict_reports), (&count, &count_reports)])
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(out.len(), 2);
-        for (n, s) in out[0].iter().enumerate() {
-            let open = n % 2 == 0;
-            assert_eq!(
-                matches!(s.phase, SharedPhase::Open { .. }),
-                open,
-                "strict {n}: {s:?}"
-            );
-        }
-        for (n, s) in out[1].iter().enumerate() {
-            let open = n % 3 == 0;
-            assert_eq!(
-                matches!(s.phase, SharedPhase::Open { .. }),
-                open,
-                "count {n}: {s:?}"
-            );
-            if !open {
-                assert_eq!((s.calls, s.bad), (3, 0), "count {n}");
-            }
-        }
-        let read = a
-            .read_many(&[&strict, &count])
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((read[0].len(), read[1].len()), (30, 20));
-        let (p, _) = a
-            .probe(&strict, "pay:strict:channel=1")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(p, ProbeAnswer::Call);
     }
+    for (n, s) in out[1].iter().enumerate() {
+        let open = n % 3 == 0;
+        assert_eq!(
+            matches!(s.phase, SharedPhase::Open { .. }),
+            open,
+            "count {n}: {s:?}"
+        );
+        if !open {
+            assert_eq!((s.calls, s.bad), (3, 0), "count {n}");
+        }
+    }
+    let read = a
+        .read_many(&[&strict, &count])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((read[0].len(), read[1].len()), (30, 20));
+    let (p, _) = a
+        .probe(&strict, "pay:strict:channel=1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p, ProbeAnswer::Call);
 }
