@@ -86,9 +86,13 @@ async fn a_node_counts_each_rule_per_second_and_names_its_heaviest_keys() {
     for _ in 0..4 {
         assert_eq!(check(addr, "path", "/a").await, 200);
     }
-    // The second they fell in is closed within about a second.
+    // The seconds they fell in (the shadow rule's may be the next one) are closed within about
+    // a second.
     let (v, closed) = poll(addr, "?window=60", Duration::from_secs(4), |v| {
+        let sh = &rule(v, "shadow-path").series;
         rule(v, "per-user").series.admitted.iter().sum::<u64>() == 8
+            && sh.shadow_rejected.iter().sum::<u64>() == 3
+            && sh.admitted.iter().sum::<u64>() == 1
     })
     .await;
     assert!(closed, "{v:?}");
