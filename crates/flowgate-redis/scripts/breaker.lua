@@ -161,6 +161,8 @@ if op == 'report' then
       a = leases + 2 * reported
       local w, p, n = KEYS[k + 3 * i - 1], KEYS[k + 3 * i], KEYS[k + 3 * i + 1]
       local ph, x, turned = phase(name)
+      -- The window's calls and bad calls, answered while closed.
+      local c, b = 0, 0
       if turned then
         changed = true
       end
@@ -175,11 +177,13 @@ if op == 'report' then
           end
         end
         redis.call('PEXPIRE', w, math.ceil(window / 1000) + KEEP_MS)
-        local c, b = count(w)
+        c, b = count(w)
         if trips(c, b, n) then
           open(name, w, p, n)
-          ph, x = 'o', now + open_for
+          ph, x, c, b = 'o', now + open_for, 0, 0
         end
+      elseif ph == 'c' then
+        c, b = count(w)
       elseif ph == 'h' then
         expire(p)
         for j = 0, reported - 1 do
@@ -199,10 +203,6 @@ if op == 'report' then
             redis.call('HSET', s, name, 'h ' .. num(x))
           end
         end
-      end
-      local c, b = 0, 0
-      if ph == 'c' then
-        c, b = count(w)
       end
       out[#out + 1] = {ph, num(x), c, b}
     end

@@ -281,3 +281,37 @@ async fn a_permit_reports_once() {
     let (views, _) = l.breaker_views();
     assert_eq!((views[0].calls, views[0].bad), (1, 1));
 }
+
+/// Past [`flowgate::breakers::MAX_VIEWS`] instances worth showing, the views keep those not
+/// closed first, then the closed ones with the most bad calls in their window.
+#[tokio::test]
+async fn views_past_the_cap_keep_the_open_then_the_closest_to_tripping() {
+    let (l, _clock) = limiter(1);
+    let channel = |i: usize| vec![Descriptor::new([("channel", format!("c{i:04}").as_str())])];
+    let cap = flowgate::breakers::MAX_VIEWS;
+    // Channel c0000 opens (4 errors); the last ten have one error in two calls (and would be
+    // cut by an order by key alone); the others one good call.
+    for _ in 0..4 {
+        l.report("pay", &channel(0), Outcome::Error, Duration::from_millis(5), None);
+    }
+    for i in 1..cap + 500 {
+        l.report("pay", &channel(i), Outcome::Ok, Duration::from_millis(5), None);
+        if i >= cap + 490 {
+            l.report("pay", &channel(i), Outcome::Error, Duration::from_millis(5), None);
+        }
+    }
+    let (views, counts) = l.breaker_views();
+    assert_eq!(counts[0].1, 1);
+    assert_eq!(views.len(), cap);
+    assert_eq!(
+        (views[0].key.as_str(), views[0].phase),
+        ("pay:channel:channel=c0000", "open")
+    );
+    let bad: Vec<&str> = views[1..11].iter().map(|v| v.key.as_str()).collect();
+    let want: Vec<String> = (cap + 490..cap + 500)
+        .map(|i| format!("pay:channel:channel=c{i:04}"))
+        .collect();
+    assert_eq!(bad, want, "the closed instances with bad calls, by key");
+    assert!(views[1..11].iter().all(|v| (v.calls, v.bad) == (2, 1)));
+    assert!(views[11..].iter().all(|v| (v.calls, v.bad) == (1, 0)));
+}

@@ -39,7 +39,8 @@ use smallvec::SmallVec;
 /// instance is dropped (and counted as such).
 pub const MAX_INSTANCES: usize = 10_000;
 
-/// The most instances a view lists (those not closed first).
+/// The most instances a view lists: those not closed first, then closed ones with the most bad
+/// calls in their window.
 pub const MAX_VIEWS: usize = 1_000;
 
 /// A declared breaker.
@@ -339,13 +340,53 @@ impl Instance {
     }
 }
 
+/// A closed instance with calls in its window, a candidate for the views.
+pub(crate) struct Closed<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) calls: u64,
+    pub(crate) bad: u64,
+    pub(crate) since: Micros,
+}
+
+impl Closed<'_> {
+    /// The [`MAX_VIEWS`] of `all` worth showing first: most bad calls, then by key. A breaker
+    /// may have [`MAX_INSTANCES`] closed instances with calls; only these become views.
+    pub(crate) fn shown(mut all: Vec<Self>) -> impl Iterator<Item = Self> {
+        let order = |a: &Self, b: &Self| b.bad.cmp(&a.bad).then_with(|| a.key.cmp(b.key));
+        if all.len() > MAX_VIEWS {
+            all.select_nth_unstable_by(MAX_VIEWS, order);
+            all.truncate(MAX_VIEWS);
+        }
+        all.into_iter()
+    }
+
+    pub(crate) fn view(&self, def: &BreakerDef, shared: bool) -> BreakerView {
+        BreakerView {
+            domain: def.domain.clone(),
+            breaker: def.name.clone(),
+            key: self.key.to_owned(),
+            phase: "closed",
+            since: self.since,
+            calls: self.calls,
+            bad: self.bad,
+            retry_after: None,
+            probes_out: 0,
+            shared,
+        }
+    }
+}
+
+/// A breaker's instances by key (foldhash: SipHash was a visible part of a check's cost; the
+/// seed is random per map).
+pub(crate) type ByKey<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// The instances of one breaker, locked.
-type Locked<'a> = MutexGuard<'a, HashMap<String, Instance>>;
+type Locked<'a> = MutexGuard<'a, ByKey<Instance>>;
 
 /// The instances of one breaker, in this process.
 #[derive(Debug, Default)]
 pub(crate) struct LocalStates {
-    instances: Mutex<HashMap<String, Instance>>,
+    instances: Mutex<ByKey<Instance>>,
 }
 
 /// Where a breaker's instances live: this process ([`States::Local`]), or Redis, read through
@@ -918,7 +959,8 @@ impl Breakers {
     }
 
     /// Every instance not closed, and every closed one with calls in its window (up to
-    /// [`MAX_VIEWS`], those not closed first); and per breaker, the instances not closed.
+    /// [`MAX_VIEWS`], those not closed first, then those with the most bad calls); and per
+    /// breaker, the instances not closed.
     pub(crate) fn views(&self, now: Micros) -> (Vec<BreakerView>, Vec<(BreakerDef, usize)>) {
         let armed = self.armed.load_full();
         let mut views = Vec::new();
@@ -946,11 +988,24 @@ impl Breakers {
                         if !c.is_empty() {
                             all.push((key.clone(), c));
                         }
-                        let v = inst.view(d, key, now);
-                        if v.phase != "closed" || v.calls > 0 {
-                            mine.push(v);
+                        if inst.phase != "closed" {
+                            mine.push(inst.view(d, key, now));
                         }
                     }
+                    let closed = instances
+                        .iter()
+                        .filter(|(_, inst)| inst.phase == "closed")
+                        .filter_map(|(key, inst)| {
+                            let (calls, bad) = inst.breaker.window(now);
+                            (calls > 0).then_some(Closed {
+                                key,
+                                calls,
+                                bad,
+                                since: inst.since,
+                            })
+                        })
+                        .collect();
+                    mine.extend(Closed::shown(closed).map(|c| c.view(d, false)));
                 }
             }
             for (key, c) in &all {
@@ -965,6 +1020,7 @@ impl Breakers {
         views.sort_by(|a, b| {
             (a.phase == "closed")
                 .cmp(&(b.phase == "closed"))
+                .then_with(|| b.bad.cmp(&a.bad))
                 .then_with(|| (&a.domain, &a.breaker, &a.key).cmp(&(&b.domain, &b.breaker, &b.key)))
         });
         views.truncate(MAX_VIEWS);

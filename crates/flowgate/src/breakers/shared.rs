@@ -29,7 +29,7 @@ use flowgate_redis::breakers::{
 };
 use parking_lot::Mutex;
 
-use super::{BreakerDef, BreakerView, Changes, LocalStates, MAX_INSTANCES};
+use super::{BreakerDef, BreakerView, ByKey, Changes, Closed, LocalStates, MAX_INSTANCES};
 
 /// How often a node sends the reports it counted.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(20);
@@ -143,8 +143,8 @@ impl Cached {
 /// breaker decided on when Redis is unreachable.
 pub(crate) struct SharedStates {
     pub(crate) breaker: SharedBreaker,
-    cache: Mutex<HashMap<String, Cached>>,
-    pending: Mutex<HashMap<String, InstanceReport>>,
+    cache: Mutex<ByKey<Cached>>,
+    pending: Mutex<ByKey<InstanceReport>>,
     pub(crate) local: LocalStates,
 }
 
@@ -166,8 +166,8 @@ impl SharedStates {
                 def.spec.clone(),
                 def.min_nodes.unwrap_or(1),
             ),
-            cache: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
+            cache: Mutex::new(ByKey::default()),
+            pending: Mutex::new(ByKey::default()),
             local: LocalStates::default(),
         }
     }
@@ -343,7 +343,8 @@ impl SharedStates {
         out
     }
 
-    /// The cached instances worth showing (not closed, or with calls in the window).
+    /// The cached instances worth showing (not closed, or with calls in the window: at most
+    /// [`super::MAX_VIEWS`] of those).
     pub(crate) fn views(
         &self,
         def: &BreakerDef,
@@ -359,7 +360,7 @@ impl SharedStates {
                 all.push((key.clone(), changes));
             }
             let phase = name(c.phase, now);
-            if phase == "closed" && c.calls == 0 {
+            if phase == "closed" {
                 continue;
             }
             let retry_after = match c.phase {
@@ -367,24 +368,30 @@ impl SharedStates {
                 _ if c.busy_until > now => Some(wait(c.busy_until, now)),
                 _ => None,
             };
-            let (calls, bad) = if phase == "closed" {
-                (c.calls, c.bad)
-            } else {
-                (0, 0)
-            };
             views.push(BreakerView {
                 domain: def.domain.clone(),
                 breaker: def.name.clone(),
                 key: key.clone(),
                 phase,
                 since: c.since,
-                calls,
-                bad,
+                calls: 0,
+                bad: 0,
                 retry_after,
                 probes_out: 0,
                 shared: true,
             });
         }
+        let closed = cache
+            .iter()
+            .filter(|(_, c)| c.seen == "closed" && c.calls > 0)
+            .map(|(key, c)| Closed {
+                key,
+                calls: c.calls,
+                bad: c.bad,
+                since: c.since,
+            })
+            .collect();
+        views.extend(Closed::shown(closed).map(|c| c.view(def, true)));
         (views, all)
     }
 }
