@@ -20,7 +20,7 @@
 //! that many nodes saw bad calls in the window.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use flowgate_core::clock::Micros;
@@ -118,12 +118,28 @@ impl Cached {
         }
     }
 
-    /// Takes `phase`, answering the change of phase seen, if any.
-    fn set(&mut self, phase: SharedPhase, now: Micros, changes: &mut Changes) {
+    /// Takes `phase`, answering the change of phase seen, if any; `not_closed` counts the
+    /// instances not closed.
+    fn set(
+        &mut self,
+        phase: SharedPhase,
+        now: Micros,
+        changes: &mut Changes,
+        not_closed: &AtomicUsize,
+    ) {
         if std::mem::discriminant(&phase) != std::mem::discriminant(&self.phase)
             || matches!(phase, SharedPhase::Open { .. })
         {
             self.busy_until = 0;
+        }
+        match (self.phase == SharedPhase::Closed, phase == SharedPhase::Closed) {
+            (true, false) => {
+                not_closed.fetch_add(1, Ordering::Relaxed);
+            }
+            (false, true) => {
+                not_closed.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
         }
         self.phase = phase;
         self.seen(now, changes);
@@ -144,6 +160,8 @@ impl Cached {
 pub(crate) struct SharedStates {
     pub(crate) breaker: SharedBreaker,
     cache: Mutex<ByKey<Cached>>,
+    /// How many cached instances are not closed: while none is, a check needs no lookup.
+    not_closed: AtomicUsize,
     pending: Mutex<ByKey<InstanceReport>>,
     pub(crate) local: LocalStates,
 }
@@ -167,6 +185,7 @@ impl SharedStates {
                 def.min_nodes.unwrap_or(1),
             ),
             cache: Mutex::new(ByKey::default()),
+            not_closed: AtomicUsize::new(0),
             pending: Mutex::new(ByKey::default()),
             local: LocalStates::default(),
         }
@@ -177,6 +196,9 @@ impl SharedStates {
     /// Redis for a probe.
     pub(crate) fn look(&self, key: &str, now: Micros) -> (Result<(), Duration>, Changes, bool) {
         let mut changes = Changes::new();
+        if self.not_closed.load(Ordering::Relaxed) == 0 {
+            return (Ok(()), changes, false);
+        }
         let mut cache = self.cache.lock();
         let Some(c) = cache.get_mut(key) else {
             return (Ok(()), changes, false);
@@ -215,7 +237,7 @@ impl SharedStates {
             .entry(key.to_owned())
             .or_insert_with(|| Cached::new(now));
         let before = changes.len();
-        c.set(phase, now, changes);
+        c.set(phase, now, changes, &self.not_closed);
         if changes.len() > before {
             self.local.instances.lock().remove(key);
         }
@@ -281,7 +303,7 @@ impl SharedStates {
             }
             let c = cache.entry(key.clone()).or_insert_with(|| Cached::new(now));
             let mut changes = Changes::new();
-            c.set(s.phase, now, &mut changes);
+            c.set(s.phase, now, &mut changes, &self.not_closed);
             c.calls = s.calls;
             c.bad = s.bad;
             if !changes.is_empty() {
@@ -317,7 +339,7 @@ impl SharedStates {
         for (key, c) in cache.iter_mut() {
             let phase = phases.remove(key).unwrap_or(SharedPhase::Closed);
             let mut changes = Changes::new();
-            c.set(phase, now, &mut changes);
+            c.set(phase, now, &mut changes, &self.not_closed);
             if !changes.is_empty() {
                 out.push((key.clone(), changes));
             }
@@ -332,7 +354,7 @@ impl SharedStates {
             }
             let mut c = Cached::new(now);
             let mut changes = Changes::new();
-            c.set(phase, now, &mut changes);
+            c.set(phase, now, &mut changes, &self.not_closed);
             cache.insert(key.clone(), c);
             if !changes.is_empty() {
                 out.push((key, changes));
