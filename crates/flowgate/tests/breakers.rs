@@ -292,12 +292,30 @@ async fn views_past_the_cap_keep_the_open_then_the_closest_to_tripping() {
     // Channel c0000 opens (4 errors); the last ten have one error in two calls (and would be
     // cut by an order by key alone); the others one good call.
     for _ in 0..4 {
-        l.report("pay", &channel(0), Outcome::Error, Duration::from_millis(5), None);
+        l.report(
+            "pay",
+            &channel(0),
+            Outcome::Error,
+            Duration::from_millis(5),
+            None,
+        );
     }
     for i in 1..cap + 500 {
-        l.report("pay", &channel(i), Outcome::Ok, Duration::from_millis(5), None);
+        l.report(
+            "pay",
+            &channel(i),
+            Outcome::Ok,
+            Duration::from_millis(5),
+            None,
+        );
         if i >= cap + 490 {
-            l.report("pay", &channel(i), Outcome::Error, Duration::from_millis(5), None);
+            l.report(
+                "pay",
+                &channel(i),
+                Outcome::Error,
+                Duration::from_millis(5),
+                None,
+            );
         }
     }
     let (views, counts) = l.breaker_views();

@@ -132,7 +132,10 @@ impl Cached {
         {
             self.busy_until = 0;
         }
-        match (self.phase == SharedPhase::Closed, phase == SharedPhase::Closed) {
+        match (
+            self.phase == SharedPhase::Closed,
+            phase == SharedPhase::Closed,
+        ) {
             (true, false) => {
                 not_closed.fetch_add(1, Ordering::Relaxed);
             }
