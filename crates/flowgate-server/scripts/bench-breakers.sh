@@ -9,7 +9,8 @@
 # batches, phases read from it). The servers (and redis-server) run on CPU 1, the load generator
 # and the reporter on CPU 0, so that the two sides see the same machine. Beside throughput, each
 # run records the CPU the server and redis-server used (from /proc, warm-up included) per
-# decision: steadier than throughput on a shared machine.
+# decision: steadier than throughput on a shared machine. Last, reports alone (no decisions):
+# the CPU each report costs either side.
 # Usage: [REDIS=1] crates/flowgate-server/scripts/bench-breakers.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -50,6 +51,7 @@ import http.client, json, random, sys, time
 port, secs = int(sys.argv[1]), float(sys.argv[2])
 conn = http.client.HTTPConnection("127.0.0.1", port)
 end = time.monotonic() + secs
+n = 0
 while time.monotonic() < end:
     batch = [{"domain": "bench", "descriptors": [f"key={random.randrange(10000)}"],
               "outcome": "ok", "latency_ms": 5} for _ in range(50)]
@@ -57,13 +59,15 @@ while time.monotonic() < end:
                  {"content-type": "application/json"})
     conn.getresponse().read()
     time.sleep(0.05)
+    n += 50
+print(n)
 PY
 }
 for keys in 1 10000; do
   for round in $(seq "$ROUNDS"); do
     for side in with without; do
       if [ "$side" = with ]; then grpc=18281; http=18280; pid=$WITH; else grpc=18283; http=18282; pid=$WITHOUT; fi
-      reports "$http" "$((SECS + 2))" & REPORTER=$!
+      reports "$http" "$((SECS + 2))" >/dev/null & REPORTER=$!
       t0=$(ticks $pid $REDIS_PID)
       line=$(taskset -c 0 $BIN bench --api grpc --addr "127.0.0.1:$grpc" --label "breakers-$side" --concurrency 64 \
         --connections 4 --keys "$keys" --duration "${SECS}s" --warmup 1s --quiet)
@@ -72,6 +76,20 @@ d = json.loads(sys.argv[1]); d["server_cpu_s"] = (int(sys.argv[3]) - int(sys.arg
 print(json.dumps(d))' "$line" "$t0" "$(ticks $pid $REDIS_PID)" "$HZ" | tee -a "$OUT"
       wait "$REPORTER"
     done
+  done
+done
+# What a report costs without decisions: reports alone for SECS to each side, twice; the CPU the
+# server and redis-server used, per report.
+for round in 1 2; do
+  for side in with without; do
+    if [ "$side" = with ]; then http=18280; pid=$WITH; else http=18282; pid=$WITHOUT; fi
+    s0=$(ticks $pid); r0=0; [ -n "$REDIS_PID" ] && r0=$(ticks $REDIS_PID)
+    n=$(reports "$http" "$SECS")
+    s1=$(ticks $pid); r1=0; [ -n "$REDIS_PID" ] && r1=$(ticks $REDIS_PID)
+    python3 -c 'import sys
+n, hz = int(sys.argv[2]), float(sys.argv[7])
+print(f"reports alone, {sys.argv[1]} breakers: {n} reports, server {(int(sys.argv[4]) - int(sys.argv[3])) / hz / n * 1e6:.1f} us/report, redis-server {(int(sys.argv[6]) - int(sys.argv[5])) / hz / n * 1e6:.1f} us/report")' \
+      "$side" "$n" "$s0" "$s1" "$r0" "$r1" "$HZ"
   done
 done
 curl -s http://127.0.0.1:18280/metrics | grep -E '^flowgate_breaker_reports_total|^flowgate_breakers_shared' >&2 || true
