@@ -413,7 +413,16 @@ impl Caller {
             let sent = self.time.local.now();
             let reply = self.conn.invoke(&inv).await.map_err(|e| store_error(&e))?;
             let received = self.time.local.now();
-            let part = replay(reply, &rest[..taken], call.keys.len(), near)?;
+            let mut disagreed = None;
+            let part = match replay(reply, &rest[..taken], call.keys.len(), near, &mut disagreed) {
+                Ok(part) => part,
+                Err(e) => {
+                    if let Some(key) = disagreed {
+                        self.forget(key).await;
+                    }
+                    return Err(e);
+                }
+            };
             self.time.observe(sent, received, part.now);
             out.now = part.now;
             out.decisions.extend(part.decisions);
@@ -422,16 +431,38 @@ impl Caller {
         }
         Ok(out)
     }
+
+    /// Deletes a state the script and the replay read differently: not one Flowgate writes
+    /// (another program's, or damaged), so that the key's next decision starts afresh instead
+    /// of failing until the state expires.
+    async fn forget(&self, key: &[u8]) {
+        let shown = String::from_utf8_lossy(key);
+        match self.conn.query::<i64>(redis::cmd("DEL").arg(key)).await {
+            Ok(_) => tracing::error!(
+                target: "flowgate::redis",
+                key = %shown,
+                "a limit's state is not one Flowgate writes (the script and the replay read it differently): deleted; the key starts afresh"
+            ),
+            Err(e) => tracing::error!(
+                target: "flowgate::redis",
+                key = %shown,
+                error = %e,
+                "a limit's state is not one Flowgate writes, and could not be deleted"
+            ),
+        }
+    }
 }
 
 /// Reads the script's reply (`now`, the admissions, each key's state before the call) and
 /// replays `requests` on those states, as the script decided them (a calendar window's periods
-/// were sent around `near`).
-fn replay(
+/// were sent around `near`). When the replay and the script disagree on an admission,
+/// `disagreed` names the key.
+fn replay<'r>(
     reply: Value,
-    requests: &[&Encoded],
+    requests: &[&'r Encoded],
     nkeys: usize,
     near: Micros,
+    disagreed: &mut Option<&'r [u8]>,
 ) -> Result<Decided, StoreError> {
     let Value::Array(vals) = reply else {
         return Err(bad("not an array"));
@@ -494,6 +525,7 @@ fn replay(
             };
             let mut d = algorithm::check(&item.limit, st, now, item.cost);
             if admissions.next() != Some(&u8::from(d.allowed)) {
+                *disagreed = Some(key);
                 return Err(StoreError::Internal(
                     "the decide script and the Rust transition disagree on an admission".into(),
                 ));
