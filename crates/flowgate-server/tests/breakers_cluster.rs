@@ -156,6 +156,19 @@ async fn two_nodes_share_their_breakers_through_redis() {
     }
     println!("with Redis stopped, node a's slowest refusal of 20 took {slowest:?}");
     assert!(slowest < Duration::from_millis(200), "{slowest:?}");
+    // The four errors could not be sent: counted as unsent.
+    let started = Instant::now();
+    loop {
+        let unsent = metric(&a, "flowgate_breaker_reports_total{result=\"unsent\"}").await;
+        if unsent.as_deref().and_then(|v| v.parse::<u64>().ok()) >= Some(4) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "unsent reports: {unsent:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let r = check(&b).await;
     assert_eq!(r.status, 200, "b saw no failure: {}", r.body);
     let stats = common::http(a.http, "GET", "/v1/stats?window=1", &[], "")

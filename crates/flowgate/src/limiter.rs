@@ -129,6 +129,13 @@ impl<S: Store> Limiter<S> {
         self.breakers.shared()
     }
 
+    /// Reports of calls' outcomes this node counted for its shared breakers but could not send
+    /// to Redis (their batch failed, Redis unreachable), since it started: they fed only the
+    /// node's local fallback. 0 when the breakers are per process.
+    pub fn breaker_reports_unsent(&self) -> u64 {
+        self.breakers.unsent()
+    }
+
     /// The circuit breakers in force.
     pub fn breakers(&self) -> Vec<BreakerDef> {
         self.breakers.defs()

@@ -341,6 +341,10 @@ pub(super) async fn metrics(State(state): Shared) -> Response {
         .metrics
         .breakers
         .shared(state.limiter.breakers_shared());
+    state
+        .metrics
+        .breakers
+        .unsent(state.limiter.breaker_reports_unsent());
     (
         [(
             header::CONTENT_TYPE,

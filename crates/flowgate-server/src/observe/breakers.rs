@@ -2,6 +2,8 @@
 //! happen, open instances read when the metrics are encoded, reports by result, requests
 //! refused) and their part of `GET /v1/stats`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -35,7 +37,7 @@ pub(crate) struct TransitionLabels {
 /// Labels of `flowgate_breaker_reports_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ReportLabels {
-    /// `counted`, `no_breaker` or `dropped`.
+    /// `counted`, `no_breaker`, `dropped` or `unsent`.
     pub(crate) result: &'static str,
 }
 
@@ -46,6 +48,8 @@ pub(crate) struct BreakerMetrics {
     reports: Family<ReportLabels, Counter>,
     refused: Family<BreakerLabels, Counter>,
     shared: Gauge,
+    /// The limiter's count of unsent reports at the last encoding (the counter follows it).
+    unsent_seen: AtomicU64,
 }
 
 impl BreakerMetrics {
@@ -57,10 +61,11 @@ impl BreakerMetrics {
             reports: Family::default(),
             refused: Family::default(),
             shared: Gauge::default(),
+            unsent_seen: AtomicU64::new(0),
         };
         // Every result exists from the start, at 0: a counter that first appears at 1 shows no
         // increase to `increase()`.
-        for result in ["counted", "no_breaker", "dropped"] {
+        for result in ["counted", "no_breaker", "dropped", "unsent"] {
             let _ = m.reports.get_or_create(&ReportLabels { result });
         }
         registry.register(
@@ -75,7 +80,7 @@ impl BreakerMetrics {
         );
         registry.register(
             "flowgate_breaker_reports",
-            "Reports of calls' outcomes: counted by a breaker, for no breaker (dropped), or dropped at a breaker's cap on instances",
+            "Reports of calls' outcomes: counted by a breaker, for no breaker (dropped), dropped at a breaker's cap on instances, or unsent (counted, but in a batch Redis could not take: they fed only this node's fallback)",
             m.reports.clone(),
         );
         registry.register(
@@ -119,6 +124,13 @@ impl BreakerMetrics {
                 breaker: name.to_owned(),
             })
             .inc();
+    }
+
+    /// Brings `result="unsent"` up to the limiter's count
+    /// ([`flowgate::Limiter::breaker_reports_unsent`]).
+    pub(crate) fn unsent(&self, total: u64) {
+        let before = self.unsent_seen.fetch_max(total, Ordering::Relaxed);
+        self.reports("unsent", total.saturating_sub(before));
     }
 
     /// Sets whether the breakers are shared now ([`flowgate::Limiter::breakers_shared`]).

@@ -583,6 +583,16 @@ impl Breakers {
         None
     }
 
+    /// Reports counted by this node that Redis could not take (their batch failed): they fed
+    /// only this node's fallback. 0 per process.
+    pub(crate) fn unsent(&self) -> u64 {
+        #[cfg(feature = "redis")]
+        if let Some(hub) = self.hub.get() {
+            return hub.unsent.load(Ordering::Relaxed);
+        }
+        0
+    }
+
     /// Whether a shared breaker decides by its cluster state now (Redis answers).
     #[cfg(feature = "redis")]
     fn sharing(&self) -> bool {
@@ -925,9 +935,6 @@ impl Breakers {
         #[cfg(feature = "redis")]
         if let Some(s) = armed.states[def].shared() {
             if !s.count(key, spec.is_bad(failed, latency), probe) {
-                if let Some(hub) = self.hub.get() {
-                    hub.dropped.fetch_add(1, Ordering::Relaxed);
-                }
                 out.dropped += 1;
                 return;
             }
@@ -1091,8 +1098,12 @@ async fn shared_task(
                     }
                 }
                 Err(e) => {
-                    let dropped: usize = batches.iter().map(|(_, _, r)| r.len()).sum();
-                    hub.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+                    let unsent: u64 = batches
+                        .iter()
+                        .flat_map(|(_, _, r)| r.iter())
+                        .map(|r| r.calls + r.probes.len() as u64)
+                        .sum();
+                    hub.unsent.fetch_add(unsent, Ordering::Relaxed);
                     hub.failed(&e);
                 }
             }

@@ -52,8 +52,8 @@ pub(crate) fn shared_lease(token: u64) -> Option<u64> {
 pub(crate) struct Hub {
     pub(crate) redis: RedisBreakers,
     degraded: AtomicBool,
-    /// Reports dropped: a batch Redis could not take, or an instance past the caps.
-    pub(crate) dropped: AtomicU64,
+    /// Reports counted here that Redis could not take (their batch failed), so far.
+    pub(crate) unsent: AtomicU64,
 }
 
 impl Hub {
@@ -61,7 +61,7 @@ impl Hub {
         Self {
             redis,
             degraded: AtomicBool::new(false),
-            dropped: AtomicU64::new(0),
+            unsent: AtomicU64::new(0),
         }
     }
 
