@@ -114,6 +114,9 @@ async fn reported_errors_open_the_breaker_over_http_and_grpc_until_a_probe_close
         "flowgate_breaker_open{domain=\"pay\",breaker=\"channel\"} 1",
         "flowgate_breaker_rejections_total{domain=\"pay\",breaker=\"channel\"} 2",
         "flowgate_breaker_reports_total{result=\"counted\"} 4",
+        // Per process: nothing to send to Redis.
+        "flowgate_breaker_reports_total{result=\"unsent\"} 0",
+        "flowgate_adaptive_reports_unsent_total 0",
     ] {
         assert!(m.contains(line), "{line} in\n{m}");
     }

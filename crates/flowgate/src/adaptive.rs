@@ -280,6 +280,15 @@ impl Adaptive {
         true
     }
 
+    /// Reports not sent to Redis since sharing began (0 per process): see
+    /// [`crate::Limiter::adaptive_reports_unsent`].
+    pub(crate) fn unsent(&self) -> u64 {
+        #[cfg(feature = "redis")]
+        return self.state.link.unsent.load(Ordering::Relaxed);
+        #[cfg(not(feature = "redis"))]
+        0
+    }
+
     /// The keys of rule `rule` in `domain` with their limits, lowest first, at most
     /// [`MAX_VIEWS`].
     pub(crate) fn views(&self, domain: &str, rule: &str) -> Vec<AdaptiveView> {
@@ -361,6 +370,9 @@ mod link {
         queue: Mutex<Vec<Queued>>,
         /// Whether a check used a key whose shared limit was never read.
         pub(super) unread: AtomicBool,
+        /// Reports not sent to Redis, so far: past [`MAX_QUEUED`], while fallen back, or in a
+        /// flush that failed. They moved only this node's limits.
+        pub(super) unsent: AtomicU64,
     }
 
     /// Keys of one rule under one set of parameters, each with its reports in order (or none,
@@ -406,6 +418,7 @@ mod link {
             }
             let mut q = self.link.queue.lock();
             if q.len() >= MAX_QUEUED {
+                self.link.unsent.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             q.push(Queued {
@@ -481,7 +494,7 @@ mod link {
         }
 
         /// Sends `batch`, one call per rule, each key's reports in order; the answers refresh
-        /// the cache. On a failure the rest is dropped.
+        /// the cache. On a failure the rest is dropped, and counted unsent.
         async fn flush(&self, redis: &RedisAdaptive, batch: Vec<Queued>) -> Result<(), StoreError> {
             let mut groups: Vec<Group> = Vec::new();
             // Where each key's reports are: (its group, its place in the group).
@@ -497,7 +510,7 @@ mod link {
                     }
                 }
             }
-            for g in &groups {
+            for (i, g) in groups.iter().enumerate() {
                 let refs: Vec<(&str, &[AdaptiveReport])> = g
                     .keys
                     .iter()
@@ -505,7 +518,15 @@ mod link {
                     .collect();
                 match redis.apply(&g.domain, &g.rule, &g.spec, &refs).await {
                     Ok(answers) => self.cache(g, &answers, true),
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        let unsent: usize = groups[i..]
+                            .iter()
+                            .flat_map(|g| g.keys.iter())
+                            .map(|(_, rs)| rs.len())
+                            .sum();
+                        self.link.unsent.fetch_add(unsent as u64, Ordering::Relaxed);
+                        return Err(e);
+                    }
                 }
             }
             Ok(())
@@ -517,6 +538,9 @@ mod link {
             let due = last_read.elapsed() >= READ_EVERY;
             if !self.shared.load(Ordering::Relaxed) {
                 // The batch is dropped: it has moved this node's limits, the ones in force.
+                self.link
+                    .unsent
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 drop(batch);
                 if !due {
                     return;

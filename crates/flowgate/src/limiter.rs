@@ -238,6 +238,13 @@ impl<S: Store> Limiter<S> {
         self.adaptive.share(store.adaptive());
     }
 
+    /// Reports to adaptive limits this node could not send to Redis since it started sharing
+    /// them (more than [`crate::adaptive::MAX_QUEUED`] waiting, Redis unreachable, or a flush
+    /// that failed): they moved only this node's limits. 0 when the limits are per process.
+    pub fn adaptive_reports_unsent(&self) -> u64 {
+        self.adaptive.unsent()
+    }
+
     /// The adaptive limits of rule `rule` in `domain`, per key (lowest first, at most
     /// [`crate::adaptive::MAX_VIEWS`]); empty for a rule without `adaptive` or before its
     /// first request.

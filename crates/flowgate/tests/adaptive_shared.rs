@@ -154,6 +154,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     let held_by_a = fill(a).await;
     assert_eq!(held_by_a.len() as u64, shared_limit);
 
+    assert_eq!(a.adaptive_reports_unsent(), 0, "every report reached Redis");
     // Redis goes away (A's leases stay out, so A's calls in flight stay at the limit).
     server.stop();
     for l in [a, b] {
@@ -172,6 +173,11 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     assert_eq!(a_before, 2, "A's own limit: its slow reports only");
     report(a, FAST, 30);
     report(b, SLOW, 5);
+    // Not sent: counted at A's next turns.
+    until("A counts its unsent reports", move || async move {
+        a.adaptive_reports_unsent() >= 30
+    })
+    .await;
     let (a_after, b_after) = (view(a), view(b));
     assert!(a_after.limit > a_before, "A: {a_before} -> {a_after:?}");
     assert!(

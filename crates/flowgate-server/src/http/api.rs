@@ -345,6 +345,10 @@ pub(super) async fn metrics(State(state): Shared) -> Response {
         .metrics
         .breakers
         .unsent(state.limiter.breaker_reports_unsent());
+    state
+        .metrics
+        .breakers
+        .adaptive_unsent(state.limiter.adaptive_reports_unsent());
     (
         [(
             header::CONTENT_TYPE,

@@ -1,6 +1,7 @@
 //! The circuit breakers as the server shows them: their metrics (transitions counted as they
 //! happen, open instances read when the metrics are encoded, reports by result, requests
-//! refused) and their part of `GET /v1/stats`.
+//! refused) and their part of `GET /v1/stats`; and the adaptive limits' reports not sent to
+//! Redis.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,6 +51,8 @@ pub(crate) struct BreakerMetrics {
     shared: Gauge,
     /// The limiter's count of unsent reports at the last encoding (the counter follows it).
     unsent_seen: AtomicU64,
+    adaptive_unsent: Counter,
+    adaptive_unsent_seen: AtomicU64,
 }
 
 impl BreakerMetrics {
@@ -62,6 +65,8 @@ impl BreakerMetrics {
             refused: Family::default(),
             shared: Gauge::default(),
             unsent_seen: AtomicU64::new(0),
+            adaptive_unsent: Counter::default(),
+            adaptive_unsent_seen: AtomicU64::new(0),
         };
         // Every result exists from the start, at 0: a counter that first appears at 1 shows no
         // increase to `increase()`.
@@ -87,6 +92,11 @@ impl BreakerMetrics {
             "flowgate_breakers_shared",
             "1 while the circuit breakers are the cluster's (on Redis, Redis answering); 0 per process, or while this node decides on its own reports because Redis is unreachable",
             m.shared.clone(),
+        );
+        registry.register(
+            "flowgate_adaptive_reports_unsent",
+            "Reports to adaptive concurrency limits this node could not send to Redis (too many waiting, Redis unreachable, or a flush that failed): they moved only this node's limits",
+            m.adaptive_unsent.clone(),
         );
         registry.register(
             "flowgate_breaker_rejections",
@@ -131,6 +141,18 @@ impl BreakerMetrics {
     pub(crate) fn unsent(&self, total: u64) {
         let before = self.unsent_seen.fetch_max(total, Ordering::Relaxed);
         self.reports("unsent", total.saturating_sub(before));
+    }
+
+    /// Brings `flowgate_adaptive_reports_unsent` up to the limiter's count
+    /// ([`flowgate::Limiter::adaptive_reports_unsent`]).
+    pub(crate) fn adaptive_unsent(&self, total: u64) {
+        let before = self
+            .adaptive_unsent_seen
+            .fetch_max(total, Ordering::Relaxed);
+        let n = total.saturating_sub(before);
+        if n > 0 {
+            self.adaptive_unsent.inc_by(n);
+        }
     }
 
     /// Sets whether the breakers are shared now ([`flowgate::Limiter::breakers_shared`]).

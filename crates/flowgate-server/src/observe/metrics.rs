@@ -27,6 +27,7 @@
 //! | `flowgate_breaker_transitions_total` | `domain`, `breaker`, `to` | circuit breaker instances' changes of phase, by the phase entered (`open`, `half_open`, `closed`) |
 //! | `flowgate_breaker_open` | `domain`, `breaker` | the breaker's instances open or half-open (not closed), read when the metrics are encoded |
 //! | `flowgate_breaker_reports_total` | `result` | reports of calls' outcomes: `counted` (by at least one breaker instance), `no_breaker` (matched none: dropped), `dropped` (a breaker at its cap on instances), `unsent` (counted, but in a batch Redis could not take: they fed only this node's fallback) |
+//! | `flowgate_adaptive_reports_unsent_total` | | reports to adaptive concurrency limits this node could not send to Redis (too many waiting, Redis unreachable, or a flush that failed): they moved only this node's limits |
 //! | `flowgate_breaker_rejections_total` | `domain`, `breaker` | requests refused because the breaker was open (`circuit_open`) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
