@@ -139,20 +139,16 @@ impl BreakerMetrics {
     /// Brings `result="unsent"` up to the limiter's count
     /// ([`flowgate::Limiter::breaker_reports_unsent`]).
     pub(crate) fn unsent(&self, total: u64) {
-        let before = self.unsent_seen.fetch_max(total, Ordering::Relaxed);
-        self.reports("unsent", total.saturating_sub(before));
+        let counter = self
+            .reports
+            .get_or_create(&ReportLabels { result: "unsent" });
+        follow(&counter, &self.unsent_seen, total);
     }
 
     /// Brings `flowgate_adaptive_reports_unsent` up to the limiter's count
     /// ([`flowgate::Limiter::adaptive_reports_unsent`]).
     pub(crate) fn adaptive_unsent(&self, total: u64) {
-        let before = self
-            .adaptive_unsent_seen
-            .fetch_max(total, Ordering::Relaxed);
-        let n = total.saturating_sub(before);
-        if n > 0 {
-            self.adaptive_unsent.inc_by(n);
-        }
+        follow(&self.adaptive_unsent, &self.adaptive_unsent_seen, total);
     }
 
     /// Sets whether the breakers are shared now ([`flowgate::Limiter::breakers_shared`]).
@@ -187,5 +183,13 @@ pub(crate) fn view(i: &Instance) -> BreakerView {
         retry_after_ms: i.retry_after.map(|d| d.as_secs_f64() * 1000.0),
         probes_out: i.probes_out,
         shared: i.shared,
+    }
+}
+
+/// Raises `counter` by what a cumulative `total` kept elsewhere gained since `seen`.
+fn follow(counter: &Counter, seen: &AtomicU64, total: u64) {
+    let before = seen.fetch_max(total, Ordering::Relaxed);
+    if total > before {
+        counter.inc_by(total - before);
     }
 }

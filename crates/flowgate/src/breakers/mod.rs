@@ -376,8 +376,8 @@ impl Closed<'_> {
     }
 }
 
-/// A breaker's instances by key (foldhash: SipHash was a visible part of a check's cost; the
-/// seed is random per map).
+/// A breaker's instances by key (foldhash, as the Redis client's maps: SipHash showed in the
+/// profile of a node taking reports; the seed is random per map).
 pub(crate) type ByKey<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
 /// The instances of one breaker, locked.
