@@ -60,16 +60,20 @@ pub enum RuleSetError {
     },
 }
 
+/// The matcher's maps: their keys come from the rules, so a fast hash suffices (a request's text
+/// only looks up; it cannot fill a map to provoke collisions).
+type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Node {
     /// Children by entry key.
-    keys: HashMap<String, KeyChildren>,
+    keys: Map<KeyChildren>,
     rule: Option<usize>,
 }
 
 #[derive(Debug, Default)]
 struct KeyChildren {
-    exact: HashMap<String, Node>,
+    exact: Map<Node>,
     /// In declaration order: the first that matches wins.
     wildcards: Vec<(Wildcard, Node)>,
     any: Option<Box<Node>>,
@@ -93,7 +97,9 @@ pub struct Matched<'a> {
 #[derive(Debug, Default)]
 pub struct RuleSet {
     rules: Vec<Arc<Rule>>,
-    domains: HashMap<String, Node>,
+    /// Each rule's state-key prefix, `<domain>:<rule>:` escaped, made once per rule set.
+    prefixes: Vec<Box<str>>,
+    domains: Map<Node>,
 }
 
 impl RuleSet {
@@ -152,6 +158,10 @@ impl RuleSet {
             }
             node.rule = Some(i);
         }
+        set.prefixes = rules
+            .iter()
+            .map(|r| key_prefix(&r.domain, &r.name).into_boxed_str())
+            .collect();
         set.rules = rules.into_iter().map(Arc::new).collect();
         Ok(set)
     }
@@ -168,6 +178,11 @@ impl RuleSet {
 
     /// The rule that applies to one descriptor, if any.
     pub fn find(&self, domain: &str, descriptor: &Descriptor) -> Option<&Arc<Rule>> {
+        self.find_index(domain, descriptor).map(|r| &self.rules[r])
+    }
+
+    /// The index of the rule that applies to one descriptor, if any.
+    fn find_index(&self, domain: &str, descriptor: &Descriptor) -> Option<usize> {
         let mut node = self.domains.get(domain)?;
         let last = descriptor.entries.len().checked_sub(1)?;
         for (i, e) in descriptor.entries.iter().enumerate() {
@@ -183,7 +198,7 @@ impl RuleSet {
                 })
                 .or(kc.any.as_deref())?;
             if i == last {
-                return next.rule.map(|r| &self.rules[r]);
+                return next.rule;
             }
             node = next;
         }
@@ -196,11 +211,12 @@ impl RuleSet {
     pub fn resolve<'a>(&'a self, request: &Request) -> SmallVec<[Matched<'a>; 4]> {
         let mut out: SmallVec<[Matched<'a>; 4]> = SmallVec::new();
         for (i, d) in request.descriptors.iter().enumerate() {
-            if let Some(rule) = self.find(&request.domain, d) {
+            if let Some(r) = self.find_index(&request.domain, d) {
+                let rule = &self.rules[r];
                 out.push(Matched {
                     rule,
                     descriptor: i,
-                    key: rule_state_key(&request.domain, rule, d),
+                    key: rule_key_after(&self.prefixes[r], rule, d),
                     cost: d.cost.unwrap_or(request.cost),
                 });
             }
@@ -242,8 +258,13 @@ fn escape_into(out: &mut String, text: &str) {
 /// wildcard is shared ([`crate::Matcher::share`]) is counted under its pattern, so every value it
 /// matches shares one counter.
 pub fn rule_state_key(domain: &str, rule: &Rule, descriptor: &Descriptor) -> String {
+    rule_key_after(&key_prefix(domain, &rule.name), rule, descriptor)
+}
+
+/// [`rule_state_key`] after the rule's [`key_prefix`].
+fn rule_key_after(prefix: &str, rule: &Rule, descriptor: &Descriptor) -> String {
     if !rule.shares() {
-        return state_key(domain, &rule.name, descriptor);
+        return key_after(prefix, descriptor);
     }
     let counted = Descriptor {
         entries: descriptor
@@ -257,25 +278,35 @@ pub fn rule_state_key(domain: &str, rule: &Rule, descriptor: &Descriptor) -> Str
             .collect(),
         cost: descriptor.cost,
     };
-    state_key(domain, &rule.name, &counted)
+    key_after(prefix, &counted)
 }
 
 /// The state key of a rule for a descriptor: `<domain>:<rule>:<k1>=<v1>,<k2>=<v2>`, escaped.
 pub fn state_key(domain: &str, rule: &str, descriptor: &Descriptor) -> String {
+    key_after(&key_prefix(domain, rule), descriptor)
+}
+
+/// A rule's state-key prefix: `<domain>:<rule>:`, escaped.
+fn key_prefix(domain: &str, rule: &str) -> String {
+    let mut k = String::with_capacity(domain.len() + rule.len() + 2);
+    escape_into(&mut k, domain);
+    k.push(':');
+    escape_into(&mut k, rule);
+    k.push(':');
+    k
+}
+
+/// The state key after `prefix` ([`key_prefix`]): `<k1>=<v1>,<k2>=<v2>`, escaped.
+fn key_after(prefix: &str, descriptor: &Descriptor) -> String {
     let mut k = String::with_capacity(
-        domain.len()
-            + rule.len()
-            + 2
+        prefix.len()
             + descriptor
                 .entries
                 .iter()
                 .map(|e| e.key.len() + e.value.len() + 2)
                 .sum::<usize>(),
     );
-    escape_into(&mut k, domain);
-    k.push(':');
-    escape_into(&mut k, rule);
-    k.push(':');
+    k.push_str(prefix);
     for (i, e) in descriptor.entries.iter().enumerate() {
         if i > 0 {
             k.push(',');
@@ -375,6 +406,27 @@ mod tests {
         assert_eq!(key("path=files/a.pdf"), key("path=files/b.csv"));
         assert_eq!(key("path=files/a.pdf"), "d:files:path=files/*");
         assert_ne!(key("path=docs/a"), key("path=docs/b"));
+    }
+
+    #[test]
+    fn a_resolved_key_is_the_rules_state_key() {
+        let mut a = rule("r{1}", "user", Some("10/s"));
+        a.domain = "d:1".into();
+        let mut b = rule("s", "user=x,path", Some("10/s"));
+        b.domain = "d:1".into();
+        let set = RuleSet::new(vec![a, b]).unwrap();
+        let descriptors = [
+            Descriptor::new([("user", "a,b")]),
+            Descriptor::new([("user", "x"), ("path", "p%q")]),
+        ];
+        for d in descriptors {
+            let request = Request::new("d:1", vec![d.clone()]);
+            let m = &set.resolve(&request)[0];
+            assert_eq!(m.key, rule_state_key("d:1", m.rule, &d));
+            assert_eq!(m.key, state_key("d:1", &m.rule.name, &d));
+        }
+        let request = Request::new("d:1", vec![Descriptor::new([("user", "a,b")])]);
+        assert_eq!(set.resolve(&request)[0].key, "d%3A1:r%7B1%7D:user=a%2Cb");
     }
 
     #[test]

@@ -63,8 +63,9 @@ struct Hot {
     requests: [[OnceLock<Counter>; 3]; 2],
     /// `flowgate_decision_duration_seconds` by API.
     latency: [OnceLock<Histogram>; 2],
-    /// Each rule's series and figures, by the rule's address (cleared when the rules change).
-    rules: RwLock<HashMap<usize, RuleCounters>>,
+    /// Each rule's series and figures, by the rule's address (cleared when the rules change;
+    /// addresses are not a client's to choose, so a fast hash suffices).
+    rules: RwLock<HashMap<usize, RuleCounters, foldhash::fast::RandomState>>,
 }
 
 /// One rule's `flowgate_decisions_total` series, by outcome (`OUTCOMES`, then `unlimited`), and

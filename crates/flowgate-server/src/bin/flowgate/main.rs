@@ -6,6 +6,12 @@ mod rules_cli;
 
 use clap::Parser as _;
 
+/// mimalloc: a gRPC request allocates about 45 times (h2, tonic, prost), and glibc's malloc
+/// spends about 10 % of the server's instructions on them (BENCHMARKS.md, "What a request costs
+/// the server").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let threads = match &cli.command {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Instructions per gRPC request: the protocol floor (`flowgate floor`, a constant OK) against
+# Flowgate's embedded server (examples/bench.toml), each on one thread under valgrind's callgrind,
+# counted while h2load sends N requests (one hot key, 64 in flight on 4 connections) after a
+# warm-up of 2,000. Instruction counts do not move with the machine's load, so they show a change
+# to the request path that a timed run (bench-limitador.sh) cannot tell from its noise; they do
+# not count the kernel, cache misses or the cost of each instruction.
+# With LIMITADOR=<path to limitador-server>, limitador's memory store (limitador-limits.yaml, the
+# same limit) is counted too.
+# Needs valgrind and h2load (apt-get install valgrind nghttp2-client).
+# Usage: [LIMITADOR=…] crates/flowgate-server/scripts/bench-instructions.sh [N] [FLOWGATE BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+N=${1:-20000}
+TARGET=${CARGO_TARGET_DIR:-target}
+BIN=${2:-}
+if [ -z "$BIN" ]; then
+  cargo build --release -p flowgate-server >&2
+  BIN=$TARGET/release/flowgate
+fi
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+python3 - "$WORK/body" <<'PY'
+import struct, sys
+def field(n, b): return bytes([n << 3 | 2, len(b)]) + b
+# RateLimitRequest{domain: "bench", descriptors: [{entries: [{key: "key", value: "0"}]}]}
+req = field(1, b"bench") + field(2, field(1, field(1, b"key") + field(2, b"0")))
+open(sys.argv[1], "wb").write(b"\x00" + struct.pack(">I", len(req)) + req)
+PY
+# count LABEL PORT COMMAND...: instructions per request of the server COMMAND serving on PORT.
+count() {
+  local label=$1 port=$2 pid url out total
+  shift 2
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/$label.%p" --instr-atstart=no "$@" \
+    >/dev/null 2>&1 & pid=$!; PIDS+=("$pid")
+  for _ in $(seq 120); do
+    sleep 1
+    (echo > "/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  done
+  url="http://127.0.0.1:$port/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+  h2() { h2load -c 4 -m 16 -t 1 -d "$WORK/body" -H 'content-type: application/grpc' -H 'te: trailers' "$@" "$url"; }
+  h2 -n 2000 >/dev/null
+  callgrind_control -i on "$pid" >/dev/null 2>&1
+  out=$(h2 -n "$N")
+  callgrind_control -i off "$pid" >/dev/null 2>&1
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  grep -q "$N succeeded" <<<"$out" || { echo "$label: not every request succeeded" >&2; exit 1; }
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  total=$(for f in "$WORK/$label".*; do callgrind_annotate "$f" 2>/dev/null; done \
+    | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); if ($1 > max) max = $1} END {print max}')
+  echo $((total / N))
+}
+export FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn
+floor=$(count floor 28591 "$BIN" floor --worker-threads 1 --grpc-addr 127.0.0.1:28591)
+flowgate=$(count flowgate 28592 "$BIN" serve --config examples/bench.toml --no-watch \
+  --data-dir "$WORK/data" --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:28592)
+lim=0
+if [ -n "${LIMITADOR:-}" ]; then
+  lim=$(count limitador 28593 "$LIMITADOR" --rls-ip 127.0.0.1 --rls-port 28593 --http-ip 127.0.0.1 \
+    --http-port 28594 crates/flowgate-server/scripts/limitador-limits.yaml memory)
+fi
+python3 - "$floor" "$flowgate" "$lim" <<'PY'
+import sys
+f, g, l = (int(a) for a in sys.argv[1:])
+line = f"instructions per request: floor {f}, flowgate {g}; flowgate / floor {g / f:.3f}"
+if l:
+    line += f"; limitador {l}; limitador / flowgate {l / g:.2f}"
+print(line)
+PY
