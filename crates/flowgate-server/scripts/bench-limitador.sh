@@ -4,7 +4,8 @@
 # limitador-limits.yaml: the same fixed window of 100/s per key). Each server runs on one thread
 # (limitador's gRPC runtime is single-threaded), pinned to CPU 1, and the load generator to CPU 0,
 # so that each server has a core of its own. Rounds alternate floor, Flowgate, limitador; the
-# medians, their ratios and each server's CPU per request (from /proc) are printed last.
+# medians, their ratios and each server's CPU per request (from /proc) are printed last, then
+# each round's ratios.
 # `flowgate bench` (a tonic client) is the generator for 1 and 10,000 keys. On one hot key its
 # core bounds every server's rate (the floor reaches only about 1.2x limitador), so the hot key
 # is measured again with h2load (nghttp2's HTTP/2 load generator, in C: apt-get install
@@ -102,4 +103,13 @@ for gen, keys in groups:
           f"limitador {med['limitador']:.0f}/s ({cpu['limitador']:.1f} us/req); "
           f"flowgate / limitador {med['flowgate'] / med['limitador']:.2f}, floor / limitador {med['floor'] / med['limitador']:.2f}, "
           f"flowgate CPU / floor CPU {cpu['flowgate'] / cpu['floor']:.2f}")
+    # Round by round (each round runs the three servers one after the other): how far the
+    # ratios spread on this machine.
+    by = {label: [r for r in rows if r["keys"] == keys and r["label"] == label
+                  and r.get("generator", "flowgate bench") == gen]
+          for label in ("floor", "flowgate", "limitador")}
+    per = lambda r: r["server_cpu_s"] / (r["requests"] + r["throughput"])
+    rounds = zip(by["floor"], by["flowgate"], by["limitador"])
+    print("  rounds (flowgate / limitador, flowgate CPU / floor CPU): " + " ".join(
+        f"({g['throughput'] / l['throughput']:.2f}, {per(g) / per(f):.2f})" for f, g, l in rounds))
 PY
