@@ -258,13 +258,25 @@ fn escape_into(out: &mut String, text: &str) {
 /// wildcard is shared ([`crate::Matcher::share`]) is counted under its pattern, so every value it
 /// matches shares one counter.
 pub fn rule_state_key(domain: &str, rule: &Rule, descriptor: &Descriptor) -> String {
-    rule_key_after(&key_prefix(domain, &rule.name), rule, descriptor)
+    let mut k = String::with_capacity(domain.len() + rule.name.len() + 2 + entries_len(descriptor));
+    push_prefix(&mut k, domain, &rule.name);
+    push_counted(&mut k, rule, descriptor);
+    k
 }
 
-/// [`rule_state_key`] after the rule's [`key_prefix`].
+/// [`rule_state_key`] with the rule's prefix already made ([`key_prefix`]).
 fn rule_key_after(prefix: &str, rule: &Rule, descriptor: &Descriptor) -> String {
+    let mut k = String::with_capacity(prefix.len() + entries_len(descriptor));
+    k.push_str(prefix);
+    push_counted(&mut k, rule, descriptor);
+    k
+}
+
+/// Appends the entries `rule` counts `descriptor` under: its own, or a shared wildcard's pattern.
+fn push_counted(k: &mut String, rule: &Rule, descriptor: &Descriptor) {
     if !rule.shares() {
-        return key_after(prefix, descriptor);
+        push_entries(k, descriptor);
+        return;
     }
     let counted = Descriptor {
         entries: descriptor
@@ -278,44 +290,51 @@ fn rule_key_after(prefix: &str, rule: &Rule, descriptor: &Descriptor) -> String 
             .collect(),
         cost: descriptor.cost,
     };
-    key_after(prefix, &counted)
+    push_entries(k, &counted);
 }
 
 /// The state key of a rule for a descriptor: `<domain>:<rule>:<k1>=<v1>,<k2>=<v2>`, escaped.
 pub fn state_key(domain: &str, rule: &str, descriptor: &Descriptor) -> String {
-    key_after(&key_prefix(domain, rule), descriptor)
+    let mut k = String::with_capacity(domain.len() + rule.len() + 2 + entries_len(descriptor));
+    push_prefix(&mut k, domain, rule);
+    push_entries(&mut k, descriptor);
+    k
 }
 
 /// A rule's state-key prefix: `<domain>:<rule>:`, escaped.
 fn key_prefix(domain: &str, rule: &str) -> String {
     let mut k = String::with_capacity(domain.len() + rule.len() + 2);
-    escape_into(&mut k, domain);
-    k.push(':');
-    escape_into(&mut k, rule);
-    k.push(':');
+    push_prefix(&mut k, domain, rule);
     k
 }
 
-/// The state key after `prefix` ([`key_prefix`]): `<k1>=<v1>,<k2>=<v2>`, escaped.
-fn key_after(prefix: &str, descriptor: &Descriptor) -> String {
-    let mut k = String::with_capacity(
-        prefix.len()
-            + descriptor
-                .entries
-                .iter()
-                .map(|e| e.key.len() + e.value.len() + 2)
-                .sum::<usize>(),
-    );
-    k.push_str(prefix);
+/// Appends `<domain>:<rule>:`, escaped.
+fn push_prefix(k: &mut String, domain: &str, rule: &str) {
+    escape_into(k, domain);
+    k.push(':');
+    escape_into(k, rule);
+    k.push(':');
+}
+
+/// Appends `<k1>=<v1>,<k2>=<v2>`, escaped.
+fn push_entries(k: &mut String, descriptor: &Descriptor) {
     for (i, e) in descriptor.entries.iter().enumerate() {
         if i > 0 {
             k.push(',');
         }
-        escape_into(&mut k, &e.key);
+        escape_into(k, &e.key);
         k.push('=');
-        escape_into(&mut k, &e.value);
+        escape_into(k, &e.value);
     }
-    k
+}
+
+/// The unescaped length of a descriptor's entries in a key.
+fn entries_len(descriptor: &Descriptor) -> usize {
+    descriptor
+        .entries
+        .iter()
+        .map(|e| e.key.len() + e.value.len() + 2)
+        .sum()
 }
 
 #[cfg(test)]
