@@ -7,6 +7,8 @@
 # not count the kernel, cache misses or the cost of each instruction.
 # With LIMITADOR=<path to limitador-server>, limitador's memory store (limitador-limits.yaml, the
 # same limit) is counted too.
+# With PROFILES=<dir>, the callgrind profiles are kept there, to read where the instructions go
+# (`callgrind_annotate --inclusive=yes <dir>/flowgate.<pid>`).
 # Needs valgrind and h2load (apt-get install valgrind nghttp2-client).
 # Usage: [LIMITADOR=…] crates/flowgate-server/scripts/bench-instructions.sh [N] [FLOWGATE BINARY]
 set -euo pipefail
@@ -48,6 +50,7 @@ count() {
   callgrind_control -d "$pid" >/dev/null 2>&1
   grep -q "$N succeeded" <<<"$out" || { echo "$label: not every request succeeded" >&2; exit 1; }
   kill "$pid"; wait "$pid" 2>/dev/null || true
+  if [ -n "${PROFILES:-}" ]; then mkdir -p "$PROFILES" && cp "$WORK/$label".* "$PROFILES/"; fi
   total=$(for f in "$WORK/$label".*; do callgrind_annotate "$f" 2>/dev/null; done \
     | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); if ($1 > max) max = $1} END {print max}')
   echo $((total / N))
