@@ -70,10 +70,16 @@ fn largest_batch(channel: &str) -> String {
         .to_string()
 }
 
+/// Held by one timed measurement at a time: the arrivals are timed at the workers, so another
+/// test's workers and servers on the same 2 cores would delay an answer after the server sent it
+/// in its slot, and the next one would seem to come too soon.
+static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Workers leasing from a 20/s queue (50 ms spacing) through two servers, with their answers'
 /// arrival timed at the workers; `stall` holds the store up for about half a second meanwhile.
 /// No two answers closer than half the spacing, no second with more than 21.
 async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + Send + 'static) {
+    let _timed = TIMED.lock().await;
     let jobs: Vec<Value> = (0..200).map(|i| json!({"payload": i})).collect();
     let r = post_json(
         addrs[0],
