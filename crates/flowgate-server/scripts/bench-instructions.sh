@@ -10,6 +10,8 @@
 # With PROFILES=<dir>, the callgrind profiles are kept there, to read where the instructions go
 # (`callgrind_annotate --inclusive=yes <dir>/flowgate.<pid>`).
 # Needs valgrind and h2load (apt-get install valgrind nghttp2-client).
+# Without a binary, it builds one with the production profile (PROFILE=release for the release
+# profile).
 # Usage: [LIMITADOR=…] crates/flowgate-server/scripts/bench-instructions.sh [N] [FLOWGATE BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -17,8 +19,9 @@ N=${1:-20000}
 TARGET=${CARGO_TARGET_DIR:-target}
 BIN=${2:-}
 if [ -z "$BIN" ]; then
-  cargo build --release -p flowgate-server >&2
-  BIN=$TARGET/release/flowgate
+  PROFILE=${PROFILE:-production}
+  cargo build --profile "$PROFILE" -p flowgate-server >&2
+  BIN=$TARGET/$PROFILE/flowgate
 fi
 WORK=$(mktemp -d)
 PIDS=()

@@ -12,18 +12,20 @@
 # nghttp2-client), which sends one pre-encoded ShouldRateLimit request (domain bench, key=0)
 # over and over; those rows are labelled "h2load". Without h2load they are skipped.
 # Usage: LIMITADOR=<path to limitador-server> crates/flowgate-server/scripts/bench-limitador.sh [SECONDS] [ROUNDS]
-# (FLOWGATE=<path to a flowgate binary> measures that build instead of building this one.)
+# (FLOWGATE=<path to a flowgate binary> measures that build instead of building this one with
+# the production profile, as limitador's release build is: PROFILE=release for the release one.)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
 ROUNDS=${2:-3}
 : "${LIMITADOR:?set LIMITADOR to a limitador-server binary}"
 TARGET=${CARGO_TARGET_DIR:-target}
-BIN=${FLOWGATE:-$TARGET/release/flowgate}
+PROFILE=${PROFILE:-production}
+BIN=${FLOWGATE:-$TARGET/$PROFILE/flowgate}
 OUT=$TARGET/bench-server/limitador.jsonl
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
-[ -n "${FLOWGATE:-}" ] || cargo build --release -p flowgate-server >&2
+[ -n "${FLOWGATE:-}" ] || cargo build --profile "$PROFILE" -p flowgate-server >&2
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT

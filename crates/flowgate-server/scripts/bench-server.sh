@@ -10,6 +10,7 @@
 #     (limitador-limits.yaml), in memory and on the same redis-server.
 # Each JSON line also carries the CPU seconds used during that run (warm-up included) by the
 # generator, the server under test and redis-server (from /proc, utime + stime), and the wall time.
+# The binary is built with the production profile (PROFILE=release for the release profile).
 # Usage: crates/flowgate-server/scripts/bench-server.sh [SECONDS] > results.jsonl
 # The lines are also kept in $CARGO_TARGET_DIR/bench-server/last-run.jsonl (default target/), the
 # input bench-table.py reads when none is given: results stay out of the source tree.
@@ -17,11 +18,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
 TARGET=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET/release/flowgate
+PROFILE=${PROFILE:-production}
+BIN=$TARGET/$PROFILE/flowgate
 OUT=$TARGET/bench-server/last-run.jsonl
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
-cargo build --release -p flowgate-server >&2
+cargo build --profile "$PROFILE" -p flowgate-server >&2
 command -v redis-server >/dev/null || { echo "redis-server is needed (apt-get install redis-server)" >&2; exit 1; }
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }

@@ -138,7 +138,9 @@ impl Store for Backend {
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         match self {
             Backend::Memory(m) => m.decide_now(items),
-            Backend::Redis(r) => r.decide(items).await,
+            // Boxed: the Redis call's future is about 1.7 KB, and every caller's future would
+            // otherwise carry it, and move it, on the embedded store too.
+            Backend::Redis(r) => Box::pin(r.decide(items)).await,
         }
     }
 
