@@ -93,7 +93,7 @@ fn wall_us() -> u64 {
 ///   loopback, or the embedded store.)
 /// - No second with more than 21 answers, and no two answers closer than half the spacing at
 ///   the workers, but for one pair: on 2 cores, a server that resumes after a freeze can hold
-///   the other one's answer up after its last check (one answer 47 ms late, seen once in CI).
+///   the other one's answer up for tens of milliseconds after its last check.
 async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + Send + 'static) {
     let _timed = TIMED.lock().await;
     let jobs: Vec<Value> = (0..200).map(|i| json!({"payload": i})).collect();
