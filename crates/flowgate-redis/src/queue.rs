@@ -20,6 +20,7 @@
 
 use std::time::Duration;
 
+use flowgate_core::queue::record::Record;
 use flowgate_core::queue::{
     DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, MAX_AUTO_BACKOFF, Nacked, NewJob,
     QueueError, QueueSpec, QueueStore, Submitted, fingerprint,
@@ -260,12 +261,17 @@ fn numbered(
     Ok((out, older))
 }
 
-/// A new job's record as the script stores it: `0:0:0:<key length>:<key><payload>`.
+/// A new job's record as the script stores it in its batch's hash: submitted 0 (the batch's
+/// instant), then the payload.
 fn record(j: &NewJob) -> Vec<u8> {
-    let key = j.key.as_deref().unwrap_or("");
-    let mut r = format!("0:0:0:{}:{key}", key.len()).into_bytes();
-    r.extend_from_slice(&j.payload);
-    r
+    Record {
+        submitted: 0,
+        attempts: 0,
+        nonce: 0,
+        key: j.key(),
+        rest: &j.payload,
+    }
+    .encode()
 }
 
 fn status(name: &str) -> Option<JobStatus> {
@@ -372,7 +378,7 @@ impl QueueStore for RedisQueueStore {
         let v = self
             .call_staged(spec, instance, "submit", stage.as_deref(), |inv| {
                 let delayed = jobs.iter().filter(|j| j.not_before.is_some()).count();
-                let keyed = jobs.iter().any(|j| j.key.is_some());
+                let keyed = jobs.iter().any(|j| j.key().is_some());
                 inv.arg(spec.max_depth())
                     .arg(spec.spacing())
                     .arg(spec.tau())
@@ -387,10 +393,10 @@ impl QueueStore for RedisQueueStore {
                 }
                 if keyed {
                     for j in jobs {
-                        inv.arg(j.key.as_deref().unwrap_or(""));
+                        inv.arg(j.key().unwrap_or(""));
                     }
                     for j in jobs {
-                        match &j.key {
+                        match j.key() {
                             Some(_) => inv.arg(fingerprint(&j.payload)),
                             None => inv.arg(""),
                         };

@@ -7,24 +7,27 @@
 //! purges, key conflicts (a key resubmitted with another payload), and clock steps of every
 //! size. After every operation the instance's stats (depths, totals, next slot, oldest job,
 //! recent releases, or its being forgotten) must agree too, and at the end the whole
-//! dead-letter list. Half the cases stage every batch's records before its submit (the path of
+//! dead-letter list, and after every operation every job record Redis holds must read, with the
+//! stores' one record encoding, as the engine's job. Half the cases stage every batch's records before its submit (the path of
 //! big batches), half send them with the submit.
 //!
-//! Both read the same `ManualClock` (the Redis store's test-only clock override). Idempotency
-//! keys are never empty: the script stores "no key" as an empty key (see `queue.lua`'s record).
+//! Both read the same `ManualClock` (the Redis store's test-only clock override). An empty
+//! idempotency key is no key, in both.
 //!
 //! 200 cases by default (about 5 s here); `PROPTEST_CASES=n` runs more (600 take 15 s).
 
 mod common;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{runtime, single, test_options};
 use flowgate_core::queue::engine::Instance;
+use flowgate_core::queue::record::Record;
 use flowgate_core::queue::{LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore};
 use flowgate_core::{Clock, ManualClock, Matcher, Micros, Quota};
-use flowgate_redis::RedisQueueStore;
+use flowgate_redis::{RedisQueueStore, RedisStore};
 use flowgate_testkit::redis::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -93,7 +96,7 @@ fn spec_case() -> impl Strategy<Value = SpecCase> {
 /// `not_before` in ms from the submit's instant (negative: in the past).
 type JobCase = (usize, Option<(usize, bool)>, Option<i64>);
 
-const KEYS: [&str; 4] = ["a", "b", "c:d", "é"];
+const KEYS: [&str; 5] = ["a", "b", "c:d", "é", ""];
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -258,7 +261,8 @@ fn queue_lua_agrees_with_the_rust_engine() {
     let server = RedisServer::start();
     let rt = runtime();
     let clock = ManualClock::new(START);
-    let redis = rt.block_on(single(&server, test_options(&clock))).queues();
+    let store = rt.block_on(single(&server, test_options(&clock)));
+    let redis = store.queues();
     let staged = redis.clone().stage_above(0);
     let mut runner = TestRunner::new(Config {
         cases: cases(),
@@ -272,8 +276,8 @@ fn queue_lua_agrees_with_the_rust_engine() {
     let result = runner.run(&strategy, |(spec, steps, offset)| {
         let n = case_no.fetch_add(1, Ordering::Relaxed);
         let case = (&spec, &steps[..], offset);
-        let store = if n.is_multiple_of(2) { &redis } else { &staged };
-        run_case(&rt, store, &clock, case, n, &mut seen.lock())
+        let queues = if n.is_multiple_of(2) { &redis } else { &staged };
+        run_case(&rt, (&store, queues), &clock, case, n, &mut seen.lock())
     });
     if let Err(e) = result {
         panic!("{e}");
@@ -285,7 +289,7 @@ fn queue_lua_agrees_with_the_rust_engine() {
 
 fn run_case(
     rt: &tokio::runtime::Runtime,
-    redis: &RedisQueueStore,
+    (store, redis): (&RedisStore, &RedisQueueStore),
     clock: &ManualClock,
     (spec, steps, offset): (&SpecCase, &[(u64, Op)], u64),
     case_no: u64,
@@ -431,6 +435,8 @@ fn run_case(
             .block_on(redis.stats(&spec, &instance))
             .map_err(redis_err)?;
         prop_assert_eq!(want, got, "{}: stats", at);
+        records_agree(rt, store, &instance, &rust)
+            .map_err(|e| TestCaseError::fail(format!("{at}: the job records: {e}")))?;
     }
     let now = clock.now();
     rust.sweep(&spec, now);
@@ -439,6 +445,70 @@ fn run_case(
         .block_on(redis.dead(&spec, &instance, 0, 1_000))
         .map_err(redis_err)?;
     prop_assert_eq!(want, got, "the dead letters at the end");
+    Ok(())
+}
+
+/// Every job record Redis holds for `instance` (in `j`, and in the hashes of batches whose jobs
+/// were never delivered), read with the stores' one encoding
+/// (`flowgate_core::queue::record::Record`), against the engine's jobs: the same jobs, each with
+/// the same submission instant (a batch's record says 0: its batch's), attempts, nonce, key and
+/// payload.
+fn records_agree(
+    rt: &tokio::runtime::Runtime,
+    store: &RedisStore,
+    instance: &str,
+    rust: &Instance,
+) -> Result<(), String> {
+    let prefix = format!("flowgate:q:{{{instance}}}:");
+    let query = |cmd: &redis::Cmd| -> Result<redis::Value, String> {
+        rt.block_on(store.query(cmd)).map_err(|e| e.to_string())
+    };
+    let batches: Vec<String> =
+        redis::from_redis_value(query(redis::cmd("KEYS").arg(format!("{prefix}b:*")))?)
+            .map_err(|e| e.to_string())?;
+    let mut hashes = vec![(format!("{prefix}j"), None)];
+    for b in batches {
+        let first: u64 = b[prefix.len() + 2..]
+            .parse()
+            .map_err(|_| format!("batch {b}"))?;
+        hashes.push((b, Some(first)));
+    }
+    let mut held = 0;
+    for (hash, first) in hashes {
+        let records: HashMap<u64, Vec<u8>> =
+            redis::from_redis_value(query(redis::cmd("HGETALL").arg(&hash))?)
+                .map_err(|e| e.to_string())?;
+        for (field, bytes) in records {
+            let id = first.map_or(field, |f| f + field - 1);
+            let r = Record::decode(&bytes)
+                .ok_or_else(|| format!("job {id}'s record in {hash} does not decode"))?;
+            let job = rust
+                .job(id)
+                .ok_or_else(|| format!("{hash} holds job {id}, the engine does not"))?;
+            let fields = (r.attempts, r.nonce, r.key, r.rest);
+            let want = (
+                job.attempts,
+                job.nonce,
+                job.key.as_deref(),
+                &job.payload[..],
+            );
+            if fields != want || (r.submitted != 0 && r.submitted != job.submitted) {
+                return Err(format!(
+                    "job {id} in {hash}: {r:?}, the engine's: submitted {}, {want:?}",
+                    job.submitted
+                ));
+            }
+            held += 1;
+        }
+    }
+    let want = (1..=rust.meta().seq)
+        .filter(|&id| rust.job(id).is_some())
+        .count();
+    if held != want {
+        return Err(format!(
+            "Redis holds {held} records, the engine {want} jobs"
+        ));
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Fuzzing the embedded queue store's records: a database file whose tables hold records written
-//! by someone else (arbitrary bytes, records of the right layout with hostile numbers, a job
+//! by someone else (arbitrary bytes, records of the right layout, the current one or format 1's
+//! that the store upgrades, with hostile numbers, a hostile format number, a job
 //! without its payload, a staged payload missing, a table of another type), and a database file
 //! of junk bytes. Opening it answers a store error naming the database, or a store whose every
 //! operation answers (a job or an error), never a panic. `FUZZ_CASES=N` runs each target N cases
@@ -21,6 +22,7 @@ const PAYLOADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("payl
 const KEYS: TableDefinition<(&str, &str), (u64, u64)> = TableDefinition::new("keys");
 const PRINTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("key_prints");
 const STAGED: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("staged_payloads");
+const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
 /// `meta` with another key type.
 const META_AS_NUMBERS: TableDefinition<u64, &[u8]> = TableDefinition::new("meta");
 
@@ -39,9 +41,37 @@ fn hostile_u64() -> impl Strategy<Value = u64> {
     ]
 }
 
-/// A job record in the store's layout (submitted, attempts, nonce, tag, instant, [stage,
-/// index], key), its numbers and tag hostile.
+/// A job record in the store's layout: the shared record's fields in decimal
+/// (`<submitted>:<attempts>:<nonce>:<key length>:<key>`), then the place (tag, instant, [stage,
+/// index]), its numbers, key length and tag hostile.
 fn job_record() -> impl Strategy<Value = Vec<u8>> {
+    (
+        (hostile_u64(), hostile_u64(), hostile_u64()),
+        prop_oneof![0u64..12, hostile_u64()],
+        prop::collection::vec(any::<u8>(), 0..12),
+        any::<u8>(),
+        hostile_u64(),
+        (hostile_u64(), hostile_u64()),
+    )
+        .prop_map(
+            |((submitted, attempts, nonce), key_len, key, tag, at, (stage, index))| {
+                let mut b = format!("{submitted}:{attempts}:{nonce}:{key_len}:").into_bytes();
+                b.extend(key);
+                b.push(tag);
+                b.extend(at.to_le_bytes());
+                if tag & 0x40 != 0 {
+                    b.extend(stage.to_le_bytes());
+                    b.extend(index.to_le_bytes());
+                }
+                b
+            },
+        )
+}
+
+/// A job record of format 1 (submitted, attempts, nonce, tag, instant, [stage, index], key,
+/// fixed-width), which the store rewrites when it opens a file without a format, its numbers
+/// and tag hostile.
+fn job_record_format_1() -> impl Strategy<Value = Vec<u8>> {
     (
         hostile_u64(),
         prop_oneof![Just(0u32), Just(4), Just(u32::MAX), any::<u32>()],
@@ -96,6 +126,8 @@ enum Row {
     Key(String, u64, u64),
     Print(String, String),
     Staged(u64, u64, Vec<u8>),
+    /// The job records' format (none: format 1).
+    Format(u64),
     /// `meta` created with another key type.
     MetaOfAnotherType,
 }
@@ -111,7 +143,9 @@ fn row() -> impl Strategy<Value = Row> {
     let id = || prop_oneof![1u64..5, hostile_u64()];
     prop_oneof![
         2 => (instance_name(), value(meta_record())).prop_map(|(i, v)| Row::Meta(i, v)),
-        4 => (id(), value(job_record().boxed())).prop_map(|(id, v)| Row::Job(id, v)),
+        2 => (id(), value(job_record().boxed())).prop_map(|(id, v)| Row::Job(id, v)),
+        2 => (id(), value(job_record_format_1().boxed())).prop_map(|(id, v)| Row::Job(id, v)),
+        2 => prop_oneof![4 => Just(2u64), 1 => hostile_u64()].prop_map(Row::Format),
         3 => (id(), prop::collection::vec(any::<u8>(), 0..16)).prop_map(|(id, v)| Row::Payload(id, v)),
         1 => (fuzz::hostile_text(), hostile_u64(), hostile_u64()).prop_map(|(k, id, at)| Row::Key(k, id, at)),
         1 => (fuzz::hostile_text(), fuzz::hostile_text()).prop_map(|(k, p)| Row::Print(k, p)),
@@ -150,6 +184,9 @@ fn write_rows(path: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn std::e
             }
             Row::Staged(s, i, v) => {
                 txn.open_table(STAGED)?.insert((*s, *i), v.as_slice())?;
+            }
+            Row::Format(f) => {
+                txn.open_table(FORMAT)?.insert("jobs", *f)?;
             }
             Row::MetaOfAnotherType => {
                 if let Ok(mut t) = txn.open_table(META_AS_NUMBERS) {

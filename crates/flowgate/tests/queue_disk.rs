@@ -224,3 +224,113 @@ async fn a_nack_past_the_longest_delay_is_refused() {
     // Still held: its ack is taken.
     queue.ack(&job.token).await.unwrap();
 }
+
+/// A job record of format 1, as the store wrote it before the stores shared one record
+/// encoding: submitted, attempts, nonce, a tag (the state; 0x80: keyed), the state's instant,
+/// the key. All little-endian.
+fn format_1_job(submitted: u64, attempts: u32, nonce: u64, state: (u8, u64), key: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&submitted.to_le_bytes());
+    b.extend_from_slice(&attempts.to_le_bytes());
+    b.extend_from_slice(&nonce.to_le_bytes());
+    b.push(state.0 | if key.is_empty() { 0 } else { 0x80 });
+    b.extend_from_slice(&state.1.to_le_bytes());
+    b.extend_from_slice(key.as_bytes());
+    b
+}
+
+/// Writes a database file of format 1 in `dir`: one instance with a ready keyed job (1), a job
+/// in flight (2, nonce 42, its lease ending at `deadline`) and a dead one (3).
+fn write_format_1(dir: &std::path::Path, inst: &str, now: u64, deadline: u64) {
+    let db = redb::Database::create(dir.join(flowgate::queue::FILE_NAME)).unwrap();
+    let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+    let jobs: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("jobs");
+    let payloads: redb::TableDefinition<(&str, u64), &[u8]> =
+        redb::TableDefinition::new("payloads");
+    let txn = db.begin_write().unwrap();
+    {
+        // seq, tat, submitted, released, acked, dead
+        let m: Vec<u8> = [3u64, 0, 3, 4, 0, 1]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        txn.open_table(meta)
+            .unwrap()
+            .insert(inst, m.as_slice())
+            .unwrap();
+        let mut j = txn.open_table(jobs).unwrap();
+        j.insert((inst, 1), format_1_job(now, 0, 0, (0, 0), "k1").as_slice())
+            .unwrap();
+        j.insert(
+            (inst, 2),
+            format_1_job(now, 1, 42, (2, deadline), "").as_slice(),
+        )
+        .unwrap();
+        j.insert((inst, 3), format_1_job(now, 3, 7, (3, now), "").as_slice())
+            .unwrap();
+        let mut p = txn.open_table(payloads).unwrap();
+        for id in 1..=3u64 {
+            p.insert((inst, id), format!("job-{id}").as_bytes())
+                .unwrap();
+        }
+    }
+    txn.commit().unwrap();
+}
+
+/// A data directory written before the shared record encoding opens with every job as it was:
+/// its records are rewritten once, and the file then opens as the current format.
+#[tokio::test]
+async fn a_file_of_format_1_is_upgraded_when_it_opens() {
+    use flowgate::queue::{JobStatus, LeaseOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1_700_000_000_000_000;
+    let clock = ManualClock::new(now);
+    let (q, inst) = (spec(), "pay:refunds:channel=WPG");
+    // (delivered at `now`: its lease ends a lease later)
+    write_format_1(dir.path(), inst, now, now + q.lease());
+    for _ in 0..2 {
+        let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+        let s = store.stats(&q, inst).await.unwrap().expect("listed");
+        assert_eq!((s.ready, s.in_flight, s.dead), (1, 1, 1));
+        assert_eq!(s.oldest_submitted, Some(now));
+        let dead = store.dead(&q, inst, 0, 10).await.unwrap();
+        assert_eq!((dead[0].id, dead[0].attempts), (3, 3));
+        assert_eq!(dead[0].payload, b"job-3");
+        // The live job's key still names it.
+        let dup = store
+            .submit(&q, inst, &[NewJob::new("job-1").with_key("k1")])
+            .await
+            .unwrap();
+        assert!(dup[0].duplicate && dup[0].id == 1 && dup[0].state == JobStatus::Ready);
+    }
+    let store = DiskQueueStore::open(dir.path(), clock.clone()).unwrap();
+    store.ack(&q, inst, 2, 42).await.unwrap();
+    match store.lease(&q, inst, 0, 1).await.unwrap() {
+        LeaseOutcome::Leased(j) => {
+            assert_eq!((j.id, j.attempt, &j.payload[..]), (1, 1, &b"job-1"[..]));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A file written by a newer Flowgate (a later record format) is refused, not misread.
+#[tokio::test]
+async fn a_file_of_a_later_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(DiskQueueStore::open(dir.path(), ManualClock::new(0)).unwrap());
+    {
+        let db = redb::Database::open(dir.path().join(flowgate::queue::FILE_NAME)).unwrap();
+        let format: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("format");
+        let txn = db.begin_write().unwrap();
+        txn.open_table(format).unwrap().insert("jobs", 3).unwrap();
+        txn.commit().unwrap();
+    }
+    let err = DiskQueueStore::open(dir.path(), ManualClock::new(0))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("format 3") && err.contains("newer Flowgate"),
+        "{err}"
+    );
+}

@@ -298,7 +298,7 @@ impl Instance {
         self.sweep(spec, now);
         let prints: Vec<Option<String>> = jobs
             .iter()
-            .map(|j| j.key.as_ref().map(|_| fingerprint(&j.payload)))
+            .map(|j| j.key().map(|_| fingerprint(&j.payload)))
             .collect();
         // Per job: the id of the job its key names (None: a new job).
         let mut dup_of: Vec<Option<u64>> = Vec::with_capacity(jobs.len());
@@ -306,7 +306,7 @@ impl Instance {
         for (i, j) in jobs.iter().enumerate() {
             let id = self.meta.seq + 1 + i as u64;
             let print = prints[i].as_deref();
-            let known = j.key.as_deref().and_then(|k| {
+            let known = j.key().and_then(|k| {
                 let (id, p) = self
                     .keys
                     .get(k)
@@ -324,7 +324,7 @@ impl Instance {
                 }
                 Some((_, existing, _)) => dup_of.push(Some(existing)),
                 None => {
-                    if let Some(k) = j.key.as_deref() {
+                    if let Some(k) = j.key() {
                         in_batch.insert(k, (id, print));
                     }
                     dup_of.push(None);
@@ -372,8 +372,8 @@ impl Instance {
                 Some(t) if t > now => JobState::Delayed(t),
                 _ => JobState::Ready,
             };
-            if let Some(k) = &j.key {
-                self.keys.insert(k.clone(), (id, print));
+            if let Some(k) = j.key() {
+                self.keys.insert(k.to_owned(), (id, print));
             }
             self.jobs.insert(
                 id,
@@ -383,7 +383,7 @@ impl Instance {
                     submitted: now,
                     attempts: 0,
                     nonce: 0,
-                    key: j.key.clone(),
+                    key: j.key().map(str::to_owned),
                     state,
                 },
             );

@@ -12,7 +12,8 @@ pub struct NewJob {
     /// Opaque bytes (the HTTP API stores the JSON text of `payload`).
     pub payload: Vec<u8>,
     /// An idempotency key: submitting it again while its job exists (or within the queue's
-    /// `key_retention` after it finished) answers the existing job, never a second one.
+    /// `key_retention` after it finished) answers the existing job, never a second one. An
+    /// empty key is no key.
     pub key: Option<String>,
     /// Not released before this instant (µs since the epoch).
     pub not_before: Option<Micros>,
@@ -26,6 +27,11 @@ impl NewJob {
             key: None,
             not_before: None,
         }
+    }
+
+    /// Its idempotency key, if it has one (an empty key is none, in every store).
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref().filter(|k| !k.is_empty())
     }
 
     /// With an idempotency key.

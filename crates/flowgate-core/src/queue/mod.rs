@@ -11,10 +11,12 @@
 //!   engine, and the reference the Redis scripts follow);
 //! - [`QueueStore`]: the store interface, implemented by the embedded on-disk store (in
 //!   `flowgate`) and the Redis store (in `flowgate-redis`);
-//! - [`QueueSet`]: the declared queues and the descriptor matcher.
+//! - [`QueueSet`]: the declared queues and the descriptor matcher;
+//! - [`record`]: the encoding of a job's fields, the same in both stores.
 
 pub mod engine;
 mod job;
+pub mod record;
 pub mod release;
 mod set;
 mod spec;

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use flowgate_core::queue::engine::{Change, FinishedKey, Instance, Job, JobState, Meta, Totals};
+use flowgate_core::queue::record::{MAX_RECORDED, Record};
 use flowgate_core::queue::{
     DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore,
     Submitted,
@@ -38,7 +39,7 @@ use tokio::sync::watch;
 
 /// Instance key -> [`Meta`].
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// (instance, id) -> a job's state (see [`encode_job`]).
+/// (instance, id) -> a job's record (see [`encode_job`]).
 const JOBS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("jobs");
 /// (instance, id) -> a job's payload.
 const PAYLOADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("payloads");
@@ -50,6 +51,12 @@ const PRINTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("key_pr
 
 /// (stage, index) -> the payload of job `index` of a big batch, written before the batch.
 const STAGED: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("staged_payloads");
+
+/// "jobs" -> the format of the job records.
+const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
+/// The job records' format: 2, [`encode_job`]'s. A file of format 1 (no `format` table) has its
+/// records rewritten when it opens.
+const JOB_FORMAT: u64 = 2;
 
 /// A batch whose payloads pass this many bytes is staged, in transactions of about this size.
 const STAGE_ABOVE: usize = 1 << 20;
@@ -151,6 +158,7 @@ impl DiskQueueStore {
         let open = || -> Result<(Database, Slots), StoreError> {
             let db = Database::create(&path)
                 .map_err(|e| unavailable(&format!("cannot open {}", path.display()), e))?;
+            upgrade(&db).map_err(|e| unavailable("cannot upgrade", e))?;
             let (instances, orphans) = load(&db).map_err(|e| unavailable("cannot load", e))?;
             drop_orphans(&db, &orphans).map_err(|e| unavailable("cannot tidy", e))?;
             Ok((db, instances))
@@ -391,8 +399,10 @@ fn writes(
     out
 }
 
-/// A job's state: submitted, attempts, nonce, state tag and instant, where its payload was
-/// staged (tag bit 0x40), key (tag bit 0x80).
+/// A job's record: its fields as both stores encode them ([`Record`]), then its place: the
+/// state (0 ready, 1 delayed, 2 in flight, 3 dead; bit 0x40: its payload was staged) and the
+/// state's instant (8 bytes little-endian), then where the payload was staged (stage and index,
+/// 8 bytes each) if it was.
 fn encode_job(j: &Job, stage: Option<Stage>) -> Vec<u8> {
     let (tag, at) = match j.state {
         JobState::Ready => (0u8, 0),
@@ -400,73 +410,76 @@ fn encode_job(j: &Job, stage: Option<Stage>) -> Vec<u8> {
         JobState::InFlight(t) => (2, t),
         JobState::Dead(t) => (3, t),
     };
-    let key = j.key.as_deref().unwrap_or("");
-    let mut b = Vec::with_capacity(30 + key.len());
-    b.extend_from_slice(&j.submitted.to_le_bytes());
-    b.extend_from_slice(&j.attempts.to_le_bytes());
-    b.extend_from_slice(&j.nonce.to_le_bytes());
-    b.push(tag | if j.key.is_some() { 0x80 } else { 0 } | if stage.is_some() { 0x40 } else { 0 });
+    let mut b = Vec::with_capacity(64 + j.key.as_ref().map_or(0, String::len));
+    Record {
+        submitted: j.submitted,
+        attempts: j.attempts,
+        nonce: j.nonce,
+        key: j.key.as_deref(),
+        rest: &[],
+    }
+    .write_fields(&mut b);
+    b.push(tag | if stage.is_some() { 0x40 } else { 0 });
     b.extend_from_slice(&at.to_le_bytes());
     if let Some((stage, index)) = stage {
         b.extend_from_slice(&stage.to_le_bytes());
         b.extend_from_slice(&index.to_le_bytes());
     }
-    b.extend_from_slice(key.as_bytes());
     b
-}
-
-/// Where a job's payload was staged, from its record.
-fn job_stage(b: &[u8]) -> Option<Stage> {
-    if b.get(20)? & 0x40 == 0 {
-        return None;
-    }
-    Some((u64_at(b, 29)?, u64_at(b, 37)?))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-/// The largest instant, count or id a record holds: 2^53 (microseconds past the year 2255, and
-/// more ids than any store gives). A record beyond it was not written by this store, and its
-/// numbers would overflow the queue's arithmetic.
-const MAX_RECORDED: u64 = 1 << 53;
-
 /// `v` if a record may hold it.
 fn recorded(v: u64) -> Option<u64> {
     (v <= MAX_RECORDED).then_some(v)
 }
 
-fn decode_job(id: u64, b: &[u8], payload: Arc<[u8]>) -> Option<Job> {
-    let submitted = recorded(u64_at(b, 0)?)?;
-    let attempts = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?);
-    if attempts == u32::MAX {
+/// A job's fields and place from its record (see [`encode_job`]); `None` for a damaged one.
+fn decode_job(id: u64, b: &[u8]) -> Option<(Record<'_>, JobState, Option<Stage>)> {
+    recorded(id)?;
+    let r = Record::decode(b)?;
+    let (&tag, place) = r.rest.split_first()?;
+    let at = recorded(u64_at(place, 0)?)?;
+    let (stage, len) = if tag & 0x40 != 0 {
+        (Some((u64_at(place, 8)?, u64_at(place, 16)?)), 24)
+    } else {
+        (None, 8)
+    };
+    if place.len() != len {
         return None;
     }
-    let nonce = u64_at(b, 12)?;
-    let tag = *b.get(20)?;
-    let at = recorded(u64_at(b, 21)?)?;
-    recorded(id)?;
-    let key_at = if tag & 0x40 != 0 { 45 } else { 29 };
-    let key = (tag & 0x80 != 0)
-        .then(|| String::from_utf8(b.get(key_at..)?.to_vec()).ok())
-        .flatten();
-    let state = match tag & 0x3f {
+    let state = match tag & !0x40 {
         0 => JobState::Ready,
         1 => JobState::Delayed(at),
         2 => JobState::InFlight(at),
         3 => JobState::Dead(at),
         _ => return None,
     };
-    Some(Job {
-        id,
-        payload,
-        submitted,
-        attempts,
-        nonce,
-        key,
-        state,
-    })
+    Some((r, state, stage))
+}
+
+/// A job record of format 1 (before [`JOB_FORMAT`] 2) rewritten in the current format:
+/// submitted (8 bytes), attempts (4), nonce (8), the tag (the state; 0x40: staged; 0x80: keyed),
+/// the state's instant (8), stage and index if staged (8 each), then the key. All little-endian.
+fn job_from_format_1(b: &[u8]) -> Option<Vec<u8>> {
+    let tag = *b.get(20)?;
+    let key_at = if tag & 0x40 != 0 { 45 } else { 29 };
+    let key = std::str::from_utf8(b.get(key_at..)?).ok()?;
+    let mut out = Vec::with_capacity(64 + key.len());
+    Record {
+        submitted: recorded(u64_at(b, 0)?)?,
+        attempts: u32::from_le_bytes(b.get(8..12)?.try_into().ok()?),
+        nonce: u64_at(b, 12)?,
+        key: (tag & 0x80 != 0).then_some(key),
+        rest: &[],
+    }
+    .write_fields(&mut out);
+    out.push(tag & !0x80);
+    out.extend_from_slice(b.get(21..key_at)?);
+    Some(out)
 }
 
 fn encode_meta(m: &Meta) -> [u8; 48] {
@@ -523,14 +536,22 @@ fn load(db: &Database) -> Result<(Slots, Vec<Stage>), Box<dyn std::error::Error>
         for row in jobs.iter()? {
             let (k, v) = row?;
             let (instance, id) = k.value();
-            let stage = job_stage(v.value());
+            let (record, state, stage) = decode_job(id, v.value()).ok_or("a damaged job record")?;
             let payload: Arc<[u8]> = match (stage, &staged) {
                 (Some(at), Some(t)) => t.get(at)?.map(|p| Arc::from(p.value())),
                 (Some(_), None) => None,
                 (None, _) => payloads.get((instance, id))?.map(|p| Arc::from(p.value())),
             }
             .ok_or("a job without its payload")?;
-            let job = decode_job(id, v.value(), payload).ok_or("a damaged job record")?;
+            let job = Job {
+                id,
+                payload,
+                submitted: record.submitted,
+                attempts: record.attempts,
+                nonce: record.nonce,
+                key: record.key.map(str::to_owned),
+                state,
+            };
             let entry = all.entry(instance.to_owned()).or_default();
             if let Some(at) = stage {
                 used.insert(at);
@@ -579,6 +600,51 @@ fn load(db: &Database) -> Result<(Slots, Vec<Stage>), Box<dyn std::error::Error>
         })
         .collect();
     Ok((slots, orphans))
+}
+
+/// Brings the job records to [`JOB_FORMAT`]: a file of format 1 has each one rewritten, in one
+/// transaction; a file of a later format (a newer Flowgate's) is refused.
+fn upgrade(db: &Database) -> Result<(), Box<dyn std::error::Error>> {
+    let format = match db.begin_read()?.open_table(FORMAT) {
+        Ok(t) => t.get("jobs")?.map(|v| v.value()),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    match format {
+        Some(JOB_FORMAT) => return Ok(()),
+        Some(f) => {
+            return Err(format!(
+                "its job records are of format {f}, written by a newer Flowgate (this one reads {JOB_FORMAT})"
+            )
+            .into());
+        }
+        None => {}
+    }
+    let txn = db.begin_write()?;
+    let mut rewritten = 0u64;
+    {
+        let mut jobs = txn.open_table(JOBS)?;
+        let mut old = Vec::new();
+        for row in jobs.iter()? {
+            let (k, v) = row?;
+            let (instance, id) = k.value();
+            let record = job_from_format_1(v.value()).ok_or("a damaged job record")?;
+            old.push((instance.to_owned(), id, record));
+        }
+        for (instance, id, record) in old {
+            jobs.insert((instance.as_str(), id), record.as_slice())?;
+            rewritten += 1;
+        }
+        txn.open_table(FORMAT)?.insert("jobs", JOB_FORMAT)?;
+    }
+    txn.commit()?;
+    if rewritten > 0 {
+        tracing::info!(
+            jobs = rewritten,
+            "queue database: job records rewritten in format {JOB_FORMAT}"
+        );
+    }
+    Ok(())
 }
 
 /// Deletes staged payloads no job refers to (a submit that failed or was cut short).
