@@ -36,24 +36,36 @@ pub struct Record<'a> {
 impl<'a> Record<'a> {
     /// Appends the record's fields (not `rest`) to `out`.
     pub fn write_fields(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
+        // (itoa: `write!` through `core::fmt` was 4 % of a disk submit's instructions)
+        let mut digits = itoa::Buffer::new();
         let key = self.key.unwrap_or("");
-        // (writing to a Vec cannot fail)
-        let _ = write!(
-            out,
-            "{}:{}:{}:{}:",
+        for n in [
             self.submitted,
-            self.attempts,
+            u64::from(self.attempts),
             self.nonce,
-            key.len()
-        );
+            key.len() as u64,
+        ] {
+            out.extend_from_slice(digits.format(n).as_bytes());
+            out.push(b':');
+        }
         out.extend_from_slice(key.as_bytes());
+    }
+
+    /// The length in bytes of the record's fields (not `rest`).
+    pub fn fields_len(&self) -> usize {
+        let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+        let key = self.key.map_or(0, str::len);
+        digits(self.submitted)
+            + digits(u64::from(self.attempts))
+            + digits(self.nonce)
+            + digits(key as u64)
+            + 4
+            + key
     }
 
     /// The whole record: its fields, then `rest`.
     pub fn encode(&self) -> Vec<u8> {
-        let key = self.key.map_or(0, str::len);
-        let mut out = Vec::with_capacity(32 + key + self.rest.len());
+        let mut out = Vec::with_capacity(self.fields_len() + self.rest.len());
         self.write_fields(&mut out);
         out.extend_from_slice(self.rest);
         out
@@ -148,6 +160,7 @@ mod tests {
         ) {
             let r = Record { submitted, attempts, nonce, key: key.as_deref(), rest: &rest };
             let bytes = r.encode();
+            prop_assert_eq!(bytes.len(), r.fields_len() + rest.len());
             prop_assert_eq!(Record::decode(&bytes), Some(r));
         }
     }

@@ -400,32 +400,46 @@ fn writes(
 }
 
 /// A job's record: its fields as both stores encode them ([`Record`]), then its place: the
-/// state (0 ready, 1 delayed, 2 in flight, 3 dead; bit 0x40: its payload was staged) and the
-/// state's instant (8 bytes little-endian), then where the payload was staged (stage and index,
-/// 8 bytes each) if it was.
+/// state (0 ready, 1 delayed, 2 in flight, 3 dead; bit 0x40: its payload was staged), the
+/// state's instant unless it is ready (8 bytes little-endian), then where the payload was staged
+/// (stage and index, 8 bytes each) if it was.
 fn encode_job(j: &Job, stage: Option<Stage>) -> Vec<u8> {
     let (tag, at) = match j.state {
-        JobState::Ready => (0u8, 0),
-        JobState::Delayed(t) => (1, t),
-        JobState::InFlight(t) => (2, t),
-        JobState::Dead(t) => (3, t),
+        JobState::Ready => (0u8, None),
+        JobState::Delayed(t) => (1, Some(t)),
+        JobState::InFlight(t) => (2, Some(t)),
+        JobState::Dead(t) => (3, Some(t)),
     };
-    let mut b = Vec::with_capacity(64 + j.key.as_ref().map_or(0, String::len));
-    Record {
+    let record = Record {
         submitted: j.submitted,
         attempts: j.attempts,
         nonce: j.nonce,
         key: j.key.as_deref(),
         rest: &[],
+    };
+    let place = 1 + if at.is_some() { 8 } else { 0 } + if stage.is_some() { 16 } else { 0 };
+    // (the exact length: a larger allocation made a submit measurably slower)
+    let mut b = Vec::with_capacity(record.fields_len() + place);
+    record.write_fields(&mut b);
+    place_job(
+        &mut b,
+        tag | if stage.is_some() { 0x40 } else { 0 },
+        at,
+        stage,
+    );
+    b
+}
+
+/// Appends a job's place (see [`encode_job`]).
+fn place_job(b: &mut Vec<u8>, tag: u8, at: Option<Micros>, stage: Option<Stage>) {
+    b.push(tag);
+    if let Some(at) = at {
+        b.extend_from_slice(&at.to_le_bytes());
     }
-    .write_fields(&mut b);
-    b.push(tag | if stage.is_some() { 0x40 } else { 0 });
-    b.extend_from_slice(&at.to_le_bytes());
     if let Some((stage, index)) = stage {
         b.extend_from_slice(&stage.to_le_bytes());
         b.extend_from_slice(&index.to_le_bytes());
     }
-    b
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
@@ -442,15 +456,16 @@ fn decode_job(id: u64, b: &[u8]) -> Option<(Record<'_>, JobState, Option<Stage>)
     recorded(id)?;
     let r = Record::decode(b)?;
     let (&tag, place) = r.rest.split_first()?;
-    let at = recorded(u64_at(place, 0)?)?;
-    let (stage, len) = if tag & 0x40 != 0 {
-        (Some((u64_at(place, 8)?, u64_at(place, 16)?)), 24)
+    let (at, place) = if tag & !0x40 == 0 {
+        (0, place)
     } else {
-        (None, 8)
+        (recorded(u64_at(place, 0)?)?, place.get(8..)?)
     };
-    if place.len() != len {
-        return None;
-    }
+    let stage = match (tag & 0x40 != 0, place.len()) {
+        (true, 16) => Some((u64_at(place, 0)?, u64_at(place, 8)?)),
+        (false, 0) => None,
+        _ => return None,
+    };
     let state = match tag & !0x40 {
         0 => JobState::Ready,
         1 => JobState::Delayed(at),
@@ -468,7 +483,7 @@ fn job_from_format_1(b: &[u8]) -> Option<Vec<u8>> {
     let tag = *b.get(20)?;
     let key_at = if tag & 0x40 != 0 { 45 } else { 29 };
     let key = std::str::from_utf8(b.get(key_at..)?).ok()?;
-    let mut out = Vec::with_capacity(64 + key.len());
+    let mut out = Vec::new();
     Record {
         submitted: recorded(u64_at(b, 0)?)?,
         attempts: u32::from_le_bytes(b.get(8..12)?.try_into().ok()?),
@@ -477,8 +492,15 @@ fn job_from_format_1(b: &[u8]) -> Option<Vec<u8>> {
         rest: &[],
     }
     .write_fields(&mut out);
-    out.push(tag & !0x80);
-    out.extend_from_slice(b.get(21..key_at)?);
+    let at = match tag & 0x3f {
+        0 => None,
+        _ => Some(u64_at(b, 21)?),
+    };
+    let stage = match tag & 0x40 {
+        0 => None,
+        _ => Some((u64_at(b, 29)?, u64_at(b, 37)?)),
+    };
+    place_job(&mut out, tag & !0x80, at, stage);
     Some(out)
 }
 
