@@ -12,8 +12,9 @@
 -- KEYS (one instance, one hash tag, one slot; `<p>` is the instance's prefix
 -- "flowgate:q:{<instance>}:"):
 --   1 m   hash: seq (last id given), tat (release schedule), submitted, released, acked, dead
---   2 j   hash: id -> job record "<submitted>:<attempts>:<nonce>:<key length>:<key><payload>",
---         for jobs delivered at least once, or delayed by an older version
+--   2 j   hash: id -> job record "<submitted>:<attempts>:<nonce>:<key length>:<key><payload>"
+--         (flowgate_core::queue::record, the encoding both stores use; queue_props.rs reads
+--         every record with it), for jobs delivered at least once, or delayed by an older version
 --   3 r   list: ready jobs never delivered, in submission order (ids only grow)
 --   4 rz  zset: ready jobs back out of order (redelivered, retried, due, requeued), score = id;
 --         the next ready job is the lower id of the heads of r and rz (submission order)
