@@ -20,6 +20,9 @@
 //!   fails with `StoreError::Timeout` or `StoreError::Unavailable` and never hangs; the
 //!   connection reconnects by itself; [`RedisStore::is_degraded`] and a `tracing` warning say
 //!   when Redis is failing. The failure policy (open, closed, local) is the limiter's.
+//! - **Failing fast while Redis is known down**: after a few consecutive failed calls, decisions
+//!   answer at once as unavailable (no deadline waited) while a probe retries Redis; the first
+//!   answer brings it back ([`StoreHealth`], [`RedisStore::health`]).
 //! - **Coalescing**: the decisions in flight share one script call (on a cluster, those of one
 //!   slot); [`RedisStore::decide_batch`] decides a caller's batch in one call. **A blocked-keys
 //!   cache** answers requests for keys known to reject until their `retry_after`, without a round
@@ -53,6 +56,7 @@ mod call;
 mod cluster;
 mod conn;
 mod error;
+mod health;
 #[cfg(not(feature = "test-support"))]
 #[allow(unreachable_pub)]
 mod keys;
@@ -70,10 +74,11 @@ mod store;
 pub use adaptive::{
     ADAPTIVE_DEADLINE, ADAPTIVE_MAX_KEYS, ADAPTIVE_TTL, AdaptiveReport, RedisAdaptive,
 };
+pub use health::StoreHealth;
 pub use conn::{RedisConnection, client, cluster_nodes};
 pub use options::{
-    ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_MAX_BATCH,
-    DEFAULT_TIMEOUT, RedisOptions, RedisTls,
+    ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_DOWN_AFTER,
+    DEFAULT_MAX_BATCH, DEFAULT_PROBE_EVERY, DEFAULT_TIMEOUT, RedisOptions, RedisTls,
 };
 pub use pubsub::follow;
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};

@@ -12,6 +12,10 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(25);
 pub const DEFAULT_BLOCKED_CAPACITY: usize = 10_000;
 /// The default largest number of requests coalesced into one script call.
 pub const DEFAULT_MAX_BATCH: usize = 64;
+/// The default number of consecutive failed calls after which Redis is known down.
+pub const DEFAULT_DOWN_AFTER: u32 = 3;
+/// The default interval of the probe that retries a Redis known down.
+pub const DEFAULT_PROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// How long a call on a [`crate::RedisConnection`] may wait by default: a bound for calls that no
 /// caller's deadline covers (a batching worker's, a queue operation's), so that a Redis that
@@ -210,6 +214,13 @@ pub struct RedisOptions {
     /// `None` trusts the system's roots. The one place both the store and the server's shared
     /// rules take them from.
     pub tls: Option<RedisTls>,
+    /// Consecutive failed calls (refused, lost, past the deadline) after which Redis is known
+    /// down: decisions then answer at once as unavailable (the failure policies decide without
+    /// waiting) while a probe retries Redis (see [`crate::StoreHealth`]). 0 never marks it down.
+    /// Default 3.
+    pub down_after: u32,
+    /// How often the probe of a Redis known down sends `PING`. Default 100 ms.
+    pub probe_every: Duration,
     /// TEST ONLY: a clock whose `now` is passed to the scripts instead of Redis's `TIME`.
     pub(crate) clock_override: Option<Arc<dyn Clock>>,
     /// The app server's clock: the blocked-keys cache's relative deadlines, calendar periods.
@@ -226,6 +237,8 @@ impl Default for RedisOptions {
             max_batch: DEFAULT_MAX_BATCH,
             batches_in_flight: 2,
             tls: None,
+            down_after: DEFAULT_DOWN_AFTER,
+            probe_every: DEFAULT_PROBE_EVERY,
             clock_override: None,
             local_clock: None,
         }
@@ -242,6 +255,8 @@ impl fmt::Debug for RedisOptions {
             .field("max_batch", &self.max_batch)
             .field("batches_in_flight", &self.batches_in_flight)
             .field("tls", &self.tls)
+            .field("down_after", &self.down_after)
+            .field("probe_every", &self.probe_every)
             .field("clock_override", &self.clock_override.is_some())
             .field("local_clock", &self.local_clock.is_some())
             .finish()
@@ -274,6 +289,18 @@ impl RedisOptions {
         ConnectionOptions::default()
             .connect_timeout(self.connect_timeout)
             .tls(self.tls.clone())
+    }
+
+    /// Sets the consecutive failures after which Redis is known down; 0 never marks it down.
+    pub fn down_after(mut self, failures: u32) -> Self {
+        self.down_after = failures;
+        self
+    }
+
+    /// Sets how often the probe of a Redis known down sends `PING` (at least 1 ms).
+    pub fn probe_every(mut self, every: Duration) -> Self {
+        self.probe_every = every.max(Duration::from_millis(1));
+        self
     }
 
     /// Sets the bound on the blocked-keys cache; 0 turns it off.

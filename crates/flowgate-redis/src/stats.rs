@@ -26,7 +26,10 @@ pub struct RedisStats {
     pub refunds: u64,
     /// Cross-slot refunds that failed (the units stay taken until their keys expire).
     pub refund_failures: u64,
-    /// Whether the store is failing now: its last call failed.
+    /// Calls answered at once as unavailable because Redis was known down (see
+    /// [`crate::StoreHealth`]): no round trip, no deadline waited.
+    pub fast_failures: u64,
+    /// Whether the store is failing now: its last call failed, or it is known down.
     pub degraded: bool,
 }
 
@@ -40,6 +43,7 @@ pub(crate) struct Counters {
     pub(crate) blocked_full: AtomicU64,
     pub(crate) refunds: AtomicU64,
     pub(crate) refund_failures: AtomicU64,
+    pub(crate) fast_failures: AtomicU64,
     pub(crate) degraded: AtomicBool,
 }
 
@@ -84,6 +88,7 @@ impl Counters {
             blocked_full: l(&self.blocked_full),
             refunds: l(&self.refunds),
             refund_failures: l(&self.refund_failures),
+            fast_failures: l(&self.fast_failures),
             degraded: self.degraded.load(Ordering::Relaxed),
         }
     }

@@ -15,6 +15,7 @@ use crate::call::{Caller, EncItem, Encoded, TimeSource};
 use crate::cluster;
 use crate::conn::RedisConnection;
 use crate::error::store_error;
+use crate::health::{Change, DOWN, Health, MIN_PROBE_TIMEOUT, StoreHealth};
 use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
 use crate::scripts::RELEASE;
@@ -35,6 +36,10 @@ struct Inner {
     local_clock: Arc<dyn Clock>,
     lanes: Option<Lanes>,
     leases: LeaseIds,
+    /// Whether Redis is known down (decisions then answer at once).
+    health: Health,
+    /// How often the probe of a Redis known down retries it.
+    probe_every: Duration,
     /// The servers a subscriber connects to, tried in turn (a cluster publishes to every node),
     /// and the certificates of a `rediss://` connection.
     subscribe: (Vec<String>, Option<crate::RedisTls>),
@@ -72,6 +77,35 @@ async fn keep_time(inner: std::sync::Weak<Inner>) {
             if let (Some(s), Some(u)) = (int(secs), int(us)) {
                 time.observe(sent, received, s * 1_000_000 + u);
             }
+        }
+    }
+}
+
+/// Retries a Redis known down: `PING` every `probe_every`, each within the decisions' deadline
+/// (at least [`MIN_PROBE_TIMEOUT`]), until one is answered (the store is then back) or the store
+/// is dropped.
+async fn probe(inner: std::sync::Weak<Inner>) {
+    loop {
+        let Some(every) = inner.upgrade().map(|i| i.probe_every) else {
+            return;
+        };
+        tokio::time::sleep(every).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let timeout = inner.deadline.max(MIN_PROBE_TIMEOUT);
+        let r = tokio::time::timeout(timeout, inner.caller.conn.query(&redis::cmd("PING")))
+            .await
+            .unwrap_or(Err(StoreError::Timeout))
+            .map(|_: redis::Value| ());
+        match r {
+            Ok(()) => {
+                // (no "recovered" line of the degraded flag's: the health logs the recovery)
+                inner.caller.counters.degraded.store(false, Ordering::Relaxed);
+                inner.health.recovered(flowgate_core::clock::system_now());
+                return;
+            }
+            Err(e) => inner.health.probe_failed(&e),
         }
     }
 }
@@ -216,6 +250,8 @@ impl RedisStore {
                 local_clock,
                 lanes,
                 leases,
+                health: Health::new(options.down_after),
+                probe_every: options.probe_every,
                 subscribe: (subscribe, options.tls.clone()),
             }),
         };
@@ -247,6 +283,33 @@ impl RedisStore {
     /// `flowgate_redis`) when it becomes degraded, and an info line when it recovers.
     pub fn is_degraded(&self) -> bool {
         self.stats().degraded
+    }
+
+    /// Whether Redis is known down, since when, and why (see [`StoreHealth`]).
+    pub fn health(&self) -> StoreHealth {
+        self.inner.health.snapshot()
+    }
+
+    /// The answer of a call made while Redis is known down, counted; `None` while it is not.
+    #[inline]
+    fn known_down(&self) -> Option<StoreError> {
+        if !self.inner.health.is_down() {
+            return None;
+        }
+        Counters::add(&self.inner.caller.counters.fast_failures, 1);
+        Some(StoreError::Unavailable(DOWN.to_owned()))
+    }
+
+    /// Records a call's outcome: the counters, the degraded flag, and whether Redis is now known
+    /// down (then starts the probe that finds it back).
+    fn settle<T>(&self, r: &Result<T, StoreError>) {
+        let inner = &self.inner;
+        inner.caller.counters.outcome(r);
+        if inner.health.record(r, flowgate_core::clock::system_now()) == Change::WentDown
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(probe(Arc::downgrade(inner)));
+        }
     }
 
     /// The store's counters.
@@ -312,10 +375,13 @@ impl RedisStore {
         let inner = &self.inner;
         let counters = &inner.caller.counters;
         Counters::add(&counters.decisions, requests.len() as u64);
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
         let r = tokio::time::timeout(inner.deadline, self.decide_all(requests))
             .await
             .unwrap_or(Err(StoreError::Timeout));
-        counters.outcome(&r);
+        self.settle(&r);
         r
     }
 
@@ -481,10 +547,13 @@ impl Store for RedisStore {
             Counters::add(&counters.blocked_hits, 1);
             return Ok(d);
         }
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
         let r = tokio::time::timeout(inner.deadline, self.decide_remote(items))
             .await
             .unwrap_or(Err(StoreError::Timeout));
-        counters.outcome(&r);
+        self.settle(&r);
         if let Ok(ds) = &r
             && let Record::Full = inner.blocked.record(items, ds, now)
         {
@@ -497,6 +566,9 @@ impl Store for RedisStore {
         if limit.algorithm() != Algorithm::Concurrency {
             return Ok(false);
         }
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
         let inner = &self.inner;
         let mut inv = RELEASE.prepare_invoke();
         inv.key(redis_key(key, limit)).arg(lease);
@@ -504,7 +576,7 @@ impl Store for RedisStore {
             Ok(r) => r.map_err(|e| store_error(&e)),
             Err(_) => Err(StoreError::Timeout),
         };
-        inner.caller.counters.outcome(&r);
+        self.settle(&r);
         match r? {
             redis::Value::Int(n) => Ok(n == 1),
             other => Err(StoreError::Internal(format!(
