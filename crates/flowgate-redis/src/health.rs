@@ -31,7 +31,7 @@ pub struct StoreHealth {
     /// Failed calls in a row now (0 once Redis answers).
     pub consecutive_failures: u32,
     /// The last connection-level error met, while it is failing.
-    pub last_error: Option<String>,
+    pub last_error: Option<StoreError>,
 }
 
 /// The message of a decision answered at once while Redis is known down.
@@ -48,7 +48,7 @@ pub(crate) struct Health {
     failures: AtomicU32,
     down: AtomicBool,
     down_since: AtomicU64,
-    last_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<StoreError>>,
 }
 
 /// What recording an outcome changed.
@@ -81,8 +81,11 @@ impl Health {
     pub(crate) fn record<T>(&self, r: &Result<T, StoreError>, now: Micros) -> Change {
         match r {
             Err(e @ (StoreError::Unavailable(_) | StoreError::Timeout)) => {
-                let n = self.failures.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-                *self.last_error.lock() = Some(e.to_string());
+                let n = self
+                    .failures
+                    .fetch_add(1, Ordering::Relaxed)
+                    .saturating_add(1);
+                *self.last_error.lock() = Some(e.clone());
                 if self.down_after == 0 || n < self.down_after {
                     return Change::None;
                 }
@@ -126,7 +129,7 @@ impl Health {
 
     /// A probe failed with `e`.
     pub(crate) fn probe_failed(&self, e: &StoreError) {
-        *self.last_error.lock() = Some(e.to_string());
+        *self.last_error.lock() = Some(e.clone());
     }
 
     pub(crate) fn snapshot(&self) -> StoreHealth {
@@ -153,7 +156,10 @@ mod tests {
     fn down_after_consecutive_failures_and_back_on_recovery() {
         let h = Health::new(3);
         assert_eq!(h.record(&refused(), 10), Change::None);
-        assert_eq!(h.record(&Err::<(), _>(StoreError::Timeout), 11), Change::None);
+        assert_eq!(
+            h.record(&Err::<(), _>(StoreError::Timeout), 11),
+            Change::None
+        );
         assert!(!h.is_down());
         assert_eq!(h.record(&refused(), 12), Change::WentDown);
         assert!(h.is_down());
@@ -162,7 +168,7 @@ mod tests {
         let s = h.snapshot();
         assert_eq!(s.down_since, Some(12));
         assert_eq!(s.consecutive_failures, 4);
-        assert!(s.last_error.is_some_and(|e| e.contains("refused")));
+        assert!(matches!(s.last_error, Some(StoreError::Unavailable(_))));
         h.recovered(20);
         assert!(!h.is_down());
         assert_eq!(h.snapshot(), StoreHealth::default());

@@ -74,8 +74,8 @@ mod store;
 pub use adaptive::{
     ADAPTIVE_DEADLINE, ADAPTIVE_MAX_KEYS, ADAPTIVE_TTL, AdaptiveReport, RedisAdaptive,
 };
-pub use health::StoreHealth;
 pub use conn::{RedisConnection, client, cluster_nodes};
+pub use health::StoreHealth;
 pub use options::{
     ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_DOWN_AFTER,
     DEFAULT_MAX_BATCH, DEFAULT_PROBE_EVERY, DEFAULT_TIMEOUT, RedisOptions, RedisTls,

@@ -101,7 +101,11 @@ async fn probe(inner: std::sync::Weak<Inner>) {
         match r {
             Ok(()) => {
                 // (no "recovered" line of the degraded flag's: the health logs the recovery)
-                inner.caller.counters.degraded.store(false, Ordering::Relaxed);
+                inner
+                    .caller
+                    .counters
+                    .degraded
+                    .store(false, Ordering::Relaxed);
                 inner.health.recovered(flowgate_core::clock::system_now());
                 return;
             }
@@ -334,6 +338,21 @@ impl RedisStore {
         tokio::time::timeout(self.inner.deadline, self.inner.caller.conn.query(cmd))
             .await
             .unwrap_or(Err(StoreError::Timeout))
+    }
+
+    /// Whether Redis answers now: a `PING` within the deadline (none while Redis is known down,
+    /// which answers at once), counted as any call is (it clears the degraded flag, or adds a
+    /// failure).
+    ///
+    /// # Errors
+    /// As a decision.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
+        let r = self.query(&redis::cmd("PING")).await.map(|_| ());
+        self.settle(&r);
+        r
     }
 
     /// The connection (the queue store shares it).

@@ -99,14 +99,15 @@ impl Backend {
         }
     }
 
-    /// Whether the store can answer now.
+    /// Whether the store can answer now (on Redis, a `PING` counted as a call: see
+    /// [`flowgate_redis::RedisStore::ping`]).
     ///
     /// # Errors
     /// The store's error when it cannot.
     pub async fn ready(&self) -> Result<(), StoreError> {
         match self {
             Backend::Memory(_) => Ok(()),
-            Backend::Redis(r) => r.query(&redis::cmd("PING")).await.map(|_| ()),
+            Backend::Redis(r) => r.ping().await,
         }
     }
 

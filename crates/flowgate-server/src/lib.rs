@@ -53,6 +53,7 @@ pub mod grpc_report;
 mod http;
 mod limits;
 mod observe;
+mod probes;
 mod queue_watch;
 mod reload;
 mod reports;

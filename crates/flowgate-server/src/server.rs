@@ -64,6 +64,8 @@ pub struct ServerConfig {
     pub clock: Option<ManualClock>,
     /// How long a graceful shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// How long a shutdown keeps serving, with `/readyz` answering 503, before the ports close.
+    pub drain_delay: Duration,
     /// Where the embedded store keeps queued jobs, and a node following the rules in Redis its
     /// disk cache of the version in force.
     pub data_dir: PathBuf,
@@ -137,6 +139,7 @@ impl ServerConfig {
             poll_interval: Duration::from_secs(2),
             clock: None,
             shutdown_grace: Duration::from_secs(30),
+            drain_delay: Duration::ZERO,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             shadow_mode: false,
             quota_mode: false,
@@ -215,8 +218,10 @@ pub struct Server {
     grpc: JoinHandle<Result<(), ServerError>>,
     background: Vec<JoinHandle<()>>,
     grace: Duration,
-    /// Closed to leases on shutdown: long-polls answer at once.
-    queue: Arc<flowgate::queue::Queue<QueueBackend>>,
+    drain_delay: Duration,
+    /// Its lifecycle (draining on shutdown) and its queues (closed to leases on shutdown:
+    /// long-polls answer at once).
+    state: Arc<AppState>,
 }
 
 fn clock(cfg: &ServerConfig) -> ServerClock {
@@ -681,6 +686,10 @@ impl Server {
             rx.clone(),
         )));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
+        background.push(tokio::spawn(crate::probes::watch_store(
+            Arc::clone(&state),
+            rx.clone(),
+        )));
         if let Some((redis, policy)) = eviction {
             state.set_eviction(&policy);
             background.push(tokio::spawn(crate::eviction::watch(
@@ -690,6 +699,7 @@ impl Server {
             )));
         }
 
+        state.lifecycle.set(crate::probes::Phase::Serving);
         let info = state.rules.info();
         tracing::info!(%http_addr, %grpc_addr, tls = tls_on, client_certs = cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()), store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
@@ -700,7 +710,8 @@ impl Server {
             grpc,
             background,
             grace: cfg.shutdown_grace,
-            queue: Arc::clone(&state.queue),
+            drain_delay: cfg.drain_delay,
+            state,
         })
     }
 
@@ -714,15 +725,20 @@ impl Server {
         self.grpc_addr
     }
 
-    /// Stops accepting, answers long-polling leases at once (their held jobs go back untouched),
-    /// lets the other requests in flight finish (up to the grace period), and stops.
+    /// Drains (`/readyz` answers 503 while the node keeps serving for the drain delay), then stops
+    /// accepting, answers long-polling leases at once (their held jobs go back untouched), lets
+    /// the other requests in flight finish (up to the grace period), and stops.
     ///
     /// # Errors
     /// [`ServerError::Serve`] when a front end failed, or did not finish within the grace period.
     pub async fn shutdown(self) -> Result<(), ServerError> {
+        self.state.lifecycle.set(crate::probes::Phase::Draining);
+        if !self.drain_delay.is_zero() {
+            tokio::time::sleep(self.drain_delay).await;
+        }
         let _ = self.shutdown.send(true);
         // Long-polling leases answer 204 now; a job held for its slot goes back untouched.
-        self.queue.close();
+        self.state.queue.close();
         let grace = self.grace;
         let join = |api: &'static str, h: JoinHandle<Result<(), ServerError>>| async move {
             match tokio::time::timeout(grace, h).await {

@@ -43,6 +43,8 @@ pub(crate) struct AppState {
     pub(crate) response_headers: bool,
     /// What may go wrong with Redis's eviction policy, shown by `/readyz`.
     pub(crate) eviction_warning: parking_lot::Mutex<Option<String>>,
+    /// Starting, serving or draining: what `/readyz` answers.
+    pub(crate) lifecycle: crate::probes::Lifecycle,
 }
 
 impl AppState {
@@ -87,6 +89,7 @@ impl AppState {
             follower: None,
             response_headers: false,
             eviction_warning: parking_lot::Mutex::new(None),
+            lifecycle: crate::probes::Lifecycle::default(),
         }
     }
 

@@ -281,13 +281,17 @@ async fn junk_bytes_on_both_ports_do_not_stop_the_server() {
 #[tokio::test]
 async fn health_ready_metrics_and_rules() {
     let t = server().await;
-    let r = http(t.http(), "GET", "/healthz", &[], "").await;
-    assert_eq!((r.status, r.json()["status"].clone()), (200, json!("ok")));
+    for path in ["/livez", "/healthz"] {
+        let r = http(t.http(), "GET", path, &[], "").await;
+        assert_eq!((r.status, r.json()["status"].clone()), (200, json!("ok")));
+    }
     let r = http(t.http(), "GET", "/readyz", &[], "").await;
     assert_eq!(
-        (r.status, r.json()["store"].clone()),
+        (r.status, r.json()["store"]["kind"].clone()),
         (200, json!("memory"))
     );
+    let r = http(t.http(), "GET", "/v1/store", &[], "").await;
+    assert_eq!((r.status, r.json()["up"].clone()), (200, json!(true)));
     post_json(t.http(), "/v1/check", check("m")).await;
     let m = http(t.http(), "GET", "/metrics", &[], "").await.body;
     assert!(

@@ -480,8 +480,8 @@ async fn every_429_and_503_says_when_to_retry() {
             bounded("list", http(s.http(), "GET", "/v1/queues", &[], "")).await,
         ),
         (
-            "readyz",
-            bounded("readyz", http(s.http(), "GET", "/readyz", &[], "")).await,
+            "store",
+            bounded("store", http(s.http(), "GET", "/v1/store", &[], "")).await,
         ),
     ];
     for (what, r) in &answers {

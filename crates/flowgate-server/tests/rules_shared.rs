@@ -527,9 +527,12 @@ async fn a_node_starts_while_the_redis_cluster_is_down_and_follows_it_once_up() 
     let s = setup();
     let a = node(&s, &url, 0);
 
-    // Up, on its files, saying so; decisions follow the failure policy (open).
+    // Up, on its files, saying so; decisions follow the failure policy (open), and the node is
+    // ready (a store outage must not take every node out of service), its store down.
     let ready = http(a.http, "GET", "/readyz", &[], "").await;
-    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    let store = http(a.http, "GET", "/v1/store", &[], "").await;
+    assert_eq!(store.status, 503, "{}", store.body);
     serves_its_files_and_says_so(&a).await;
     assert_eq!(enforced(&a).await, "5");
 
@@ -542,10 +545,14 @@ async fn a_node_starts_while_the_redis_cluster_is_down_and_follows_it_once_up() 
     assert!(ok, "{}", get_rules(&a).await);
     assert_eq!(version(&a).await, 1);
     let ok = wait_until(Duration::from_secs(10), || async {
-        http(a.http, "GET", "/readyz", &[], "").await.status == 200
+        http(a.http, "GET", "/v1/store", &[], "").await.status == 200
     })
     .await;
-    assert!(ok, "{}", http(a.http, "GET", "/readyz", &[], "").await.body);
+    assert!(
+        ok,
+        "{}",
+        http(a.http, "GET", "/v1/store", &[], "").await.body
+    );
     let r = put(&a, ALICE, &rules("9/s")).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(enforced(&a).await, "9");

@@ -287,15 +287,16 @@ pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> Result<String
         })
 }
 
-/// `GET /healthz`.
-pub(super) async fn healthz() -> Response {
+/// `GET /livez` (and `GET /healthz`): 200 while the process runs and answers HTTP.
+pub(super) async fn livez() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-/// `GET /readyz`: 200 when the store answers, else 503; `rules` says what the node follows,
-/// the version in force and, when the node may not be on the cluster's version, why.
+/// `GET /readyz`: 200 while the node can answer decisions, the store down included (the rules'
+/// failure policies then decide); 503 while it starts or drains. The body also says what the
+/// rules follow, their version and whether the node may be behind (`rules`), the store's health
+/// (`store`), and what may go wrong (`warnings`).
 pub(super) async fn readyz(State(state): Shared) -> Response {
-    let store = state.limiter.store();
     let info = state.rules.info();
     let rules = json!({
         "follows": info.follows(),
@@ -304,32 +305,64 @@ pub(super) async fn readyz(State(state): Shared) -> Response {
         "problem": info.problem(),
     });
     let warnings: Vec<String> = state.eviction_warning.lock().iter().cloned().collect();
-    match store.ready().await {
-        Ok(()) => Json(json!({
-            "status": "ready",
-            "store": store.name(),
-            "rules": rules,
-            "warnings": warnings,
-        }))
-        .into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(
-                header::RETRY_AFTER,
-                HeaderValue::from(retry_after_secs(DEFAULT_RETRY_AFTER)),
-            )],
-            Json(json!({
-                "error": "not_ready",
-                "detail": format!("the {} store cannot answer: {e}", store.name()),
+    let store = crate::probes::store_view(state.limiter.store());
+    let why = match state.lifecycle.phase() {
+        crate::probes::Phase::Serving => {
+            return Json(json!({
+                "status": "ready",
+                "store": store,
                 "rules": rules,
-            })),
-        )
-            .into_response(),
+                "warnings": warnings,
+            }))
+            .into_response();
+        }
+        crate::probes::Phase::Starting => "starting: the node is not serving yet",
+        crate::probes::Phase::Draining => "draining: the node is shutting down",
+    };
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs(DEFAULT_RETRY_AFTER)),
+        )],
+        Json(json!({
+            "error": "not_ready",
+            "detail": why,
+            "store": store,
+            "rules": rules,
+        })),
+    )
+        .into_response()
+}
+
+/// `GET /v1/store`: the store's health; 200 while it answers (a `PING` within the decisions'
+/// deadline, unless it is known down), 503 while it fails or is known down (decisions then
+/// follow the rules' failure policies).
+pub(super) async fn store(State(state): Shared) -> Response {
+    // The PING is counted as a call: it clears the degraded flag, or adds a failure.
+    let pinged = state.limiter.store().ready().await;
+    let mut view = crate::probes::refresh(&state);
+    if let Err(e) = pinged {
+        view.up = false;
+        view.failure = Some(crate::probes::failure_kind(&e));
     }
+    if view.up {
+        return Json(view).into_response();
+    }
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs(DEFAULT_RETRY_AFTER)),
+        )],
+        Json(view),
+    )
+        .into_response()
 }
 
 /// `GET /metrics`.
 pub(super) async fn metrics(State(state): Shared) -> Response {
+    crate::probes::refresh(&state);
     if let Some(stats) = state.limiter.store().memory_stats() {
         state.metrics.memory_store(stats);
     }

@@ -20,8 +20,9 @@
 //! | `POST /v1/queues/dead` | list an instance's dead letters (`offset`, `limit`) |
 //! | `POST /v1/queues/dead/requeue`, `/v1/queues/dead/purge` | (admin) requeue or delete dead letters (`ids`, or all) |
 //! | `POST /v1/queues/purge` | (admin) delete every job of an instance |
-//! | `GET /healthz` | 200 while the process runs |
-//! | `GET /readyz` | 200 when the store answers, else 503; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`); `warnings`: what may go wrong (an evicting Redis allowed to run) |
+//! | `GET /livez` (also `/healthz`) | 200 while the process runs and answers HTTP: for a liveness probe |
+//! | `GET /readyz` | 200 while the node can answer decisions, a store outage included (the failure policies decide); 503 while it starts or drains: for a readiness probe. `store`: the store's health; `rules`: what the node follows, its version, and whether it may be behind (`in_sync`, `problem`); `warnings`: what may go wrong (an evicting Redis allowed to run) |
+//! | `GET /v1/store` | the store's health (`up`, `down`, `down_since_ms`, `consecutive_failures`, `failure`): 200 while it answers, 503 while it fails or is known down |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /v1/stats` | the dashboard's figures (`?window=` seconds, 1–900, default 900; `?scope=node` for this node's own on a cluster): per rule, admitted and rejected per second, rejection ratio, heaviest keys; queues; the store; alerts |
 //! | `GET /v1/stats/stream` | the same as Server-Sent Events: an event `stats` each second (`?window=`, default 1: the newest second) |
@@ -93,8 +94,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/queues/dead/requeue", post(queues::requeue))
         .route("/v1/queues/dead/purge", post(queues::purge_dead))
         .route("/v1/queues/purge", post(queues::purge))
-        .route("/healthz", get(api::healthz))
+        .route("/livez", get(api::livez))
+        .route("/healthz", get(api::livez))
         .route("/readyz", get(api::readyz))
+        .route("/v1/store", get(api::store))
         .route("/metrics", get(api::metrics))
         .route("/v1/stats", get(stats::stats).route_layer(reader.clone()))
         .route("/v1/stats/stream", get(stats::stream).route_layer(reader))

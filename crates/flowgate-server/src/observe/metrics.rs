@@ -10,7 +10,8 @@
 //! | `flowgate_memory_keys` | | keys held by the embedded store |
 //! | `flowgate_memory_max_keys` | | the embedded store's cap on keys (`--max-keys`) |
 //! | `flowgate_memory_evicted_keys_total` | | keys evicted at the cap to make room for new ones |
-//! | `flowgate_store_degraded` | | 1 while the last decision met a store error |
+//! | `flowgate_store_degraded` | | 1 while the store fails: the last decision met a store error, or Redis is known down (cleared by the next decision that reaches it, or by the probe that finds Redis back) |
+//! | `flowgate_store_down` | | 1 while Redis is known down: decisions go straight to the rules' failure policies while a probe retries it (see `GET /v1/store`) |
 //! | `flowgate_config_reloads_total` | `source`, `result` | rule reloads from `file` or `api`, `success` or `failure` |
 //! | `flowgate_rules` | | rules in force |
 //! | `flowgate_rejection_logs_suppressed_total` | | rejection log lines dropped by the log rate limit |
@@ -217,6 +218,8 @@ pub(crate) struct Metrics {
     pub(crate) store_errors: Family<KindLabels, Counter>,
     /// 1 while degraded.
     pub(crate) store_degraded: Gauge,
+    /// 1 while the store is known down (decisions go straight to the failure policies).
+    pub(crate) store_down: Gauge,
     /// Reloads.
     pub(crate) reloads: Family<ReloadLabels, Counter>,
     /// Rules in force.
@@ -397,8 +400,14 @@ impl Metrics {
         );
         registry.register(
             "flowgate_store_degraded",
-            "1 while the last decision met a store error",
+            "1 while the store fails: the last decision met a store error, or Redis is known down",
             store_degraded.clone(),
+        );
+        let store_down = Gauge::default();
+        registry.register(
+            "flowgate_store_down",
+            "1 while Redis is known down: decisions go straight to the rules' failure policies while a probe retries it",
+            store_down.clone(),
         );
         registry.register(
             "flowgate_config_reloads",
@@ -421,6 +430,7 @@ impl Metrics {
             latency,
             store_errors,
             store_degraded,
+            store_down,
             reloads,
             rules,
             logs_suppressed,

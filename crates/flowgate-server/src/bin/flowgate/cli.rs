@@ -178,6 +178,11 @@ pub(crate) struct ServeArgs {
     /// Prometheus metrics are counted either way.
     #[arg(long, env = "FLOWGATE_NO_STATS")]
     pub(crate) no_stats: bool,
+    /// On SIGTERM or SIGINT, keep serving this long with `/readyz` answering 503 before the ports
+    /// close (e.g. `5s`), so that load balancers and Kubernetes stop sending traffic first; then
+    /// requests in flight finish. Default `0s`: the ports close at once.
+    #[arg(long, env = "FLOWGATE_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    pub(crate) drain_delay: std::time::Duration,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -190,6 +195,10 @@ fn parse_max_keys(text: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
     }
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    flowgate_core::quota::parse_duration(text).map_err(|e| e.to_string())
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
@@ -319,6 +328,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.quota_mode = args.quota_mode;
     cfg.response_headers = args.response_headers;
     cfg.envoy_metric_names = args.envoy_metric_names;
+    cfg.drain_delay = args.drain_delay;
+    let drain_ms = args.drain_delay.as_millis() as u64;
     let server = tokio::select! {
         bound = Server::bind(cfg) => bound?,
         () = stop.wait() => {
@@ -327,7 +338,10 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     stop.wait().await;
-    tracing::info!("shutting down: finishing requests in flight");
+    tracing::info!(
+        drain_delay_ms = drain_ms,
+        "shutting down: not ready, finishing requests in flight"
+    );
     server.shutdown().await.context("shutdown")?;
     tracing::info!("stopped");
     Ok(())
