@@ -45,6 +45,11 @@ pub struct ServerConfig {
     pub tls: Option<crate::tls::TlsFiles>,
     /// How long a decision may wait for Redis before the rules' failure policies decide.
     pub redis_deadline: Duration,
+    /// Consecutive failed calls after which Redis is known down (decisions then go straight to
+    /// the failure policies while a probe retries it); 0 never.
+    pub redis_down_after: u32,
+    /// How often the probe of a Redis known down sends `PING`.
+    pub redis_probe_every: Duration,
     /// An admin token, named `admin` (beside `admin_tokens`).
     pub admin_token: Option<String>,
     /// The admin API's named tokens; with none (and no `admin_token`) the admin API is off.
@@ -130,6 +135,8 @@ impl ServerConfig {
             redis_tls: None,
             tls: None,
             redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
+            redis_down_after: flowgate_redis::DEFAULT_DOWN_AFTER,
+            redis_probe_every: flowgate_redis::DEFAULT_PROBE_EVERY,
             admin_token: None,
             admin_tokens: crate::tokens::AdminTokens::new(),
             dashboard_token: None,
@@ -233,7 +240,10 @@ fn clock(cfg: &ServerConfig) -> ServerClock {
 
 /// How the store and the shared rules talk to Redis.
 fn redis_options(cfg: &ServerConfig) -> flowgate_redis::RedisOptions {
-    let options = flowgate_redis::RedisOptions::default().deadline(cfg.redis_deadline);
+    let options = flowgate_redis::RedisOptions::default()
+        .deadline(cfg.redis_deadline)
+        .down_after(cfg.redis_down_after)
+        .probe_every(cfg.redis_probe_every);
     match &cfg.redis_tls {
         Some(tls) => options.tls(tls.clone()),
         None => options,

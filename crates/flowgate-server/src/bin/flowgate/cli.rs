@@ -85,6 +85,15 @@ pub(crate) struct ServeArgs {
     /// policy (`open`, `closed`, `local`) decides.
     #[arg(long, env = "FLOWGATE_REDIS_DEADLINE", default_value = "25ms", value_parser = parse_deadline)]
     pub(crate) redis_deadline: std::time::Duration,
+    /// Consecutive failed Redis calls (refused, lost, past the deadline) after which Redis is
+    /// known down: decisions then go straight to the failure policies, without waiting for the
+    /// deadline, while a probe retries Redis. 0: never (every decision waits for Redis).
+    #[arg(long, env = "FLOWGATE_REDIS_DOWN_AFTER", default_value_t = flowgate_redis::DEFAULT_DOWN_AFTER)]
+    pub(crate) redis_down_after: u32,
+    /// How often the probe of a Redis known down sends `PING`; its first answer brings Redis
+    /// back.
+    #[arg(long, env = "FLOWGATE_REDIS_PROBE_EVERY", default_value = "100ms", value_parser = parse_deadline)]
+    pub(crate) redis_probe_every: std::time::Duration,
     /// Token for the admin API, named `admin` in the rules' history; without any token the admin
     /// API is disabled.
     #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
@@ -297,6 +306,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         cfg.tls = Some(files);
     }
     cfg.redis_deadline = args.redis_deadline;
+    cfg.redis_down_after = args.redis_down_after;
+    cfg.redis_probe_every = args.redis_probe_every;
     cfg.redis_allow_eviction = args.redis_allow_eviction;
     cfg.http_max_connections = args.http_max_connections;
     cfg.grpc_max_connections = args.grpc_max_connections;
