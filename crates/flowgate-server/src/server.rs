@@ -100,6 +100,12 @@ pub struct ServerConfig {
     pub node_id: Option<String>,
     /// Count the dashboard's figures (per-rule counts, heavy keys, latency).
     pub stats: bool,
+    /// The address people reach this server's dashboard at, for the links of alert messages
+    /// (`externalURL`, `generatorURL`); `None`: `http://<the HTTP address>`.
+    pub external_url: Option<String>,
+    /// Alertmanagers (`http://am:9093`) every alert is sent to through their API, beside the
+    /// alerts' own `alertmanagers`.
+    pub alertmanagers: Vec<String>,
     /// With Redis: queue submits, acks and nacks and rules changes answer only once this many
     /// replicas acknowledged them (`WAIT`); 0 answers once the primary holds them.
     pub redis_wait_replicas: u32,
@@ -158,6 +164,8 @@ impl ServerConfig {
             max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
             node_id: None,
             stats: true,
+            external_url: None,
+            alertmanagers: Vec::new(),
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
             envoy_metric_names: false,
@@ -685,7 +693,13 @@ impl Server {
                 state.stats.subscribe(),
                 redis_alerts.as_ref().map(|(u, o)| (*u, o)),
                 &node_id(&cfg, http_addr),
-                format!("http://{http_addr}"),
+                crate::observe::alerts::Destinations {
+                    external_url: cfg
+                        .external_url
+                        .clone()
+                        .unwrap_or_else(|| format!("http://{http_addr}")),
+                    alertmanagers: cfg.alertmanagers.clone(),
+                },
                 rx.clone(),
             )
             .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,

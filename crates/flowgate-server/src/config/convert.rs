@@ -602,7 +602,16 @@ impl QueueDoc {
     }
 }
 
-/// A webhook's URL: `http://host[:port]/path`.
+/// The destinations of a file's alerts that name none of their own: its `alert_webhooks` and
+/// `alertmanagers` (already checked).
+pub(crate) struct FileDestinations<'a> {
+    /// `alert_webhooks`.
+    pub(crate) webhooks: &'a [String],
+    /// `alertmanagers`.
+    pub(crate) alertmanagers: &'a [String],
+}
+
+/// A webhook's (or an Alertmanager's) URL: `http://host[:port]/path`.
 pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> {
     let uri: http::Uri = url
         .parse()
@@ -626,14 +635,14 @@ pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> 
 
 impl AlertDoc {
     /// The alert, its domain the file's (`file_domain`) unless it names its own, its webhooks
-    /// the file's (`file_webhooks`, already checked) unless it names its own.
+    /// and Alertmanagers the file's (`file`, already checked) unless it names its own.
     ///
     /// # Errors
     /// [`SchemaError`] naming the field at fault.
     pub(crate) fn to_spec(
         &self,
         file_domain: Option<&str>,
-        file_webhooks: &[String],
+        file: &FileDestinations<'_>,
     ) -> Result<AlertSpec, SchemaError> {
         if self.name.trim().is_empty() {
             return Err(err("name", "the alert name must not be empty"));
@@ -778,14 +787,16 @@ impl AlertDoc {
             Some(f) => u64::try_from(duration_of("for", f)?.as_millis()).unwrap_or(u64::MAX),
             None => 0,
         };
-        let webhooks = match &self.webhooks {
+        let own = |field: &str, urls: &Option<Vec<String>>, file: &[String]| match urls {
             Some(own) => own
                 .iter()
                 .enumerate()
-                .map(|(i, w)| webhook_of(&format!("webhooks[{i}]"), w))
-                .collect::<Result<Vec<_>, _>>()?,
-            None => file_webhooks.to_vec(),
+                .map(|(i, w)| webhook_of(&format!("{field}[{i}]"), w))
+                .collect::<Result<Vec<_>, _>>(),
+            None => Ok(file.to_vec()),
         };
+        let webhooks = own("webhooks", &self.webhooks, file.webhooks)?;
+        let alertmanagers = own("alertmanagers", &self.alertmanagers, file.alertmanagers)?;
         if self
             .severity
             .as_deref()
@@ -801,6 +812,7 @@ impl AlertDoc {
             kind,
             for_ms,
             webhooks,
+            alertmanagers,
             severity: self.severity.clone(),
             summary: self.summary.clone(),
             description: self.description.clone(),

@@ -25,6 +25,15 @@ use crate::observe::alerts::{AlertKind, AlertSet, AlertSpec};
 pub use self::envoy::{envoy_unit, envoy_unit_seconds};
 pub use self::error::ConfigError;
 
+/// Checks an Alertmanager's URL as the configuration does (`http://host[:port][/prefix]`): the
+/// URL, or why it is refused.
+///
+/// # Errors
+/// The reason, for a URL that is not plain `http://` with a host.
+pub fn check_alertmanager_url(url: &str) -> Result<String, String> {
+    convert::webhook_of("alertmanager", url).map_err(|e| e.message)
+}
+
 /// The largest configuration file read (16 MiB).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 

@@ -23,6 +23,9 @@ pub struct FileDoc {
     /// The webhooks of this file's alerts that name none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alert_webhooks: Vec<String>,
+    /// The Alertmanagers of this file's alerts that name none (`http://am:9093`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alertmanagers: Vec<String>,
     /// `[[rule]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rule: Vec<RuleDoc>,
@@ -152,6 +155,9 @@ pub struct AlertDoc {
     /// Where to POST its notifications (else the file's `alert_webhooks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhooks: Option<Vec<String>>,
+    /// The Alertmanagers to send it to (else the file's `alertmanagers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alertmanagers: Option<Vec<String>>,
     /// The `severity` label (`page`, `ticket`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<String>,
@@ -602,14 +608,15 @@ impl RuleView {
 }
 
 impl AlertDoc {
-    /// The document of an alert: converting it back gives the same alert (its webhooks
-    /// written out, its domain named).
+    /// The document of an alert: converting it back gives the same alert (its webhooks and
+    /// Alertmanagers written out, its domain named).
     pub fn of(a: &crate::observe::alerts::AlertSpec) -> Self {
         use crate::observe::alerts::AlertKind;
         let mut doc = AlertDoc {
             name: a.name.clone(),
             for_: (a.for_ms > 0).then(|| format_micros(a.for_ms.saturating_mul(1000))),
             webhooks: Some(a.webhooks.clone()),
+            alertmanagers: Some(a.alertmanagers.clone()),
             severity: a.severity.clone(),
             summary: a.summary.clone(),
             description: a.description.clone(),

@@ -501,9 +501,9 @@ fn load_alerts(alerts: &str) -> Result<Loaded, ConfigError> {
 fn alerts_of_each_kind_load() {
     use crate::observe::alerts::AlertKind;
     let loaded = load_alerts(
-        "alert_webhooks = [\"http://127.0.0.1:9093/hook\"]\n\
+        "alert_webhooks = [\"http://127.0.0.1:9093/hook\"]\nalertmanagers = [\"http://am:9093\"]\n\
          [[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0.5\nfor = \"10s\"\nmin_rate = 2\nseverity = \"page\"\n\
-         [[alert]]\nname = \"age\"\nqueue = \"refunds\"\noldest_age = \"5m\"\nwebhooks = []\n\
+         [[alert]]\nname = \"age\"\nqueue = \"refunds\"\noldest_age = \"5m\"\nwebhooks = []\nalertmanagers = [\"http://am2:9093/prefix\"]\n\
          [[alert]]\nname = \"depth\"\nqueue = \"refunds\"\ndepth = 1000\n\
          [[alert]]\nname = \"store\"\nstore = \"degraded\"\nfor = \"30s\"\nwebhooks = [\"http://h/x\"]\n",
     )
@@ -521,6 +521,8 @@ fn alerts_of_each_kind_load() {
     );
     assert_eq!(a[0].for_ms, 10_000);
     assert_eq!(a[0].webhooks, ["http://127.0.0.1:9093/hook"]);
+    assert_eq!(a[0].alertmanagers, ["http://am:9093"], "the file's");
+    assert_eq!(a[1].alertmanagers, ["http://am2:9093/prefix"], "its own");
     assert_eq!(
         a[1].kind,
         AlertKind::QueueAge {
@@ -644,6 +646,18 @@ fn alert_errors_name_file_line_and_field() {
             "not an http:// URL",
         ),
         (
+            "alertmanagers = [\"am:9093\"]\n",
+            1,
+            "alertmanagers[0]",
+            "not an http:// URL",
+        ),
+        (
+            "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nalertmanagers = [\"http://ok:9093\", \"nope\"]\n",
+            13,
+            "alert[0].alertmanagers[1]",
+            "not an http:// URL",
+        ),
+        (
             "[[alert]]\nname = \"s\"\nstore = \"degraded\"\n[[alert]]\nname = \"s\"\nstore = \"degraded\"\n",
             13,
             "alert[1].name",
@@ -682,7 +696,7 @@ fn alerts_through_the_admin_api_of_a_node_on_files_are_refused() {
 #[test]
 fn an_alert_written_by_the_schema_reads_back_the_same() {
     let loaded = load_alerts(
-        "[[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0.25\nfor = \"90s\"\nmin_rate = 0.5\nseverity = \"page\"\nsummary = \"s\"\ndescription = \"d\"\nwebhooks = [\"http://h:1/x\"]\n\
+        "[[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0.25\nfor = \"90s\"\nmin_rate = 0.5\nseverity = \"page\"\nsummary = \"s\"\ndescription = \"d\"\nwebhooks = [\"http://h:1/x\"]\nalertmanagers = [\"http://am:9093\"]\n\
          [[alert]]\nname = \"age\"\nqueue = \"refunds\"\noldest_age = \"1500ms\"\n\
          [[alert]]\nname = \"depth\"\nqueue = \"refunds\"\ndepth = 7\n\
          [[alert]]\nname = \"store\"\nstore = \"degraded\"\n",
@@ -692,7 +706,11 @@ fn an_alert_written_by_the_schema_reads_back_the_same() {
         let doc = schema::AlertDoc::of(a);
         let json = serde_json::to_string(&doc).unwrap();
         let back: schema::AlertDoc = serde_json::from_str(&json).unwrap();
-        assert_eq!(&back.to_spec(None, &[]).unwrap(), a, "{json}");
+        let none = super::convert::FileDestinations {
+            webhooks: &[],
+            alertmanagers: &[],
+        };
+        assert_eq!(&back.to_spec(None, &none).unwrap(), a, "{json}");
     }
 }
 

@@ -136,14 +136,23 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
             .and_then(|r| key(r.get_ref(), key_name))
             .map(|d| line_of(text, d.span().start))
     };
-    for (i, w) in doc.alert_webhooks.iter().enumerate() {
-        webhook_of(&format!("alert_webhooks[{i}]"), w)
-            .map_err(|e| ConfigError::new(file, root_line("alert_webhooks"), e.field, e.message))?;
+    for (key_name, urls) in [
+        ("alert_webhooks", &doc.alert_webhooks),
+        ("alertmanagers", &doc.alertmanagers),
+    ] {
+        for (i, w) in urls.iter().enumerate() {
+            webhook_of(&format!("{key_name}[{i}]"), w)
+                .map_err(|e| ConfigError::new(file, root_line(key_name), e.field, e.message))?;
+        }
     }
+    let destinations = super::convert::FileDestinations {
+        webhooks: &doc.alert_webhooks,
+        alertmanagers: &doc.alertmanagers,
+    };
     let mut alerts = Vec::with_capacity(doc.alert.len());
     for (i, a) in doc.alert.iter().enumerate() {
         let spec = a
-            .to_spec(domain, &doc.alert_webhooks)
+            .to_spec(domain, &destinations)
             .map_err(|e| spans.error(file, "alert", i, e))?;
         let target = if a.rule.is_some() {
             "rule"

@@ -24,7 +24,8 @@
 //! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
 //! | `flowgate_redis_eviction_risk` | | 1 while Redis's `maxmemory-policy` may evict keys without expiry (queued jobs, shared rules) |
 //! | `flowgate_alerts_firing` | `alert` | 1 while the alert fires, 0 otherwise (on Redis every node shows the cluster's evaluation: aggregate with `max`) |
-//! | `flowgate_alert_notifications_total` | `result` | alert webhook messages: `sent`, `failed` (refused, or given up after the retries), `dropped` (an outbox full) |
+//! | `flowgate_alert_notifications_total` | `result` | alert webhook messages and batches POSTed to Alertmanagers: `sent`, `failed` (refused, or given up after the retries; an Alertmanager batch not taken), `dropped` (an outbox full) |
+//! | `flowgate_alerts_local_evaluation` | | 1 while this node evaluates the alerts alone because it cannot hold the cluster's evaluation lease in Redis (each node then announces on its own figures), 0 otherwise |
 //! | `flowgate_breaker_transitions_total` | `domain`, `breaker`, `to` | circuit breaker instances' changes of phase, by the phase entered (`open`, `half_open`, `closed`) |
 //! | `flowgate_breaker_open` | `domain`, `breaker` | the breaker's instances open or half-open (not closed), read when the metrics are encoded |
 //! | `flowgate_breaker_reports_total` | `result` | reports of calls' outcomes: `counted` (by at least one breaker instance), `no_breaker` (matched none: dropped), `dropped` (a breaker at its cap on instances), `unsent` (counted, but in a batch Redis could not take: they fed only this node's fallback) |
@@ -246,6 +247,8 @@ pub(crate) struct Metrics {
     alerts_firing: Family<AlertLabels, Gauge>,
     /// Alert webhook messages by result.
     alert_notifications: Family<ResultLabels, Counter>,
+    /// 1 while this node evaluates the alerts alone.
+    pub(crate) alerts_local: Gauge,
     /// Keys held by the embedded store.
     memory_keys: Gauge,
     /// The embedded store's cap.
@@ -315,8 +318,14 @@ impl Metrics {
         );
         registry.register(
             "flowgate_alert_notifications",
-            "Alert webhook messages by result: sent, failed, dropped",
+            "Alert webhook messages and Alertmanager batches by result: sent, failed, dropped",
             alert_notifications.clone(),
+        );
+        let alerts_local = Gauge::default();
+        registry.register(
+            "flowgate_alerts_local_evaluation",
+            "1 while this node evaluates the alerts alone: it cannot hold the cluster's evaluation lease in Redis",
+            alerts_local.clone(),
         );
         let queue_age = FloatGauge::default();
         let memory_keys = Gauge::default();
@@ -444,6 +453,7 @@ impl Metrics {
             redis_eviction_risk,
             alerts_firing,
             alert_notifications,
+            alerts_local,
             queue_age,
             memory_keys,
             memory_max_keys,

@@ -187,6 +187,16 @@ pub(crate) struct ServeArgs {
     /// Prometheus metrics are counted either way.
     #[arg(long, env = "FLOWGATE_NO_STATS")]
     pub(crate) no_stats: bool,
+    /// The address people reach this server (its dashboard) at, for the links of alert
+    /// messages (`externalURL`, `generatorURL`), e.g. `https://flowgate.example.com` (default:
+    /// `http://` and the HTTP address).
+    #[arg(long, env = "FLOWGATE_EXTERNAL_URL", value_parser = parse_external_url)]
+    pub(crate) external_url: Option<String>,
+    /// An Alertmanager (`http://alertmanager:9093`) every alert is sent to through its API
+    /// (`POST /api/v2/alerts`), re-sent while firing; repeat the flag (or separate with commas
+    /// in the variable) for several.
+    #[arg(long = "alertmanager-url", env = "FLOWGATE_ALERTMANAGER_URLS", value_delimiter = ',', value_parser = parse_alertmanager_url)]
+    pub(crate) alertmanagers: Vec<String>,
     /// On SIGTERM or SIGINT, keep serving this long with `/readyz` answering 503 before the ports
     /// close (e.g. `5s`), so that load balancers and Kubernetes stop sending traffic first; then
     /// requests in flight finish. Default `0s`: the ports close at once.
@@ -204,6 +214,21 @@ fn parse_max_keys(text: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
     }
+}
+
+fn parse_external_url(text: &str) -> Result<String, String> {
+    match text.parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {
+            Ok(text.trim_end_matches('/').to_owned())
+        }
+        _ => Err(format!(
+            "`{text}` is not an http:// or https:// URL with a host"
+        )),
+    }
+}
+
+fn parse_alertmanager_url(text: &str) -> Result<String, String> {
+    flowgate_server::config::check_alertmanager_url(text.trim())
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -340,6 +365,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.response_headers = args.response_headers;
     cfg.envoy_metric_names = args.envoy_metric_names;
     cfg.drain_delay = args.drain_delay;
+    cfg.external_url = args.external_url;
+    cfg.alertmanagers = args.alertmanagers;
     let drain_ms = args.drain_delay.as_millis() as u64;
     let server = tokio::select! {
         bound = Server::bind(cfg) => bound?,

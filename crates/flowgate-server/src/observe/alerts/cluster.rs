@@ -23,6 +23,9 @@ pub const LEADER_KEY: &str = "flowgate:{alerts}:leader";
 pub const STATE_KEY: &str = "flowgate:{alerts}:state";
 /// How long a lease lasts without being renewed.
 pub const LEASE: Duration = Duration::from_secs(3);
+/// How long one of the evaluator's calls may wait for Redis: past it, the node evaluates alone
+/// this second rather than late.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Takes or renews the lease. KEYS[1]: the lease; ARGV[1]: the evaluator's id; ARGV[2]: its
 /// length in ms. Answers 1 (renewed), 2 (taken now) or 0 (another holds it).

@@ -19,13 +19,29 @@
 use super::spec::AlertKind;
 use crate::observe::view::StatsView;
 
+/// How many of the heaviest (rejected descriptors, breaker instances) a message names.
+pub const WHO_MAX: usize = 3;
+
 /// What one evaluation read.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reading {
     /// Whether the condition holds.
     pub holds: bool,
-    /// The value read (a ratio, an age in seconds, a depth, 1 or 0 for the store), if any.
+    /// The value read (a ratio, an age in seconds, a depth, 1 or 0 for the store, a number of
+    /// breaker instances), if any.
     pub value: Option<f64>,
+    /// The value with its unit, rounded, for people: `62.5 % rejected at 20.0 req/s`,
+    /// `oldest job 5m 12s`, `1,204 jobs`.
+    pub text: Option<String>,
+    /// Who it is about: the rule's most rejected descriptors with their rates, the queue's
+    /// worst instance, the breaker's instances not closed.
+    pub who: Option<String>,
+}
+
+impl Reading {
+    fn none() -> Self {
+        Self::default()
+    }
 }
 
 /// The condition `kind` as `view` shows it.
@@ -42,15 +58,24 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
                 .iter()
                 .find(|r| &r.domain == domain && &r.name == rule)
             else {
-                return Reading {
-                    holds: false,
-                    value: None,
-                };
+                return Reading::none();
             };
             let rate = r.admitted_rate + r.rejected_rate;
+            let who: Vec<String> = r
+                .top_rejected
+                .iter()
+                .take(WHO_MAX)
+                .map(|h| format!("{} {}/s", h.descriptor, one_decimal(h.rate)))
+                .collect();
             Reading {
                 holds: rate >= *min_rate && r.rejection_ratio > *ratio,
                 value: Some(r.rejection_ratio),
+                text: Some(format!(
+                    "{} % rejected at {} req/s",
+                    one_decimal(r.rejection_ratio * 100.0),
+                    one_decimal(rate)
+                )),
+                who: (!who.is_empty()).then(|| who.join(", ")),
             }
         }
         AlertKind::QueueAge {
@@ -59,11 +84,13 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
             seconds,
         } => {
             let oldest = queues(view, domain, queue)
-                .filter_map(|q| q.oldest_age_s)
-                .reduce(f64::max);
+                .filter_map(|q| q.oldest_age_s.map(|a| (a, q)))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
             Reading {
-                holds: oldest.is_some_and(|a| a > *seconds),
-                value: oldest,
+                holds: oldest.is_some_and(|(a, _)| a > *seconds),
+                value: oldest.map(|(a, _)| a),
+                text: oldest.map(|(a, _)| format!("oldest job waiting {}", age_text(a))),
+                who: oldest.map(|(_, q)| q.instance.clone()),
             }
         }
         AlertKind::QueueDepth {
@@ -71,27 +98,81 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
             queue,
             depth,
         } => {
-            let deepest = queues(view, domain, queue).map(|q| q.depth).max();
+            let deepest = queues(view, domain, queue).max_by_key(|q| q.depth);
             Reading {
-                holds: deepest.is_some_and(|d| d > *depth),
-                value: deepest.map(|d| d as f64),
+                holds: deepest.is_some_and(|q| q.depth > *depth),
+                value: deepest.map(|q| q.depth as f64),
+                text: deepest.map(|q| format!("{} jobs", thousands(q.depth))),
+                who: deepest.map(|q| q.instance.clone()),
             }
         }
         AlertKind::StoreDegraded => Reading {
             holds: view.store.degraded,
             value: Some(f64::from(u8::from(view.store.degraded))),
+            text: Some(if view.store.degraded {
+                format!(
+                    "the {} store is failing: decisions follow the rules' failure policies",
+                    view.store.kind
+                )
+            } else {
+                format!("the {} store answers", view.store.kind)
+            }),
+            who: None,
         },
         AlertKind::Breaker { domain, breaker } => {
-            let open = view
+            let open: Vec<&crate::observe::view::BreakerView> = view
                 .breakers
                 .iter()
                 .filter(|b| &b.domain == domain && &b.name == breaker && b.phase != "closed")
-                .count();
+                .collect();
+            let who: Vec<String> = open
+                .iter()
+                .take(WHO_MAX)
+                .map(|b| format!("{} ({})", b.key, b.phase.replace('_', "-")))
+                .collect();
             Reading {
-                holds: open > 0,
-                value: Some(open as f64),
+                holds: !open.is_empty(),
+                value: Some(open.len() as f64),
+                text: Some(match open.len() {
+                    1 => "1 instance open or half-open".to_owned(),
+                    n => format!("{n} instances open or half-open"),
+                }),
+                who: (!who.is_empty()).then(|| who.join(", ")),
             }
         }
+    }
+}
+
+/// `x` rounded to one decimal, without a trailing `.0` for whole numbers above 100.
+fn one_decimal(x: f64) -> String {
+    if x >= 100.0 && (x - x.round()).abs() < 0.05 {
+        format!("{:.0}", x.round())
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// `n` with a comma every three digits: `1,204`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An age in seconds for people, to its two largest units: `37s`, `5m 12s`, `1h 03m`, `2d 4h`.
+pub fn age_text(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
     }
 }
 
@@ -192,13 +273,7 @@ mod tests {
             min_rate: 0.0,
         };
         let r = read(&other, &rule_view(0.0, 100.0));
-        assert_eq!(
-            r,
-            Reading {
-                holds: false,
-                value: None
-            }
-        );
+        assert_eq!(r, Reading::none());
     }
 
     #[test]
@@ -229,13 +304,13 @@ mod tests {
             queue: "q".into(),
             depth,
         };
-        assert_eq!(
-            read(&age(300.0), &v),
-            Reading {
-                holds: true,
-                value: Some(400.0)
-            }
-        );
+        let r = read(&age(300.0), &v);
+        assert_eq!((r.holds, r.value), (true, Some(400.0)));
+        assert_eq!(r.text.as_deref(), Some("oldest job waiting 6m 40s"));
+        assert_eq!(r.who.as_deref(), Some("b"));
+        let r = read(&depth(999), &v);
+        assert_eq!(r.text.as_deref(), Some("1,000 jobs"));
+        assert_eq!(r.who.as_deref(), Some("b"));
         assert!(!read(&age(400.0), &v).holds);
         assert!(read(&depth(999), &v).holds);
         assert!(!read(&depth(1000), &v).holds);
@@ -248,5 +323,68 @@ mod tests {
         assert!(!read(&AlertKind::StoreDegraded, &v).holds);
         v.store.degraded = true;
         assert!(read(&AlertKind::StoreDegraded, &v).holds);
+    }
+
+    #[test]
+    fn messages_name_who_with_units() {
+        use crate::observe::view::Hitter;
+        let mut v = rule_view(7.5, 12.5);
+        v.rules[0].top_rejected = ["client=hot", "client=7", "client=9", "client=1"]
+            .iter()
+            .zip([10.04, 1.25, 0.96, 0.2])
+            .map(|(d, rate)| Hitter {
+                descriptor: (*d).into(),
+                rate,
+                error: 0.0,
+            })
+            .collect();
+        let r = read(&rule(0.5, 1.0), &v);
+        assert_eq!(r.text.as_deref(), Some("62.5 % rejected at 20.0 req/s"));
+        assert_eq!(
+            r.who.as_deref(),
+            Some("client=hot 10.0/s, client=7 1.2/s, client=9 1.0/s"),
+            "the three heaviest, one decimal"
+        );
+        assert_eq!(read(&rule(0.5, 1.0), &rule_view(1.0, 0.0)).who, None);
+        assert_eq!(age_text(0.4), "0s");
+        assert_eq!(age_text(59.6), "1m 00s");
+        assert_eq!(age_text(312.0), "5m 12s");
+        assert_eq!(age_text(3_780.0), "1h 03m");
+        assert_eq!(age_text(187_200.0), "2d 4h");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(one_decimal(250.0), "250");
+        assert_eq!(one_decimal(0.04), "0.0");
+    }
+
+    #[test]
+    fn a_breaker_message_names_its_instances() {
+        use crate::observe::view::BreakerView;
+        let kind = AlertKind::Breaker {
+            domain: "payments".into(),
+            breaker: "wpg".into(),
+        };
+        let b = |key: &str, phase: &str| BreakerView {
+            domain: "payments".into(),
+            name: "wpg".into(),
+            key: key.into(),
+            phase: phase.into(),
+            ..BreakerView::default()
+        };
+        let v = StatsView {
+            breakers: vec![
+                b("payments:wpg:channel=WPG", "open"),
+                b("payments:wpg:channel=ADY", "closed"),
+                b("payments:wpg:channel=STR", "half_open"),
+            ],
+            ..StatsView::default()
+        };
+        let r = read(&kind, &v);
+        assert_eq!(r.text.as_deref(), Some("2 instances open or half-open"));
+        assert_eq!(
+            r.who.as_deref(),
+            Some("payments:wpg:channel=WPG (open), payments:wpg:channel=STR (half-open)")
+        );
     }
 }

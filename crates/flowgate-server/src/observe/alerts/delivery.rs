@@ -70,6 +70,9 @@ impl Outbox {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(policy.timeout))
+            // A receiver that redirects is not followed: it could bounce the server's POSTs to
+            // addresses of its choosing.
+            .max_redirects(0)
             .user_agent("flowgate-alerts")
             .build()
             .into();
@@ -114,6 +117,11 @@ impl Outbox {
         lane.ready.notify_one();
     }
 
+    /// The HTTP client deliveries use (Alertmanager's API too).
+    pub(crate) fn agent(&self) -> ureq::Agent {
+        self.agent.clone()
+    }
+
     /// The messages waiting, across every webhook.
     pub fn waiting(&self) -> usize {
         self.lanes
@@ -134,13 +142,27 @@ impl Drop for Outbox {
 }
 
 /// How one POST went.
-enum Sent {
+pub(super) enum Sent {
+    /// A 2xx answer.
     Delivered,
+    /// A 4xx answer: sending it again would be refused again.
     Refused(u16),
+    /// No answer, a connection error, or another status.
     Failed(String),
 }
 
-fn post(agent: &ureq::Agent, url: &str, body: &str) -> Sent {
+impl std::fmt::Display for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sent::Delivered => write!(f, "delivered"),
+            Sent::Refused(status) => write!(f, "refused with {status}"),
+            Sent::Failed(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// POSTs `body` (JSON) to `url`.
+pub(super) fn post(agent: &ureq::Agent, url: &str, body: &str) -> Sent {
     match agent
         .post(url)
         .header("Content-Type", "application/json")

@@ -1,15 +1,19 @@
 //! Alerts: declared in the configuration (`[[alert]]`, and so in the rules shared through
-//! Redis), evaluated every second on the newest [`StatsView`], announced as Alertmanager
-//! webhooks, logged (target `flowgate::alerts`), exported as `flowgate_alerts_firing{alert}` and
-//! shown in the views ([`Alerts::views`]).
+//! Redis), evaluated on each new [`StatsView`] (every second), announced as Alertmanager
+//! webhooks and to Alertmanagers through their API, logged (target `flowgate::alerts`),
+//! exported as `flowgate_alerts_firing{alert}` and shown in the views ([`Alerts::views`]).
 //!
-//! The parts: [`spec`] (what an alert watches), [`condition`] (reading it from a view),
-//! [`machine`] (inactive → pending → firing → resolved, on time passed in), [`webhook`] (the
-//! message), [`delivery`] (the outboxes), [`cluster`] (one evaluator per cluster on Redis).
-//! [`Alerts`] ties them: it holds the alerts in force (changed with the rules, by
-//! [`RulesInForce`](crate::rules::RulesInForce)), their states, and evaluates on
-//! [`Alerts::tick`].
+//! The parts: [`spec`] (what an alert watches), [`condition`] (reading it from a view, with
+//! its value in units and who it is about), [`machine`] (inactive → pending → firing →
+//! resolved, on time passed in), [`webhook`] (the webhook message), [`alertmanager`]
+//! (Alertmanager's API, re-sent while firing), [`delivery`] (the webhooks' outboxes),
+//! [`cluster`] (one evaluator per cluster on Redis), [`alone`] (each node on its own while no
+//! node can hold the cluster's lease, and the hand-back). [`Alerts`] ties them: it holds the
+//! alerts in force (changed with the rules, by [`RulesInForce`](crate::rules::RulesInForce)),
+//! their states, and evaluates on [`Alerts::tick`].
 
+pub mod alertmanager;
+mod alone;
 pub mod cluster;
 pub mod condition;
 pub mod delivery;
@@ -26,14 +30,17 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use self::alertmanager::{PostableAlert, Senders};
+use self::alone::Alone;
 use self::cluster::{Cluster, Lease};
+use self::condition::Reading;
 use self::delivery::{Delivery, Outbox};
 use self::machine::{Phase, Transition};
 pub use self::spec::{AlertKind, AlertSet, AlertSpec};
 use crate::observe::metrics::Metrics;
 use crate::observe::view::{AlertView, StatsView};
 
-/// How often the alerts are evaluated.
+/// How often the alerts are evaluated (on each new view, which comes every second).
 pub const EVERY: Duration = Duration::from_secs(1);
 
 /// An alert's state, as kept (and, on Redis, stored for the cluster).
@@ -51,7 +58,24 @@ pub struct Stored {
 struct Announcement {
     spec: AlertSpec,
     transition: Transition,
-    value: Option<f64>,
+    reading: Reading,
+}
+
+/// An alert resolved lately, sent to its Alertmanagers again until [`alertmanager::RESOLVED_RESEND`]
+/// has passed.
+struct Resolved {
+    spec: AlertSpec,
+    reading: Reading,
+    fired_ms: i64,
+    ended_ms: i64,
+}
+
+/// What one evaluation gives: the new states, the transitions to announce, and each alert's
+/// reading (for the messages re-sent while firing).
+struct Evaluation {
+    states: BTreeMap<String, Stored>,
+    announce: Vec<Announcement>,
+    readings: BTreeMap<String, Reading>,
 }
 
 /// The alerts in force, their states, and where their notifications go.
@@ -62,6 +86,11 @@ pub struct Alerts {
     /// resolved with them.
     known: Mutex<BTreeMap<String, AlertSpec>>,
     outbox: Outbox,
+    alertmanagers: Senders,
+    /// The server's own Alertmanagers (`--alertmanager-url`), beside each alert's.
+    global_alertmanagers: Mutex<Vec<String>>,
+    resolved: Mutex<Vec<Resolved>>,
+    alone: Mutex<Alone>,
     metrics: Arc<Metrics>,
     external_url: Mutex<String>,
 }
@@ -69,11 +98,17 @@ pub struct Alerts {
 impl Alerts {
     /// Alerts in force from `set`, delivering as `delivery` says, exporting into `metrics`.
     pub(crate) fn new(set: AlertSet, delivery: Delivery, metrics: Arc<Metrics>) -> Self {
+        let outbox = Outbox::new(delivery, Arc::clone(&metrics));
+        let alertmanagers = Senders::new(outbox.agent(), Arc::clone(&metrics));
         Self {
             set: ArcSwap::from_pointee(set),
             states: Mutex::new(BTreeMap::new()),
             known: Mutex::new(BTreeMap::new()),
-            outbox: Outbox::new(delivery, Arc::clone(&metrics)),
+            outbox,
+            alertmanagers,
+            global_alertmanagers: Mutex::new(Vec::new()),
+            resolved: Mutex::new(Vec::new()),
+            alone: Mutex::new(Alone::default()),
             metrics,
             external_url: Mutex::new(String::new()),
         }
@@ -89,14 +124,25 @@ impl Alerts {
         self.set.load_full()
     }
 
-    /// The address messages name as `externalURL` (the server's HTTP address).
+    /// The address messages link to (`externalURL`, `generatorURL`): `--external-url`, else the
+    /// server's HTTP address.
     pub(crate) fn set_external_url(&self, url: String) {
-        *self.external_url.lock() = url;
+        *self.external_url.lock() = url.trim_end_matches('/').to_owned();
+    }
+
+    /// Alertmanagers every alert is sent to, beside its own (`--alertmanager-url`).
+    pub(crate) fn set_global_alertmanagers(&self, urls: Vec<String>) {
+        *self.global_alertmanagers.lock() = urls;
     }
 
     /// The outboxes.
     pub fn outbox(&self) -> &Outbox {
         &self.outbox
+    }
+
+    /// Whether this node evaluates alone now (it cannot hold the cluster's lease).
+    pub fn evaluates_alone(&self) -> bool {
+        self.alone.lock().is_on()
     }
 
     /// Every alert in force and its state, in declaration order.
@@ -118,53 +164,58 @@ impl Alerts {
             .collect()
     }
 
-    /// The states after evaluating the alerts in force on `view` at `now_ms`, from `prev`; and
-    /// the transitions to announce (an alert no longer declared resolves if it was firing).
+    /// The states after evaluating the alerts in force on `view` at `now_ms`, from `prev`; the
+    /// transitions to announce (an alert no longer declared resolves if it was firing); and
+    /// each alert's reading.
     fn evaluate(
         &self,
         prev: &BTreeMap<String, Stored>,
         view: &StatsView,
         now_ms: i64,
-    ) -> (BTreeMap<String, Stored>, Vec<Announcement>) {
+    ) -> Evaluation {
         let set = self.alerts();
-        let mut next = BTreeMap::new();
-        let mut out = Vec::new();
+        let mut e = Evaluation {
+            states: BTreeMap::new(),
+            announce: Vec::new(),
+            readings: BTreeMap::new(),
+        };
         for a in set.alerts() {
             let reading = condition::read(&a.kind, view);
             let before = prev.get(&a.name).copied().unwrap_or_default();
             let (phase, t) = before.phase.step(reading.holds, now_ms, a.for_ms);
             if let Some(transition) = t {
-                out.push(Announcement {
+                e.announce.push(Announcement {
                     spec: a.clone(),
                     transition,
-                    value: reading.value,
+                    reading: reading.clone(),
                 });
             }
-            next.insert(
+            e.states.insert(
                 a.name.clone(),
                 Stored {
                     phase,
                     value: reading.value,
                 },
             );
+            e.readings.insert(a.name.clone(), reading);
         }
         let known = self.known.lock();
         for (name, s) in prev {
-            if next.contains_key(name) {
+            if e.states.contains_key(name) {
                 continue;
             }
             if let (Phase::Firing { fired_ms, .. }, Some(spec)) = (s.phase, known.get(name)) {
-                out.push(Announcement {
+                e.announce.push(Announcement {
                     spec: spec.clone(),
                     transition: Transition::Resolved {
                         fired_ms,
                         ended_ms: now_ms,
                     },
-                    value: None,
+                    reading: Reading::default(),
                 });
             }
         }
-        (next, out)
+        e
     }
 
     /// Keeps `states` as the states shown and exported.
@@ -188,30 +239,41 @@ impl Alerts {
         *self.states.lock() = states;
     }
 
-    /// Logs and queues the messages of `announcements`.
-    fn announce(&self, announcements: Vec<Announcement>) {
+    /// Logs the transitions of `announcements`, and queues their webhook messages.
+    fn announce(&self, announcements: &[Announcement]) {
         let external_url = self.external_url.lock().clone();
         for a in announcements {
+            let value = a.reading.text.as_deref().unwrap_or("");
+            let who = a.reading.who.as_deref().unwrap_or("");
             match a.transition {
                 Transition::Fired { .. } => tracing::warn!(
                     target: "flowgate::alerts",
                     alert = %a.spec.name,
                     watches = %a.spec.watches(),
-                    value = a.value,
+                    value,
+                    who,
                     "alert firing"
                 ),
                 Transition::Resolved { .. } => tracing::info!(
                     target: "flowgate::alerts",
                     alert = %a.spec.name,
                     watches = %a.spec.watches(),
-                    value = a.value,
+                    value,
                     "alert resolved"
                 ),
+            }
+            if let Transition::Resolved { fired_ms, ended_ms } = a.transition {
+                self.resolved.lock().push(Resolved {
+                    spec: a.spec.clone(),
+                    reading: a.reading.clone(),
+                    fired_ms,
+                    ended_ms,
+                });
             }
             if a.spec.webhooks.is_empty() {
                 continue;
             }
-            let message = webhook::message(&a.spec, a.transition, a.value, &external_url);
+            let message = webhook::message(&a.spec, a.transition, &a.reading, &external_url);
             let Ok(body) = serde_json::to_string(&message) else {
                 continue;
             };
@@ -222,56 +284,151 @@ impl Alerts {
         }
     }
 
-    /// One evaluation on `view` at `now_ms` (Unix milliseconds). Alone, this node evaluates and
-    /// announces. With `cluster`, only the lease's holder does, after storing the new states
-    /// (when it took the lease now, from the states stored); the other nodes take the stored
-    /// states. Redis unreachable: nothing is evaluated (a leader that cannot renew its lease
-    /// may have lost it); the states shown stay as they were.
+    /// Sends every Alertmanager the alerts firing for it in `states` (with their `readings`),
+    /// and those resolved within [`alertmanager::RESOLVED_RESEND`] of `now_ms`.
+    fn send_alertmanagers(
+        &self,
+        states: &BTreeMap<String, Stored>,
+        readings: &BTreeMap<String, Reading>,
+        now_ms: i64,
+    ) {
+        let global = self.global_alertmanagers.lock().clone();
+        let external_url = self.external_url.lock().clone();
+        let generator = format!("{external_url}/dashboard");
+        let mut batches: BTreeMap<String, Vec<PostableAlert>> = BTreeMap::new();
+        let mut add = |spec: &AlertSpec, alert: PostableAlert| {
+            for url in spec.alertmanagers.iter().chain(&global) {
+                batches.entry(url.clone()).or_default().push(alert.clone());
+            }
+        };
+        let set = self.alerts();
+        for a in set.alerts() {
+            let Some(Phase::Firing { fired_ms, .. }) = states.get(&a.name).map(|s| s.phase) else {
+                continue;
+            };
+            let reading = readings.get(&a.name).cloned().unwrap_or_default();
+            add(
+                a,
+                PostableAlert::new(
+                    webhook::labels(a),
+                    webhook::annotations(a, &reading),
+                    fired_ms,
+                    None,
+                    now_ms,
+                    generator.clone(),
+                ),
+            );
+        }
+        let resend_ms = alertmanager::RESOLVED_RESEND.as_millis() as i64;
+        let mut resolved = self.resolved.lock();
+        resolved.retain(|r| now_ms.saturating_sub(r.ended_ms) <= resend_ms);
+        for r in resolved.iter() {
+            add(
+                &r.spec,
+                PostableAlert::new(
+                    webhook::labels(&r.spec),
+                    webhook::annotations(&r.spec, &r.reading),
+                    r.fired_ms,
+                    Some(r.ended_ms),
+                    now_ms,
+                    generator.clone(),
+                ),
+            );
+        }
+        drop(resolved);
+        for (url, alerts) in batches {
+            self.alertmanagers.send(&url, &alerts);
+        }
+    }
+
+    /// Evaluates on `view` at `now_ms` from `prev`, keeps the new states, and announces: what
+    /// a node does alone, and what the cluster's evaluator does once its states are stored.
+    fn evaluate_and_announce(
+        &self,
+        prev: &BTreeMap<String, Stored>,
+        view: &StatsView,
+        now_ms: i64,
+    ) -> Evaluation {
+        let e = self.evaluate(prev, view, now_ms);
+        self.announce(&e.announce);
+        self.send_alertmanagers(&e.states, &e.readings, now_ms);
+        e
+    }
+
+    /// One evaluation on `view` at `now_ms` (Unix milliseconds). Alone (no `cluster`), this
+    /// node evaluates and announces. With `cluster`, only the lease's holder does, after storing
+    /// the new states (when it took the lease now, from the stored states merged with its own:
+    /// [`alone`]); the other nodes take the stored states. While Redis does not answer, every
+    /// node evaluates alone on its own figures and announces, until it can lead or follow
+    /// again.
     pub async fn tick(&self, view: &StatsView, now_ms: i64, cluster: Option<&Cluster>) {
         let Some(cluster) = cluster else {
             let prev = self.states.lock().clone();
-            let (next, out) = self.evaluate(&prev, view, now_ms);
-            self.keep(next);
-            self.announce(out);
+            let e = self.evaluate_and_announce(&prev, view, now_ms);
+            self.keep(e.states);
             return;
         };
         let lease = match cluster.lease().await {
             Ok(l) => l,
-            Err(e) => {
-                tracing::debug!(target: "flowgate::alerts", error = %e, "alerts: Redis unreachable; not evaluated");
-                return;
-            }
+            Err(e) => return self.alone_tick(view, now_ms, &e),
         };
-        let prev = match lease {
-            Lease::Renewed => self.states.lock().clone(),
+        let stored = match lease {
+            Lease::Renewed => None,
             Lease::Taken | Lease::Follower => match cluster.states().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(target: "flowgate::alerts", error = %e, "alerts: cannot read the states");
-                    return;
-                }
+                Ok(s) => Some(s),
+                Err(e) => return self.alone_tick(view, now_ms, &e),
             },
         };
+        let was_alone = self.alone.lock().leave();
+        if was_alone {
+            self.metrics.alerts_local.set(0);
+            tracing::info!(target: "flowgate::alerts", "alerts: Redis answers; the cluster's evaluation resumes");
+        }
         if lease == Lease::Follower {
-            self.keep(prev);
+            let stored = stored.unwrap_or_default();
+            let out = self.alone.lock().follow(&stored, now_ms);
+            self.announce(&out);
+            // Only what this node resolved itself (its own announcements made alone).
+            self.send_alertmanagers(&BTreeMap::new(), &BTreeMap::new(), now_ms);
+            self.keep(stored);
             return;
         }
+        let mine = self.states.lock().clone();
+        let prev = match stored {
+            Some(stored) => alone::merge(stored, mine, was_alone),
+            None => mine,
+        };
         if lease == Lease::Taken {
             tracing::info!(target: "flowgate::alerts", evaluator = %cluster.id(), "alerts: this node evaluates for the cluster");
         }
-        let (next, out) = self.evaluate(&prev, view, now_ms);
-        match cluster.write(&next).await {
+        let e = self.evaluate(&prev, view, now_ms);
+        match cluster.write(&e.states).await {
             Ok(true) => {
-                self.keep(next);
-                self.announce(out);
+                self.alone.lock().hand_over();
+                self.announce(&e.announce);
+                self.send_alertmanagers(&e.states, &e.readings, now_ms);
+                self.keep(e.states);
             }
             Ok(false) => {
                 tracing::info!(target: "flowgate::alerts", "alerts: the lease went to another node");
             }
-            Err(e) => {
-                tracing::debug!(target: "flowgate::alerts", error = %e, "alerts: cannot store the states; not announced");
+            Err(err) => {
+                tracing::debug!(target: "flowgate::alerts", error = %err, "alerts: cannot store the states; not announced");
             }
         }
+    }
+
+    /// An evaluation while the cluster's lease cannot be had (`why`): this node evaluates its
+    /// own figures from the states it knew, and announces on its own.
+    fn alone_tick(&self, view: &StatsView, now_ms: i64, why: &flowgate_core::StoreError) {
+        if self.alone.lock().enter() {
+            self.metrics.alerts_local.set(1);
+            tracing::warn!(target: "flowgate::alerts", error = %why, "alerts: cannot reach Redis for the cluster's evaluation; this node evaluates its own figures and announces alone until it can");
+        }
+        let prev = self.states.lock().clone();
+        let e = self.evaluate_and_announce(&prev, view, now_ms);
+        self.alone.lock().announced(&e.announce);
+        self.keep(e.states);
     }
 }
 
@@ -280,19 +437,18 @@ fn now_ms() -> i64 {
     i64::try_from(flowgate_core::clock::system_now() / 1000).unwrap_or(i64::MAX)
 }
 
-/// Evaluates `alerts` every [`EVERY`] on the newest view of `stats` (by the wall clock), until
-/// `shutdown` turns true.
+/// Evaluates `alerts` on each new view of `stats` (every second; every [`EVERY`] × 2 at the
+/// latest, on the newest view, should views stop coming), until `shutdown` turns true.
 pub async fn run(
     alerts: Arc<Alerts>,
     mut stats: watch::Receiver<Arc<StatsView>>,
     cluster: Option<Cluster>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            r = stats.changed() => if r.is_err() { return },
+            () = tokio::time::sleep(EVERY * 2) => {}
             r = shutdown.changed() => if r.is_err() || *shutdown.borrow() { return },
         }
         let view = Arc::clone(&stats.borrow_and_update());
@@ -300,9 +456,16 @@ pub async fn run(
     }
 }
 
+/// Where the alerts' messages go beside each alert's own destinations, and how they link back.
+pub(crate) struct Destinations {
+    /// `--external-url`, else the server's HTTP address: `externalURL`, `generatorURL`.
+    pub external_url: String,
+    /// `--alertmanager-url`: Alertmanagers every alert is sent to.
+    pub alertmanagers: Vec<String>,
+}
+
 /// Starts evaluating `alerts` on the views of `stats` until `shutdown`: for the whole cluster
-/// when `redis` (a URL and how to connect) is given, as node `node`; `external_url` is the
-/// server's HTTP address, named in the messages.
+/// when `redis` (a URL and how to connect) is given, as node `node`.
 ///
 /// # Errors
 /// When the Redis URL is invalid.
@@ -311,13 +474,17 @@ pub(crate) fn spawn(
     stats: watch::Receiver<Arc<StatsView>>,
     redis: Option<(&str, &flowgate_redis::RedisOptions)>,
     node: &str,
-    external_url: String,
+    destinations: Destinations,
     shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, flowgate_core::StoreError> {
-    alerts.set_external_url(external_url);
+    alerts.set_external_url(destinations.external_url);
+    alerts.set_global_alertmanagers(destinations.alertmanagers);
     let cluster = match redis {
         Some((url, options)) => {
-            let conn = flowgate_redis::RedisConnection::connect_lazy(url, options.connection())?;
+            let conn = flowgate_redis::RedisConnection::connect_lazy(
+                url,
+                options.connection().timeout(cluster::CALL_TIMEOUT),
+            )?;
             // Unique per process: a restarted node is a new evaluator.
             let id = format!(
                 "{node}/{}/{}",

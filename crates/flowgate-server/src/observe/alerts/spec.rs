@@ -12,8 +12,11 @@ pub struct AlertSpec {
     pub kind: AlertKind,
     /// How long the condition must hold before it fires, in milliseconds.
     pub for_ms: u64,
-    /// Where its notifications are POSTed (none: shown and logged only).
+    /// Where its notifications are POSTed as webhook messages.
     pub webhooks: Vec<String>,
+    /// The Alertmanagers it is sent to, through their API (`POST /api/v2/alerts`), re-sent
+    /// while it fires; the server's `--alertmanager-url` are added to these.
+    pub alertmanagers: Vec<String>,
     /// The `severity` label.
     pub severity: Option<String>,
     /// The `summary` annotation (else [`AlertSpec::watches`]).
@@ -161,6 +164,7 @@ mod tests {
             },
             for_ms: 10_000,
             webhooks: vec![],
+            alertmanagers: vec![],
             severity: Some("page".into()),
             summary: None,
             description: None,

@@ -64,6 +64,7 @@ fn alert(webhooks: Vec<String>) -> AlertSpec {
         },
         for_ms: 2_000,
         webhooks,
+        alertmanagers: vec![],
         severity: Some("page".into()),
         summary: None,
         description: None,
@@ -284,4 +285,130 @@ async fn a_webhook_that_never_answers_keeps_the_outbox_bounded_and_the_evaluatio
             .encode()
             .contains("flowgate_alert_notifications_total{result=\"failed\"}")
     );
+}
+
+/// Ticks `node` at `now_ms` on `view` until it is no longer alone (Redis back and reconnected),
+/// at most 10 s.
+async fn tick_until_back(node: &Alerts, view: &StatsView, now_ms: i64, cluster: &Cluster) {
+    for _ in 0..100 {
+        node.tick(view, now_ms, Some(cluster)).await;
+        if !node.evaluates_alone() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("still alone 10 s after Redis came back");
+}
+
+fn evaluator(redis: &flowgate_testkit::redis::RedisServer, id: &str) -> Cluster {
+    let conn = flowgate_redis::RedisConnection::connect_lazy(
+        &redis.url(),
+        flowgate_redis::ConnectionOptions::default().timeout(cluster::CALL_TIMEOUT),
+    )
+    .unwrap();
+    Cluster::new(conn, id.into())
+}
+
+#[tokio::test]
+async fn while_redis_is_down_each_node_evaluates_alone_and_the_cluster_resolves_after() {
+    let mut redis = flowgate_testkit::redis::RedisServer::start();
+    let r = receiver().await;
+    let (a, metrics_a) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let (b, _) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let (ca, cb) = (evaluator(&redis, "node-a"), evaluator(&redis, "node-b"));
+    let (hot, quiet) = (view(1.0, 3.0), view(4.0, 0.0));
+    a.tick(&quiet, T0, Some(&ca)).await;
+    b.tick(&quiet, T0, Some(&cb)).await;
+    assert!(!a.evaluates_alone());
+
+    redis.stop();
+    for t in 1..=3 {
+        a.tick(&hot, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&hot, T0 + t * 1000, Some(&cb)).await;
+    }
+    assert!(a.evaluates_alone() && b.evaluates_alone());
+    assert!(
+        metrics_a
+            .encode()
+            .contains("flowgate_alerts_local_evaluation 1")
+    );
+    assert_eq!(a.views()[0].state, "firing");
+    assert_eq!(b.views()[0].state, "firing");
+    wait_for(&r.got, 2).await;
+    {
+        let got = r.got.lock();
+        assert_eq!(
+            statuses_of(&got),
+            ["firing", "firing"],
+            "each node announces alone"
+        );
+        assert_eq!(
+            got[0]["alerts"][0]["fingerprint"], got[1]["alerts"][0]["fingerprint"],
+            "the same alert: Alertmanager merges them"
+        );
+    }
+
+    // Back, empty: a takes the lease from its own states (firing), b follows; nothing is
+    // announced again while it fires, and its resolution is announced once.
+    redis.restart();
+    tick_until_back(&a, &hot, T0 + 4000, &ca).await;
+    tick_until_back(&b, &hot, T0 + 4000, &cb).await;
+    assert!(
+        metrics_a
+            .encode()
+            .contains("flowgate_alerts_local_evaluation 0")
+    );
+    assert_eq!(b.views()[0].state, "firing", "b shows the cluster's state");
+    for t in 5..=7 {
+        a.tick(&quiet, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&quiet, T0 + t * 1000, Some(&cb)).await;
+    }
+    wait_for(&r.got, 3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = r.got.lock().clone();
+    assert_eq!(
+        statuses_of(&got),
+        ["firing", "firing", "resolved"],
+        "{got:#?}"
+    );
+    assert_eq!(got[2]["alerts"][0]["startsAt"], webhook::rfc3339(T0 + 3000));
+}
+
+#[tokio::test]
+async fn an_alert_only_one_node_fired_alone_is_resolved_by_that_node_when_the_cluster_is_back() {
+    let mut redis = flowgate_testkit::redis::RedisServer::start();
+    let r = receiver().await;
+    let (a, _) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let (b, _) = alerts(vec![alert(vec![r.url.clone()])], Delivery::default());
+    let (ca, cb) = (evaluator(&redis, "node-a"), evaluator(&redis, "node-b"));
+    let (hot, quiet) = (view(1.0, 3.0), view(4.0, 0.0));
+    a.tick(&quiet, T0, Some(&ca)).await;
+    b.tick(&quiet, T0, Some(&cb)).await;
+    redis.stop();
+    // Only b's own figures hold the condition.
+    for t in 1..=3 {
+        a.tick(&quiet, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&hot, T0 + t * 1000, Some(&cb)).await;
+    }
+    wait_for(&r.got, 1).await;
+    redis.restart();
+    tick_until_back(&a, &quiet, T0 + 4000, &ca).await;
+    tick_until_back(&b, &quiet, T0 + 4000, &cb).await;
+    // a evaluates for the cluster (inactive); b resolves its own after two reads.
+    for t in 5..=6 {
+        a.tick(&quiet, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&quiet, T0 + t * 1000, Some(&cb)).await;
+    }
+    wait_for(&r.got, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = r.got.lock().clone();
+    assert_eq!(statuses_of(&got), ["firing", "resolved"], "{got:#?}");
+    assert_eq!(
+        got[0]["alerts"][0]["fingerprint"],
+        got[1]["alerts"][0]["fingerprint"]
+    );
+}
+
+fn statuses_of(got: &[Value]) -> Vec<&str> {
+    got.iter().filter_map(|m| m["status"].as_str()).collect()
 }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::condition::Reading;
 use super::machine::Transition;
 use super::spec::AlertSpec;
 
@@ -58,7 +59,7 @@ pub struct AlertMessage {
     pub status: &'static str,
     /// `alertname`, `domain`, `rule`/`queue` or `store`, `severity`.
     pub labels: BTreeMap<String, String>,
-    /// `summary`, `description` (when given), `value`.
+    /// `summary`, `description` (when given), `value` and `who` (when known).
     pub annotations: BTreeMap<String, String>,
     /// When it fired (RFC 3339).
     pub starts_at: String,
@@ -98,15 +99,17 @@ pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
     format!("{h:016x}")
 }
 
-/// The message announcing `transition` of `alert`, whose value was last read as `value`;
-/// `external_url` is the server's address.
-pub fn message(
-    alert: &AlertSpec,
-    transition: Transition,
-    value: Option<f64>,
-    external_url: &str,
-) -> Message {
-    let labels: BTreeMap<String, String> = alert.labels().into_iter().collect();
+/// The labels of `alert`, as every message carries them (`alertname`, what it watches,
+/// `severity`): the same on every node, so the same fingerprint.
+pub fn labels(alert: &AlertSpec) -> BTreeMap<String, String> {
+    alert.labels().into_iter().collect()
+}
+
+/// The annotations of `alert` as read in `reading`: `summary` (its own, else what it watches),
+/// `description` (when given), `value` (the value read, with its unit) and `who` (whom it is
+/// about: the most rejected descriptors with their rates, the queue instance, the breaker's
+/// instances), each when known.
+pub fn annotations(alert: &AlertSpec, reading: &Reading) -> BTreeMap<String, String> {
     let mut annotations = BTreeMap::new();
     annotations.insert(
         "summary".to_owned(),
@@ -115,9 +118,25 @@ pub fn message(
     if let Some(d) = &alert.description {
         annotations.insert("description".to_owned(), d.clone());
     }
-    if let Some(v) = value {
-        annotations.insert("value".to_owned(), format!("{v}"));
+    if let Some(v) = &reading.text {
+        annotations.insert("value".to_owned(), v.clone());
     }
+    if let Some(w) = &reading.who {
+        annotations.insert("who".to_owned(), w.clone());
+    }
+    annotations
+}
+
+/// The message announcing `transition` of `alert`, as last read in `reading`; `external_url`
+/// is the server's address.
+pub fn message(
+    alert: &AlertSpec,
+    transition: Transition,
+    reading: &Reading,
+    external_url: &str,
+) -> Message {
+    let labels = labels(alert);
+    let annotations = annotations(alert, reading);
     let (status, starts_at, ends_at) = match transition {
         Transition::Fired { fired_ms } => ("firing", rfc3339(fired_ms), ZERO_TIME.to_owned()),
         Transition::Resolved { fired_ms, ended_ms } => {
@@ -169,6 +188,7 @@ mod tests {
             },
             for_ms: 10_000,
             webhooks: vec![],
+            alertmanagers: vec![],
             severity: Some("page".into()),
             summary: None,
             description: Some("a client is limited".into()),
@@ -212,7 +232,12 @@ mod tests {
             Transition::Fired {
                 fired_ms: 1_700_000_000_123,
             },
-            Some(0.75),
+            &Reading {
+                holds: true,
+                value: Some(0.75),
+                text: Some("75.0 % rejected at 4.0 req/s".into()),
+                who: Some("client=hot 3.0/s".into()),
+            },
             "http://127.0.0.1:8080/",
         );
         let json = serde_json::to_value(&m).unwrap();
@@ -233,7 +258,8 @@ mod tests {
             serde_json::json!({"alertname": "per-client-rejecting", "domain": "api", "rule": "per-client", "severity": "page"})
         );
         assert_eq!(a["annotations"]["description"], "a client is limited");
-        assert_eq!(a["annotations"]["value"], "0.75");
+        assert_eq!(a["annotations"]["value"], "75.0 % rejected at 4.0 req/s");
+        assert_eq!(a["annotations"]["who"], "client=hot 3.0/s");
         assert!(
             a["annotations"]["summary"]
                 .as_str()
@@ -253,7 +279,7 @@ mod tests {
                 fired_ms: 1_700_000_000_123,
                 ended_ms: 1_700_000_060_000,
             },
-            None,
+            &Reading::default(),
             "http://x",
         );
         let json = serde_json::to_value(&r).unwrap();

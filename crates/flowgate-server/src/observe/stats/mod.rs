@@ -405,6 +405,8 @@ pub(crate) async fn run(state: Arc<AppState>, mut shutdown: watch::Receiver<bool
         let (now, _) = second_now();
         let at = now - 1;
         let rules = state.limiter.rules();
+        // The store's health as of now, not as of the last refresh (the store alert reads it).
+        crate::probes::refresh(&state);
         let degraded = state.metrics.store_degraded.get() != 0;
         stats.sample(at, degraded, rules.rules());
         if let Some(c) = &stats.cluster {
