@@ -49,7 +49,9 @@ struct Inner {
 const TIME_EVERY: Duration = Duration::from_secs(1);
 
 /// Keeps the store's estimate of Redis's clock fresh while it makes no script call: reads
-/// `TIME` when the last measure is older than [`TIME_EVERY`]; ends with the store.
+/// `TIME` when the last measure is older than [`TIME_EVERY`] (and Redis is not known down),
+/// counted as a call, so that a store with no traffic notices an outage too; ends with the
+/// store.
 async fn keep_time(inner: std::sync::Weak<Inner>) {
     let mut tick = tokio::time::interval(TIME_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -60,14 +62,21 @@ async fn keep_time(inner: std::sync::Weak<Inner>) {
         };
         let time = &inner.caller.time;
         let sent = time.local.now();
-        if sent.saturating_sub(time.synced_at()) < micros(TIME_EVERY) {
+        // Known down: the probe is on it.
+        if sent.saturating_sub(time.synced_at()) < micros(TIME_EVERY) || inner.health.is_down() {
             continue;
         }
         let reply =
             tokio::time::timeout(inner.deadline, inner.caller.conn.query(&redis::cmd("TIME")))
-                .await;
+                .await
+                .unwrap_or(Err(StoreError::Timeout));
         let received = time.local.now();
-        if let Ok(Ok(redis::Value::Array(v))) = reply
+        // Counted as any call: an idle store notices an outage (and its end) by itself.
+        RedisStore {
+            inner: Arc::clone(&inner),
+        }
+        .settle(&reply);
+        if let Ok(redis::Value::Array(v)) = reply
             && let [secs, us] = &v[..]
         {
             let int = |x: &redis::Value| match x {
