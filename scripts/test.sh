@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
-# (tests start their own servers on free loopback ports) and chromium with chromedriver (the
-# dashboard's browser test), then formatting, lints, and every test (unit, property, conformance
+# (tests start their own servers on free loopback ports), promtool, prometheus-alertmanager
+# (the alerts' end-to-end test) and chromium with chromedriver (the dashboard's browser test),
+# then formatting, lints, and every test (unit, property, conformance
 # against memory, Redis and Redis Cluster, integration, doc tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,16 @@ if ! command -v promtool >/dev/null 2>&1; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 promtool --version | head -1
+
+# The alerts' end-to-end test sends to a real Alertmanager (Debian's prometheus-alertmanager).
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
+  echo "== installing prometheus-alertmanager (Debian's package)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
+fi
+(prometheus-alertmanager --version 2>&1 || alertmanager --version 2>&1) | head -1
 
 # The dashboard's browser test drives a headless Chromium through chromedriver.
 if ! command -v chromedriver >/dev/null 2>&1; then

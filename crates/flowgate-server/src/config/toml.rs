@@ -43,7 +43,8 @@
 //! max_payload = 65536            # bytes per job (default 64 KiB)
 //! key_retention = "24h"          # idempotency keys kept after their job finished (default 24h)
 //!
-//! alert_webhooks = ["http://alerts.internal:9093/hook"]   # this file's alerts' default webhooks
+//! alert_webhooks = ["http://chat-bridge.internal:8000/flowgate"]   # this file's alerts' default webhooks
+//! alertmanagers = ["http://alertmanager.internal:9093"]          # ... and Alertmanagers
 //! [[alert]]                      # see docs/alerts.md
 //! name = "per-client-rejecting"  # unique among the alerts; Alertmanager's alertname
 //! rule = "per-client"            # a rule's rejection ratio (or queue = "..." / store = "degraded")
