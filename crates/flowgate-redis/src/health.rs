@@ -7,7 +7,8 @@
 //! default) the store is **known down**: decisions and releases answer
 //! [`StoreError::Unavailable`] at once, without a round trip or a deadline, so each rule's
 //! failure policy decides in microseconds instead of after the deadline; and a probe sends
-//! `PING` every [`RedisOptions::probe_every`](crate::RedisOptions::probe_every) (100 ms). The
+//! `PING` at once, then every [`RedisOptions::probe_every`](crate::RedisOptions::probe_every)
+//! (100 ms). The
 //! first `PING` answered within its timeout brings the store back: from then on every decision
 //! goes to Redis again, so the first decision after the recovery is exact.
 //!

@@ -90,15 +90,19 @@ async fn keep_time(inner: std::sync::Weak<Inner>) {
     }
 }
 
-/// Retries a Redis known down: `PING` every `probe_every`, each within the decisions' deadline
-/// (at least [`MIN_PROBE_TIMEOUT`]), until one is answered (the store is then back) or the store
-/// is dropped.
+/// Retries a Redis known down: `PING` at once (a stall that made calls time out may be over
+/// already), then every `probe_every`, each within the decisions' deadline (at least
+/// [`MIN_PROBE_TIMEOUT`]), until one is answered (the store is then back) or the store is
+/// dropped.
 async fn probe(inner: std::sync::Weak<Inner>) {
+    let mut first = true;
     loop {
         let Some(every) = inner.upgrade().map(|i| i.probe_every) else {
             return;
         };
-        tokio::time::sleep(every).await;
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(every).await;
+        }
         let Some(inner) = inner.upgrade() else {
             return;
         };

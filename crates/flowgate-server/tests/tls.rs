@@ -671,8 +671,10 @@ async fn admitted_until_limited(addr: SocketAddr, user: &str) -> usize {
     10
 }
 
+/// Whether the node's store answers (`GET /v1/store`; `/readyz` stays 200 either way, the
+/// failure policies deciding).
 async fn ready(addr: SocketAddr) -> bool {
-    common::http(addr, "GET", "/readyz", &[], "").await.status == 200
+    common::http(addr, "GET", "/v1/store", &[], "").await.status == 200
 }
 
 fn keys(redis: &RedisServer) -> u64 {
