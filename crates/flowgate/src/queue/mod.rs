@@ -23,15 +23,16 @@
 //!
 //! A lease long-polls: it waits up to `wait` for a job, and answers it at its release slot. Within
 //! one process the leasers of an instance take turns asking the store (so one request per slot
-//! reaches Redis, not one per worker), and a submit, nack or requeue through this process wakes
-//! them at once; jobs submitted through other processes are seen within [`POLL`].
+//! reaches Redis, not one per worker), and a submit, nack, requeue or give-back through this
+//! process wakes them at once; jobs submitted through other processes are seen within [`POLL`].
 //!
 //! The rate is held where the channel sees it: the store answers a lease with its slot (on the
 //! store's clock), and the lease returns when that slot comes on this node's clock
 //! ([`offset`]). An answer that arrives later than its slot plus [`tolerance`] (a store that
 //! stalled) is not delivered late: the job is given back, first in line, and the lease asks for
 //! the next slot. A lease dropped while it holds a job (its client went away) gives the job back
-//! at once, with no attempt counted. While the store cannot answer, a lease retries until its
+//! at once, with no attempt counted, and its slot with it: the next lease takes that slot if it
+//! has not passed, so the queue keeps its rate. While the store cannot answer, a lease retries until its
 //! `wait` ends, then fails.
 
 mod disk;
@@ -117,7 +118,7 @@ pub struct InstanceInfo {
 struct Local {
     /// Leasers of this process take turns asking the store.
     turn: tokio::sync::Mutex<()>,
-    /// Woken by a submit, nack or requeue through this process.
+    /// Woken by a submit, nack, requeue or give-back through this process.
     wake: Notify,
 }
 
@@ -395,6 +396,7 @@ impl<S: QueueStore> Queue<S> {
             store: self.store.clone(),
             spec: Arc::clone(spec),
             instance: instance.to_owned(),
+            local: self.local(instance),
             job: Some((job.id, job.nonce, job.released_at)),
         };
         if !hold.is_zero() && late <= slack {
@@ -575,6 +577,8 @@ struct GiveBack<S: QueueStore> {
     store: S,
     spec: Arc<QueueSpec>,
     instance: String,
+    /// Its instance's leasers, woken once the job (and its slot) is back.
+    local: Arc<Local>,
     /// (id, nonce, slot); `None` once delivered.
     job: Option<(u64, u64, Micros)>,
 }
@@ -584,6 +588,7 @@ impl<S: QueueStore> GiveBack<S> {
     async fn now(&mut self) {
         if let Some((id, nonce, slot)) = self.job.take() {
             give_back(&self.store, &self.spec, &self.instance, id, nonce, slot).await;
+            self.local.wake.notify_waiters();
         }
     }
 }
@@ -596,12 +601,16 @@ impl<S: QueueStore> Drop for GiveBack<S> {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return; // the runtime is going: the lease expires by itself
         };
-        let (store, spec, instance) = (
+        let (store, spec, instance, local) = (
             self.store.clone(),
             Arc::clone(&self.spec),
             self.instance.clone(),
+            Arc::clone(&self.local),
         );
-        rt.spawn(async move { give_back(&store, &spec, &instance, id, nonce, slot).await });
+        rt.spawn(async move {
+            give_back(&store, &spec, &instance, id, nonce, slot).await;
+            local.wake.notify_waiters();
+        });
     }
 }
 
