@@ -305,6 +305,10 @@ impl Metrics {
         );
         let alerts_firing = Family::<AlertLabels, Gauge>::default();
         let alert_notifications = Family::<ResultLabels, Counter>::default();
+        // At 0 from the start, as the reloads' above: the first failed message must show.
+        for result in ["sent", "failed", "dropped"] {
+            let _ = alert_notifications.get_or_create(&ResultLabels { result });
+        }
         registry.register(
             "flowgate_alerts_firing",
             "1 while the alert fires",
