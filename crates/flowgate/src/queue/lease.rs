@@ -91,7 +91,10 @@ impl<S: QueueStore> Queue<S> {
                     }
                     tracing::debug!(error = %e, %instance, "lease: the store failed; trying again");
                     // (the turn held: the instance's other leases wait, and are told this)
-                    tokio::time::sleep(retry.min(left)).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(retry.min(left)) => {}
+                        () = self.closed() => return Ok(None),
+                    }
                     retry = (retry * 2).min(RETRY_MAX);
                     continue;
                 }
@@ -128,7 +131,8 @@ impl<S: QueueStore> Queue<S> {
     /// rather than the store's (a store that hangs would hold every worker past its `wait`):
     /// past it the lease answers the failure, and the call goes on in the background with the
     /// turn (so that only one call at a time waits on a hung store); a job it leases then is
-    /// given back. Answers the turn (unless left to that call) and the store's answer.
+    /// given back. A queue closing stops the wait as the deadline does. Answers the turn (unless
+    /// left to that call) and the store's answer.
     async fn ask(
         &self,
         spec: &Arc<QueueSpec>,
@@ -178,9 +182,13 @@ impl<S: QueueStore> Queue<S> {
                 local.wake.notify_waiters();
             }
         });
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok((turn, r))) => (Some(turn), r),
-            Ok(Err(_)) | Err(_) => {
+        let answer = tokio::select! {
+            a = tokio::time::timeout_at(deadline, rx) => a.ok().and_then(Result::ok),
+            () = self.closed() => None,
+        };
+        match answer {
+            Some((turn, r)) => (Some(turn), r),
+            None => {
                 let e = failure.failure.get().unwrap_or(known);
                 (None, Err(QueueError::Store(e)))
             }
