@@ -27,13 +27,15 @@
 --  11 rl  list: the slots of the last RELEASE_LOG releases, newest first
 --  12 kf  hash: idempotency key -> its job's payload fingerprint (none for a key kept by an
 --         older version: no conflict is detected for it)
---  13     submit only: the staging hash of the batch's records
+--  13 fs  zset: slots given back before they came, member "<slot>:<id>", score = slot; the
+--         next leases take them before new ones
+--  14     submit only: the staging hash of the batch's records
 --   <p>b:<first id>  hash: a batch's records of jobs never delivered, field = 1 + id - first,
 --         records "0:0:0:<key length>:<key><payload>" as the client built them (submitted 0:
 --         the batch's instant, in bt). A job's record leaves it for j at its first delivery.
 -- ARGV: 1 op, 2 now (us; empty: Redis's TIME), 3 max_attempts, 4 key_retention (us), then:
 --   submit       5 max_depth, 6 spacing, 7 tau, 8 n, 9 how many jobs have a not_before,
---                10 '1' when the records are staged (KEYS[13]), 11 '1' when keys are sent;
+--                10 '1' when the records are staged (KEYS[14]), 11 '1' when keys are sent;
 --                then (index, not_before) of each job with one; then, with keys, n keys and
 --                n fingerprints ('' for a job without); then, unless staged, n records
 --   describe     5 spacing, 6 tau, then ids: each one's state, position, release estimate
@@ -53,9 +55,9 @@ local CHUNK = 100
 local RELEASE_LOG = 4096
 local RELEASE_WINDOW = 60000000
 local reserve = make(GCRA).reserve
-local m, j, r, rz, d, f, x, k, kt, bt, rl, kf =
+local m, j, r, rz, d, f, x, k, kt, bt, rl, kf, fs =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
-  KEYS[11], KEYS[12]
+  KEYS[11], KEYS[12], KEYS[13]
 local prefix = string.sub(m, 1, -2)
 local op = ARGV[1]
 local now
@@ -294,7 +296,7 @@ if op == 'submit' then
   local max_depth, spacing, tau, n, n_delayed =
     tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local staged, with_keys = ARGV[10] == '1', ARGV[11] == '1'
-  local stage = KEYS[13]
+  local stage = KEYS[14]
   -- (a staging hash that expired before its submit: nothing is stored, the client says so)
   if staged and redis.call('EXISTS', stage) == 0 then return {'lost'} end
   local nbs = {}
@@ -462,10 +464,24 @@ if op == 'lease' then
     if redis.call('ZREM', rz, id) == 0 then redis.call('LPOP', r) end
     damaged('job ' .. id .. ' was listed as ready without a record: dropped from the list')
   end
-  local tat, wait = reserve(meta('tat'), now, spacing, tau, horizon)
-  if not tat then return {'later', wait} end
-  local at = now + wait
-  redis.call('HSET', m, 'tat', num(tat))
+  -- The slot (engine.rs's `take_slot`): the earliest slot given back that has not passed, else
+  -- the schedule's next one.
+  redis.call('ZREMRANGEBYSCORE', fs, '-inf', '(' .. num(now))
+  local free = redis.call('ZRANGE', fs, 0, 0, 'WITHSCORES')
+  local free_at = free[2] and tonumber(free[2])
+  local at
+  if free_at and free_at - now <= horizon then
+    at = free_at
+    redis.call('ZREM', fs, free[1])
+  else
+    local tat, wait = reserve(meta('tat'), now, spacing, tau, horizon)
+    if not tat then
+      if free_at then wait = math.min(wait, free_at - now - horizon) end
+      return {'later', wait}
+    end
+    at = now + wait
+    redis.call('HSET', m, 'tat', num(tat))
+  end
   redis.call('HINCRBY', m, 'released', 1)
   redis.call('LPUSH', rl, num(at))
   redis.call('LTRIM', rl, 0, RELEASE_LOG - 1)
@@ -484,7 +500,11 @@ if op == 'give_back' then
   redis.call('ZADD', rz, id, id)
   redis.call('HSET', j, id, record(s, math.max(a - 1, 0), '0', key, payload))
   if meta('released') > 0 then redis.call('HINCRBY', m, 'released', -1) end
-  if meta('tat') == slot + spacing then redis.call('HSET', m, 'tat', num(slot)) end
+  if meta('tat') == slot + spacing then
+    redis.call('HSET', m, 'tat', num(slot))
+  elseif slot >= now then
+    redis.call('ZADD', fs, slot, num(slot) .. ':' .. id)
+  end
   redis.call('LREM', rl, 1, num(slot))
   return {'ok'}
 end
@@ -590,7 +610,7 @@ if op == 'stats' then
   -- Forgotten: no job, no key retained, no release within the retention.
   if ready + delayed + flying + dead == 0 and redis.call('HLEN', k) == 0
       and tat <= now and now - tat >= retention then
-    redis.call('DEL', m, j, r, rz, d, f, x, k, kt, bt, rl, kf)
+    redis.call('DEL', m, j, r, rz, d, f, x, k, kt, bt, rl, kf, fs)
     return {'gone'}
   end
   local oldest = -1
@@ -609,10 +629,11 @@ if op == 'stats' then
     local t = tonumber(v)
     -- (an entry that is no instant, another writer's, is skipped)
     if t and t <= now then
+      -- (a slot given back and used again is logged after later ones)
       if prev - t > gap or now - t > RELEASE_WINDOW then break end
       recent = recent + 1
-      first_recent = t
-      prev = t
+      if first_recent < 0 or t < first_recent then first_recent = t end
+      prev = math.min(prev, t)
     end
   end
   return {

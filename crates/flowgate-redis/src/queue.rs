@@ -36,8 +36,8 @@ use crate::scripts::QUEUE;
 /// The set of every instance's key.
 pub const INSTANCES_KEY: &str = "flowgate:queues";
 /// The key suffixes of an instance, in the script's `KEYS` order.
-const SUFFIXES: [&str; 12] = [
-    "m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt", "rl", "kf",
+const SUFFIXES: [&str; 13] = [
+    "m", "j", "r", "rz", "d", "f", "x", "k", "kt", "bt", "rl", "kf", "fs",
 ];
 /// How long one queue call may take.
 pub const QUEUE_DEADLINE: Duration = Duration::from_secs(5);

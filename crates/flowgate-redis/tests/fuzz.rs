@@ -344,7 +344,7 @@ fn limit_states_written_by_someone_else() {
 // Queues
 
 /// The suffixes of an instance's keys and the type the script keeps there.
-const QUEUE_KEYS: [(&str, &str); 12] = [
+const QUEUE_KEYS: [(&str, &str); 13] = [
     ("m", "hash"),
     ("j", "hash"),
     ("r", "list"),
@@ -357,6 +357,7 @@ const QUEUE_KEYS: [(&str, &str); 12] = [
     ("bt", "zset"),
     ("rl", "list"),
     ("kf", "hash"),
+    ("fs", "zset"),
 ];
 
 /// Junk text a foreign writer may leave in a field, a member or a record.

@@ -1,8 +1,9 @@
 //! Differential property test: the queue's Lua (`queue.lua`, through [`RedisQueueStore`] on a
 //! real redis-server) and the Rust engine (`flowgate_core::queue::engine::Instance`, the embedded
 //! store's transitions) give the same answer to every operation of random sequences: submits of
-//! batches with and without idempotency keys and `not_before`, leases at any horizon, acks and
-//! nacks of live, stale and forged deliveries, give-backs of deliveries never made, lease
+//! batches with and without idempotency keys and `not_before`, leases at any horizon (several at
+//! one instant, as workers long-polling together), acks and nacks of live, stale and forged
+//! deliveries, give-backs of deliveries never made (slots still ahead among them), lease
 //! expiry and dead letters after `max_attempts`, listing, requeueing and purging dead letters,
 //! purges, key conflicts (a key resubmitted with another payload), and clock steps of every
 //! size. After every operation the instance's stats (depths, totals, next slot, oldest job,
@@ -102,8 +103,9 @@ const KEYS: [&str; 5] = ["a", "b", "c:d", "é", ""];
 #[derive(Clone, Debug)]
 enum Op {
     Submit(Vec<JobCase>),
-    /// How far ahead (ms) a slot may be reserved.
-    Lease(u64),
+    /// How far ahead (ms) a slot may be reserved, how many leases ask at this instant, and
+    /// whether one of their workers then goes away (`GiveBackAhead`) and another one asks.
+    Lease(u64, usize, bool),
     /// A delivery made by an earlier lease (picked among them all, acked or not), with its own
     /// nonce or a forged one.
     Ack(usize, bool),
@@ -111,6 +113,9 @@ enum Op {
     Nack(usize, bool, Option<u64>),
     /// As `Ack`: the delivery was never made, its job goes back.
     GiveBack(usize, bool),
+    /// As `GiveBack`, picked among the deliveries whose slot has not come (as a worker that went
+    /// away while its lease waited for its slot): the earliest such first. None: the last one.
+    GiveBackAhead(usize),
     /// Dead letters from an offset, at most a limit.
     Dead(usize, usize),
     /// Requeue dead letters: all, or these (an index into the dead letters, or from
@@ -135,7 +140,12 @@ fn op() -> impl Strategy<Value = Op> {
     );
     prop_oneof![
         6 => prop::collection::vec(job, 1..5).prop_map(Op::Submit),
-        8 => prop_oneof![2 => Just(0u64), 2 => 0u64..1_500, 1 => Just(60_000)].prop_map(Op::Lease),
+        8 => (
+            prop_oneof![2 => Just(0u64), 2 => 0u64..1_500, 1 => Just(60_000)],
+            prop_oneof![3 => Just(1usize), 1 => 2usize..5],
+            prop::bool::weighted(0.3),
+        )
+            .prop_map(|(h, n, gone)| Op::Lease(h, n, gone)),
         4 => (any::<usize>(), prop::bool::weighted(0.15)).prop_map(|(p, f)| Op::Ack(p, f)),
         3 => (
             any::<usize>(),
@@ -144,6 +154,7 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(p, f, r)| Op::Nack(p, f, r)),
         2 => (any::<usize>(), prop::bool::weighted(0.1)).prop_map(|(p, f)| Op::GiveBack(p, f)),
+        1 => prop_oneof![2 => Just(0usize), 1 => 1usize..3].prop_map(Op::GiveBackAhead),
         1 => (0usize..3, 0usize..4).prop_map(|(o, l)| Op::Dead(o, l)),
         1 => picks.clone().prop_map(Op::Requeue),
         1 => picks.prop_map(Op::PurgeDead),
@@ -196,6 +207,16 @@ fn picked(picks: &Option<Vec<usize>>, dead: &[u64]) -> Option<Vec<u64>> {
     })
 }
 
+/// The `k`-th (from the earliest, cyclically) of the deliveries whose slot is at or after
+/// `now`, as an index into `leases`; the last delivery when none is.
+fn ahead(leases: &[(u64, u64, u64)], now: Micros, k: usize) -> usize {
+    let ahead: Vec<usize> = (0..leases.len()).filter(|&i| leases[i].2 >= now).collect();
+    match ahead.len() {
+        0 => leases.len().saturating_sub(1),
+        len => ahead[k % len],
+    }
+}
+
 /// How often the answers that the sequences must reach were seen, over the whole run.
 #[derive(Debug, Default)]
 struct Seen {
@@ -217,6 +238,8 @@ struct Seen {
     not_dead: u64,
     purged: u64,
     given_back: u64,
+    /// A lease given a slot that an earlier delivery had and gave back.
+    slot_reused: u64,
     forgotten: u64,
 }
 
@@ -243,6 +266,7 @@ impl Seen {
             s.not_dead,
             s.purged,
             s.given_back,
+            s.slot_reused,
             s.forgotten,
         ]
         .iter()
@@ -303,8 +327,18 @@ fn run_case(
     // Every delivery made, in order: (id, nonce, slot).
     let mut leases: Vec<(u64, u64, u64)> = Vec::new();
     let redis_err = |e| TestCaseError::fail(format!("redis: {e}"));
-    for (n, (dt, op)) in steps.iter().enumerate() {
-        clock.advance(Duration::from_micros(*dt));
+    // Leases one of whose workers goes away are three steps at one instant: the leases, the
+    // give-back, and another worker's lease.
+    let steps = steps.iter().flat_map(|(dt, op)| match op {
+        Op::Lease(h, count, true) => vec![
+            (*dt, Op::Lease(*h, *count, false)),
+            (0, Op::GiveBackAhead(0)),
+            (0, Op::Lease(*h, 1, false)),
+        ],
+        op => vec![(*dt, op.clone())],
+    });
+    for (n, (dt, op)) in steps.enumerate() {
+        clock.advance(Duration::from_micros(dt));
         let now = clock.now();
         let mut dead_before = rust.meta().totals.dead;
         let at = format!("step {n} (+{} µs) {op:?}", now - START - offset);
@@ -312,7 +346,7 @@ fn run_case(
             Some(&(id, nonce, slot)) => (id, if forged { nonce + 1_000_000 } else { nonce }, slot),
             None => (1, 1, 0),
         };
-        match op {
+        match &op {
             Op::Submit(jobs) => {
                 let jobs = new_jobs(now, jobs, n);
                 let want = rust.submit(&spec, now, &jobs);
@@ -329,27 +363,37 @@ fn run_case(
                 }
                 prop_assert_eq!(want, got, "{}", at);
             }
-            Op::Lease(horizon) => {
-                let nonce = n as u64 + 1;
-                let want = rust.lease(&spec, now, horizon * MS, nonce);
-                let got = rt
-                    .block_on(redis.lease(&spec, &instance, horizon * MS, nonce))
-                    .map_err(redis_err)?;
-                match &want {
-                    LeaseOutcome::Leased(l) => {
-                        leases.push((l.id, l.nonce, l.released_at));
-                        seen.leased += 1;
-                        seen.redelivered += u64::from(l.attempt > 1);
+            Op::Lease(horizon, count, _) => {
+                for k in 0..*count {
+                    // (distinct per lease: the step's number, plus 100 per lease before it)
+                    let nonce = n as u64 + 1 + 100 * k as u64;
+                    let want = rust.lease(&spec, now, horizon * MS, nonce);
+                    let got = rt
+                        .block_on(redis.lease(&spec, &instance, horizon * MS, nonce))
+                        .map_err(redis_err)?;
+                    match &want {
+                        LeaseOutcome::Leased(l) => {
+                            // (slots are given in order, but for one given back and used again)
+                            seen.slot_reused +=
+                                u64::from(leases.iter().any(|&(_, _, s)| s > l.released_at));
+                            leases.push((l.id, l.nonce, l.released_at));
+                            seen.leased += 1;
+                            seen.redelivered += u64::from(l.attempt > 1);
+                        }
+                        LeaseOutcome::Later(_) => seen.later += 1,
+                        LeaseOutcome::Empty { next } => {
+                            seen.empty_with_next += u64::from(next.is_some())
+                        }
                     }
-                    LeaseOutcome::Later(_) => seen.later += 1,
-                    LeaseOutcome::Empty { next } => {
-                        seen.empty_with_next += u64::from(next.is_some())
-                    }
+                    prop_assert_eq!(want, got, "{} (lease {})", at, k);
                 }
-                prop_assert_eq!(want, got, "{}", at);
             }
-            Op::GiveBack(pick, forged) => {
-                let (id, nonce, slot) = delivery(*pick, *forged);
+            Op::GiveBack(..) | Op::GiveBackAhead(_) => {
+                let (id, nonce, slot) = match op {
+                    Op::GiveBackAhead(k) => delivery(ahead(&leases, now, k), false),
+                    Op::GiveBack(pick, forged) => delivery(pick, forged),
+                    _ => unreachable!("a give-back"),
+                };
                 let want = rust.give_back(&spec, now, id, nonce, slot);
                 let got = rt.block_on(redis.give_back(&spec, &instance, id, nonce, slot));
                 if want.is_ok() {

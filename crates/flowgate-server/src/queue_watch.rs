@@ -45,12 +45,12 @@ impl Watch {
         let all = match state.queue.instances().await {
             Ok(all) => all,
             Err(e) => {
-                m.queue_state_read(None);
-                tracing::warn!(error = %e, "cannot read the queues' state");
+                // (the queue logs the store's failure once, and its return)
+                tracing::debug!(error = %e, "cannot read the queues' state");
                 return;
             }
         };
-        m.queue_state_read(Some(flowgate_core::clock::system_now()));
+        m.queue_state_read(flowgate_core::clock::system_now());
         let mut now_seen = HashMap::with_capacity(all.len());
         let mut shown = Vec::with_capacity(all.len().min(MAX_QUEUE_SERIES));
         for i in all.iter().take(MAX_QUEUE_SERIES) {

@@ -45,7 +45,14 @@ fn node(config: &std::path::Path, url: &str, id: &str) -> Proc {
     // would not be Redis's); this test is about the state the nodes share.
     spawn_server(
         config,
-        &["--redis-url", url, "--node-id", id, "--redis-deadline", "2s"],
+        &[
+            "--redis-url",
+            url,
+            "--node-id",
+            id,
+            "--redis-deadline",
+            "2s",
+        ],
     )
 }
 

@@ -353,6 +353,35 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): its connections stay open and nothing is answered, as a
+    /// hung host or a network that drops packets would; [`RedisServer::resume`] thaws it, and
+    /// it then answers what it was sent meanwhile.
+    ///
+    /// # Panics
+    /// When the signal cannot be sent.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a server frozen by [`RedisServer::pause`] (SIGCONT).
+    ///
+    /// # Panics
+    /// When the signal cannot be sent.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(c) = &self.child {
+            let pid = c.id().to_string();
+            let sent = Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(sent, "kill {signal} {pid} (redis-server) failed");
+        }
+    }
+
     /// Whether this node reports `cluster_state:ok`.
     fn cluster_ok(&self) -> bool {
         let info = match &self.tls {

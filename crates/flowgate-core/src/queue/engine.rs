@@ -112,8 +112,13 @@ pub struct Instance {
     /// Finished jobs' keys: key -> (id, finished at), and the same ordered by time.
     finished: HashMap<String, (u64, Micros)>,
     finished_by_time: BTreeSet<(Micros, String)>,
-    /// The slots of the last releases, oldest first (at most [`RELEASE_LOG`]; not persisted).
+    /// The slots of the last releases, oldest first but for a given-back slot used again
+    /// (at most [`RELEASE_LOG`]; not persisted).
     releases: VecDeque<Micros>,
+    /// Slots given back before they came, with the id of the job that held them: the next
+    /// leases take them before new ones (not persisted: a restart loses them, and with them
+    /// only throughput).
+    free: BTreeSet<(Micros, u64)>,
     changes: Vec<Change>,
 }
 
@@ -474,11 +479,10 @@ impl Instance {
                 .min();
             return LeaseOutcome::Empty { next };
         };
-        let (at, tat) = match next_slot(self.meta.tat, now, spec.spacing(), spec.tau(), horizon) {
-            Slot::Later(after) => return LeaseOutcome::Later(after),
-            Slot::Reserved { at, tat } => (at, tat),
+        let at = match self.take_slot(spec, now, horizon) {
+            Ok(at) => at,
+            Err(after) => return LeaseOutcome::Later(after),
         };
-        self.meta.tat = tat;
         self.meta.totals.released += 1;
         self.changes.push(Change::Meta);
         if self.releases.len() >= RELEASE_LOG {
@@ -502,6 +506,35 @@ impl Instance {
             lease_deadline: deadline,
             now,
         })
+    }
+
+    /// The slot of the next release within `horizon` µs of `now`, taken: the earliest slot given
+    /// back that has not passed (a slot given back was in the schedule, so using it again keeps
+    /// every guarantee of the schedule's, and it comes before the schedule's next one), else the
+    /// schedule's next one (the TAT moves). `Err`: how long until a slot comes within the
+    /// horizon.
+    fn take_slot(
+        &mut self,
+        spec: &QueueSpec,
+        now: Micros,
+        horizon: Micros,
+    ) -> Result<Micros, Micros> {
+        self.free = self.free.split_off(&(now, 0));
+        if let Some(&(at, id)) = self.free.first()
+            && at - now <= horizon
+        {
+            self.free.remove(&(at, id));
+            return Ok(at);
+        }
+        match next_slot(self.meta.tat, now, spec.spacing(), spec.tau(), horizon) {
+            Slot::Reserved { at, tat } => {
+                self.meta.tat = tat;
+                Ok(at)
+            }
+            Slot::Later(after) => Err(self.free.first().map_or(after, |&(at, _)| {
+                after.min((at - now).saturating_sub(horizon))
+            })),
+        }
     }
 
     /// Acks a delivery: the job is finished and never delivered again. A late ack (the lease
@@ -648,8 +681,9 @@ impl Instance {
 
     /// Gives back a delivery that never reached its worker (the client went away, or the answer
     /// came too late for its slot): the job is ready again at once, first in line (its id is
-    /// the lowest ready), with this attempt not counted and its release not counted. If no
-    /// release was reserved after its slot, the slot is freed too.
+    /// the lowest ready), with this attempt not counted and its release not counted. Its slot
+    /// is freed: if no release was reserved after it, the schedule goes back to it; else, if
+    /// it has not passed, the next lease takes it.
     ///
     /// # Errors
     /// [`QueueError::NotHeld`] when job `id` is not in flight with delivery `nonce`.
@@ -675,6 +709,8 @@ impl Instance {
         self.meta.totals.released = self.meta.totals.released.saturating_sub(1);
         if self.meta.tat == slot.saturating_add(spec.spacing()) {
             self.meta.tat = slot;
+        } else if slot >= now {
+            self.free.insert((slot, id));
         }
         self.changes.push(Change::Meta);
         if let Some(i) = self.releases.iter().rposition(|&t| t == slot) {
@@ -708,12 +744,13 @@ impl Instance {
         let gap = release_gap(spec.spacing());
         let (mut count, mut first, mut prev) = (0u64, None, now);
         for &t in self.releases.iter().rev().filter(|&&t| t <= now) {
-            if prev - t > gap || now - t > RELEASE_WINDOW {
+            // (a slot given back and used again is logged after later ones)
+            if prev.saturating_sub(t) > gap || now - t > RELEASE_WINDOW {
                 break;
             }
             count += 1;
-            first = Some(t);
-            prev = t;
+            first = Some(first.map_or(t, |f: Micros| f.min(t)));
+            prev = prev.min(t);
         }
         InstanceStats {
             ready: self.ready.len() as u64,

@@ -382,6 +382,10 @@ pub(super) async fn metrics(State(state): Shared) -> Response {
         .metrics
         .breakers
         .adaptive_unsent(state.limiter.adaptive_reports_unsent());
+    state
+        .metrics
+        .queue_degraded
+        .set(i64::from(state.queue.store_failing()));
     (
         [(
             header::CONTENT_TYPE,

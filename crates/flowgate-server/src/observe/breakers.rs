@@ -156,10 +156,19 @@ impl BreakerMetrics {
         self.shared.set(i64::from(shared == Some(true)));
     }
 
-    /// Sets the open instances of every breaker in force (and drops the series of the others).
+    /// Sets the open instances of every breaker in force (and drops the series of the others);
+    /// gives each its transitions' series, at 0 until its first (a counter that first appears
+    /// at 1 shows no increase to `increase()`, and the first opening would be missed).
     pub(crate) fn open_instances(&self, counts: &[(BreakerDef, usize)]) {
         self.open.clear();
         for (d, n) in counts {
+            for to in ["open", "half_open", "closed"] {
+                let _ = self.transitions.get_or_create(&TransitionLabels {
+                    domain: d.domain.clone(),
+                    breaker: d.name.clone(),
+                    to,
+                });
+            }
             self.open
                 .get_or_create(&BreakerLabels {
                     domain: d.domain.clone(),

@@ -21,7 +21,7 @@
 //! | `flowgate_queue_drain_seconds` | `domain`, `queue`, `instance` | time until the waiting jobs are released at the queue's rate (delayed ones no sooner than due) |
 //! | `flowgate_queue_release_rate` | `domain`, `queue`, `instance` | deliveries per second, cluster-wide, over the current run of releases (since the last pause, at most a minute back) |
 //! | `flowgate_queue_state_age_seconds` | | how old the queue gauges above are: time since the store's state was last read (grows while the store cannot be read) |
-//! | `flowgate_queue_store_degraded` | | 1 while the last queue operation or state read through this node met a store error |
+//! | `flowgate_queue_store_degraded` | | 1 while the queues' store fails for this node: from a store error of any queue call (a lease's retries, the state read every second) until it answers again after a second without one |
 //! | `flowgate_redis_eviction_risk` | | 1 while Redis's `maxmemory-policy` may evict keys without expiry (queued jobs, shared rules) |
 //! | `flowgate_alerts_firing` | `alert` | 1 while the alert fires, 0 otherwise (on Redis every node shows the cluster's evaluation: aggregate with `max`) |
 //! | `flowgate_alert_notifications_total` | `result` | alert webhook messages and batches POSTed to Alertmanagers: `sent`, `failed` (refused, or given up after the retries; an Alertmanager batch not taken), `dropped` (an outbox full) |
@@ -239,7 +239,7 @@ pub(crate) struct Metrics {
     pub(crate) queue_rate: Family<InstanceLabels, FloatGauge>,
     /// Queue operations through this node.
     pub(crate) queue_ops: Family<OpLabels, Counter>,
-    /// 1 while the queues' store fails.
+    /// 1 while the queues' store fails (set from the queue's own record when encoded).
     pub(crate) queue_degraded: Gauge,
     /// 1 while Redis's eviction policy may evict keys without expiry.
     pub(crate) redis_eviction_risk: Gauge,
@@ -311,6 +311,10 @@ impl Metrics {
         );
         let alerts_firing = Family::<AlertLabels, Gauge>::default();
         let alert_notifications = Family::<ResultLabels, Counter>::default();
+        // At 0 from the start, as the reloads' above: the first failed message must show.
+        for result in ["sent", "failed", "dropped"] {
+            let _ = alert_notifications.get_or_create(&ResultLabels { result });
+        }
         registry.register(
             "flowgate_alerts_firing",
             "1 while the alert fires",
@@ -354,7 +358,7 @@ impl Metrics {
         );
         registry.register(
             "flowgate_queue_store_degraded",
-            "1 while the last queue operation or state read met a store error",
+            "1 while the queues' store fails for this node (until it answers again after a second without error)",
             queue_degraded.clone(),
         );
         registry.register(
@@ -473,31 +477,14 @@ impl Metrics {
         self.envoy.get()
     }
 
-    /// Records that the queues' state was read (at `at`, µs since the epoch) or could not be.
-    pub(crate) fn queue_state_read(&self, at: Option<u64>) {
-        match at {
-            Some(at) => {
-                self.queue_read_at.store(at, Ordering::Relaxed);
-                self.queue_degraded.set(0);
-            }
-            None => {
-                self.queue_degraded.set(1);
-            }
-        }
+    /// Records that the queues' state was read, at `at` (µs since the epoch).
+    pub(crate) fn queue_state_read(&self, at: u64) {
+        self.queue_read_at.store(at, Ordering::Relaxed);
     }
 
     /// Counts a queue operation.
     pub(crate) fn queue_op(&self, op: &'static str, result: &'static str) {
         self.queue_ops.get_or_create(&OpLabels { op, result }).inc();
-        match result {
-            "store_unavailable" => {
-                self.queue_degraded.set(1);
-            }
-            "ok" | "empty" => {
-                self.queue_degraded.set(0);
-            }
-            _ => {}
-        }
     }
 
     /// Copies the embedded store's counters into the metrics (when they are encoded).

@@ -194,6 +194,8 @@ pub struct Proc {
     pub child: Child,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
+    /// Every line it has logged so far (`FLOWGATE_LOG=info`).
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// The working directory (the embedded store's default data directory is under it).
     _cwd: tempfile::TempDir,
 }
@@ -205,9 +207,8 @@ impl Drop for Proc {
     }
 }
 
-/// Starts `flowgate serve` on ephemeral ports and reads its addresses from its log.
 /// Starts `flowgate serve` on ephemeral ports in a fresh working directory and reads its
-/// addresses from its log.
+/// addresses from its log (kept in [`Proc::log`]).
 pub fn spawn_server(config: &std::path::Path, extra: &[&str]) -> Proc {
     let cwd = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_flowgate"))
@@ -223,11 +224,14 @@ pub fn spawn_server(config: &std::path::Path, extra: &[&str]) -> Proc {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.contains("flowgate serving") {
-                let _ = tx.send(line);
+                let _ = tx.send(line.clone());
             }
+            kept.lock().unwrap().push(line);
         }
     });
     let line = rx
@@ -244,6 +248,7 @@ pub fn spawn_server(config: &std::path::Path, extra: &[&str]) -> Proc {
         http: addr("http_addr="),
         grpc: addr("grpc_addr="),
         child,
+        log,
         _cwd: cwd,
     }
 }

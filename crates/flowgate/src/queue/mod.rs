@@ -23,18 +23,26 @@
 //!
 //! A lease long-polls: it waits up to `wait` for a job, and answers it at its release slot. Within
 //! one process the leasers of an instance take turns asking the store (so one request per slot
-//! reaches Redis, not one per worker), and a submit, nack or requeue through this process wakes
-//! them at once; jobs submitted through other processes are seen within [`POLL`].
+//! reaches Redis, not one per worker), and a submit, nack, requeue or give-back through this
+//! process wakes them at once; jobs submitted through other processes are seen within [`POLL`].
 //!
 //! The rate is held where the channel sees it: the store answers a lease with its slot (on the
 //! store's clock), and the lease returns when that slot comes on this node's clock
 //! ([`offset`]). An answer that arrives later than its slot plus [`tolerance`] (a store that
 //! stalled) is not delivered late: the job is given back, first in line, and the lease asks for
 //! the next slot. A lease dropped while it holds a job (its client went away) gives the job back
-//! at once, with no attempt counted. While the store cannot answer, a lease retries until its
-//! `wait` ends, then fails.
+//! at once, with no attempt counted, and its slot with it: the next lease takes that slot if it
+//! has not passed, so the queue keeps its rate.
+//!
+//! While the store cannot answer, a lease retries until its `wait` ends, then fails with the
+//! store's error, and so does every lease of the instance whose wait ends meanwhile (they wait
+//! for their turn while one lease asks). Once the store is known to fail for an instance, a
+//! lease no longer waits for the store's own deadline past its `wait`. The store's failure and
+//! its return are logged once each ([`Queue::store_failing`]).
 
 mod disk;
+mod health;
+mod lease;
 mod offset;
 mod worker;
 
@@ -49,11 +57,11 @@ pub use flowgate_core::queue::{
 };
 use flowgate_core::{Descriptor, Micros};
 use parking_lot::Mutex;
-use tokio::sync::Notify;
-use tokio::time::Instant;
 
 pub use self::disk::{DiskQueueStore, FILE_NAME};
-use self::offset::{Offset, wall};
+use self::health::Health;
+use self::lease::Local;
+use self::offset::Offset;
 pub use self::worker::Worker;
 
 /// How often a long-polling lease asks the store while its instance is empty.
@@ -61,11 +69,6 @@ pub const POLL: Duration = Duration::from_millis(50);
 /// The furthest ahead a lease reserves a release slot: a worker holds a reserved job at most
 /// this long before it is released to it.
 pub const MAX_HORIZON: Duration = Duration::from_secs(1);
-/// The first pause of a lease whose store failed, doubled per failure up to [`RETRY_MAX`].
-const RETRY_FIRST: Duration = Duration::from_millis(50);
-/// The longest pause between two tries of a lease whose store fails.
-const RETRY_MAX: Duration = Duration::from_secs(1);
-
 /// How late after its slot a lease answer may still be delivered: a quarter of the queue's
 /// spacing, at least 2 ms (the timer's and the scheduler's grain) and at most 25 ms; plus how
 /// uncertain the store's clock is on this node (about half the fastest round trip). Two
@@ -113,14 +116,6 @@ pub struct InstanceInfo {
     pub release_rate: Option<f64>,
 }
 
-#[derive(Default)]
-struct Local {
-    /// Leasers of this process take turns asking the store.
-    turn: tokio::sync::Mutex<()>,
-    /// Woken by a submit, nack or requeue through this process.
-    wake: Notify,
-}
-
 /// Shaped queues over a store. See the [module documentation](self).
 pub struct Queue<S: QueueStore> {
     specs: ArcSwap<QueueSet>,
@@ -129,17 +124,10 @@ pub struct Queue<S: QueueStore> {
     store: S,
     locals: Mutex<HashMap<String, Arc<Local>>>,
     offset: Mutex<Offset>,
+    /// Whether the store answers, from every call to it.
+    health: Arc<Health>,
     /// Set by [`Queue::close`]: leases answer `None` at once.
     closing: tokio::sync::watch::Sender<bool>,
-}
-
-/// A delivery's nonce: 52 random bits (exact in the Redis scripts' doubles), never 0 (0 means
-/// never delivered). Without the operating system's randomness the lease fails: a fixed nonce
-/// would let a worker whose lease expired ack the job's next delivery.
-fn nonce() -> Result<u64, QueueError> {
-    flowgate_core::random::seed()
-        .map(|r| (r >> 12).max(1))
-        .map_err(|e| QueueError::Store(flowgate_core::StoreError::Internal(e.to_string())))
 }
 
 fn micros(d: Duration) -> Micros {
@@ -155,6 +143,7 @@ impl<S: QueueStore> Queue<S> {
             store,
             locals: Mutex::new(HashMap::new()),
             offset: Mutex::new(Offset::default()),
+            health: Arc::new(Health::default()),
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -162,6 +151,19 @@ impl<S: QueueStore> Queue<S> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Whether the store is failing, as this queue's calls to it found: from an error until
+    /// it answers again after a second without one. The change is logged each way, once, at
+    /// WARN then INFO under the target `flowgate::queue`.
+    pub fn store_failing(&self) -> bool {
+        self.health.failing()
+    }
+
+    /// `r`, the answer of a call to the store, recorded in its health.
+    fn noted<T>(&self, r: Result<T, QueueError>) -> Result<T, QueueError> {
+        self.health.record(&r);
+        r
     }
 
     /// Closes the queue to leases, for a shutdown: every lease waiting, and every lease from now
@@ -294,142 +296,9 @@ impl<S: QueueStore> Queue<S> {
                 max: spec.max_payload(),
             });
         }
-        let out = self.store.submit(&spec, &instance, &jobs).await?;
+        let out = self.noted(self.store.submit(&spec, &instance, &jobs).await)?;
         self.wake(&instance);
         Ok(out)
-    }
-
-    /// Leases the next job of the instance of `descriptor`, waiting up to `wait` for one; the
-    /// answer comes at the job's release slot (see the [module documentation](self)). `None`
-    /// when no job was released within `wait`.
-    ///
-    /// # Errors
-    /// [`QueueError::UnknownQueue`], or the store's error if it still fails when `wait` ends.
-    pub async fn lease(
-        &self,
-        domain: &str,
-        descriptor: &Descriptor,
-        wait: Duration,
-    ) -> Result<Option<Delivery>, QueueError> {
-        let (spec, instance) = self.find(domain, descriptor, false)?;
-        let deadline = Instant::now() + wait;
-        let local = self.local(&instance);
-        let mut retry = RETRY_FIRST;
-        loop {
-            if *self.closing.borrow() {
-                return Ok(None);
-            }
-            let turn = tokio::select! {
-                t = tokio::time::timeout_at(deadline, local.turn.lock()) => t,
-                () = self.closed() => return Ok(None),
-            };
-            let Ok(turn) = turn else {
-                return Ok(None);
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            let horizon = micros(left.min(MAX_HORIZON));
-            let sent = wall();
-            let outcome = match self.store.lease(&spec, &instance, horizon, nonce()?).await {
-                Ok(o) => {
-                    retry = RETRY_FIRST;
-                    o
-                }
-                Err(QueueError::Store(e)) => {
-                    if left.is_zero() {
-                        return Err(QueueError::Store(e));
-                    }
-                    tracing::debug!(error = %e, %instance, "lease: the store failed; trying again");
-                    tokio::time::sleep(retry.min(left)).await;
-                    retry = (retry * 2).min(RETRY_MAX);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let pause = match outcome {
-                LeaseOutcome::Leased(job) => {
-                    drop(turn);
-                    if let Some(d) = self.deliver(&spec, &instance, job, sent).await? {
-                        return Ok(Some(d));
-                    }
-                    // Too late for its slot: given back; ask again for the next one.
-                    continue;
-                }
-                LeaseOutcome::Later(after) => Duration::from_micros(after),
-                LeaseOutcome::Empty { next } => {
-                    next.map_or(POLL, |n| Duration::from_micros(n).min(POLL))
-                }
-            };
-            if left.is_zero() {
-                return Ok(None);
-            }
-            let pause = pause.min(left).max(Duration::from_micros(100));
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = local.wake.notified() => {}
-                () = self.closed() => return Ok(None),
-            }
-        }
-    }
-
-    /// Holds a leased job until its slot comes on this node, and delivers it; gives it back
-    /// (answering `None`) if the answer came too late for its slot, or at once if this future
-    /// is dropped first.
-    async fn deliver(
-        &self,
-        spec: &Arc<QueueSpec>,
-        instance: &str,
-        job: Leased,
-        sent: Micros,
-    ) -> Result<Option<Delivery>, QueueError> {
-        let (hold, late, slack) = {
-            let mut o = self.offset.lock();
-            let received = wall();
-            o.sample(job.now, sent, received);
-            (
-                o.until(job.released_at, received).unwrap_or_default(),
-                o.since(job.released_at, received),
-                tolerance(spec) + o.uncertainty(),
-            )
-        };
-        let mut back = GiveBack {
-            store: self.store.clone(),
-            spec: Arc::clone(spec),
-            instance: instance.to_owned(),
-            job: Some((job.id, job.nonce, job.released_at)),
-        };
-        if !hold.is_zero() && late <= slack {
-            tokio::select! {
-                () = tokio::time::sleep(hold) => {}
-                () = self.closed() => {
-                    back.now().await;
-                    return Ok(None);
-                }
-            }
-        }
-        // Checked last, after the hold: this node may have been held up too (a pause, a
-        // starved runtime), and what counts is when the answer leaves.
-        let late = late.max(self.offset.lock().since(job.released_at, wall()));
-        if late > slack {
-            tracing::debug!(%instance, id = job.id, late_ms = late.as_millis() as u64, "lease answer too late for its slot: re-slotted");
-            back.now().await;
-            return Ok(None);
-        }
-        back.job = None;
-        Ok(Some(Delivery {
-            token: Token {
-                instance: instance.to_owned(),
-                id: job.id,
-                nonce: job.nonce,
-            }
-            .to_string(),
-            id: job.id,
-            payload: job.payload,
-            attempt: job.attempt,
-            instance: instance.to_owned(),
-            submitted_at: job.submitted_at,
-            released_at: job.released_at,
-            lease_deadline: job.lease_deadline,
-        }))
     }
 
     fn token(&self, token: &str) -> Result<(Token, Arc<QueueSpec>), QueueError> {
@@ -447,7 +316,7 @@ impl<S: QueueStore> Queue<S> {
     /// since), or the store's error.
     pub async fn ack(&self, token: &str) -> Result<(), QueueError> {
         let (t, spec) = self.token(token)?;
-        self.store.ack(&spec, &t.instance, t.id, t.nonce).await
+        self.noted(self.store.ack(&spec, &t.instance, t.id, t.nonce).await)
     }
 
     /// Gives a delivery back, to be released again after `retry_after` (default: the queue's
@@ -468,10 +337,11 @@ impl<S: QueueStore> Queue<S> {
             )));
         }
         let (t, spec) = self.token(token)?;
-        let out = self
-            .store
-            .nack(&spec, &t.instance, t.id, t.nonce, retry_after.map(micros))
-            .await?;
+        let out = self.noted(
+            self.store
+                .nack(&spec, &t.instance, t.id, t.nonce, retry_after.map(micros))
+                .await,
+        )?;
         self.wake(&t.instance);
         Ok(out)
     }
@@ -488,7 +358,7 @@ impl<S: QueueStore> Queue<S> {
         limit: usize,
     ) -> Result<Vec<DeadJob>, QueueError> {
         let (spec, instance) = self.find(domain, descriptor, false)?;
-        self.store.dead(&spec, &instance, offset, limit).await
+        self.noted(self.store.dead(&spec, &instance, offset, limit).await)
     }
 
     /// Puts dead letters (`ids`, or all) back in the queue with fresh attempts.
@@ -503,7 +373,7 @@ impl<S: QueueStore> Queue<S> {
         ids: Option<&[u64]>,
     ) -> Result<u64, QueueError> {
         let (spec, instance) = self.find(domain, descriptor, false)?;
-        let n = self.store.requeue_dead(&spec, &instance, ids).await?;
+        let n = self.noted(self.store.requeue_dead(&spec, &instance, ids).await)?;
         self.wake(&instance);
         Ok(n)
     }
@@ -519,7 +389,7 @@ impl<S: QueueStore> Queue<S> {
         ids: Option<&[u64]>,
     ) -> Result<u64, QueueError> {
         let (spec, instance) = self.find(domain, descriptor, false)?;
-        self.store.purge_dead(&spec, &instance, ids).await
+        self.noted(self.store.purge_dead(&spec, &instance, ids).await)
     }
 
     /// Deletes every job of the instance of `descriptor` (waiting, in flight, dead).
@@ -528,7 +398,7 @@ impl<S: QueueStore> Queue<S> {
     /// [`QueueError::UnknownQueue`], or the store's error.
     pub async fn purge(&self, domain: &str, descriptor: &Descriptor) -> Result<u64, QueueError> {
         let (spec, instance) = self.find(domain, descriptor, false)?;
-        self.store.purge(&spec, &instance).await
+        self.noted(self.store.purge(&spec, &instance).await)
     }
 
     /// The state of every instance the store holds, sorted by key.
@@ -536,7 +406,7 @@ impl<S: QueueStore> Queue<S> {
     /// # Errors
     /// The store's error.
     pub async fn instances(&self) -> Result<Vec<InstanceInfo>, QueueError> {
-        let keys = self.store.instances().await?;
+        let keys = self.noted(self.store.instances().await)?;
         let mut out = Vec::with_capacity(keys.len());
         for instance in keys {
             let Some((spec, retired)) = self.spec_of(&instance) else {
@@ -549,7 +419,7 @@ impl<S: QueueStore> Queue<S> {
                 });
                 continue;
             };
-            let Some(stats) = self.store.stats(&spec, &instance).await? else {
+            let Some(stats) = self.noted(self.store.stats(&spec, &instance).await)? else {
                 continue; // idle and empty for its retention: forgotten
             };
             let release_rate = Some(stats.release_rate(spec.spacing()));
@@ -567,59 +437,5 @@ impl<S: QueueStore> Queue<S> {
     /// A worker helper for the instance of `descriptor`: see [`Worker`].
     pub fn worker(self: &Arc<Self>, domain: &str, descriptor: Descriptor) -> Worker<S> {
         Worker::new(Arc::clone(self), domain, descriptor)
-    }
-}
-
-/// A job leased for a delivery not made yet: given back to the store if dropped armed.
-struct GiveBack<S: QueueStore> {
-    store: S,
-    spec: Arc<QueueSpec>,
-    instance: String,
-    /// (id, nonce, slot); `None` once delivered.
-    job: Option<(u64, u64, Micros)>,
-}
-
-impl<S: QueueStore> GiveBack<S> {
-    /// Gives the job back now (a job no longer held, its lease expired meanwhile, is left).
-    async fn now(&mut self) {
-        if let Some((id, nonce, slot)) = self.job.take() {
-            give_back(&self.store, &self.spec, &self.instance, id, nonce, slot).await;
-        }
-    }
-}
-
-impl<S: QueueStore> Drop for GiveBack<S> {
-    fn drop(&mut self) {
-        let Some((id, nonce, slot)) = self.job.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return; // the runtime is going: the lease expires by itself
-        };
-        let (store, spec, instance) = (
-            self.store.clone(),
-            Arc::clone(&self.spec),
-            self.instance.clone(),
-        );
-        rt.spawn(async move { give_back(&store, &spec, &instance, id, nonce, slot).await });
-    }
-}
-
-async fn give_back<S: QueueStore>(
-    store: &S,
-    spec: &QueueSpec,
-    instance: &str,
-    id: u64,
-    nonce: u64,
-    slot: Micros,
-) {
-    match store.give_back(spec, instance, id, nonce, slot).await {
-        Ok(()) => {
-            tracing::debug!(%instance, id, "lease given back: the job is first in line again")
-        }
-        Err(QueueError::NotHeld { .. }) => {}
-        Err(e) => {
-            tracing::warn!(%instance, id, error = %e, "cannot give a lease back: it will expire by itself")
-        }
     }
 }

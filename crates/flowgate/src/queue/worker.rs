@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowgate_core::Descriptor;
-use flowgate_core::queue::QueueStore;
+use flowgate_core::queue::{QueueError, QueueStore};
 
 use super::{Delivery, Queue};
 
@@ -73,6 +73,14 @@ impl<S: QueueStore> Worker<S> {
             let job = match leased {
                 Ok(Some(job)) => job,
                 Ok(None) => continue,
+                Err(e @ QueueError::Store(_)) => {
+                    // (the queue logs the store's failure once, and its return)
+                    tracing::debug!(error = %e, domain = %self.domain, "queue worker: lease failed");
+                    tokio::select! {
+                        () = &mut stop => return,
+                        () = tokio::time::sleep(ERROR_PAUSE) => continue,
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, domain = %self.domain, "queue worker: lease failed");
                     tokio::select! {
