@@ -407,7 +407,11 @@ impl SharedStates {
                 calls: 0,
                 bad: 0,
                 retry_after,
-                probes_out: if phase == "half_open" { c.probes_out } else { 0 },
+                probes_out: if phase == "half_open" {
+                    c.probes_out
+                } else {
+                    0
+                },
                 opened: c.phase.opened(),
                 shared: true,
             });

@@ -123,7 +123,11 @@ mod tests {
             r.count("pay:wpg:channel=WPG");
         }
         r.count("pay:wpg:channel=ADY");
-        assert_eq!(r.recent("pay:wpg:channel=WPG"), 0, "the second is not closed");
+        assert_eq!(
+            r.recent("pay:wpg:channel=WPG"),
+            0,
+            "the second is not closed"
+        );
         r.sample();
         r.count("pay:wpg:channel=WPG");
         r.sample();
@@ -134,7 +138,11 @@ mod tests {
         }
         assert_eq!(r.recent("pay:wpg:channel=WPG"), 4, "still in the window");
         r.sample();
-        assert_eq!(r.recent("pay:wpg:channel=WPG"), 1, "the first second left it");
+        assert_eq!(
+            r.recent("pay:wpg:channel=WPG"),
+            1,
+            "the first second left it"
+        );
         assert_eq!(r.recent("pay:wpg:channel=ADY"), 0);
         let mut published = r.published();
         published.sort();
