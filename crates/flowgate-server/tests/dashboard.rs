@@ -876,7 +876,11 @@ async fn breaker_refusals_reasons_and_probes_in_a_real_browser() {
         .await;
         assert!(shown, "{rule}'s card: {card}");
         let ratio = js(&c, &rule_fig(rule, "ratio")).await;
-        assert_eq!(ratio.as_f64(), Some(0.0), "{rule}: the limit rejected nothing");
+        assert_eq!(
+            ratio.as_f64(),
+            Some(0.0),
+            "{rule}: the limit rejected nothing"
+        );
     }
     let (shown, row) = poll(&c, Duration::from_secs(5), WPG_ROW, |v| {
         v[0] == "open"
