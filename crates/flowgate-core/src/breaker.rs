@@ -17,6 +17,10 @@
 //!
 //! A call is bad when it failed (`error_ratio`, `error_count`), or when its latency is over
 //! `slow_call` (`slow_call_ratio`: strictly slower; a failed call counts as slow too).
+//!
+//! An open or half-open phase carries why it opened ([`Opened`]): the window's calls and bad
+//! calls at the transition, or, after a failed probe, the probes reported in that half-open
+//! phase (the failed one included, the one bad call).
 
 use crate::clock::Micros;
 
@@ -212,6 +216,17 @@ struct Bucket {
     bad: u64,
 }
 
+/// Why a breaker opened: the calls and bad calls that made it open, at the transition (the
+/// window's, when it opened from closed; the probes reported while half-open, when a probe
+/// failed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Opened {
+    /// Calls counted.
+    pub calls: u64,
+    /// Of them, the bad ones.
+    pub bad: u64,
+}
+
 /// A breaker's phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -221,6 +236,8 @@ pub enum Phase {
     Open {
         /// When it turns half-open.
         until: Micros,
+        /// Why it opened.
+        opened: Opened,
     },
     /// Probes go ahead.
     HalfOpen {
@@ -228,6 +245,8 @@ pub enum Phase {
         leases: Vec<(u64, Micros)>,
         /// Probes that succeeded.
         succeeded: u32,
+        /// Why it opened last.
+        opened: Opened,
     },
 }
 
@@ -238,6 +257,14 @@ impl Phase {
             Phase::Closed => "closed",
             Phase::Open { .. } => "open",
             Phase::HalfOpen { .. } => "half_open",
+        }
+    }
+
+    /// Why it opened last (`None` while closed).
+    pub fn opened(&self) -> Option<Opened> {
+        match self {
+            Phase::Closed => None,
+            Phase::Open { opened, .. } | Phase::HalfOpen { opened, .. } => Some(*opened),
         }
     }
 }
@@ -320,10 +347,14 @@ impl Breaker {
     /// Open past its time turns half-open; expired probe leases free their place.
     fn advance(&mut self, now: Micros) -> Option<Transition> {
         match &mut self.phase {
-            Phase::Open { until } if now >= *until => self.set(Phase::HalfOpen {
-                leases: Vec::new(),
-                succeeded: 0,
-            }),
+            Phase::Open { until, opened } if now >= *until => {
+                let opened = *opened;
+                self.set(Phase::HalfOpen {
+                    leases: Vec::new(),
+                    succeeded: 0,
+                    opened,
+                })
+            }
             Phase::HalfOpen { leases, .. } => {
                 leases.retain(|(_, deadline)| *deadline > now);
                 None
@@ -339,10 +370,12 @@ impl Breaker {
         let timeout = self.spec.probe_timeout;
         let answer = match &mut self.phase {
             Phase::Closed => Admit::Call,
-            Phase::Open { until } => Admit::Refused {
+            Phase::Open { until, .. } => Admit::Refused {
                 retry_after: *until - now,
             },
-            Phase::HalfOpen { leases, succeeded } => {
+            Phase::HalfOpen {
+                leases, succeeded, ..
+            } => {
                 if leases.len() as u32 + *succeeded < probes {
                     let lease = self.next_lease;
                     self.next_lease += 1;
@@ -390,21 +423,29 @@ impl Breaker {
                 if self.spec.trips(calls, bad) {
                     self.set(Phase::Open {
                         until: now + self.spec.open_for,
+                        opened: Opened { calls, bad },
                     })
                 } else {
                     None
                 }
             }
             Phase::Open { .. } => None,
-            Phase::HalfOpen { leases, succeeded } => {
+            Phase::HalfOpen {
+                leases, succeeded, ..
+            } => {
                 let held = probe.and_then(|p| leases.iter().position(|l| l.0 == p));
                 match held {
                     None => None,
                     Some(i) => {
                         leases.swap_remove(i);
                         if bad {
+                            let opened = Opened {
+                                calls: u64::from(*succeeded) + 1,
+                                bad: 1,
+                            };
                             self.set(Phase::Open {
                                 until: now + self.spec.open_for,
+                                opened,
                             })
                         } else {
                             *succeeded += 1;
@@ -593,6 +634,47 @@ mod tests {
         assert_eq!(b.report(until + 5 * S + 1, Some(lost), true, 0), None);
     }
 
+    /// Why it opened: the window at the transition, kept while half-open; after a failed
+    /// probe, the probes of that half-open phase; nothing once closed.
+    #[test]
+    fn an_open_breaker_says_why_it_opened() {
+        let mut b = Breaker::new(spec(Strategy::ErrorRatio, 0.5));
+        for i in 0..5 {
+            b.report(i, None, false, 0);
+        }
+        assert_eq!(b.phase(5).opened(), None);
+        for i in 5..10 {
+            b.report(i, None, true, 0);
+        }
+        let why = Opened { calls: 10, bad: 5 };
+        assert_eq!(b.phase(10).opened(), Some(why), "5 bad of 10 opened it");
+        let until = 9 + 30 * S;
+        let (Admit::Probe(p1), _) = b.admit(until) else {
+            panic!("a probe")
+        };
+        assert_eq!(b.phase(until).opened(), Some(why), "half-open keeps it");
+        let Admit::Probe(p2) = b.admit(until).0 else {
+            panic!("a second probe")
+        };
+        b.report(until + 1, Some(p1), false, 0);
+        b.report(until + 2, Some(p2), true, 0);
+        assert_eq!(
+            b.phase(until + 3).opened(),
+            Some(Opened { calls: 2, bad: 1 }),
+            "one probe succeeded, the second failed"
+        );
+        let again = until + 2 + 30 * S;
+        let Admit::Probe(p1) = b.admit(again).0 else {
+            panic!()
+        };
+        let Admit::Probe(p2) = b.admit(again).0 else {
+            panic!()
+        };
+        b.report(again, Some(p1), false, 0);
+        b.report(again, Some(p2), false, 0);
+        assert_eq!(b.phase(again).opened(), None, "closed");
+    }
+
     #[test]
     fn bad_parameters_name_their_field() {
         let e = |s: Result<BreakerSpec, BreakerError>| match s {
@@ -687,7 +769,7 @@ mod tests {
                         Op::Wait(d) => now += d,
                     }
                     out.retain(|(_, deadline)| *deadline > now);
-                    if let Phase::HalfOpen { leases, succeeded } = b.phase(now).clone() {
+                    if let Phase::HalfOpen { leases, succeeded, .. } = b.phase(now).clone() {
                         prop_assert!(leases.len() as u32 + succeeded <= probes);
                     }
                 }

@@ -11,6 +11,9 @@
 --   <p>s   hash: instance -> "o <until>" (open until) or "h <succeeded>" (half-open);
 --          an instance not in it is closed
 --   <p>seq the last probe lease given
+--   <p>o   hash: instance -> "<calls> <bad>", why it opened last (the window's calls and bad
+--          calls at the transition; after a failed probe, the probes reported while half-open
+--          and 1), held while the instance is in <p>s
 --   then for each instance of the call, three keys:
 --     <p>w:<instance>  hash: "c<bucket index>" and "b<bucket index>" -> calls and bad calls
 --                      (the sliding window, closed only)
@@ -26,10 +29,12 @@
 --   probe    5..13 the parameters, 14 instance name
 --   cancel   5..13 the parameters, 14 instance name, 15 lease
 -- Answers:
---   report   per instance, breakers in order: {phase, value, calls, bad} (phase 'c'|'o'|'h';
---            value: until or succeeded; calls and bad: the window's, closed)
---   probe    {answer, value, phase, phase value}: answer 'call', 'probe' (value: the lease) or
---            'refused' (value: the time to wait, us)
+--   report   per instance, breakers in order: {phase, value, calls, bad, opened calls, opened
+--            bad, probes out} (phase 'c'|'o'|'h'; value: until or succeeded; calls and bad: the
+--            window's, closed; opened: why it opened, '' while closed or when no figures are
+--            held; probes out: leases held, half-open)
+--   probe    {answer, value, phase, phase value, opened calls, opened bad, probes out}: answer
+--            'call', 'probe' (value: the lease) or 'refused' (value: the time to wait, us)
 -- Times are us since the epoch; every value stays below 2^53, so Lua's doubles hold them.
 
 local op = ARGV[1]
@@ -43,12 +48,12 @@ end
 local node = ARGV[3]
 local channel = ARGV[4]
 -- The breaker being worked on: its keys and parameters (set by `configure`).
-local s, seq, is_count, threshold, min_calls, window, buckets, open_for, probes, probe_timeout,
+local s, seq, why, is_count, threshold, min_calls, window, buckets, open_for, probes, probe_timeout,
   min_nodes, width
 
 -- Takes the parameters at ARGV[a] and the keys at KEYS[k]; answers the next argument's index.
 local function configure(a, k)
-  s, seq = KEYS[k], KEYS[k + 1]
+  s, seq, why = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   is_count = ARGV[a] == '1'
   threshold = tonumber(ARGV[a + 1])
   min_calls = tonumber(ARGV[a + 2])
@@ -90,16 +95,33 @@ end
 
 local changed = false
 
-local function open(name, w, p, n)
+-- Opens `name` for open_for, because of `calls` calls of which `bad` were bad.
+local function open(name, w, p, n, calls, bad)
   redis.call('HSET', s, name, 'o ' .. num(now + open_for))
+  redis.call('HSET', why, name, num(calls) .. ' ' .. num(bad))
   redis.call('DEL', w, p, n)
   changed = true
 end
 
 local function close(name, w, p, n)
   redis.call('HDEL', s, name)
+  redis.call('HDEL', why, name)
   redis.call('DEL', w, p, n)
   changed = true
+end
+
+-- Why `name` opened last: its calls and bad calls, '' and '' while closed or when no figures are
+-- held (an instance opened by a script that kept none).
+local function opened(name, ph)
+  if ph == 'c' then
+    return '', ''
+  end
+  local v = redis.call('HGET', why, name)
+  local calls, bad = string.match(v or '', '^(%d+) (%d+)$')
+  if not calls then
+    return '', ''
+  end
+  return calls, bad
 end
 
 -- The window's calls and bad calls at `now`; buckets that left it are deleted.
@@ -146,6 +168,15 @@ local function expire(p)
   redis.call('ZREMRANGEBYSCORE', p, '-inf', num(now))
 end
 
+-- The probe leases held (half-open), once expired ones are gone.
+local function out_of(ph, p)
+  if ph ~= 'h' then
+    return 0
+  end
+  expire(p)
+  return redis.call('ZCARD', p)
+end
+
 if op == 'report' then
   local out = {}
   local a, k = 6, 1
@@ -159,7 +190,7 @@ if op == 'report' then
       local calls, bad, reported = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       local leases = a + 4
       a = leases + 2 * reported
-      local w, p, n = KEYS[k + 3 * i - 1], KEYS[k + 3 * i], KEYS[k + 3 * i + 1]
+      local w, p, n = KEYS[k + 3 * i], KEYS[k + 3 * i + 1], KEYS[k + 3 * i + 2]
       local ph, x, turned = phase(name)
       -- The window's calls and bad calls, answered while closed.
       local c, b = 0, 0
@@ -179,7 +210,7 @@ if op == 'report' then
         redis.call('PEXPIRE', w, math.ceil(window / 1000) + KEEP_MS)
         c, b = count(w)
         if trips(c, b, n) then
-          open(name, w, p, n)
+          open(name, w, p, n, c, b)
           ph, x, c, b = 'o', now + open_for, 0, 0
         end
       elseif ph == 'c' then
@@ -190,7 +221,7 @@ if op == 'report' then
           local lease, bad_probe = ARGV[leases + 2 * j], ARGV[leases + 2 * j + 1] == '1'
           if redis.call('ZREM', p, lease) == 1 then
             if bad_probe then
-              open(name, w, p, n)
+              open(name, w, p, n, x + 1, 1)
               ph, x = 'o', now + open_for
               break
             end
@@ -204,12 +235,13 @@ if op == 'report' then
           end
         end
       end
-      out[#out + 1] = {ph, num(x), c, b}
+      local oc, ob = opened(name, ph)
+      out[#out + 1] = {ph, num(x), c, b, oc, ob, out_of(ph, p)}
     end
     if changed then
       redis.call('PUBLISH', channel, s)
     end
-    k = k + 2 + 3 * n_instances
+    k = k + 3 + 3 * n_instances
   end
   return out
 end
@@ -217,7 +249,7 @@ end
 if op == 'probe' then
   configure(5, 1)
   local name = ARGV[14]
-  local w, p, n = KEYS[3], KEYS[4], KEYS[5]
+  local p = KEYS[5]
   local ph, x, turned = phase(name)
   local answer, value = 'call', 0
   if ph == 'o' then
@@ -240,11 +272,12 @@ if op == 'probe' then
   if turned then
     redis.call('PUBLISH', channel, s)
   end
-  return {answer, num(value), ph, num(x)}
+  local oc, ob = opened(name, ph)
+  return {answer, num(value), ph, num(x), oc, ob, out_of(ph, p)}
 end
 
 if op == 'cancel' then
-  return redis.call('ZREM', KEYS[4], ARGV[15])
+  return redis.call('ZREM', KEYS[5], ARGV[15])
 end
 
 return redis.error_reply('unknown breaker op ' .. tostring(op))

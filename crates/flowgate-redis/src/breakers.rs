@@ -2,9 +2,10 @@
 //! [`flowgate_core::breaker`] run in Redis, once, on the reports nodes send in batches.
 //!
 //! A breaker's state lives under one hash tag, `flowgate:brk:{<domain>:<name>:<fingerprint>}:`
-//! (one slot on a Redis Cluster): a hash of its instances that are not closed (`s`), and per
-//! instance its sliding window, its probe leases and, with `min_nodes`, the nodes that saw bad
-//! calls. The fingerprint is the breaker's parameters and pattern, so a changed breaker starts
+//! (one slot on a Redis Cluster): a hash of its instances that are not closed (`s`), a hash of
+//! why each of them opened (`o`: the calls and bad calls at the transition, so that every node
+//! shows them), and per instance its sliding window, its probe leases and, with `min_nodes`, the
+//! nodes that saw bad calls. The fingerprint is the breaker's parameters and pattern, so a changed breaker starts
 //! closed, as it does in one process. Each transition is published on [`CHANNEL`]; a node reads
 //! the breaker's phases again on a message ([`RedisBreakers::follow`]) and periodically.
 //!
@@ -12,9 +13,10 @@
 //! script counts calls and bad calls. A batch of an instance's reports counts as one step: its
 //! calls are added to the window together and the threshold is compared once, after them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use flowgate_core::breaker::{BreakerSpec, Strategy};
+use flowgate_core::breaker::{BreakerSpec, Opened, Strategy};
 use flowgate_core::{Micros, StoreError};
 use redis::Value;
 use tokio::sync::Notify;
@@ -39,12 +41,26 @@ pub enum SharedPhase {
     Open {
         /// When it turns half-open.
         until: Micros,
+        /// Why it opened (`None`: opened by a node whose script keeps no figures).
+        opened: Option<Opened>,
     },
     /// Probes go ahead.
     HalfOpen {
         /// Probes that succeeded.
         succeeded: u32,
+        /// Why it opened last, as for `Open`.
+        opened: Option<Opened>,
     },
+}
+
+impl SharedPhase {
+    /// Why it opened last (`None` while closed, or when no figures are held).
+    pub fn opened(&self) -> Option<Opened> {
+        match self {
+            SharedPhase::Closed => None,
+            SharedPhase::Open { opened, .. } | SharedPhase::HalfOpen { opened, .. } => *opened,
+        }
+    }
 }
 
 /// One instance's reports in a batch.
@@ -69,6 +85,19 @@ pub struct InstanceState {
     pub calls: u64,
     /// Bad calls in its window (closed).
     pub bad: u64,
+    /// Probe leases held (half-open), across the cluster.
+    pub probes_out: u32,
+}
+
+/// An instance that is not closed, as every node reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenInstance {
+    /// The instance's key.
+    pub instance: String,
+    /// Its phase (never [`SharedPhase::Closed`]).
+    pub phase: SharedPhase,
+    /// Probe leases held, across the cluster, when read (0 unless half-open).
+    pub probes_out: u32,
 }
 
 /// The answer to a call asking for a probe.
@@ -132,6 +161,16 @@ impl SharedBreaker {
         format!("{}s", self.prefix)
     }
 
+    /// The key of the hash of why its instances that are not closed opened.
+    fn opened_key(&self) -> String {
+        format!("{}o", self.prefix)
+    }
+
+    /// The key of an instance's probe leases.
+    fn probes_key(&self, instance: &str) -> String {
+        format!("{}p:{instance}", self.prefix)
+    }
+
     /// Its parameters.
     pub fn spec(&self) -> &BreakerSpec {
         &self.spec
@@ -175,29 +214,61 @@ fn int(v: &Value) -> Option<u64> {
     }
 }
 
-fn phase(p: &str, value: u64) -> Option<SharedPhase> {
+fn phase(p: &str, value: u64, opened: Option<Opened>) -> Option<SharedPhase> {
     match p {
         "c" => Some(SharedPhase::Closed),
-        "o" => Some(SharedPhase::Open { until: value }),
+        "o" => Some(SharedPhase::Open {
+            until: value,
+            opened,
+        }),
         "h" => Some(SharedPhase::HalfOpen {
             succeeded: u32::try_from(value).ok()?,
+            opened,
         }),
         _ => None,
     }
 }
 
-/// A phase as the phases' hash holds it: `o <until>` or `h <succeeded>`.
-fn stored_phase(v: &str) -> Option<SharedPhase> {
-    let (p, x) = v.split_once(' ')?;
-    phase(p, x.parse().ok()?)
+/// Why an instance opened, from a script's answer: two counts, or two empty strings when no
+/// figures are held (`Some(None)`); anything else is not an answer (`None`).
+fn opened_of(calls: &Value, bad: &Value) -> Option<Option<Opened>> {
+    match (text(calls), text(bad)) {
+        (Some(""), Some("")) => Some(None),
+        _ => Some(Some(Opened {
+            calls: int(calls)?,
+            bad: int(bad)?,
+        })),
+    }
 }
 
-/// A phases' hash as read: each instance's phase, or the value no script writes.
-fn parse_phases(fields: Vec<(String, String)>) -> Result<Vec<(String, SharedPhase)>, StoreError> {
+/// A phase as the phases' hash holds it (`o <until>` or `h <succeeded>`), with why it opened as
+/// the figures' hash holds it (`<calls> <bad>`, if any).
+fn stored_phase(v: &str, why: Option<&String>) -> Option<SharedPhase> {
+    let (p, x) = v.split_once(' ')?;
+    let opened = why.and_then(|w| {
+        let (calls, bad) = w.split_once(' ')?;
+        Some(Opened {
+            calls: calls.parse().ok()?,
+            bad: bad.parse().ok()?,
+        })
+    });
+    phase(p, x.parse().ok()?, opened)
+}
+
+/// A phases' hash and its figures' hash as read: each instance's phase, or the value no script
+/// writes.
+fn parse_phases(
+    fields: Vec<(String, String)>,
+    why: &HashMap<String, String>,
+) -> Result<Vec<OpenInstance>, StoreError> {
     fields
         .into_iter()
-        .map(|(k, v)| match stored_phase(&v) {
-            Some(p) => Ok((k, p)),
+        .map(|(k, v)| match stored_phase(&v, why.get(&k)) {
+            Some(phase) => Ok(OpenInstance {
+                instance: k,
+                phase,
+                probes_out: 0,
+            }),
             None => Err(StoreError::Internal(format!(
                 "breaker state of {k} is not one the script writes: {v:?}"
             ))),
@@ -256,10 +327,12 @@ impl RedisBreakers {
         b: &SharedBreaker,
         instances: impl Iterator<Item = &'a str>,
     ) {
-        inv.key(b.phases_key()).key(format!("{}seq", b.prefix));
+        inv.key(b.phases_key())
+            .key(format!("{}seq", b.prefix))
+            .key(b.opened_key());
         for i in instances {
             inv.key(format!("{}w:{i}", b.prefix))
-                .key(format!("{}p:{i}", b.prefix))
+                .key(b.probes_key(i))
                 .key(format!("{}n:{i}", b.prefix));
         }
         let spec = &b.spec;
@@ -363,11 +436,12 @@ impl RedisBreakers {
             for (at, chunk) in &call {
                 for row in rows.by_ref().take(chunk.len()) {
                     let state = match row {
-                        Value::Array(f) if f.len() == 4 => (|| {
+                        Value::Array(f) if f.len() == 7 => (|| {
                             Some(InstanceState {
-                                phase: phase(text(&f[0])?, int(&f[1])?)?,
+                                phase: phase(text(&f[0])?, int(&f[1])?, opened_of(&f[4], &f[5])?)?,
                                 calls: int(&f[2])?,
                                 bad: int(&f[3])?,
+                                probes_out: u32::try_from(int(&f[6])?).ok()?,
                             })
                         })(),
                         _ => None,
@@ -380,7 +454,7 @@ impl RedisBreakers {
     }
 
     /// Asks for a probe of instance `instance` (open past its time turns half-open): answers
-    /// the decision and the instance's phase after it.
+    /// the decision, the instance's phase after it and the probe leases it holds then.
     ///
     /// # Errors
     /// As [`RedisBreakers::report`].
@@ -388,13 +462,13 @@ impl RedisBreakers {
         &self,
         b: &SharedBreaker,
         instance: &str,
-    ) -> Result<(ProbeAnswer, SharedPhase), StoreError> {
+    ) -> Result<(ProbeAnswer, SharedPhase, u32), StoreError> {
         let mut inv = self.invoke("probe");
         Self::breaker(&mut inv, b, std::iter::once(instance));
         inv.arg(instance);
         let v = self.run(&inv).await?;
         let parsed = match &v {
-            Value::Array(f) if f.len() == 4 => (|| {
+            Value::Array(f) if f.len() == 7 => (|| {
                 let value = int(&f[1])?;
                 let answer = match text(&f[0])? {
                     "call" => ProbeAnswer::Call,
@@ -402,7 +476,9 @@ impl RedisBreakers {
                     "refused" => ProbeAnswer::Refused { retry_after: value },
                     _ => return None,
                 };
-                Some((answer, phase(text(&f[2])?, int(&f[3])?)?))
+                let opened = opened_of(&f[4], &f[5])?;
+                let out = u32::try_from(int(&f[6])?).ok()?;
+                Some((answer, phase(text(&f[2])?, int(&f[3])?, opened)?, out))
             })(),
             _ => None,
         };
@@ -426,41 +502,83 @@ impl RedisBreakers {
         self.run(&inv).await.map(|_| ())
     }
 
-    /// The phases of breaker `b`'s instances that are not closed (one `HGETALL`).
+    /// Breaker `b`'s instances that are not closed: their phases, why they opened, and the
+    /// probe leases held by those half-open.
     ///
     /// # Errors
     /// As [`RedisBreakers::report`]; a value no script writes is [`StoreError::Internal`]
     /// naming it.
-    pub async fn read(&self, b: &SharedBreaker) -> Result<Vec<(String, SharedPhase)>, StoreError> {
-        let fields: Vec<(String, String)> = self
-            .conn
-            .query(redis::cmd("HGETALL").arg(b.phases_key()))
-            .await?;
-        parse_phases(fields)
+    pub async fn read(&self, b: &SharedBreaker) -> Result<Vec<OpenInstance>, StoreError> {
+        let mut all = self.read_many(&[b]).await?;
+        Ok(all.pop().unwrap_or_default())
     }
 
-    /// The phases of several breakers: on a single Redis in one round trip (a pipeline of
-    /// `HGETALL`s), on a Redis Cluster one call per breaker.
+    /// Several breakers' instances that are not closed, as [`RedisBreakers::read`]: on a single
+    /// Redis in one round trip (a pipeline of `HGETALL`s), then, when some instance is
+    /// half-open, a second one counting their probe leases; on a Redis Cluster the same per
+    /// breaker (each breaker's keys share a slot).
     ///
     /// # Errors
     /// As [`RedisBreakers::read`].
     pub async fn read_many(
         &self,
         breakers: &[&SharedBreaker],
-    ) -> Result<Vec<Vec<(String, SharedPhase)>>, StoreError> {
+    ) -> Result<Vec<Vec<OpenInstance>>, StoreError> {
         if self.store.is_cluster() {
             let mut out = Vec::with_capacity(breakers.len());
             for b in breakers {
-                out.push(self.read(b).await?);
+                out.extend(self.read_together(&[b]).await?);
             }
             return Ok(out);
         }
+        self.read_together(breakers).await
+    }
+
+    /// [`RedisBreakers::read_many`] in one pipeline (then one more for the probes out).
+    async fn read_together(
+        &self,
+        breakers: &[&SharedBreaker],
+    ) -> Result<Vec<Vec<OpenInstance>>, StoreError> {
         let mut pipe = redis::pipe();
         for b in breakers {
-            pipe.cmd("HGETALL").arg(b.phases_key());
+            pipe.cmd("HGETALL")
+                .arg(b.phases_key())
+                .cmd("HGETALL")
+                .arg(b.opened_key());
         }
         let all: Vec<Vec<(String, String)>> = self.conn.query_pipe(&pipe).await?;
-        all.into_iter().map(parse_phases).collect()
+        let mut out = Vec::with_capacity(breakers.len());
+        let mut pairs = all.into_iter();
+        while let (Some(phases), Some(why)) = (pairs.next(), pairs.next()) {
+            out.push(parse_phases(phases, &why.into_iter().collect())?);
+        }
+        // The probes out of the instances half-open (or open past their time): leases whose
+        // deadline is later than now, as the script counts them.
+        let now = self.now();
+        let half_open = |i: &OpenInstance| match i.phase {
+            SharedPhase::HalfOpen { .. } => true,
+            SharedPhase::Open { until, .. } => until <= now,
+            SharedPhase::Closed => false,
+        };
+        let mut pipe = redis::pipe();
+        let mut asked = 0;
+        for (b, instances) in breakers.iter().zip(&out) {
+            for i in instances.iter().filter(|i| half_open(i)) {
+                pipe.cmd("ZCOUNT")
+                    .arg(b.probes_key(&i.instance))
+                    .arg(format!("({now}"))
+                    .arg("+inf");
+                asked += 1;
+            }
+        }
+        if asked > 0 {
+            let counts: Vec<u32> = self.conn.query_pipe(&pipe).await?;
+            let mut counts = counts.into_iter();
+            for i in out.iter_mut().flatten().filter(|i| half_open(i)) {
+                i.probes_out = counts.next().unwrap_or(0);
+            }
+        }
+        Ok(out)
     }
 
     /// Wakes `notify` whenever a shared breaker changes phase anywhere in the cluster (and after

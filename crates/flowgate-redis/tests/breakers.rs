@@ -1,7 +1,8 @@
 //! The shared breaker's script (`scripts/breaker.lua`) against the pure state machine
 //! (`flowgate_core::breaker`): random sequences of reports, probes and clock steps, run on both
-//! with one clock; every answer, phase and window must be the same. Then the properties only a
-//! cluster has: probes counted across nodes, `min_nodes`, and a transition published.
+//! with one clock; every answer, phase (with why it opened), window and count of probes out must
+//! be the same. Then the properties only a cluster has: probes counted across nodes, `min_nodes`,
+//! and a transition published.
 
 mod common;
 
@@ -9,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{runner, runtime, single, test_options};
-use flowgate_core::breaker::{Admit, Breaker, BreakerSpec, Phase, Strategy as Kind};
+use flowgate_core::breaker::{Admit, Breaker, BreakerSpec, Opened, Phase, Strategy as Kind};
 use flowgate_core::{Clock, ManualClock, Micros};
 use flowgate_redis::breakers::{
-    InstanceReport, ProbeAnswer, RedisBreakers, SharedBreaker, SharedPhase,
+    InstanceReport, OpenInstance, ProbeAnswer, RedisBreakers, SharedBreaker, SharedPhase,
 };
 use flowgate_testkit::redis::RedisServer;
 use proptest::prelude::*;
@@ -81,10 +82,31 @@ fn spec() -> impl Strategy<Value = BreakerSpec> {
 fn shared_phase(p: &Phase) -> SharedPhase {
     match p {
         Phase::Closed => SharedPhase::Closed,
-        Phase::Open { until } => SharedPhase::Open { until: *until },
-        Phase::HalfOpen { succeeded, .. } => SharedPhase::HalfOpen {
-            succeeded: *succeeded,
+        Phase::Open { until, opened } => SharedPhase::Open {
+            until: *until,
+            opened: Some(*opened),
         },
+        Phase::HalfOpen {
+            succeeded, opened, ..
+        } => SharedPhase::HalfOpen {
+            succeeded: *succeeded,
+            opened: Some(*opened),
+        },
+    }
+}
+
+/// The probes out of a pure breaker at `now` (leases not expired).
+fn probes_out(b: &mut Breaker, now: Micros) -> u32 {
+    match b.phase(now) {
+        Phase::HalfOpen { leases, .. } => leases.len() as u32,
+        _ => 0,
+    }
+}
+
+fn open_until(until: Micros, calls: u64, bad: u64) -> SharedPhase {
+    SharedPhase::Open {
+        until,
+        opened: Some(Opened { calls, bad }),
     }
 }
 
@@ -136,7 +158,7 @@ fn check(
             }
             Op::Admit { i } => {
                 let (want, _) = pure[*i].admit(now);
-                let (got, phase) = rt
+                let (got, phase, out_now) = rt
                     .block_on(redis.probe(&shared, INSTANCES[*i]))
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", ctx())))?;
                 match (want, got) {
@@ -151,6 +173,7 @@ fn check(
                     (w, g) => prop_assert!(false, "{}: pure {w:?}, script {g:?}", ctx()),
                 }
                 prop_assert_eq!(phase, shared_phase(pure[*i].phase(now)), "{}", ctx());
+                prop_assert_eq!(out_now, probes_out(&mut pure[*i], now), "{}", ctx());
             }
             Op::ProbeReport { i, failed } => {
                 if out[*i].is_empty() {
@@ -168,6 +191,12 @@ fn check(
                     .block_on(redis.report(&shared, &[report]))
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", ctx())))?;
                 prop_assert_eq!(got[0].phase, shared_phase(pure[*i].phase(now)), "{}", ctx());
+                prop_assert_eq!(
+                    got[0].probes_out,
+                    probes_out(&mut pure[*i], now),
+                    "{}",
+                    ctx()
+                );
             }
         }
     }
@@ -176,24 +205,32 @@ fn check(
     let mut read = rt
         .block_on(redis.read(&shared))
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    read.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut want: Vec<(String, SharedPhase)> = INSTANCES
+    read.sort_by(|a, b| a.instance.cmp(&b.instance));
+    let mut want: Vec<OpenInstance> = INSTANCES
         .iter()
         .zip(pure.iter_mut())
         .filter_map(|(name, b)| {
-            let p = shared_phase(b.phase(now));
-            (p != SharedPhase::Closed).then(|| ((*name).to_owned(), p))
+            let phase = shared_phase(b.phase(now));
+            (phase != SharedPhase::Closed).then(|| OpenInstance {
+                instance: (*name).to_owned(),
+                phase,
+                probes_out: probes_out(b, now),
+            })
         })
         .collect();
-    want.sort_by(|a, b| a.0.cmp(&b.0));
+    want.sort_by(|a, b| a.instance.cmp(&b.instance));
     // The hash keeps "open" past its end until someone asks; a reader turns it half-open by time.
-    let read: Vec<(String, SharedPhase)> = read
+    let read: Vec<OpenInstance> = read
         .into_iter()
-        .map(|(k, p)| match p {
-            SharedPhase::Open { until } if now >= until => {
-                (k, SharedPhase::HalfOpen { succeeded: 0 })
-            }
-            p => (k, p),
+        .map(|i| match i.phase {
+            SharedPhase::Open { until, opened } if now >= until => OpenInstance {
+                phase: SharedPhase::HalfOpen {
+                    succeeded: 0,
+                    opened,
+                },
+                ..i
+            },
+            _ => i,
         })
         .collect();
     prop_assert_eq!(read, want);
@@ -257,12 +294,7 @@ fn probes_are_counted_across_nodes() {
             .report(&shared, &[calls(i, 4, 4)])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            s[0].phase,
-            SharedPhase::Open {
-                until: START + 500 * MS
-            }
-        );
+        assert_eq!(s[0].phase, open_until(START + 500 * MS, 4, 4));
         clock.advance(Duration::from_millis(500));
         let asks = (0..20).map(|k| {
             let node = if k % 2 == 0 { a.clone() } else { b.clone() };
@@ -276,14 +308,24 @@ fn probes_are_counted_across_nodes() {
                 .unwrap_or_else(|e| panic!("{e}"))
                 .unwrap_or_else(|e| panic!("{e}"))
             {
-                (ProbeAnswer::Probe(_), _) => probes += 1,
-                (ProbeAnswer::Refused { retry_after }, _) => assert_eq!(retry_after, 200 * MS),
-                (other, _) => panic!("{other:?}"),
+                (ProbeAnswer::Probe(_), _, out) => {
+                    probes += 1;
+                    assert!((1..=2).contains(&out), "{out} probes out");
+                }
+                (ProbeAnswer::Refused { retry_after }, _, out) => {
+                    assert_eq!((retry_after, out), (200 * MS, 2));
+                }
+                (other, ..) => panic!("{other:?}"),
             }
         }
         assert_eq!(probes, 2);
+        // Every node reads the probes out, and why it opened.
+        let read = b.read(&shared).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read.len(), 1, "{read:?}");
+        assert_eq!(read[0].probes_out, 2, "{read:?}");
+        assert_eq!(read[0].phase.opened(), Some(Opened { calls: 4, bad: 4 }));
         // A probe given back unused frees its place at once.
-        let (free, _) = {
+        let (free, ..) = {
             clock.advance(Duration::from_millis(200));
             a.probe(&shared, i).await.unwrap_or_else(|e| panic!("{e}"))
         };
@@ -293,7 +335,7 @@ fn probes_are_counted_across_nodes() {
         a.cancel(&shared, i, lease)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let (again, _) = b.probe(&shared, i).await.unwrap_or_else(|e| panic!("{e}"));
+        let (again, ..) = b.probe(&shared, i).await.unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(again, ProbeAnswer::Probe(_)), "{again:?}");
     });
 }
@@ -333,15 +375,10 @@ fn min_nodes_needs_failures_from_that_many_nodes() {
             .report(&shared, &[calls(i, 1, 1)])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            s[0].phase,
-            SharedPhase::Open {
-                until: START + 500 * MS
-            }
-        );
+        assert_eq!(s[0].phase, open_until(START + 500 * MS, 52, 51));
         // a's failures left the window: b's alone are one node again.
         clock.advance(Duration::from_millis(500));
-        let (p, _) = a.probe(&shared, i).await.unwrap_or_else(|e| panic!("{e}"));
+        let (p, ..) = a.probe(&shared, i).await.unwrap_or_else(|e| panic!("{e}"));
         let ProbeAnswer::Probe(lease) = p else {
             panic!("{p:?}")
         };
@@ -393,12 +430,11 @@ fn a_transition_is_published() {
         let read = a.read(&shared).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             read,
-            vec![(
-                i.to_owned(),
-                SharedPhase::Open {
-                    until: START + 500 * MS
-                }
-            )]
+            vec![OpenInstance {
+                instance: i.to_owned(),
+                phase: open_until(START + 500 * MS, 6, 3),
+                probes_out: 0,
+            }]
         );
         follower.abort();
     });
@@ -480,7 +516,7 @@ async fn several_breakers(a: RedisBreakers) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((read[0].len(), read[1].len()), (30, 20));
-    let (p, _) = a
+    let (p, ..) = a
         .probe(&strict, "pay:strict:channel=1")
         .await
         .unwrap_or_else(|e| panic!("{e}"));

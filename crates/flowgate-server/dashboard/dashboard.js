@@ -191,7 +191,7 @@
     const n = (s.admitted || []).length;
     const xs = new Array(n);
     for (let i = 0; i < n; i++) xs[i] = s.start + i;
-    return [xs, column(s.admitted, n), column(s.rejected, n), column(s.shadow_rejected, n), column(s.trial_rejected, n)];
+    return [xs, column(s.admitted, n), column(s.rejected, n), column(s.shadow_rejected, n), column(s.trial_rejected, n), column(s.circuit_open, n)];
   }
 
   // Appends (or, for a second already held, replaces) `cols` at seconds `xs` to `data`, keeping
@@ -278,6 +278,7 @@
       { label: "rejected/s", stroke: css("--bad") || "#c62828", width: 1.5 },
       { label: "shadow would reject/s", stroke: css("--warn") || "#b26a00", width: 1, dash: [4, 4] },
       { label: "trial would reject/s", stroke: "#8a4fd8", width: 1.5, dash: [2, 3] },
+      { label: "refused by breaker/s", stroke: "#7a1f3d", width: 1.5, dash: [6, 3] },
     ];
   }
 
@@ -316,6 +317,7 @@
       ratio: fig("rejection ratio", "ratio"),
       shadow: fig("shadow would reject/s", "shadow"),
       trial: fig("trial would reject/s", "trial"),
+      breaker: fig("refused by breaker/s", "circuit-open"),
     };
     card.append(el("div", { class: "figures" }, Object.values(figs).map((f) => f.box)));
 
@@ -385,6 +387,11 @@
     setText(p.figs.trial.value, r.trial ? fmtRate(r.trial_rejected_rate) : "–");
     p.figs.trial.value.dataset.value = String(r.trial_rejected_rate || 0);
     p.figs.trial.box.hidden = !r.trial;
+    // Requests an open circuit breaker refused before this rule was asked (not in the ratio).
+    setText(p.figs.breaker.value, fmtRate(r.circuit_open_rate));
+    p.figs.breaker.value.dataset.value = String(r.circuit_open_rate || 0);
+    p.figs.breaker.box.hidden = !(r.circuit_open_rate > 0 || (r.totals && r.totals.circuit_open > 0));
+    p.figs.breaker.box.classList.toggle("high", r.circuit_open_rate > 0);
 
     setText(p.facts.limit.dd, r.limit || "unlimited");
     setText(p.facts.schedule.dd, r.schedule || "none");
@@ -416,7 +423,7 @@
     // The chart draws the would-be rejections of a shadow rule and of a trial only where there
     // are such; it is made again when that changes.
     const shadowShown = !!r.shadow || (r.totals && r.totals.shadow_rejected > 0);
-    const cols = [0, 1, 2].concat(shadowShown ? [3] : [], r.trial ? [4] : []);
+    const cols = [0, 1, 2].concat(shadowShown ? [3] : [], r.trial ? [4] : [], p.figs.breaker.box.hidden ? [] : [5]);
     const sig = cols.join(",");
     const data = cols.map((c) => entry.data[c]);
     if (entry.chart && entry.chartSig === sig) {
@@ -528,16 +535,23 @@
     $("no-breakers").hidden = breakers.length > 0;
     $("breakers").hidden = breakers.length === 0;
     for (const b of breakers) {
+      const closed = b.phase === "closed";
       const row = b.phase === "open" ? "firing" : b.phase === "half_open" ? "pending" : "";
+      // Why it opened: the calls and bad calls at its last transition to open.
+      const why = b.opened_calls === null || b.opened_calls === undefined ? "–" : b.opened_bad + " bad of " + b.opened_calls;
+      const refused = el("td", { class: "num", "data-f": "refused", "data-value": b.refused_rate || 0, text: fmtRate(b.refused_rate || 0) });
+      refused.classList.toggle("refusing", b.refused_rate > 0);
       tbody.append(el("tr", { class: row, "data-breaker": b.key }, [
         el("td", { text: b.domain + " / " + b.name }),
         el("td", { class: "desc mono", text: b.key }),
         el("td", { class: "state", "data-f": "phase", text: b.phase.replace("_", "-") }),
         el("td", { text: fmtTime(b.since_ms) }),
-        el("td", { class: "num", text: b.calls }),
-        el("td", { class: "num", text: b.bad }),
+        el("td", { class: "num", "data-f": "calls", text: closed ? b.calls : "–" }),
+        el("td", { class: "num", "data-f": "bad", text: closed ? b.bad : "–" }),
+        el("td", { class: "num", "data-f": "opened", text: closed ? "–" : why }),
+        refused,
         el("td", { class: "num", text: b.retry_after_ms === null || b.retry_after_ms === undefined ? "–" : fmtSecs(b.retry_after_ms / 1000) }),
-        el("td", { class: "num", text: b.shared ? "–" : b.probes_out }),
+        el("td", { class: "num", "data-f": "probes", text: b.phase === "half_open" ? b.probes_out : "–" }),
         el("td", { "data-f": "scope", text: b.shared ? "cluster" : "node" }),
       ]));
     }

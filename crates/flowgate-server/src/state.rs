@@ -110,9 +110,8 @@ impl AppState {
         let start = quanta::Instant::now();
         let verdict = self.limiter.check(request).await;
         let elapsed = start.elapsed();
-        self.recorder.record(api, request, &verdict, elapsed, || {
-            self.limiter.rules().has_domain(&request.domain)
-        });
+        self.recorder
+            .record(api, request, &verdict, elapsed, || self.limiter.rules());
         verdict
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
-use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Outcome, Strategy};
+use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Strategy};
 use flowgate::clock::{ManualClock, Micros};
 use flowgate::layer::RateLimitLayer;
 use flowgate::{
@@ -112,6 +112,11 @@ async fn an_open_breaker_refuses_before_the_store_with_the_time_to_half_open() {
     let (views, counts) = l.breaker_views();
     assert_eq!(counts[0].1, 1, "one instance open");
     assert_eq!(views[0].phase, "open");
+    assert_eq!(
+        views[0].opened,
+        Some(Opened { calls: 4, bad: 4 }),
+        "why it opened: 4 bad calls of 4"
+    );
 }
 
 #[tokio::test]
@@ -132,6 +137,11 @@ async fn half_open_admits_its_probes_then_closes_when_they_succeed() {
     assert!(
         second.circuit_open().is_some(),
         "exactly one probe while half-open"
+    );
+    let (views, _) = l.breaker_views();
+    assert_eq!(
+        (views[0].phase, views[0].probes_out, views[0].opened),
+        ("half_open", 1, Some(Opened { calls: 4, bad: 4 }))
     );
     // A report without the lease is not the probe's: ignored while half-open.
     report(&l, Outcome::Ok, None);

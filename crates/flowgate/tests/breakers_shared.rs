@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
-use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Outcome, Strategy};
+use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Strategy};
 use flowgate::layer::RateLimitLayer;
 use flowgate::{
     Algorithm, Descriptor, FailurePolicy, Limit, Limiter, Matcher, Quota, RedisOptions, RedisStore,
@@ -142,6 +142,11 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     assert_eq!(res.status(), 429);
     assert!(is_open(&a.check(&wpg()).await));
     assert_eq!(calls.load(Ordering::Relaxed), 4);
+    // Why it opened, on the node that saw none of the failures too.
+    for node in [&a, &b] {
+        let opened = node.breaker_views().0[0].opened;
+        assert_eq!(opened, Some(Opened { calls: 4, bad: 4 }));
+    }
 
     // After open_for: one probe across the cluster, through b.
     tokio::time::sleep(OPEN_FOR).await;
@@ -152,6 +157,17 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     let v = a.check(&wpg()).await;
     assert!(is_open(&v), "the one probe is out: a refuses too");
     assert_eq!(b.breaker_views().0[0].phase, "half_open");
+    // The probe out is the cluster's: b took it, a reads it (every second at the latest).
+    assert_eq!(b.breaker_views().0[0].probes_out, 1);
+    let started = Instant::now();
+    while a.breaker_views().0[0].probes_out != 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "a never read the probe out: {:?}",
+            a.breaker_views().0
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // The probe's success (through the layer on b) closes it on both.
     fail.store(false, Ordering::Relaxed);

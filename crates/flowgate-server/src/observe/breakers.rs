@@ -179,8 +179,8 @@ impl BreakerMetrics {
     }
 }
 
-/// An instance as `GET /v1/stats` shows it.
-pub(crate) fn view(i: &Instance) -> BreakerView {
+/// An instance as `GET /v1/stats` shows it, refusing `refused_rate` requests per second.
+pub(crate) fn view(i: &Instance, refused_rate: f64) -> BreakerView {
     BreakerView {
         domain: i.domain.clone(),
         name: i.breaker.clone(),
@@ -189,6 +189,9 @@ pub(crate) fn view(i: &Instance) -> BreakerView {
         since_ms: i64::try_from(i.since / 1000).unwrap_or(i64::MAX),
         calls: i.calls,
         bad: i.bad,
+        opened_calls: i.opened.map(|o| o.calls),
+        opened_bad: i.opened.map(|o| o.bad),
+        refused_rate,
         retry_after_ms: i.retry_after.map(|d| d.as_secs_f64() * 1000.0),
         probes_out: i.probes_out,
         shared: i.shared,

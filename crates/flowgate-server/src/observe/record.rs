@@ -1,16 +1,19 @@
 //! Recording a decision: the metric series it touches (resolved once, so the hot path neither
 //! builds label sets nor takes the families' locks), the bounded `descriptor` labels, and the
-//! rate-limited rejection log.
+//! rate-limited rejection log. A request refused by an open circuit breaker is counted under the
+//! breaker, its instance, and each rule its descriptors match (the rules that would have decided
+//! it), apart from those rules' own rejections.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use flowgate::breakers::BreakerStatus;
 use flowgate::decision::Status;
 use flowgate::store::StoreError;
 use flowgate::{Request, Verdict};
 use flowgate_core::Descriptor;
-use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule};
+use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule, RuleSet};
 use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
@@ -208,15 +211,15 @@ impl Recorder {
             .clone()
     }
 
-    /// Records a decision of `request` that took `elapsed`; `has_domain` says whether the
-    /// request's domain has rules (asked only when no rule matched).
+    /// Records a decision of `request` that took `elapsed`; `rules` are the rules in force
+    /// (asked only when no rule matched, or when a circuit breaker refused the request).
     pub(crate) fn record(
         &self,
         api: Api,
         request: &Request,
         verdict: &Verdict,
         elapsed: Duration,
-        has_domain: impl FnOnce() -> bool,
+        rules: impl FnOnce() -> Arc<RuleSet>,
     ) {
         self.hot.latency[api.index()]
             .get_or_init(|| {
@@ -229,7 +232,29 @@ impl Recorder {
         if self.stats.on {
             self.stats.latency(elapsed);
         }
-        self.count(api, request, verdict, has_domain);
+        self.count(api, request, verdict, rules);
+    }
+
+    /// Counts a request refused by the open circuit breaker `b` (no rule was asked): under the
+    /// breaker, and for the dashboard under its instance and under each rule that `request`'s
+    /// descriptors match.
+    fn count_circuit_open(
+        &self,
+        request: &Request,
+        b: &BreakerStatus,
+        rules: impl FnOnce() -> Arc<RuleSet>,
+    ) {
+        self.metrics.breakers.refused(&b.domain, &b.name);
+        if !self.stats.on {
+            return;
+        }
+        self.stats.breaker_refused(&b.key);
+        let rules = rules();
+        for d in &request.descriptors {
+            if let Some(rule) = rules.find(&request.domain, d) {
+                self.with_rule(&request.domain, rule, |c| c.cell.circuit_open());
+            }
+        }
     }
 
     fn count(
@@ -237,11 +262,17 @@ impl Recorder {
         api: Api,
         request: &Request,
         verdict: &Verdict,
-        has_domain: impl FnOnce() -> bool,
+        rules: impl FnOnce() -> Arc<RuleSet>,
     ) {
         let m = &self.metrics;
         self.count_request(api, if verdict.allowed { 0 } else { 1 });
-        let known = verdict.statuses.iter().any(|s| s.rule.is_some()) || has_domain();
+        if let Some(b) = verdict.circuit_open() {
+            self.count_circuit_open(request, b, rules);
+            self.log_rejection(request, verdict);
+            return;
+        }
+        let known = verdict.statuses.iter().any(|s| s.rule.is_some())
+            || rules().has_domain(&request.domain);
         let domain = if known {
             request.domain.as_str()
         } else {
@@ -250,11 +281,6 @@ impl Recorder {
         let mut error: Option<&StoreError> = None;
         let mut stored = false;
         for (s, d) in verdict.statuses.iter().zip(&request.descriptors) {
-            if let Some(b) = s.breaker.as_ref().filter(|b| b.open) {
-                // Refused by an open circuit breaker: no rule was asked.
-                m.breakers.refused(&b.domain, &b.name);
-                continue;
-            }
             if let Some(e) = &s.error {
                 error = Some(e);
             }

@@ -70,6 +70,10 @@ pub struct Counts {
     pub trial_rejected: u64,
     /// Requests decided by the rule's failure policy (the store failed).
     pub failure_policy: u64,
+    /// Requests refused by an open circuit breaker before the rule was asked, counted under
+    /// each rule their descriptors match (apart from `rejected`: the limit refused none of them).
+    #[serde(default)]
+    pub circuit_open: u64,
 }
 
 /// Per-second series of [`Counts`], column by column.
@@ -85,6 +89,9 @@ pub struct Series {
     pub shadow_rejected: Vec<u64>,
     /// Would-be rejections of the trial limit per second.
     pub trial_rejected: Vec<u64>,
+    /// Requests refused by an open circuit breaker per second ([`Counts::circuit_open`]).
+    #[serde(default)]
+    pub circuit_open: Vec<u64>,
 }
 
 /// One descriptor among a rule's heaviest, over the recent window.
@@ -131,6 +138,10 @@ pub struct RuleStats {
     pub trial_rejected_rate: f64,
     /// Over the last [`RECENT_SECONDS`]: would-be rejections in shadow per second.
     pub shadow_rejected_rate: f64,
+    /// Over the last [`RECENT_SECONDS`]: requests refused by an open circuit breaker per second
+    /// ([`Counts::circuit_open`]; not in `rejection_ratio`).
+    #[serde(default)]
+    pub circuit_open_rate: f64,
     /// The descriptors admitted most, heaviest first.
     pub top_admitted: Vec<Hitter>,
     /// The descriptors rejected most, heaviest first.
@@ -266,9 +277,22 @@ pub struct BreakerView {
     pub calls: u64,
     /// Bad calls in its window (closed).
     pub bad: u64,
+    /// Open or half-open: why it opened last, the calls counted at the transition (the
+    /// window's; after a failed probe, the probes reported while half-open). `None` while closed,
+    /// or when the cluster's state holds no figures (opened by an older node).
+    #[serde(default)]
+    pub opened_calls: Option<u64>,
+    /// Of `opened_calls`, the bad ones.
+    #[serde(default)]
+    pub opened_bad: Option<u64>,
+    /// Requests it refused per second over the last [`RECENT_SECONDS`]: the cluster's (every
+    /// live node's refusals summed) in a cluster view, else this node's.
+    #[serde(default)]
+    pub refused_rate: f64,
     /// Open: milliseconds until half-open. Half-open: until the first probe lease expires.
     pub retry_after_ms: Option<f64>,
-    /// Half-open: probes admitted and not yet reported (per process only).
+    /// Half-open: probes admitted and not yet reported, lease not expired: the cluster's when
+    /// `shared` (as this node last read them, at most a second old), else this process's.
     pub probes_out: u32,
     /// Decided by the cluster's state in Redis; `false` per process (the embedded store), or
     /// while this node cannot reach Redis and decides on its own reports.

@@ -25,7 +25,7 @@ use std::time::Duration;
 #[cfg(feature = "redis")]
 pub mod shared;
 
-pub use flowgate_core::breaker::{BreakerError, BreakerSpec, DEFAULT_BUCKETS, Strategy};
+pub use flowgate_core::breaker::{BreakerError, BreakerSpec, DEFAULT_BUCKETS, Opened, Strategy};
 
 use arc_swap::ArcSwap;
 use flowgate_core::breaker::{Admit, Breaker, Phase, Transition};
@@ -208,8 +208,12 @@ pub struct BreakerView {
     pub bad: u64,
     /// Open: the time left until half-open. Half-open: the probes' leases held.
     pub retry_after: Option<Duration>,
-    /// Half-open: probes out (admitted, not reported; counted per process only).
+    /// Half-open: probes out (admitted, not reported, lease not expired): the cluster's when
+    /// shared (as last read, or as this node's last probe found them), else this process's.
     pub probes_out: u32,
+    /// Open or half-open: why it opened last, the calls and bad calls at the transition
+    /// ([`Opened`]); `None` while closed (or, shared, when the cluster holds no figures).
+    pub opened: Option<Opened>,
     /// Decided by the cluster's shared state (`false`: this process's, because breakers are not
     /// shared, or because Redis is unreachable now).
     pub shared: bool,
@@ -298,8 +302,10 @@ impl Instance {
         let probes = self.breaker.spec().probes();
         let look = match self.breaker.phase(now) {
             Phase::Closed => Ok(()),
-            Phase::Open { until } => Err(dur(until.saturating_sub(now).max(1))),
-            Phase::HalfOpen { leases, succeeded } => {
+            Phase::Open { until, .. } => Err(dur(until.saturating_sub(now).max(1))),
+            Phase::HalfOpen {
+                leases, succeeded, ..
+            } => {
                 if (leases.len() as u32).saturating_add(*succeeded) < probes {
                     Ok(())
                 } else {
@@ -315,7 +321,7 @@ impl Instance {
         let (calls, bad) = self.breaker.window(now);
         let (retry_after, probes_out) = match self.breaker.phase(now) {
             Phase::Closed => (None, 0),
-            Phase::Open { until } => (Some(dur(until.saturating_sub(now))), 0),
+            Phase::Open { until, .. } => (Some(dur(until.saturating_sub(now))), 0),
             Phase::HalfOpen { leases, .. } => (
                 leases
                     .iter()
@@ -335,6 +341,7 @@ impl Instance {
             bad,
             retry_after,
             probes_out,
+            opened: self.breaker.phase(now).opened(),
             shared: false,
         }
     }
@@ -371,6 +378,7 @@ impl Closed<'_> {
             bad: self.bad,
             retry_after: None,
             probes_out: 0,
+            opened: None,
             shared,
         }
     }
@@ -796,9 +804,9 @@ impl Breakers {
                         Ok(None)
                     } else {
                         match hub.redis.probe(&s.breaker, key).await {
-                            Ok((answer, phase)) => {
+                            Ok(answer) => {
                                 let mut changes = Changes::new();
-                                let r = s.probed(key, answer, phase, now, &mut changes);
+                                let r = s.probed(key, answer, now, &mut changes);
                                 self.emit(armed, *def, key, &changes);
                                 r
                             }

@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use flowgate_core::clock::Micros;
 use flowgate_redis::breakers::{
-    InstanceReport, InstanceState, ProbeAnswer, RedisBreakers, SharedBreaker, SharedPhase,
+    InstanceReport, InstanceState, OpenInstance, ProbeAnswer, RedisBreakers, SharedBreaker,
+    SharedPhase,
 };
 use parking_lot::Mutex;
 
@@ -87,7 +88,7 @@ impl Hub {
 fn name(p: SharedPhase, now: Micros) -> &'static str {
     match p {
         SharedPhase::Closed => "closed",
-        SharedPhase::Open { until } if now < until => "open",
+        SharedPhase::Open { until, .. } if now < until => "open",
         SharedPhase::Open { .. } | SharedPhase::HalfOpen { .. } => "half_open",
     }
 }
@@ -104,6 +105,8 @@ struct Cached {
     /// The window's calls and bad calls at the last flush answer (closed).
     calls: u64,
     bad: u64,
+    /// The cluster's probe leases held (half-open), at the last answer or read.
+    probes_out: u32,
 }
 
 impl Cached {
@@ -115,18 +118,21 @@ impl Cached {
             busy_until: 0,
             calls: 0,
             bad: 0,
+            probes_out: 0,
         }
     }
 
-    /// Takes `phase`, answering the change of phase seen, if any; `not_closed` counts the
-    /// instances not closed.
+    /// Takes `phase` with `probes_out` probe leases held, answering the change of phase seen,
+    /// if any; `not_closed` counts the instances not closed.
     fn set(
         &mut self,
         phase: SharedPhase,
+        probes_out: u32,
         now: Micros,
         changes: &mut Changes,
         not_closed: &AtomicUsize,
     ) {
+        self.probes_out = probes_out;
         if std::mem::discriminant(&phase) != std::mem::discriminant(&self.phase)
             || matches!(phase, SharedPhase::Open { .. })
         {
@@ -209,7 +215,7 @@ impl SharedStates {
         c.seen(now, &mut changes);
         let look = match c.phase {
             SharedPhase::Closed => Ok(()),
-            SharedPhase::Open { until } if now < until => Err(wait(until, now)),
+            SharedPhase::Open { until, .. } if now < until => Err(wait(until, now)),
             _ if c.busy_until > now => Err(wait(c.busy_until, now)),
             _ => Ok(()),
         };
@@ -220,18 +226,18 @@ impl SharedStates {
     /// The last known opening of `key`, if it still lasts: kept while Redis is unreachable.
     pub(crate) fn open_until(&self, key: &str, now: Micros) -> Option<Duration> {
         match self.cache.lock().get(key)?.phase {
-            SharedPhase::Open { until } if now < until => Some(wait(until, now)),
+            SharedPhase::Open { until, .. } if now < until => Some(wait(until, now)),
             _ => None,
         }
     }
 
-    /// Takes Redis's answer to a probe request for `key`: `Ok` with the probe token, if one was
-    /// taken, or `Err` with the time to wait.
+    /// Takes Redis's answer to a probe request for `key` (the answer, the phase after it and
+    /// the probe leases held): `Ok` with the probe token, if one was taken, or `Err` with the
+    /// time to wait.
     pub(crate) fn probed(
         &self,
         key: &str,
-        answer: ProbeAnswer,
-        phase: SharedPhase,
+        (answer, phase, probes_out): (ProbeAnswer, SharedPhase, u32),
         now: Micros,
         changes: &mut Changes,
     ) -> Result<Option<u64>, Duration> {
@@ -240,7 +246,7 @@ impl SharedStates {
             .entry(key.to_owned())
             .or_insert_with(|| Cached::new(now));
         let before = changes.len();
-        c.set(phase, now, changes, &self.not_closed);
+        c.set(phase, probes_out, now, changes, &self.not_closed);
         if changes.len() > before {
             self.local.instances.lock().remove(key);
         }
@@ -306,7 +312,7 @@ impl SharedStates {
             }
             let c = cache.entry(key.clone()).or_insert_with(|| Cached::new(now));
             let mut changes = Changes::new();
-            c.set(s.phase, now, &mut changes, &self.not_closed);
+            c.set(s.phase, s.probes_out, now, &mut changes, &self.not_closed);
             c.calls = s.calls;
             c.bad = s.bad;
             if !changes.is_empty() {
@@ -331,23 +337,22 @@ impl SharedStates {
     }
 
     /// Takes a read of the instances not closed: every other cached instance is closed.
-    pub(crate) fn read(
-        &self,
-        phases: Vec<(String, SharedPhase)>,
-        now: Micros,
-    ) -> Vec<(String, Changes)> {
-        let mut phases: HashMap<String, SharedPhase> = phases.into_iter().collect();
+    pub(crate) fn read(&self, phases: Vec<OpenInstance>, now: Micros) -> Vec<(String, Changes)> {
+        let mut phases: HashMap<String, (SharedPhase, u32)> = phases
+            .into_iter()
+            .map(|i| (i.instance, (i.phase, i.probes_out)))
+            .collect();
         let mut out = Vec::new();
         let mut cache = self.cache.lock();
         for (key, c) in cache.iter_mut() {
-            let phase = phases.remove(key).unwrap_or(SharedPhase::Closed);
+            let (phase, probes_out) = phases.remove(key).unwrap_or((SharedPhase::Closed, 0));
             let mut changes = Changes::new();
-            c.set(phase, now, &mut changes, &self.not_closed);
+            c.set(phase, probes_out, now, &mut changes, &self.not_closed);
             if !changes.is_empty() {
                 out.push((key.clone(), changes));
             }
         }
-        for (key, phase) in phases {
+        for (key, (phase, probes_out)) in phases {
             if cache.len() >= MAX_INSTANCES {
                 // Keep room for the cluster's opened instances: drop closed idle ones.
                 cache.retain(|_, c| c.phase != SharedPhase::Closed || c.calls > 0);
@@ -357,7 +362,7 @@ impl SharedStates {
             }
             let mut c = Cached::new(now);
             let mut changes = Changes::new();
-            c.set(phase, now, &mut changes, &self.not_closed);
+            c.set(phase, probes_out, now, &mut changes, &self.not_closed);
             cache.insert(key.clone(), c);
             if !changes.is_empty() {
                 out.push((key, changes));
@@ -389,7 +394,7 @@ impl SharedStates {
                 continue;
             }
             let retry_after = match c.phase {
-                SharedPhase::Open { until } if now < until => Some(wait(until, now)),
+                SharedPhase::Open { until, .. } if now < until => Some(wait(until, now)),
                 _ if c.busy_until > now => Some(wait(c.busy_until, now)),
                 _ => None,
             };
@@ -402,7 +407,12 @@ impl SharedStates {
                 calls: 0,
                 bad: 0,
                 retry_after,
-                probes_out: 0,
+                probes_out: if phase == "half_open" {
+                    c.probes_out
+                } else {
+                    0
+                },
+                opened: c.phase.opened(),
                 shared: true,
             });
         }

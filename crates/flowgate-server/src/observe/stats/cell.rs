@@ -116,6 +116,7 @@ pub(crate) fn add(a: &mut Counts, b: &Counts) {
     a.shadow_rejected += b.shadow_rejected;
     a.trial_rejected += b.trial_rejected;
     a.failure_policy += b.failure_policy;
+    a.circuit_open += b.circuit_open;
 }
 
 /// `a − b`, each field floored at 0.
@@ -126,6 +127,7 @@ pub(crate) fn minus(a: &Counts, b: &Counts) -> Counts {
         shadow_rejected: a.shadow_rejected.saturating_sub(b.shadow_rejected),
         trial_rejected: a.trial_rejected.saturating_sub(b.trial_rejected),
         failure_policy: a.failure_policy.saturating_sub(b.failure_policy),
+        circuit_open: a.circuit_open.saturating_sub(b.circuit_open),
     }
 }
 
@@ -146,8 +148,9 @@ pub(crate) struct Sampled {
 /// One rule's figures on this node.
 #[derive(Default)]
 pub(crate) struct RuleCell {
-    /// Cumulative counts: admitted, rejected, shadow-rejected, trial-rejected, failure policy.
-    counts: [AtomicU64; 5],
+    /// Cumulative counts: admitted, rejected, shadow-rejected, trial-rejected, failure policy,
+    /// refused by a circuit breaker.
+    counts: [AtomicU64; 6],
     admitted: Shards,
     rejected: Shards,
     /// The sampler's.
@@ -177,6 +180,11 @@ impl RuleCell {
         self.counts[4].fetch_add(1, Relaxed);
     }
 
+    /// Counts a request the rule would have decided, refused by an open circuit breaker.
+    pub(crate) fn circuit_open(&self) {
+        self.counts[5].fetch_add(1, Relaxed);
+    }
+
     /// The cumulative counts.
     pub(crate) fn totals(&self) -> Counts {
         let c = |i: usize| self.counts[i].load(Relaxed);
@@ -186,6 +194,7 @@ impl RuleCell {
             shadow_rejected: c(2),
             trial_rejected: c(3),
             failure_policy: c(4),
+            circuit_open: c(5),
         }
     }
 

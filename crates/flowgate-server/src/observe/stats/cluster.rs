@@ -4,7 +4,9 @@
 //! then it reads every live node's. The cluster's count for a second is the sum of the nodes'
 //! increments since their previous figures, so the totals are exact whatever the nodes' clocks
 //! and however their seconds interleave; a node that stops publishing leaves the live list when
-//! its key expires.
+//! its key expires. Each node also publishes the requests each breaker instance refused over
+//! the recent window (at most [`super::refusals::MAX_PUBLISHED`], the most refusing); the
+//! cluster's are their sums.
 //!
 //! Keys share the hash tag `{stats}`, so that one `MGET` reads them on a Redis Cluster.
 
@@ -55,6 +57,9 @@ pub(super) struct NodeSnapshot {
     p50_ms: Option<f64>,
     p99_ms: Option<f64>,
     rules: Vec<NodeRule>,
+    /// Requests refused per breaker instance over the recent window (instance key, count).
+    #[serde(default)]
+    refused: Vec<(String, u64)>,
 }
 
 fn counted(s: &Summary) -> Vec<Counted> {
@@ -114,6 +119,7 @@ impl Stats {
             p50_ms: sampled.latency.map(|l| l.0),
             p99_ms: sampled.latency.map(|l| l.1),
             rules: out,
+            refused: self.refusals.published(),
         }
     }
 }
@@ -129,6 +135,9 @@ pub(super) struct ClusterState {
     pub(super) history: HashMap<(String, String), History>,
     /// The live nodes' figures.
     snapshots: Vec<NodeSnapshot>,
+    /// Requests refused per breaker instance over the recent window, summed over the live
+    /// nodes.
+    refused: HashMap<String, u64>,
     /// Each (node, domain, rule)'s totals at the previous read.
     prev: HashMap<(String, String, String), Counts>,
     /// The nodes read at the previous read.
@@ -181,6 +190,11 @@ impl ClusterState {
             .collect()
     }
 
+    /// Requests breaker instance `key` refused over the recent window, on every live node.
+    pub(super) fn refused(&self, key: &str) -> u64 {
+        self.refused.get(key).copied().unwrap_or(0)
+    }
+
     /// The store as the cluster sees it: degraded when a node is, the worst node's latency.
     pub(super) fn store(&self, mut node: StoreStats) -> StoreStats {
         node.degraded |= self.snapshots.iter().any(|s| s.degraded);
@@ -211,7 +225,8 @@ impl ClusterState {
                     Some(before)
                         if t.admitted < before.admitted
                             || t.rejected < before.rejected
-                            || t.shadow_rejected < before.shadow_rejected =>
+                            || t.shadow_rejected < before.shadow_rejected
+                            || t.circuit_open < before.circuit_open =>
                     {
                         Some(*t)
                     }
@@ -243,6 +258,10 @@ impl ClusterState {
             if h.end < at {
                 h.push(at, Counts::default());
             }
+        }
+        self.refused.clear();
+        for (key, n) in snapshots.iter().flat_map(|s| &s.refused) {
+            *self.refused.entry(key.clone()).or_default() += n;
         }
         self.nodes = nodes;
         self.snapshots = snapshots;

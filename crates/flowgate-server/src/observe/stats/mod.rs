@@ -1,7 +1,8 @@
 //! The figures behind the dashboard, the alerts and `GET /v1/stats`: per rule, decisions counted
 //! each second (admitted, rejected, would-be rejections in shadow and of a trial limit, failure
-//! policy) over 15 minutes, and the heaviest keys admitted and rejected (a bounded heavy-hitter
-//! [`sketch`] per rule, never one series per key); the decision latency; the queues' state.
+//! policy, refused by a circuit breaker) over 15 minutes, and the heaviest keys admitted and
+//! rejected (a bounded heavy-hitter [`sketch`] per rule, never one series per key); the requests
+//! each breaker instance refused ([`refusals`]); the decision latency; the queues' state.
 //!
 //! A decision pays a few relaxed increments and one summary update ([`cell`]). Once a second
 //! [`run`] closes the second: each rule's counts go to its history, the summaries to the recent
@@ -11,6 +12,7 @@
 pub(crate) mod cell;
 mod cluster;
 mod latency;
+mod refusals;
 pub(crate) mod sketch;
 
 use std::collections::HashMap;
@@ -25,6 +27,7 @@ use cell::{HISTORY_SECONDS, History};
 pub(crate) use cell::{Outcome, RuleCell};
 use cluster::Cluster;
 use latency::Latency;
+use refusals::Refusals;
 
 use crate::config::schema::LimitDoc;
 use crate::observe::view::{
@@ -60,6 +63,8 @@ pub(crate) struct Stats {
     /// By (domain, rule name): a rule keeps its figures across rule changes.
     cells: RwLock<HashMap<(String, String), Arc<RuleCell>>>,
     latency: Latency,
+    /// The requests each breaker instance refused.
+    refusals: Refusals,
     sampled: Mutex<NodeSampled>,
     cluster: Option<Cluster>,
     views: watch::Sender<Arc<StatsView>>,
@@ -136,6 +141,7 @@ fn series(start: i64, w: &[Counts]) -> Series {
         rejected: w.iter().map(|c| c.rejected).collect(),
         shadow_rejected: w.iter().map(|c| c.shadow_rejected).collect(),
         trial_rejected: w.iter().map(|c| c.trial_rejected).collect(),
+        circuit_open: w.iter().map(|c| c.circuit_open).collect(),
     }
 }
 
@@ -155,6 +161,7 @@ impl Stats {
             store_kind,
             cells: RwLock::new(HashMap::new()),
             latency: Latency::new(RECENT_SECONDS as usize),
+            refusals: Refusals::default(),
             sampled: Mutex::new(NodeSampled::default()),
             cluster: redis.map(Cluster::new),
             views: watch::channel(Arc::new(StatsView::default())).0,
@@ -187,6 +194,11 @@ impl Stats {
         self.latency.record(d);
     }
 
+    /// Counts a request refused by circuit breaker instance `key`.
+    pub(crate) fn breaker_refused(&self, key: &str) {
+        self.refusals.count(key);
+    }
+
     /// The queues' state, as last read.
     pub(crate) fn set_queues(&self, queues: Vec<QueueStats>) {
         self.sampled.lock().queues = queues;
@@ -205,6 +217,7 @@ impl Stats {
         for c in &cells {
             c.sample(at);
         }
+        self.refusals.sample();
         let latency = self.latency.sample();
         let mut s = self.sampled.lock();
         s.at = at;
@@ -318,6 +331,7 @@ impl Stats {
                 },
                 trial_rejected_rate: rate(recent.trial_rejected),
                 shadow_rejected_rate: rate(recent.shadow_rejected),
+                circuit_open_rate: rate(recent.circuit_open),
                 top_admitted: top_a,
                 top_rejected: top_r,
                 by_node,
@@ -372,7 +386,13 @@ impl Stats {
                 .breaker_views()
                 .0
                 .iter()
-                .map(super::breakers::view)
+                .map(|b| {
+                    let refused = match &cluster {
+                        Some(c) => c.refused(&b.key),
+                        None => self.refusals.recent(&b.key),
+                    };
+                    super::breakers::view(b, rate(refused))
+                })
                 .collect(),
             rules_info: RulesInfoView {
                 version: info.version,
