@@ -128,7 +128,19 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
             let who: Vec<String> = open
                 .iter()
                 .take(WHO_MAX)
-                .map(|b| format!("{} ({})", b.key, b.phase.replace('_', "-")))
+                .map(|b| {
+                    let phase = b.phase.replace('_', "-");
+                    let why = match (b.opened_bad, b.opened_calls) {
+                        (Some(bad), Some(calls)) => format!(", opened on {bad} bad of {calls}"),
+                        _ => String::new(),
+                    };
+                    let refused = if b.refused_rate > 0.0 {
+                        format!(", refusing {}/s", one_decimal(b.refused_rate))
+                    } else {
+                        String::new()
+                    };
+                    format!("{} ({phase}{why}{refused})", b.key)
+                })
                 .collect();
             Reading {
                 holds: !open.is_empty(),
@@ -372,9 +384,13 @@ mod tests {
             phase: phase.into(),
             ..BreakerView::default()
         };
+        let mut wpg = b("payments:wpg:channel=WPG", "open");
+        wpg.opened_calls = Some(6);
+        wpg.opened_bad = Some(3);
+        wpg.refused_rate = 19.96;
         let v = StatsView {
             breakers: vec![
-                b("payments:wpg:channel=WPG", "open"),
+                wpg,
                 b("payments:wpg:channel=ADY", "closed"),
                 b("payments:wpg:channel=STR", "half_open"),
             ],
@@ -384,7 +400,9 @@ mod tests {
         assert_eq!(r.text.as_deref(), Some("2 instances open or half-open"));
         assert_eq!(
             r.who.as_deref(),
-            Some("payments:wpg:channel=WPG (open), payments:wpg:channel=STR (half-open)")
+            Some(
+                "payments:wpg:channel=WPG (open, opened on 3 bad of 6, refusing 20.0/s), payments:wpg:channel=STR (half-open)"
+            )
         );
     }
 }
