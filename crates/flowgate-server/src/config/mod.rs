@@ -11,6 +11,7 @@ mod envoy;
 mod error;
 pub mod schema;
 mod toml;
+mod urls;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
