@@ -121,6 +121,8 @@ async fn browser(driver: &Driver) -> Client {
         "--disable-crash-reporter",
         "--disable-breakpad",
         "--window-size=1280,1000",
+        // A locale whose own clock is 12-hour: the page must show its one 24-hour clock anyway.
+        "--lang=en-US",
     ];
     if std::env::var_os("CI").is_some() {
         args.push("--disable-extensions");
@@ -435,8 +437,19 @@ async fn dashboard_in_a_real_browser() {
     )
     .await;
     assert!(loaded, "the editor holds the rules");
+    // Nothing is sent before its diff is shown and confirmed; cancelled, nothing is.
     js(&c, edit).await;
+    let (title, diff) = confirm(&c, "cancel").await;
+    assert_eq!(title, "Send the edited rules");
+    assert_eq!(diff, "~ rule api/per-user: limit: \"100/s\" → \"200/s\"\n");
     let result = "const e = document.getElementById('edit-result'); return e.hidden ? null : [e.dataset.status, e.textContent];";
+    let (cancelled, shown) = poll(&c, Duration::from_secs(5), result, |v| {
+        v[1].as_str().is_some_and(|t| t.starts_with("cancelled"))
+    })
+    .await;
+    assert!(cancelled, "{shown}");
+    js(&c, edit).await;
+    confirm(&c, "apply").await;
     let (refused, shown) = poll(&c, Duration::from_secs(5), result, |v| v[0] == "401").await;
     assert!(refused, "without the token: {shown}");
     assert!(
@@ -458,6 +471,7 @@ async fn dashboard_in_a_real_browser() {
         .await
         .expect("clicked");
     js(&c, edit).await;
+    confirm(&c, "apply").await;
     let (versioned, shown) = poll(&c, Duration::from_secs(5), result, |v| v[0] == "200").await;
     assert!(versioned, "with the token: {shown}");
     let after = http(addr, "GET", "/v1/rules", &[], "").await.json();
@@ -479,6 +493,11 @@ async fn dashboard_in_a_real_browser() {
     let result =
         format!("return document.querySelector('{card} [data-f=trial-result]').textContent;");
     try_limit(&c, card, "5").await;
+    let (_, diff) = confirm(&c, "apply").await;
+    assert_eq!(
+        diff,
+        "+ rule api/per-client: trial = {\"limit\":5,\"window\":\"1s\"}\n"
+    );
     let (tried, shown) = poll(&c, Duration::from_secs(5), &result, |v| {
         v.as_str().is_some_and(|t| t.contains("in force"))
     })
@@ -504,16 +523,35 @@ async fn dashboard_in_a_real_browser() {
         "the limit in force stays"
     );
     click(&c, &format!("{card} [data-action=drop]")).await;
+    let (_, diff) = confirm(&c, "apply").await;
+    assert!(
+        diff.starts_with("- rule api/per-client: trial = "),
+        "{diff}"
+    );
     let hidden = format!("return document.querySelector('{card} [data-fig=trial]').hidden;");
     let (dropped, _) = poll(&c, Duration::from_secs(5), &hidden, |v| v == true).await;
     assert!(dropped, "the trial is shown after it was dropped");
     let rule = http(addr, "GET", "/v1/rules", &[], "").await.json()["rule"][0].clone();
     assert!(rule.get("trial").is_none(), "{rule}");
     try_limit(&c, card, "20").await;
+    confirm(&c, "apply").await;
     let (again, _) = poll(&c, Duration::from_secs(5), &hidden, |v| v == false).await;
     assert!(again, "the second trial is not shown");
     let version = http(addr, "GET", "/v1/rules", &[], "").await.json()["version"].as_u64();
+    // Promoting changes the limit in force: its diff says so; cancelled, nothing changes.
     click(&c, &format!("{card} [data-action=promote]")).await;
+    let (_, diff) = confirm(&c, "cancel").await;
+    assert!(
+        diff.contains("~ rule api/per-client: limit: \"10/s\" → \"20/s\"\n"),
+        "{diff}"
+    );
+    assert_eq!(
+        http(addr, "GET", "/v1/rules", &[], "").await.json()["version"].as_u64(),
+        version,
+        "a cancelled promotion changes nothing"
+    );
+    click(&c, &format!("{card} [data-action=promote]")).await;
+    confirm(&c, "apply").await;
     let (promoted, now) = poll(&c, Duration::from_secs(5), &limit, |v| {
         v.as_str().is_some_and(|t| t.starts_with("20/s"))
     })
@@ -594,6 +632,7 @@ async fn dashboard_in_a_real_browser() {
     .await;
     assert!(loaded, "the editor holds the rules");
     js(&c, edit).await;
+    confirm(&c, "apply").await;
     let (listed, shown) = poll(&c, Duration::from_secs(5), versions, |v| {
         v == &json!([2, 1])
     })
@@ -607,6 +646,9 @@ async fn dashboard_in_a_real_browser() {
     .await;
     assert!(shown, "version 2's diff: {text}");
     click(&c, "#history tr[data-version=\"1\"] [data-action=rollback]").await;
+    let (title, diff) = confirm(&c, "apply").await;
+    assert_eq!(title, "Roll back to version 1 (from version 2)");
+    assert!(diff.contains("200/s") && diff.contains("100/s"), "{diff}");
     let (listed, shown) = poll(&c, Duration::from_secs(5), versions, |v| {
         v == &json!([3, 2, 1])
     })
@@ -702,6 +744,29 @@ async fn click(c: &Client, css: &str) {
     }
 }
 
+/// The confirmation of a change from the page: waits for it, and answers it (`apply` or
+/// `cancel`); its title and diff as shown.
+async fn confirm(c: &Client, answer: &str) -> (String, String) {
+    let shown = "const d = document.getElementById('confirm');
+                 return d.open ? [document.getElementById('confirm-title').textContent,
+                                  document.getElementById('confirm-diff').textContent] : null;";
+    let (open, what) = poll(c, Duration::from_secs(5), shown, |v| !v.is_null()).await;
+    assert!(open, "no confirmation was shown");
+    click(c, &format!("#confirm [data-action={answer}]")).await;
+    let (closed, _) = poll(
+        c,
+        Duration::from_secs(5),
+        "return !document.getElementById('confirm').open;",
+        |v| v == true,
+    )
+    .await;
+    assert!(closed, "the confirmation stays open");
+    (
+        what[0].as_str().unwrap_or("").to_owned(),
+        what[1].as_str().unwrap_or("").to_owned(),
+    )
+}
+
 /// Fills the trial form of the rule card `card` with `limit` per second and sends it.
 async fn try_limit(c: &Client, card: &str, limit: &str) {
     let field = c
@@ -732,6 +797,10 @@ async fn files_are_served_with_their_types_policy_and_cache_validators() {
     for (path, ctype) in [
         ("/dashboard", "text/html; charset=utf-8"),
         ("/dashboard/dashboard.js", "text/javascript; charset=utf-8"),
+        ("/dashboard/format.js", "text/javascript; charset=utf-8"),
+        ("/dashboard/charts.js", "text/javascript; charset=utf-8"),
+        ("/dashboard/stream.js", "text/javascript; charset=utf-8"),
+        ("/dashboard/changes.js", "text/javascript; charset=utf-8"),
         ("/dashboard/dashboard.css", "text/css; charset=utf-8"),
         (
             "/dashboard/uPlot.iife.min.js",
@@ -767,7 +836,7 @@ async fn files_are_served_with_their_types_policy_and_cache_validators() {
     let page = get(addr, "/dashboard", &[]).await;
     assert!(
         page.body
-            .contains("<script src=\"dashboard/dashboard.js\" defer></script>")
+            .contains("<script src=\"dashboard/dashboard.js\" type=\"module\"></script>")
     );
     let slash = get(addr, "/dashboard/", &[]).await;
     assert_eq!(slash.status, 308);

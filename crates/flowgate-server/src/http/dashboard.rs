@@ -58,6 +58,26 @@ const ASSETS: &[Asset] = &[
         bytes: include_bytes!("../../dashboard/dashboard.js"),
     },
     Asset {
+        name: "format.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/format.js"),
+    },
+    Asset {
+        name: "charts.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/charts.js"),
+    },
+    Asset {
+        name: "stream.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/stream.js"),
+    },
+    Asset {
+        name: "changes.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/changes.js"),
+    },
+    Asset {
         name: "uPlot.iife.min.js",
         content_type: "text/javascript; charset=utf-8",
         bytes: include_bytes!("../../dashboard/uPlot.iife.min.js"),
