@@ -519,16 +519,25 @@ import { followStream } from "./stream.js";
     model.view = v;
     model.needFull = false;
     render(v);
+    if (model.revisedWhileLoading) {
+      model.revisedWhileLoading = false;
+      model.needFull = true;
+      loadFull();
+    }
   }
 
   // The newest seconds.
   function applyEvent(v) {
-    if (!model.view || model.needFull) return;
+    // Seconds before this event's were revised (the seconds nodes counted during an outage).
+    const revised = v.revised_from !== undefined && v.revised_from !== null && v.revised_from <= v.at - EVENT_WINDOW;
+    if (!model.view || model.needFull) {
+      // The window being read may be older than the revision: read it again after.
+      if (revised) model.revisedWhileLoading = true;
+      return;
+    }
     const same = v.rules.length === model.rules.size && v.rules.every((r) => model.rules.has(ruleKey(r)));
     // The whole window again when the rules changed, when the figures are another scope's (this
-    // node's alone while Redis is unreachable, the cluster's again after), or when seconds
-    // before this event's were revised (the seconds nodes counted during an outage).
-    const revised = v.revised_from !== undefined && v.revised_from !== null && v.revised_from <= v.at - EVENT_WINDOW;
+    // node's alone while Redis is unreachable, the cluster's again after), or when revised.
     if (!same || v.scope !== model.view.scope || revised) {
       model.needFull = true;
       loadFull();

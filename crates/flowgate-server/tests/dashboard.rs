@@ -978,9 +978,12 @@ async fn a_redis_outage_under_load_on_two_nodes() {
         })
     };
     let (long, charts) = poll(&c, Duration::from_secs(20), CHARTS, |v| {
-        v[1].as_array()
-            .is_some_and(|s| s.iter().filter(|p| p[1].as_u64() > Some(0)).count() >= 9)
-            && before_outage(v).iter().rev().take(5).all(|n| *n <= 50)
+        let during = v[1].as_array().map_or(0, |s| {
+            s.iter()
+                .filter(|p| p[0].as_i64() >= Some(unix(stopped)) && p[1].as_u64() > Some(0))
+                .count()
+        });
+        during >= 9 && before_outage(v).iter().rev().take(5).all(|n| *n <= 50)
     })
     .await;
     assert!(

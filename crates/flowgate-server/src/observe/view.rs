@@ -36,9 +36,10 @@ pub struct StatsView {
     /// When the parts' figures were read, so that a reader can tell how old each is.
     #[serde(default)]
     pub read: ReadTimes,
-    /// On a cluster: the oldest second whose figures changed since the previous view, when it is
-    /// older than `at` (a node's seconds that reached Redis late, after an outage, are placed at
-    /// their own seconds): a reader that holds the series from before reads them again.
+    /// On a cluster: the oldest second whose figures the last read of the cluster's changed
+    /// among those a node carried after failed publishes (its seconds of an outage, placed at
+    /// their own seconds, older than its last 5): a reader that holds the series from before
+    /// reads them again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revised_from: Option<i64>,
 }

@@ -240,8 +240,9 @@ pub(super) struct ClusterState {
     pub(super) nodes: Vec<crate::observe::view::NodeView>,
     /// Per rule, the cluster's count per second.
     pub(super) history: HashMap<(String, String), History>,
-    /// The oldest second that the last read changed, when older than the second it was for:
-    /// seconds a node could not publish in time (after an outage), placed where they belong.
+    /// The oldest second that the last read changed among those a node carried after failed
+    /// publishes (older than its recent window): seconds placed where they belong, after an
+    /// outage.
     pub(super) revised_from: Option<i64>,
     /// The live nodes' figures.
     snapshots: Vec<NodeSnapshot>,
@@ -334,7 +335,10 @@ impl ClusterState {
                         h.push(at, Counts::default());
                     }
                     h.add(x.0, x.counts());
-                    if x.0 < at {
+                    // A second carried after failed publishes (older than the node's recent
+                    // window), not one a second late: a node whose clock is behind does not
+                    // revise the past each second.
+                    if x.0 < at && x.0 <= s.at - i64::from(RECENT_SECONDS) {
                         revised = Some(revised.map_or(x.0, |v| v.min(x.0)));
                     }
                 }
@@ -578,6 +582,18 @@ mod tests {
         assert_eq!(series(&c, 5, 200), [0, 10, 10, 10, 10]);
         c.update(201, nodes(&["a"]), vec![snapshot("a", 202, 198, 10)]);
         assert_eq!(series(&c, 5, 201), [10; 5]);
+    }
+
+    /// A node whose clock is 10 s behind: its seconds land 10 s back, and they are not taken for
+    /// an outage's (which would make a page read the whole window again every second).
+    #[test]
+    fn a_clock_behind_revises_nothing() {
+        let mut c = ClusterState::default();
+        for at in 300..303 {
+            c.update(at, nodes(&["a"]), vec![snapshot("a", at - 10, at - 14, 10)]);
+        }
+        assert_eq!(c.revised_from, None);
+        assert_eq!(series(&c, 17, 302), [&[10; 7][..], &[0; 10]].concat());
     }
 
     #[test]
