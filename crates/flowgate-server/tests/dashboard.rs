@@ -781,7 +781,8 @@ const CHARTS: &str = "const rule = document.querySelector('[data-rule=\"api/per-
 
 /// For every key cell shown (descriptors, queue instances, breaker keys, alert and node names):
 /// those not wholly on screen, those broken across lines other than after a separator (or a
-/// hyphen, where browsers break words), and how many span more than one line.
+/// hyphen, where browsers break words), and how many span more than one line; then the cells of
+/// the wide tables (alerts, breakers, queues, nodes) not wholly on screen.
 const KEYS: &str = "const off = [], broken = []; let wrapped = 0;
     for (const td of document.querySelectorAll('td.key')) {
       if (td.offsetParent === null) continue;
@@ -806,7 +807,11 @@ const KEYS: &str = "const off = [], broken = []; let wrapped = 0;
       }
       if (lines > 1) wrapped++;
     }
-    return [off, broken, wrapped];";
+    const cells = [...document.querySelectorAll('table.stack td')]
+      .filter(td => td.offsetParent !== null)
+      .filter(td => { const b = td.getBoundingClientRect(); return b.left < -0.5 || b.right > window.innerWidth + 0.5; })
+      .map(td => td.dataset.label + ': ' + td.textContent);
+    return [off, broken, wrapped, cells];";
 
 /// Rule `api/per-client`'s chart redrawn with figures in the hundreds of thousands: the labels of
 /// its y axis, the width of the widest in the axis's font, and the axis's width less its ticks
@@ -923,10 +928,16 @@ async fn a_redis_outage_under_load_on_two_nodes() {
     .await;
     assert!(narrow, "the window is phone-sized");
     let (fits, keys) = poll(&c, Duration::from_secs(5), KEYS, |v| {
-        v[0] == json!([]) && v[1] == json!([]) && v[2].as_u64().is_some_and(|n| n >= 1)
+        v[0] == json!([])
+            && v[1] == json!([])
+            && v[2].as_u64().is_some_and(|n| n >= 1)
+            && v[3] == json!([])
     })
     .await;
-    assert!(fits, "keys off screen, broken mid-word, lines: {keys}");
+    assert!(
+        fits,
+        "keys off screen, broken mid-word, wrapped; cells off screen: {keys}"
+    );
     let widths = js(
         &c,
         "return [document.documentElement.scrollWidth, window.innerWidth];",

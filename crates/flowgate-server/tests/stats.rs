@@ -552,3 +552,45 @@ async fn an_outage_is_drawn_at_its_seconds_and_no_burst_when_redis_returns() {
         );
     }
 }
+
+/// A queue whose jobs nobody leases has no consumer, and no drain time: the time to release its
+/// jobs at its rate would be a promise nobody keeps. Once a worker leases, it has one again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_nobody_leases_has_no_consumer_until_a_worker_leases() {
+    let config = r#"
+[[queue]]
+domain = "pay"
+name = "refunds"
+match = ["biz=REFUND", "channel"]
+rate = "1/s"
+"#;
+    let s = TestServer::start_with(&[("rules.toml", config)], |mut c| {
+        c.clock = None;
+        c
+    })
+    .await;
+    let addr = s.http();
+    let descriptor = "biz=REFUND, channel=WPG";
+    let jobs = json!({"domain": "pay", "descriptor": descriptor,
+                      "jobs": [{"payload": 1}, {"payload": 2}, {"payload": 3}]});
+    let r = post_json(addr, "/v1/queues/submit", jobs).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let queue = |v: &StatsView| v.queues.first().cloned().unwrap_or_default();
+    let (v, none) = poll(addr, "?window=5", Duration::from_secs(12), |v| {
+        queue(v).no_consumer
+    })
+    .await;
+    assert!(none, "{:?}", v.queues);
+    assert_eq!(queue(&v).drain_s, None, "{:?}", v.queues);
+    assert_eq!(queue(&v).depth, 3);
+    // A worker takes a job: the queue has a consumer, and a drain time again.
+    let lease = json!({"domain": "pay", "descriptor": descriptor, "wait_ms": 0});
+    let r = post_json(addr, "/v1/queues/lease", lease).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (v, back) = poll(addr, "?window=5", Duration::from_secs(5), |v| {
+        !queue(v).no_consumer && queue(v).drain_s.is_some()
+    })
+    .await;
+    assert!(back, "{:?}", v.queues);
+    s.server.shutdown().await.unwrap();
+}
