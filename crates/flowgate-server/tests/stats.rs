@@ -594,3 +594,49 @@ rate = "1/s"
     assert!(back, "{:?}", v.queues);
     s.server.shutdown().await.unwrap();
 }
+
+/// A worker that polls now and then (every 1.5 s, acking at once) is a consumer, although at
+/// the reads (each second) of a queue released 10 a second a job is ready, due and not in
+/// flight: each of its releases starts the count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_polls_now_and_then_is_a_consumer() {
+    let config = r#"
+[[queue]]
+domain = "pay"
+name = "refunds"
+match = ["biz=REFUND", "channel"]
+rate = "10/s"
+"#;
+    let s = TestServer::start_with(&[("rules.toml", config)], |mut c| {
+        c.clock = None;
+        c
+    })
+    .await;
+    let addr = s.http();
+    let descriptor = "biz=REFUND, channel=WPG";
+    let jobs: Vec<_> = (0..20).map(|n| json!({"payload": n})).collect();
+    let r = post_json(
+        addr,
+        "/v1/queues/submit",
+        json!({"domain": "pay", "descriptor": descriptor, "jobs": jobs}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut tick = tokio::time::interval(Duration::from_millis(1500));
+    for _ in 0..6 {
+        tick.tick().await;
+        let lease = json!({"domain": "pay", "descriptor": descriptor, "wait_ms": 0});
+        let r = post_json(addr, "/v1/queues/lease", lease).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let token = r.json()["token"].as_str().unwrap_or("").to_owned();
+        let r = post_json(addr, "/v1/queues/ack", json!({"token": token})).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = stats(addr, "?window=5").await;
+        assert!(
+            v.queues.iter().all(|q| !q.no_consumer),
+            "a polling worker is taken for no consumer: {:?}",
+            v.queues
+        );
+    }
+    s.server.shutdown().await.unwrap();
+}
