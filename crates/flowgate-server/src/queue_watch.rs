@@ -32,10 +32,11 @@ struct Seen {
 /// release happened in between.
 fn unclaimed_since(s: &flowgate::queue::InstanceStats, before: &Seen) -> Option<u64> {
     let due = s.ready > 0 && s.in_flight == 0 && s.reserved == 0 && s.next_slot <= s.now;
-    due.then(|| match before.unclaimed_since {
+    let since = match before.unclaimed_since {
         Some(t) if before.released == s.released_total => t,
         _ => s.now,
-    })
+    };
+    due.then_some(since)
 }
 
 /// The watcher's memory between two reads.

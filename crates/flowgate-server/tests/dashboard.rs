@@ -952,11 +952,9 @@ async fn a_redis_outage_under_load_on_two_nodes() {
     c.set_window_size(1280, 1000).await.expect("resized back");
 
     // Redis killed: the page says so, the queues' figures are marked stale.
-    let unix = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
-    };
-    let stopped = std::time::SystemTime::now();
+    // The Unix second now, by the clock the servers' figures are on.
+    let unix = || (flowgate_core::clock::system_now() / 1_000_000) as i64;
+    let stopped = unix();
     redis.stop();
     let outage = "const b = document.getElementById('outage');
                   return [b.hidden ? null : b.textContent, document.getElementById('scope').textContent,
@@ -983,7 +981,7 @@ async fn a_redis_outage_under_load_on_two_nodes() {
     let before_outage = |v: &Value| {
         v[0].as_array().map_or(Vec::new(), |s| {
             s.iter()
-                .filter(|p| p[0].as_i64().is_some_and(|t| t < unix(stopped) - 1))
+                .filter(|p| p[0].as_i64().is_some_and(|t| t < stopped - 1))
                 .filter_map(|p| p[1].as_u64())
                 .collect::<Vec<u64>>()
         })
@@ -991,7 +989,7 @@ async fn a_redis_outage_under_load_on_two_nodes() {
     let (long, charts) = poll(&c, Duration::from_secs(20), CHARTS, |v| {
         let during = v[1].as_array().map_or(0, |s| {
             s.iter()
-                .filter(|p| p[0].as_i64() >= Some(unix(stopped)) && p[1].as_u64() > Some(0))
+                .filter(|p| p[0].as_i64() >= Some(stopped) && p[1].as_u64() > Some(0))
                 .count()
         });
         during >= 9 && before_outage(v).iter().rev().take(5).all(|n| *n <= 50)
@@ -1002,10 +1000,10 @@ async fn a_redis_outage_under_load_on_two_nodes() {
         "nine seconds of node a's own failure-policy decisions, its own counts before: {charts}"
     );
     redis.restart();
-    let restarted = std::time::SystemTime::now();
+    let restarted = unix();
 
     // Back: the cluster's figures, the outage's decisions at their seconds, no burst.
-    let (from, to) = (unix(stopped), unix(restarted));
+    let (from, to) = (stopped, restarted);
     let (back, scope) = poll(&c, Duration::from_secs(20), outage, |v| {
         v[0].is_null() && v[1] == "cluster"
     })
