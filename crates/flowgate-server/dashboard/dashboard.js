@@ -1,14 +1,24 @@
-// Flowgate's dashboard.
+// Flowgate's dashboard: the figures.
 //
 // It reads the JSON that scripts read too: `GET /v1/stats?window=900` once (15 minutes of
-// per-second series), then `GET /v1/stats/stream?window=1`, Server-Sent Events named `stats`,
-// each carrying the newest second, which is appended to the charts. The stream is read with
-// fetch() rather than EventSource because EventSource cannot send an `Authorization` header, and
-// a server started with --dashboard-token wants one. On any error it reconnects (with backoff),
-// and reloads the whole window first, so missed seconds are filled.
+// per-second series), then `GET /v1/stats/stream?window=5`, Server-Sent Events named `stats`,
+// each carrying the newest seconds, which replace or extend the charts' (a cluster's second can
+// grow when a node's figures for it arrive a second late). The stream is read with fetch() rather
+// than EventSource because EventSource cannot send an `Authorization` header, and a server
+// started with --dashboard-token wants one. On any error it reconnects (with backoff), and
+// reloads the whole window first, so missed seconds are filled; so it does when the figures
+// change scope (this node alone while Redis is unreachable, the cluster's again after) or when
+// the server revised seconds older than an event carries.
 //
-// The DOM is built with createElement and textContent only (the page's Content-Security-Policy
-// refuses HTML sinks): descriptors are clients' text.
+// Every part says how old its figures are: a part not read for STALE_MS is marked stale.
+import {
+  $, el, setText, clear, css, breakable, keyCell, fmtRate, fmtPct, fmtMs, fmtSecs, clock, token, setToken,
+  api, headers, describe,
+} from "./format.js";
+import { makeTrial, renderTrial, loadHistory, loadEditor, sendEditor } from "./changes.js";
+import { makeChart, stepped } from "./charts.js";
+import { followStream } from "./stream.js";
+
 (function () {
   "use strict";
 
@@ -33,126 +43,10 @@
     return Number.isInteger(w) && w >= 10 && w <= 900 ? w : 900;
   })();
   const HIGH_RATIO = 0.6; // a rejection ratio above this is highlighted
-  const TOKEN_KEY = "flowgate.token";
   const STALL_MS = 10000; // a stream silent this long is reconnected
-
-  // ---- DOM helpers -------------------------------------------------------------------------
-
-  const $ = (id) => document.getElementById(id);
-
-  // An element: `attrs` sets `class`, `text`, `data-*`, `type` and other attributes.
-  function el(tag, attrs, children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null) continue;
-      if (k === "text") e.textContent = String(v);
-      else if (k === "class") e.className = v;
-      else e.setAttribute(k, String(v));
-    }
-    for (const c of children || []) e.append(c);
-    return e;
-  }
-
-  function setText(node, text) {
-    const t = text === undefined || text === null ? "" : String(text);
-    if (node.textContent !== t) node.textContent = t;
-  }
-
-  function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
-  }
-
-  function css(name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  }
-
-  // ---- formatting --------------------------------------------------------------------------
-
-  function fmtRate(x) {
-    if (x === undefined || x === null || !isFinite(x)) return "–";
-    if (x >= 100) return x.toFixed(0);
-    if (x >= 10) return x.toFixed(1);
-    return x.toFixed(2);
-  }
-
-  function fmtPct(r) {
-    if (r === undefined || r === null || !isFinite(r)) return "–";
-    const p = r * 100;
-    return (p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0)) + " %";
-  }
-
-  function fmtMs(ms) {
-    if (ms === undefined || ms === null) return "–";
-    return (ms < 10 ? ms.toFixed(2) : ms.toFixed(1)) + " ms";
-  }
-
-  function fmtSecs(s) {
-    if (s === undefined || s === null || !isFinite(s)) return "–";
-    if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
-    if (s < 3600) return (s / 60).toFixed(1) + " min";
-    if (s < 86400) return (s / 3600).toFixed(1) + " h";
-    return (s / 86400).toFixed(1) + " d";
-  }
-
-  function fmtTime(ms) {
-    if (ms === undefined || ms === null) return "–";
-    const d = new Date(ms);
-    const today = new Date();
-    return d.toDateString() === today.toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
-  }
-
-  // ---- the token and the API ---------------------------------------------------------------
-
-  function token() {
-    try {
-      return sessionStorage.getItem(TOKEN_KEY) || "";
-    } catch (_) {
-      return "";
-    }
-  }
-
-  function setToken(t) {
-    try {
-      if (t) sessionStorage.setItem(TOKEN_KEY, t);
-      else sessionStorage.removeItem(TOKEN_KEY);
-    } catch (_) {
-      // Storage refused (a private window's policy): the token lasts until the page closes.
-    }
-    memoryToken = t;
-  }
-  let memoryToken = "";
-
-  function headers(extra) {
-    const h = Object.assign({}, extra || {});
-    const t = token() || memoryToken;
-    if (t) h.Authorization = "Bearer " + t;
-    return h;
-  }
-
-  // One request: its status, whether it succeeded, and its body as JSON (or text).
-  async function api(method, path, body, contentType) {
-    const init = { method, headers: headers(contentType ? { "Content-Type": contentType } : {}), cache: "no-store" };
-    if (body !== undefined) init.body = body;
-    let resp;
-    try {
-      resp = await fetch(path, init);
-    } catch (e) {
-      return { status: 0, ok: false, json: { error: "network", detail: String(e) }, text: String(e) };
-    }
-    const text = await resp.text();
-    let json = null;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch (_) {
-      json = null;
-    }
-    return { status: resp.status, ok: resp.ok, json, text };
-  }
-
-  function describe(r) {
-    if (r.json && r.json.error) return r.json.error + ": " + (r.json.detail || "");
-    return "HTTP " + r.status + (r.text ? ": " + r.text.slice(0, 300) : "");
-  }
+  const STALE_MS = 5000; // figures read longer ago than this (they are read each second) are stale
+  const EVENT_WINDOW = 5; // seconds carried by each event of the stream
+  const fmtTime = clock;
 
   // ---- the connection's state and the problem line ----------------------------------------
 
@@ -220,58 +114,6 @@
 
   // ---- charts ------------------------------------------------------------------------------
 
-  function chartWidth(box) {
-    return Math.max(160, Math.floor(box.clientWidth || 300));
-  }
-
-  function axes() {
-    const stroke = css("--muted") || "#5d6470";
-    const grid = { stroke: css("--line") || "#dfe2e8", width: 1 };
-    const two = (n) => String(n).padStart(2, "0");
-    // Local clock times, seconds only where a tick falls within a minute.
-    const clock = (u, splits) =>
-      splits.map((t) => {
-        const d = new Date(t * 1000);
-        const hm = two(d.getHours()) + ":" + two(d.getMinutes());
-        return d.getSeconds() ? hm + ":" + two(d.getSeconds()) : hm;
-      });
-    return [
-      { stroke, grid, ticks: grid, space: 70, values: clock },
-      { stroke, grid, ticks: grid, size: 44 },
-    ];
-  }
-
-  function makeChart(box, series, data, height, scales) {
-    if (typeof uPlot !== "function") return null;
-    const chart = new uPlot(
-      {
-        width: chartWidth(box),
-        height: height || 170,
-        scales: Object.assign({ x: { time: true } }, scales || {}),
-        series: [{}].concat(series),
-        axes: axes(),
-        legend: { live: false },
-        cursor: { drag: { x: false, y: false } },
-      },
-      data,
-      box,
-    );
-    box.chart = chart;
-    if (typeof ResizeObserver === "function" && !box.resizing) {
-      // One observer per box, resizing the chart the box holds now.
-      let w = chartWidth(box);
-      box.resizing = new ResizeObserver(() => {
-        const nw = chartWidth(box);
-        if (nw !== w && box.chart) {
-          w = nw;
-          box.chart.setSize({ width: nw, height: height || 170 });
-        }
-      });
-      box.resizing.observe(box);
-    }
-    return chart;
-  }
-
   function ruleSeries() {
     return [
       { label: "admitted/s", stroke: css("--ok") || "#1a7f37", width: 1.5 },
@@ -328,6 +170,10 @@
       trial: fact("trial", "trial-limit"),
       totals: fact("since start (admitted / rejected)", "totals"),
     };
+    // The totals' figure and, on a cluster a node left, a note saying what they no longer count.
+    facts.totals.value = el("span", { "data-f": "totals-value" });
+    facts.totals.note = el("small", { class: "note", "data-f": "totals-note", hidden: "" });
+    facts.totals.dd.append(facts.totals.value, facts.totals.note);
     card.append(el("dl", { class: "facts" }, Object.values(facts).map((f) => f.box)));
 
     const chartBox = el("div", { class: "chart" });
@@ -368,11 +214,21 @@
     }
     for (const h of list) {
       const rate = fmtRate(h.rate) + (h.error > 0 ? " ± " + fmtRate(h.error) : "");
-      tbody.append(el("tr", {}, [el("td", { class: "desc mono", text: h.descriptor }), el("td", { class: "num", text: rate })]));
+      tbody.append(el("tr", {}, [keyCell(h.descriptor, "desc"), el("td", { class: "num", text: rate })]));
     }
   }
 
-  function renderRule(entry, r) {
+  // What the totals count, and the nodes they no longer count: `{ label, note }` for view `v`.
+  function totalsScope(v) {
+    if (v.scope !== "cluster") return { label: "since this node started (admitted / rejected)", note: "" };
+    const gone = (v.nodes || []).filter((n) => !n.live);
+    const note = gone.length
+      ? "live nodes only: " + gone.map((n) => n.id + " left at " + clock(n.seen_ms)).join(", ") + " (its counts are no longer included)"
+      : "";
+    return { label: "since each live node started (admitted / rejected)", note };
+  }
+
+  function renderRule(entry, r, totals) {
     const p = entry.parts;
     p.shadow.hidden = !r.shadow;
     setText(p.figs.admitted.value, fmtRate(r.admitted_rate));
@@ -402,7 +258,10 @@
     setText(p.facts.trial.dd, r.trial || "none");
     p.facts.trial.box.hidden = !r.trial;
     const t = r.totals || {};
-    setText(p.facts.totals.dd, (t.admitted || 0) + " / " + (t.rejected || 0) + (t.failure_policy ? " · failure policy " + t.failure_policy : ""));
+    setText(p.facts.totals.box.firstChild, totals.label);
+    setText(p.facts.totals.value, (t.admitted || 0) + " / " + (t.rejected || 0) + (t.failure_policy ? " · failure policy " + t.failure_policy : ""));
+    setText(p.facts.totals.note, totals.note);
+    p.facts.totals.note.hidden = !totals.note;
 
     hitterRows(p.admitted, r.top_admitted);
     hitterRows(p.rejected, r.top_rejected);
@@ -412,7 +271,7 @@
     clear(p.nodesBody);
     for (const n of nodes) {
       p.nodesBody.append(el("tr", {}, [
-        el("td", { class: "mono", text: n.node }),
+        keyCell(n.node),
         el("td", { class: "num", text: fmtRate(n.admitted_rate) }),
         el("td", { class: "num", text: fmtRate(n.rejected_rate) }),
       ]));
@@ -436,81 +295,6 @@
     }
   }
 
-  // ---- trying a limit ----------------------------------------------------------------------
-
-  function makeTrial(r) {
-    const limit = el("input", { type: "number", min: 0, step: 1, name: "limit", "aria-label": "trial limit", placeholder: "limit" });
-    const window_ = el("input", { type: "text", name: "window", value: "1s", "aria-label": "trial window", size: 5 });
-    const tryButton = el("button", { type: "submit", "data-action": "try", text: "Try in shadow" });
-    const form = el("form", { "data-form": "trial" }, [el("span", { text: "Try a limit:" }), limit, el("span", { text: "per" }), window_, tryButton]);
-    const promote = el("button", { type: "button", "data-action": "promote", text: "Promote" });
-    const drop = el("button", { type: "button", "data-action": "drop", text: "Drop" });
-    const actions = el("div", { class: "buttons" }, [promote, drop]);
-    const result = el("p", { class: "result muted", "data-f": "trial-result" });
-    const box = el("div", { class: "trial" }, [form, actions, result]);
-    const domain = r.domain;
-    const name = r.name;
-
-    const run = async (what, change) => {
-      setText(result, what + "…");
-      const out = await editRule(domain, name, change);
-      setText(result, out.ok ? what + ": version " + out.json.version + " in force" : what + " refused: " + describe(out));
-      result.classList.toggle("muted", out.ok);
-      if (out.ok) afterChange();
-    };
-    form.addEventListener("submit", (e) => {
-      e.preventDefault();
-      const n = Number(limit.value);
-      if (!limit.value || !Number.isInteger(n) || n < 0) {
-        setText(result, "the trial limit is a whole number of requests");
-        return;
-      }
-      const w = window_.value.trim() || "1s";
-      run("trial " + n + " per " + w, (rule) => {
-        rule.trial = { limit: n, window: w };
-      });
-    });
-    promote.addEventListener("click", () =>
-      run("promoted", (rule) => {
-        const t = rule.trial;
-        if (!t) throw new Error("this rule has no trial");
-        // The trial's own fields become the rule's; those it leaves out (algorithm, burst) it
-        // took from the rule, which keeps them. A count without a window is per second.
-        for (const f of ["limit", "window", "algorithm", "burst"]) if (t[f] !== undefined) rule[f] = t[f];
-        if (t.window === undefined) delete rule.window;
-        delete rule.unlimited;
-        delete rule.trial;
-      }),
-    );
-    drop.addEventListener("click", () =>
-      run("dropped", (rule) => {
-        delete rule.trial;
-      }),
-    );
-    return { box, form, actions };
-  }
-
-  function renderTrial(t, r) {
-    t.box.hidden = !!r.shadow;
-    t.actions.hidden = !r.trial;
-  }
-
-  // The rules from `GET /v1/rules`, `change` applied to rule `domain`/`name`, sent back with
-  // `PUT /v1/rules`: one versioned change.
-  async function editRule(domain, name, change) {
-    const g = await api("GET", "v1/rules");
-    if (!g.ok || !g.json) return g;
-    const doc = g.json;
-    const rule = (doc.rule || []).find((x) => (x.domain || doc.domain) === domain && x.name === name);
-    if (!rule) return { ok: false, status: 0, json: { error: "not_found", detail: "rule " + domain + "/" + name + " is not in force" } };
-    try {
-      change(rule);
-    } catch (e) {
-      return { ok: false, status: 0, json: { error: "refused", detail: String(e.message || e) } };
-    }
-    return api("PUT", "v1/rules", JSON.stringify(doc), "application/json");
-  }
-
   // ---- the other sections ------------------------------------------------------------------
 
   function renderAlerts(alerts) {
@@ -520,7 +304,7 @@
     $("alerts").hidden = alerts.length === 0;
     for (const a of alerts) {
       tbody.append(el("tr", { class: a.state, "data-alert": a.name }, [
-        el("td", { text: a.name }),
+        keyCell(a.name),
         el("td", { text: a.watches }),
         el("td", { class: "state", "data-f": "state", text: a.state }),
         el("td", { text: a.since_ms ? fmtTime(a.since_ms) : "–" }),
@@ -557,22 +341,52 @@
     }
   }
 
-  function renderQueues(queues) {
+  // How old figures read at `ms` are at view `v`'s time (the end of its second), in ms.
+  function ageMs(v, ms) {
+    return ms === undefined || ms === null ? null : (v.at + 1) * 1000 - ms;
+  }
+
+  // Marks the part `name` stale (`data-stale`, and its note) when its figures, read at `ms`,
+  // are older than STALE_MS at view `v`'s time; whether they are.
+  function markStale(name, v, ms, what) {
+    const age = ageMs(v, ms);
+    const stale = age !== null && age > STALE_MS;
+    const note = $(name + "-stale");
+    note.hidden = !stale;
+    if (stale) setText(note, "Stale: " + what + " last read at " + clock(ms) + ", " + fmtSecs(age / 1000) + " ago; shown as then.");
+    $(name + "-section").classList.toggle("stale", stale);
+    return stale;
+  }
+
+  function renderQueues(v) {
+    const queues = v.queues || [];
     const tbody = $("queues").tBodies[0];
     clear(tbody);
     $("no-queues").hidden = queues.length > 0;
     $("queues").hidden = queues.length === 0;
+    markStale("queues", v, v.read && v.read.queues_ms, "the queues' state was");
+    // The queues an alert is firing on, by "domain/name".
+    const alerting = new Set(
+      (v.alerts || [])
+        .filter((a) => a.state === "firing" && a.watched && a.watched.kind === "queue")
+        .map((a) => a.watched.domain + "/" + a.watched.name),
+    );
     for (const q of queues) {
-      tbody.append(el("tr", { "data-queue": q.instance }, [
+      const firing = alerting.has(q.domain + "/" + q.queue);
+      const cls = [firing ? "firing" : "", q.no_consumer ? "attention" : ""].join(" ").trim();
+      const drains = q.no_consumer
+        ? el("td", { class: "num", "data-f": "drain" }, [el("span", { class: "badge bad", text: "no consumer" })])
+        : el("td", { class: "num", "data-f": "drain", text: fmtSecs(q.drain_s) });
+      tbody.append(el("tr", { class: cls || null, "data-queue": q.instance, "data-alerting": firing ? "true" : null }, [
+        keyCell(q.instance),
         el("td", { text: q.domain + " / " + q.queue }),
-        el("td", { class: "desc mono", text: q.instance }),
         el("td", { text: q.rate }),
         el("td", { class: "num", text: q.depth }),
         el("td", { class: "num", text: q.in_flight }),
         el("td", { class: "num", text: q.dead }),
         el("td", { class: "num", text: fmtSecs(q.oldest_age_s) }),
         el("td", { class: "num", text: fmtRate(q.release_rate) }),
-        el("td", { class: "num", text: fmtSecs(q.drain_s) }),
+        drains,
       ]));
     }
   }
@@ -601,10 +415,6 @@
     }
   }
 
-  function stepped() {
-    return uPlot.paths && uPlot.paths.stepped ? uPlot.paths.stepped({ align: 1 }) : undefined;
-  }
-
   function storeColumns(s, at) {
     const fp = s.failure_policy_series || [];
     const dg = s.degraded_series || [];
@@ -614,19 +424,37 @@
     return { xs, cols: [column(fp, n), column(dg, n)] };
   }
 
+  // On Redis, since when this node cannot reach it (null while it can).
+  const unreachable = (v) => (v.store && v.store.kind === "redis" && v.store.unreachable_since_ms) || null;
+
+  function renderOutage(v) {
+    const since = unreachable(v);
+    const banner = $("outage");
+    banner.hidden = !since;
+    if (since) {
+      setText(banner, "Redis unreachable since " + clock(since) + ": node-only figures, limits decided by failure policies.");
+    }
+  }
+
   function renderNodes(v) {
-    setText($("scope"), v.scope === "cluster" ? "cluster" : "this node");
+    const down = unreachable(v);
+    setText($("scope"), v.scope === "cluster" ? "cluster" : down ? "this node · Redis unreachable" : "this node");
+    $("scope").classList.toggle("bad", !!down);
     setText($("node"), v.node ? "node " + v.node : "");
     const live = (v.nodes || []).filter((n) => n.live).length;
+    const read = v.read && v.read.cluster_ms;
     setText($("cluster-scope"), v.scope === "cluster"
       ? "The whole cluster's figures: the sum of the " + live + " live nodes' (of " + (v.nodes || []).length + " known)."
-      : "This node's own figures (the cluster's are summed when the nodes share a Redis).");
+      : down
+        ? "Redis is unreachable: this node's own figures. The cluster's were last read at " + clock(read) + " and come back, with what every node counted meanwhile, when Redis answers."
+        : "This node's own figures (the cluster's are summed when the nodes share a Redis).");
     const tbody = $("nodes").tBodies[0];
     clear(tbody);
     for (const n of v.nodes || []) {
       tbody.append(el("tr", { "data-node": n.id }, [
-        el("td", { class: "mono", text: n.id }),
+        keyCell(n.id),
         el("td", {}, [el("span", { class: "badge " + (n.live ? "ok" : "bad"), text: n.live ? "live" : "gone" })]),
+        el("td", { text: n.started_ms ? fmtTime(n.started_ms) : "–" }),
         el("td", { text: fmtTime(n.seen_ms) }),
       ]));
     }
@@ -642,21 +470,44 @@
 
   // ---- applying views ----------------------------------------------------------------------
 
+  // The cells of a table that stacks on a narrow screen are labelled with their column's name.
+  function labelCells(table) {
+    const names = [...table.tHead.rows[0].cells].map((th) => th.textContent);
+    for (const row of table.tBodies[0].rows) {
+      [...row.cells].forEach((td, i) => {
+        if (!td.dataset.label && names[i]) td.dataset.label = names[i];
+      });
+    }
+  }
+
+  // Keys shown as plain text (the breakers' instances) break only after their separators too.
+  function breakKeys(table) {
+    for (const td of table.querySelectorAll("td.desc:not([data-key])")) {
+      td.dataset.key = td.textContent;
+      td.classList.add("key");
+      breakable(td, td.textContent);
+    }
+  }
+
   function render(v) {
-    setText($("at"), v.at ? "at " + new Date(v.at * 1000).toLocaleTimeString() : "");
+    setText($("at"), v.at ? "at " + clock(v.at * 1000) : "");
+    renderOutage(v);
+    const totals = totalsScope(v);
     const list = $("rules");
     $("no-rules").hidden = v.rules.length > 0;
     // Cards in the rules' order.
     v.rules.forEach((r, i) => {
       const entry = model.rules.get(ruleKey(r));
       if (list.children[i] !== entry.card) list.insertBefore(entry.card, list.children[i] || null);
-      renderRule(entry, r);
+      renderRule(entry, r, totals);
     });
     renderAlerts(v.alerts || []);
     renderBreakers(v.breakers || []);
-    renderQueues(v.queues || []);
+    breakKeys($("breakers"));
+    renderQueues(v);
     renderStore(v.store || {});
     renderNodes(v);
+    for (const t of document.querySelectorAll("table.stack")) labelCells(t);
     renderRulesInfo(v.rules_info);
   }
 
@@ -682,14 +533,26 @@
     model.view = v;
     model.needFull = false;
     render(v);
+    if (model.revisedWhileLoading) {
+      model.revisedWhileLoading = false;
+      model.needFull = true;
+      loadFull();
+    }
   }
 
-  // One second more.
+  // The newest seconds.
   function applyEvent(v) {
-    if (!model.view || model.needFull) return;
+    // Seconds before this event's were revised (the seconds nodes counted during an outage).
+    const revised = v.revised_from !== undefined && v.revised_from !== null && v.revised_from <= v.at - EVENT_WINDOW;
+    if (!model.view || model.needFull) {
+      // The window being read may be older than the revision: read it again after.
+      if (revised) model.revisedWhileLoading = true;
+      return;
+    }
     const same = v.rules.length === model.rules.size && v.rules.every((r) => model.rules.has(ruleKey(r)));
-    if (!same) {
-      // The rules changed: the whole window again.
+    // The whole window again when the rules changed, when the figures are another scope's (this
+    // node's alone while Redis is unreachable, the cluster's again after), or when revised.
+    if (!same || v.scope !== model.view.scope || revised) {
       model.needFull = true;
       loadFull();
       return;
@@ -740,245 +603,55 @@
 
   // ---- the stream --------------------------------------------------------------------------
 
-  let stream = null; // its AbortController
-  let retry = null;
-  let backoff = 1000;
-  let lastEvent = 0;
-
-  function stopStream() {
-    if (stream) stream.abort();
-    stream = null;
-    if (retry) clearTimeout(retry);
-    retry = null;
-  }
-
-  function again() {
-    setConn("reconnecting");
-    model.needFull = true;
-    retry = setTimeout(follow, backoff);
-    backoff = Math.min(backoff * 2, 15000);
-  }
-
-  // One Server-Sent Event: its `event:` name and its `data:` lines.
-  function onBlock(block) {
-    let name = "message";
-    const data = [];
-    for (const line of block.split("\n")) {
-      if (!line || line[0] === ":") continue;
-      const i = line.indexOf(":");
-      const field = i < 0 ? line : line.slice(0, i);
-      let value = i < 0 ? "" : line.slice(i + 1);
-      if (value[0] === " ") value = value.slice(1);
-      if (field === "event") name = value;
-      else if (field === "data") data.push(value);
-    }
-    lastEvent = Date.now();
-    if (name !== "stats" || !data.length) return;
-    applyEvent(JSON.parse(data.join("\n")));
-  }
-
-  async function follow() {
-    stopStream();
-    const ctrl = new AbortController();
-    stream = ctrl;
-    try {
-      if (model.needFull || !model.view) {
-        const ok = await loadFull();
-        if (ctrl.signal.aborted) return;
-        if (!ok) {
-          if ($("conn").dataset.state !== "unauthorized") again();
-          return;
-        }
-      }
-      const resp = await fetch("v1/stats/stream?window=1", {
-        headers: headers({ Accept: "text/event-stream" }),
-        signal: ctrl.signal,
-        cache: "no-store",
-      });
-      if (resp.status === 401) {
-        unauthorized({ status: 401, json: null, text: "" });
-        return;
-      }
-      if (!resp.ok || !resp.body) throw new Error("the stream answered HTTP " + resp.status);
-      setConn("live");
-      backoff = 1000;
-      lastEvent = Date.now();
-      const reader = resp.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          onBlock(block);
-        }
-      }
-      throw new Error("the stream ended");
-    } catch (e) {
-      if (ctrl.signal.aborted || stream !== ctrl) return;
-      stream = null;
-      again();
-    }
-  }
-
-  // A stream that went silent (a connection lost without a reset) is reconnected.
-  setInterval(() => {
-    if (stream && $("conn").dataset.state === "live" && Date.now() - lastEvent > STALL_MS) {
-      stopStream();
-      again();
-    }
-  }, 2000);
-
-  // ---- rules in force: history, diff, rollback, editor -------------------------------------
-
-  async function loadHistory() {
-    const note = $("history-note");
-    const table = $("history");
-    const tbody = table.tBodies[0];
-    if (!token() && !memoryToken) {
-      // Versions are the admin API's: not asked for without a token.
-      clear(tbody);
-      table.hidden = true;
-      setText(note, "Enter the admin token above to see the recent versions, their authors and diffs.");
-      note.dataset.error = "no_token";
-      model.historySig = null;
-      return;
-    }
-    const r = await api("GET", "v1/rules/history?limit=20");
-    // The same answer as shown: the rows (and the buttons someone may be pressing) stay.
-    const sig = r.status + " " + r.text;
-    if (sig === model.historySig) return;
-    model.historySig = sig;
-    clear(tbody);
-    if (!r.ok) {
-      table.hidden = true;
-      if (r.status === 409 && r.json && r.json.error === "follows_files") {
-        setText(note, "This node follows its configuration files, which keep no versions: " + r.json.detail);
-      } else if (r.status === 401 || r.status === 403) {
-        setText(note, "The recent versions need the admin token (" + describe(r) + ").");
-      } else {
-        setText(note, "The recent versions cannot be read: " + describe(r));
-      }
-      note.dataset.error = (r.json && r.json.error) || String(r.status);
-      return;
-    }
-    table.hidden = false;
-    delete note.dataset.error;
-    const current = r.json.current;
-    setText(note, "Version " + current + " is in force.");
-    for (const v of r.json.versions || []) {
-      const diff = el("button", { type: "button", "data-action": "diff", text: "diff" });
-      diff.addEventListener("click", () => showVersion(v.version));
-      const cells = [diff];
-      if (v.version !== current) {
-        const back = el("button", { type: "button", "data-action": "rollback", text: "roll back to " + v.version });
-        back.addEventListener("click", () => rollback(v.version));
-        cells.push(back);
-      }
-      tbody.append(el("tr", { "data-version": v.version }, [
-        el("td", { class: "num", text: v.version }),
-        el("td", { text: v.author }),
-        el("td", { text: v.at }),
-        el("td", { text: v.action }),
-        el("td", { class: "desc", text: v.summary }),
-        el("td", { class: "buttons" }, cells),
-      ]));
-    }
-  }
-
-  async function showVersion(n) {
-    const pre = $("diff");
-    const r = await api("GET", "v1/rules/versions/" + n);
-    clear(pre);
-    pre.hidden = false;
-    pre.classList.toggle("error", !r.ok);
-    if (!r.ok) {
-      setText(pre, describe(r));
-      return;
-    }
-    const text = typeof r.json.diff === "string" ? r.json.diff : JSON.stringify(r.json.diff, null, 2);
-    pre.append(el("strong", { text: "version " + n + " (" + r.json.author + ", " + r.json.at + ")\n" }));
-    for (const line of (text || "(no change)").split("\n")) {
-      const cls = line.startsWith("+") ? "diff-add" : line.startsWith("-") ? "diff-del" : "";
-      pre.append(el("span", { class: cls, text: line + "\n" }));
-    }
-  }
-
-  async function rollback(n) {
-    const out = await api("POST", "v1/rules/rollback", JSON.stringify({ version: n }), "application/json");
-    showResult(out, out.ok ? "rolled back to version " + n + ": version " + out.json.version + " in force" : "rollback refused");
-    if (out.ok) afterChange();
-  }
-
-  async function loadEditor() {
-    const r = await api("GET", "v1/rules");
-    if (!r.ok || !r.json) {
-      showResult(r, "the rules cannot be read");
-      return;
-    }
-    $("editor").value = JSON.stringify(r.json, null, 2);
-    if (!model.view) {
-      setText($("rules-version"), r.json.version);
-      setText($("rules-source"), r.json.source);
-    }
-  }
-
-  function showResult(r, what) {
-    const pre = $("edit-result");
-    pre.hidden = false;
-    pre.classList.toggle("error", !r.ok);
-    pre.dataset.status = String(r.status);
-    setText(pre, what + " (HTTP " + r.status + ")\n" + (r.json ? JSON.stringify(r.json, null, 2) : r.text || ""));
-  }
-
-  async function sendEditor() {
-    let doc;
-    try {
-      doc = JSON.parse($("editor").value);
-    } catch (e) {
-      showResult({ ok: false, status: 0, json: { error: "bad_json", detail: String(e.message || e) } }, "not sent");
-      return;
-    }
-    const out = await api("PUT", "v1/rules", JSON.stringify(doc), "application/json");
-    showResult(out, out.ok ? "version " + out.json.version + " in force" : "refused");
-    if (out.ok) afterChange();
-  }
-
-  function afterChange() {
-    loadHistory();
-    if (!model.view) loadEditor();
-  }
+  const stream = followStream({
+    url: () => "v1/stats/stream?window=" + EVENT_WINDOW,
+    // The whole window first when a second may be missing.
+    prepare: () => (model.needFull || !model.view ? loadFull() : Promise.resolve(true)),
+    onEvent: applyEvent,
+    onBroken: () => {
+      model.needFull = true;
+    },
+    onUnauthorized: () => unauthorized({ status: 401, json: null, text: "" }),
+    setConn,
+    stallMs: STALL_MS,
+  });
+  const follow = stream.follow;
+  const stopStream = stream.stop;
 
   // ---- start -------------------------------------------------------------------------------
 
   function start() {
     const span = WINDOW % 60 === 0 ? WINDOW / 60 + (WINDOW === 60 ? " minute" : " minutes") : WINDOW + " seconds";
     for (const e of document.querySelectorAll("[data-window]")) setText(e, span);
-    memoryToken = token();
-    $("token").value = memoryToken;
+    $("token").value = token();
+    // Without figures (a token is wanted), the rules' version and source come from the rules.
+    const info = (doc) => {
+      if (model.view) return;
+      setText($("rules-version"), doc.version);
+      setText($("rules-source"), doc.source);
+    };
+    // A new token: the figures, the versions and the editor read again (an admin's rules hold
+    // their URLs whole).
+    const tokenChanged = (t) => {
+      setToken(t);
+      model.needFull = true;
+      follow();
+      loadHistory();
+      loadEditor(info);
+    };
     $("token-form").addEventListener("submit", (e) => {
       e.preventDefault();
-      setToken($("token").value.trim());
-      model.needFull = true;
-      follow();
-      loadHistory();
+      tokenChanged($("token").value.trim());
     });
     $("token-forget").addEventListener("click", () => {
-      setToken("");
       $("token").value = "";
-      model.needFull = true;
-      follow();
-      loadHistory();
+      tokenChanged("");
     });
-    $("editor-load").addEventListener("click", loadEditor);
+    $("editor-load").addEventListener("click", () => loadEditor(info));
     $("editor-send").addEventListener("click", sendEditor);
     follow();
     loadHistory();
-    loadEditor();
+    loadEditor(info);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use flowgate::queue::{InstanceInfo, instance_names};
 
 use crate::observe::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
-use crate::observe::view::QueueStats;
+use crate::observe::view::{NO_CONSUMER_AFTER_S, QueueStats};
 use crate::state::AppState;
 
 /// How often the state is read.
@@ -21,6 +21,22 @@ struct Seen {
     waiting: u64,
     busy: bool,
     dead: u64,
+    /// Releases, ever.
+    released: u64,
+    /// Since when (by the store's clock, µs) a release has been due and nobody took it.
+    unclaimed_since: Option<u64>,
+}
+
+/// Since when a release of `s` has been due with nobody to take it (ready jobs, none in flight
+/// or reserved for a waiting worker, the next slot now), continuing `before`'s count while no
+/// release happened in between.
+fn unclaimed_since(s: &flowgate::queue::InstanceStats, before: &Seen) -> Option<u64> {
+    let due = s.ready > 0 && s.in_flight == 0 && s.reserved == 0 && s.next_slot <= s.now;
+    let since = match before.unclaimed_since {
+        Some(t) if before.released == s.released_total => t,
+        _ => s.now,
+    };
+    due.then_some(since)
 }
 
 /// The watcher's memory between two reads.
@@ -89,6 +105,10 @@ impl Watch {
             m.queue_rate
                 .get_or_create(&l)
                 .set(i.release_rate.unwrap_or(0.0));
+            let before = self.seen.get(instance).copied().unwrap_or_default();
+            let unclaimed = unclaimed_since(s, &before);
+            let no_consumer = unclaimed
+                .is_some_and(|t| s.now.saturating_sub(t) as f64 / 1e6 >= NO_CONSUMER_AFTER_S);
             shown.push(QueueStats {
                 instance: instance.clone(),
                 domain: l.domain.clone(),
@@ -99,14 +119,16 @@ impl Watch {
                 dead: s.dead,
                 oldest_age_s: s.oldest_age().map(|a| a as f64 / 1e6),
                 release_rate: i.release_rate,
-                drain_s: Some(s.time_to_drain(spec.spacing()) as f64 / 1e6),
+                drain_s: (!no_consumer).then(|| s.time_to_drain(spec.spacing()) as f64 / 1e6),
+                no_consumer,
             });
             let now = Seen {
                 waiting: s.waiting(),
                 busy: s.depth() > 0,
                 dead: s.dead,
+                released: s.released_total,
+                unclaimed_since: unclaimed,
             };
-            let before = self.seen.get(instance).copied().unwrap_or_default();
             if now.waiting > 0 && before.waiting == 0 {
                 tracing::info!(%instance, waiting = now.waiting, drain_s = s.time_to_drain(spec.spacing()) / 1_000_000, "queue backlog");
             }

@@ -432,3 +432,211 @@ async fn a_looser_trial_counts_its_rejections_whatever_the_rule_decided() {
     assert!(counted, "{:?}", rule(&v, "per-user").totals);
     s.server.shutdown().await.unwrap();
 }
+
+/// Checks on `addr`, 20 a second (users `u0` to `u99` in turn), until dropped.
+struct Load(tokio::task::JoinHandle<()>);
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn load(addr: std::net::SocketAddr) -> Load {
+    Load(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        for n in 0u64.. {
+            tick.tick().await;
+            check(addr, "user", &format!("u{}", n % 100)).await;
+        }
+    }))
+}
+
+/// Two nodes under load on one Redis, which is killed for several seconds and started again:
+/// the decisions of the outage (taken by the failure policy) reach the cluster's series at the
+/// seconds they were made, and no second of the series holds more than the load sends in one
+/// (before, a node's outage counts were drawn as one burst when Redis came back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_drawn_at_its_seconds_and_no_burst_when_redis_returns() {
+    let mut redis = RedisServer::start();
+    let start = |node: &'static str| {
+        let url = redis.url();
+        TestServer::start_with(&[("rules.toml", RULES)], move |mut c| {
+            c.redis_url = Some(url);
+            c.node_id = Some(node.to_owned());
+            c
+        })
+    };
+    let a = start("node-a").await;
+    let b = start("node-b").await;
+    let live =
+        |v: &StatsView| v.scope == Scope::Cluster && v.nodes.iter().filter(|n| n.live).count() == 2;
+    let (v, both) = poll(a.http(), "", Duration::from_secs(5), live).await;
+    assert!(both, "{:?}", v.nodes);
+    let _loads = (load(a.http()), load(b.http()));
+    // Both nodes' decisions reach the cluster's series.
+    let decided = |r: &flowgate_server::stats::RuleStats, i: usize| {
+        r.series.admitted[i] + r.series.rejected[i]
+    };
+    let (v, flowing) = poll(a.http(), "?window=5", Duration::from_secs(10), |v| {
+        let r = rule(v, "per-user");
+        live(v) && decided(r, 3) >= 25
+    })
+    .await;
+    assert!(flowing, "{:?}", rule(&v, "per-user").series);
+
+    redis.stop();
+    let fp_seconds = |v: &StatsView| {
+        v.store
+            .failure_policy_series
+            .iter()
+            .filter(|n| **n > 0)
+            .count()
+    };
+    // Node a alone, saying so, with at least 5 seconds decided by the failure policy.
+    let (v, outage) = poll(a.http(), "?window=60", Duration::from_secs(20), |v| {
+        v.scope == Scope::Node && v.store.unreachable_since_ms.is_some() && fp_seconds(v) >= 5
+    })
+    .await;
+    assert!(outage, "{:?} {:?}", v.scope, v.store);
+    let stale_from = v.read.cluster_ms.expect("the cluster's figures were read");
+    assert!(
+        v.at * 1000 - stale_from >= 3000,
+        "the cluster's figures were last read at {stale_from}, view at {}",
+        v.at
+    );
+    redis.restart();
+
+    // Back: both nodes' outage seconds, at their places.
+    let window = 60;
+    let (v, back) = poll(
+        a.http(),
+        &format!("?window={window}"),
+        Duration::from_secs(20),
+        |v| {
+            live(v)
+                && v.store.unreachable_since_ms.is_none()
+                && v.revised_from.is_none()
+                && fp_seconds(v) >= 5
+        },
+    )
+    .await;
+    let r = rule(&v, "per-user");
+    assert!(back, "{:?} {:?} {:?}", v.nodes, v.store, r.series);
+    let per_second: Vec<u64> = (0..window).map(|i| decided(r, i)).collect();
+    // Two nodes at 20 a second: 40, with room for a busy machine's late ticks.
+    let most = per_second.iter().max().copied().unwrap_or(0);
+    assert!(most <= 70, "a burst of {most} in {per_second:?}");
+    let fp = &v.store.failure_policy_series;
+    let fp_most = fp.iter().max().copied().unwrap_or(0);
+    assert!(fp_most <= 70, "a burst of {fp_most} in {fp:?}");
+    // Every second of the outage decided by node a's policies is in the cluster's series, with
+    // at least node a's own count (node b's are added).
+    let own = stats(a.http(), &format!("?scope=node&window={window}")).await;
+    let fp_at = |v: &StatsView, second: i64| {
+        let i = second - (v.at - v.store.failure_policy_series.len() as i64 + 1);
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| v.store.failure_policy_series.get(i).copied())
+    };
+    let mine: Vec<(i64, u64)> = (own.at - window as i64 + 1..=own.at)
+        .filter_map(|s| fp_at(&own, s).filter(|n| *n > 0).map(|n| (s, n)))
+        .collect();
+    assert!(mine.len() >= 5, "{:?}", own.store);
+    for (second, n) in mine {
+        let cluster = fp_at(&v, second);
+        assert!(
+            cluster.is_none_or(|c| c >= n),
+            "second {second}: node a decided {n} by policy, the cluster shows {cluster:?}: {fp:?}"
+        );
+    }
+}
+
+/// A queue whose jobs nobody leases has no consumer, and no drain time: the time to release its
+/// jobs at its rate would be a promise nobody keeps. Once a worker leases, it has one again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_nobody_leases_has_no_consumer_until_a_worker_leases() {
+    let config = r#"
+[[queue]]
+domain = "pay"
+name = "refunds"
+match = ["biz=REFUND", "channel"]
+rate = "1/s"
+"#;
+    let s = TestServer::start_with(&[("rules.toml", config)], |mut c| {
+        c.clock = None;
+        c
+    })
+    .await;
+    let addr = s.http();
+    let descriptor = "biz=REFUND, channel=WPG";
+    let jobs = json!({"domain": "pay", "descriptor": descriptor,
+                      "jobs": [{"payload": 1}, {"payload": 2}, {"payload": 3}]});
+    let r = post_json(addr, "/v1/queues/submit", jobs).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let queue = |v: &StatsView| v.queues.first().cloned().unwrap_or_default();
+    let (v, none) = poll(addr, "?window=5", Duration::from_secs(12), |v| {
+        queue(v).no_consumer
+    })
+    .await;
+    assert!(none, "{:?}", v.queues);
+    assert_eq!(queue(&v).drain_s, None, "{:?}", v.queues);
+    assert_eq!(queue(&v).depth, 3);
+    // A worker takes a job: the queue has a consumer, and a drain time again.
+    let lease = json!({"domain": "pay", "descriptor": descriptor, "wait_ms": 0});
+    let r = post_json(addr, "/v1/queues/lease", lease).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (v, back) = poll(addr, "?window=5", Duration::from_secs(5), |v| {
+        !queue(v).no_consumer && queue(v).drain_s.is_some()
+    })
+    .await;
+    assert!(back, "{:?}", v.queues);
+    s.server.shutdown().await.unwrap();
+}
+
+/// A worker that polls now and then (every 1.5 s, acking at once) is a consumer, although at
+/// the reads (each second) of a queue released 10 a second a job is ready, due and not in
+/// flight: each of its releases starts the count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_polls_now_and_then_is_a_consumer() {
+    let config = r#"
+[[queue]]
+domain = "pay"
+name = "refunds"
+match = ["biz=REFUND", "channel"]
+rate = "10/s"
+"#;
+    let s = TestServer::start_with(&[("rules.toml", config)], |mut c| {
+        c.clock = None;
+        c
+    })
+    .await;
+    let addr = s.http();
+    let descriptor = "biz=REFUND, channel=WPG";
+    let jobs: Vec<_> = (0..20).map(|n| json!({"payload": n})).collect();
+    let r = post_json(
+        addr,
+        "/v1/queues/submit",
+        json!({"domain": "pay", "descriptor": descriptor, "jobs": jobs}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut tick = tokio::time::interval(Duration::from_millis(1500));
+    for _ in 0..6 {
+        tick.tick().await;
+        let lease = json!({"domain": "pay", "descriptor": descriptor, "wait_ms": 0});
+        let r = post_json(addr, "/v1/queues/lease", lease).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let token = r.json()["token"].as_str().unwrap_or("").to_owned();
+        let r = post_json(addr, "/v1/queues/ack", json!({"token": token})).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = stats(addr, "?window=5").await;
+        assert!(
+            v.queues.iter().all(|q| !q.no_consumer),
+            "a polling worker is taken for no consumer: {:?}",
+            v.queues
+        );
+    }
+    s.server.shutdown().await.unwrap();
+}

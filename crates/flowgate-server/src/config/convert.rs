@@ -611,23 +611,25 @@ pub(crate) struct FileDestinations<'a> {
     pub(crate) alertmanagers: &'a [String],
 }
 
-/// A webhook's (or an Alertmanager's) URL: `http://host[:port]/path`.
+/// A webhook's (or an Alertmanager's) URL: `http://host[:port]/path`. An error shows it
+/// redacted: errors are logged.
 pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> {
+    let shown = super::urls::redact(url);
     let uri: http::Uri = url
         .parse()
-        .map_err(|e| err(field, format!("`{url}` is not a URL: {e}")))?;
+        .map_err(|e| err(field, format!("`{shown}` is not a URL: {e}")))?;
     match uri.scheme_str() {
         Some("http") if uri.authority().is_some() => Ok(url.to_owned()),
         Some("https") => Err(err(
             field,
             format!(
-                "`{url}`: webhooks are POSTed over plain http:// (no TLS client is built in); point it at an http:// receiver or a local relay"
+                "`{shown}`: webhooks are POSTed over plain http:// (no TLS client is built in); point it at an http:// receiver or a local relay"
             ),
         )),
         _ => Err(err(
             field,
             format!(
-                "`{url}` is not an http:// URL with a host (e.g. http://alerts.internal:9093/hook)"
+                "`{shown}` is not an http:// URL with a host (e.g. http://alerts.internal:9093/hook)"
             ),
         )),
     }

@@ -11,6 +11,9 @@ mod envoy;
 mod error;
 pub mod schema;
 mod toml;
+mod urls;
+
+pub(crate) use self::urls::redact as redact_url;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

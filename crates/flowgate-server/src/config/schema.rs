@@ -432,6 +432,34 @@ pub struct QueueDoc {
     pub key_retention: Option<String>,
 }
 
+impl QueueDoc {
+    /// The document of a queue: converting it back gives the same queue (bounds at their
+    /// defaults left out).
+    pub fn of(q: &flowgate_core::queue::QueueSpec) -> Self {
+        use flowgate_core::clock::micros;
+        use flowgate_core::queue as d;
+        let unless = |v: u64, default: u64| (v != default).then(|| format_micros(v));
+        QueueDoc {
+            domain: Some(q.domain.clone()),
+            name: q.name.clone(),
+            pattern: Pattern::Entries(
+                q.pattern
+                    .iter()
+                    .map(|m| EntryDoc::Text(m.to_string()))
+                    .collect(),
+            ),
+            rate: q.rate().to_string(),
+            burst: (q.burst() != 1).then(|| q.burst()),
+            max_depth: (q.max_depth() != d::DEFAULT_MAX_DEPTH).then(|| q.max_depth()),
+            lease: unless(q.lease(), micros(d::DEFAULT_LEASE)),
+            max_attempts: (q.max_attempts() != d::DEFAULT_MAX_ATTEMPTS).then(|| q.max_attempts()),
+            retry_backoff: unless(q.retry_backoff(), micros(d::DEFAULT_RETRY_BACKOFF)),
+            max_payload: (q.max_payload() != d::DEFAULT_MAX_PAYLOAD).then(|| q.max_payload()),
+            key_retention: unless(q.key_retention(), micros(d::DEFAULT_KEY_RETENTION)),
+        }
+    }
+}
+
 /// A limit as `GET /v1/rules` shows it in force: `{limit, algorithm, burst}`, `{limit:
 /// "unlimited"}` for none.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -634,6 +634,13 @@ fn alert_errors_name_file_line_and_field() {
             "plain http://",
         ),
         (
+            // The URL is shown redacted: errors are logged.
+            "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nwebhooks = [\"https://u:pw@h/x?k=v\"]\n",
+            13,
+            "alert[0].webhooks[0]",
+            "`https://u:<redacted>@h/x?k=<redacted>`: webhooks are POSTed over plain http://",
+        ),
+        (
             "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nwebhooks = [\"hook\"]\n",
             13,
             "alert[0].webhooks[0]",

@@ -77,6 +77,27 @@ const ASSETS: &[Asset] = &[
         content_type: "text/plain; charset=utf-8",
         bytes: include_bytes!("../../dashboard/uPlot.LICENSE"),
     },
+    // The modules `dashboard.js` imports.
+    Asset {
+        name: "format.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/format.js"),
+    },
+    Asset {
+        name: "charts.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/charts.js"),
+    },
+    Asset {
+        name: "stream.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/stream.js"),
+    },
+    Asset {
+        name: "changes.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/changes.js"),
+    },
 ];
 
 /// Each asset's `ETag`, in [`ASSETS`]' order: a quoted prefix of the SHA-256 of its bytes.
@@ -226,6 +247,19 @@ mod tests {
             assert!(
                 html.contains(&format!("\"dashboard/{}\"", a.name)),
                 "index.html does not load {}",
+                a.name
+            );
+        }
+        // The other scripts are the modules the page's script imports.
+        let scripts: String = ASSETS
+            .iter()
+            .filter(|a| a.name.ends_with(".js"))
+            .map(|a| std::str::from_utf8(a.bytes).unwrap_or(""))
+            .collect();
+        for a in ASSETS[7..].iter() {
+            assert!(
+                scripts.contains(&format!("from \"./{}\"", a.name)),
+                "no module imports {}",
                 a.name
             );
         }

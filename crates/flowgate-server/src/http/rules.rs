@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::ApiError;
 use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body;
-use crate::config::schema::{AlertDoc, BreakerDoc, FileDoc, RuleView};
+use crate::config::schema::{AlertDoc, BreakerDoc, FileDoc, QueueDoc, RuleDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
@@ -35,31 +35,76 @@ fn rfc3339(ms: u64) -> String {
         .to_string()
 }
 
-/// `GET /v1/rules`.
-pub(super) async fn get_rules(State(state): Shared) -> Response {
+/// `GET /v1/rules`: the configuration in force as one document that `PUT /v1/rules` takes back
+/// unchanged (following Redis, the whole shared document: rules, queues, alerts, breakers), with
+/// what the node follows. Without the admin token, the secrets of its URLs are hidden
+/// ([`FileDoc::redact_urls`]); an admin sees them whole, so that an admin's round trip loses
+/// nothing.
+pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Response {
+    let admin = authorized(&state, &headers).is_ok();
     let info = state.rules.info();
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
     let now = flowgate::store::Store::now(state.limiter.store());
-    let list: Vec<RuleView> = rules.rules().iter().map(|r| RuleView::of(r, now)).collect();
-    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
-    let mut out = json!({
-        "version": info.version,
-        "source": info.source(),
-        "follows": info.follows(),
-        "files": files,
-        "rule": list,
-    });
-    // The breakers change with the rules: shown here, a PUT of what GET shows keeps them.
-    let breakers: Vec<BreakerDoc> = state
-        .limiter
-        .breakers()
+    let (docs, in_force): (Vec<RuleDoc>, Vec<_>) = rules
+        .rules()
         .iter()
-        .map(BreakerDoc::of)
-        .collect();
-    if !breakers.is_empty() {
-        out["breaker"] = json!(breakers);
+        .map(|r| {
+            let v = RuleView::of(r, now);
+            (v.doc, (v.in_force, v.next_change))
+        })
+        .unzip();
+    let shared = matches!(info.origin, RulesOrigin::Redis { .. });
+    let mut doc = FileDoc {
+        rule: docs,
+        // The breakers change with the rules, wherever they come from.
+        breaker: state
+            .limiter
+            .breakers()
+            .iter()
+            .map(BreakerDoc::of)
+            .collect(),
+        ..FileDoc::default()
+    };
+    if shared {
+        // The shared document holds the queues and the alerts too.
+        doc.queue = state
+            .queue
+            .specs()
+            .specs()
+            .iter()
+            .map(|q| QueueDoc::of(q))
+            .collect();
+        doc.alert = state
+            .alerts
+            .alerts()
+            .alerts()
+            .iter()
+            .map(AlertDoc::of)
+            .collect();
     }
+    if !admin {
+        doc.redact_urls();
+    }
+    let list: Vec<RuleView> = std::mem::take(&mut doc.rule)
+        .into_iter()
+        .zip(in_force)
+        .map(|(doc, (in_force, next_change))| RuleView {
+            doc,
+            in_force,
+            next_change,
+        })
+        .collect();
+    let mut out = match serde_json::to_value(&doc) {
+        Ok(Value::Object(m)) => Value::Object(m),
+        _ => json!({}),
+    };
+    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
+    out["version"] = json!(info.version);
+    out["source"] = json!(info.source());
+    out["follows"] = json!(info.follows());
+    out["files"] = json!(files);
+    out["rule"] = json!(list);
     if let RulesOrigin::Redis {
         author,
         at_ms,
@@ -67,17 +112,6 @@ pub(super) async fn get_rules(State(state): Shared) -> Response {
         ..
     } = &info.origin
     {
-        // The shared document holds the alerts too: shown here, a PUT of what GET shows keeps them.
-        let alerts: Vec<AlertDoc> = state
-            .alerts
-            .alerts()
-            .alerts()
-            .iter()
-            .map(AlertDoc::of)
-            .collect();
-        if !alerts.is_empty() {
-            out["alert"] = json!(alerts);
-        }
         out["author"] = json!(author);
         out["changed_at"] = json!(rfc3339(*at_ms));
         out["in_sync"] = json!(problem.is_none());
@@ -179,13 +213,19 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiErr
                     }
                 }
             }
-            let doc: FileDoc = serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
-                let field = e.path().to_string();
-                ApiError::bad_request(format!(
-                    "the JSON body: field `{field}`: {}",
-                    e.into_inner()
-                ))
-            })?;
+            let mut doc: FileDoc =
+                serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
+                    let field = e.path().to_string();
+                    ApiError::bad_request(format!(
+                        "the JSON body: field `{field}`: {}",
+                        e.into_inner()
+                    ))
+                })?;
+            if let Some(field) = doc.redacted_url() {
+                return Err(ApiError::bad_request(format!(
+                    "the JSON body: field `{field}`: this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole"
+                )));
+            }
             let as_toml = toml::to_string(&doc)
                 .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
             Ok((RulesDoc::single("rules.toml", &as_toml), true))

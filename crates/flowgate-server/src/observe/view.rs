@@ -33,6 +33,26 @@ pub struct StatsView {
     pub breakers: Vec<BreakerView>,
     /// The rules' version and origin.
     pub rules_info: RulesInfoView,
+    /// When the parts' figures were read, so that a reader can tell how old each is.
+    #[serde(default)]
+    pub read: ReadTimes,
+    /// On a cluster: the oldest second whose figures the last read of the cluster's changed
+    /// among those a node carried after failed publishes (its seconds of an outage, placed at
+    /// their own seconds, older than its last 5): a reader that holds the series from before
+    /// reads them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised_from: Option<i64>,
+}
+
+/// When each part's figures were last read (Unix milliseconds; none before the first read). A
+/// part that cannot be read keeps its last figures, which grow old: a reader compares these with
+/// `at` to mark them stale.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadTimes {
+    /// The queues' state, read from the queues' store every second.
+    pub queues_ms: Option<i64>,
+    /// On Redis: the cluster's figures (every node's), read every second.
+    pub cluster_ms: Option<i64>,
 }
 
 /// Whose figures a view holds.
@@ -55,6 +75,9 @@ pub struct NodeView {
     pub seen_ms: i64,
     /// Whether its figures are counted (it published within the expiry).
     pub live: bool,
+    /// When it started (Unix milliseconds), while it is live: its totals count from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<i64>,
 }
 
 /// Decisions counted in one second, or since a node started.
@@ -215,9 +238,17 @@ pub struct QueueStats {
     pub oldest_age_s: Option<f64>,
     /// Deliveries per second, measured.
     pub release_rate: Option<f64>,
-    /// Seconds until the waiting jobs are released at the queue's rate.
+    /// Seconds until the waiting jobs are released at the queue's rate; none when no worker
+    /// takes them (`no_consumer`).
     pub drain_s: Option<f64>,
+    /// Jobs are ready and none in flight, and the release they wait for has been due for
+    /// longer than [`NO_CONSUMER_AFTER_S`]: no worker is leasing them.
+    #[serde(default)]
+    pub no_consumer: bool,
 }
+
+/// A queue whose due release nobody has taken for this long has no consumer.
+pub const NO_CONSUMER_AFTER_S: f64 = 5.0;
 
 /// The limiter's store.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -234,6 +265,11 @@ pub struct StoreStats {
     pub degraded_series: Vec<u8>,
     /// Decisions taken by a failure policy, per second (same window as the rules' series).
     pub failure_policy_series: Vec<u64>,
+    /// On Redis: since when this node cannot reach it (Unix milliseconds; none while it can).
+    /// Meanwhile the figures are this node's own and the limits are decided by the rules'
+    /// failure policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since_ms: Option<i64>,
 }
 
 /// An alert's state.
@@ -249,6 +285,38 @@ pub struct AlertView {
     pub since_ms: Option<i64>,
     /// The value last evaluated (a ratio, an age in seconds, a depth).
     pub value: Option<f64>,
+    /// What it watches, by name: a page links it to the rule, queue or breaker shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watched: Option<Watched>,
+}
+
+/// What an alert watches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Watched {
+    /// A rule.
+    Rule {
+        /// Its domain.
+        domain: String,
+        /// Its name.
+        name: String,
+    },
+    /// A queue (every instance of it).
+    Queue {
+        /// Its domain.
+        domain: String,
+        /// Its name.
+        name: String,
+    },
+    /// A circuit breaker (every instance of it).
+    Breaker {
+        /// Its domain.
+        domain: String,
+        /// Its name.
+        name: String,
+    },
+    /// The limiter's store.
+    Store,
 }
 
 /// The rules' version and origin.

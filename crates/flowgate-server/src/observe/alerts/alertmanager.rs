@@ -137,6 +137,8 @@ impl Drop for Senders {
 
 /// POSTs the newest batch of `lane` to `url` whenever there is one (until aborted).
 async fn deliver(url: String, lane: Arc<Lane>, agent: ureq::Agent, metrics: Arc<Metrics>) {
+    // Logged redacted: the URL may hold a password.
+    let shown = crate::config::redact_url(&url);
     let mut failing = false;
     loop {
         let next = lane.latest.lock().take();
@@ -153,14 +155,14 @@ async fn deliver(url: String, lane: Arc<Lane>, agent: ureq::Agent, metrics: Arc<
                 metrics.alert_notification("sent");
                 if failing {
                     failing = false;
-                    tracing::info!(target: "flowgate::alerts", alertmanager = %url, "Alertmanager takes alerts again");
+                    tracing::info!(target: "flowgate::alerts", alertmanager = %shown, "Alertmanager takes alerts again");
                 }
             }
             other => {
                 metrics.alert_notification("failed");
                 if !failing {
                     failing = true;
-                    tracing::warn!(target: "flowgate::alerts", alertmanager = %url, error = %other, "Alertmanager does not take alerts; the next evaluation sends them again");
+                    tracing::warn!(target: "flowgate::alerts", alertmanager = %shown, error = %other, "Alertmanager does not take alerts; the next evaluation sends them again");
                 }
             }
         }

@@ -110,7 +110,7 @@ impl Outbox {
             while q.len() >= self.policy.capacity.max(1) {
                 q.pop_front();
                 self.metrics.alert_notification("dropped");
-                tracing::warn!(target: "flowgate::alerts", webhook = %url, "alert outbox full: the oldest message is dropped");
+                tracing::warn!(target: "flowgate::alerts", webhook = %crate::config::redact_url(url), "alert outbox full: the oldest message is dropped");
             }
             q.push_back(body);
         }
@@ -183,6 +183,8 @@ async fn deliver(
     agent: ureq::Agent,
     metrics: Arc<Metrics>,
 ) {
+    // Logged redacted: a webhook's URL may hold a token.
+    let shown = crate::config::redact_url(&url);
     loop {
         let next = lane.queue.lock().pop_front();
         let Some(body) = next else {
@@ -202,15 +204,15 @@ async fn deliver(
                 }
                 Sent::Refused(status) => {
                     metrics.alert_notification("failed");
-                    tracing::warn!(target: "flowgate::alerts", webhook = %url, status, "the webhook refused an alert message; not sent again");
+                    tracing::warn!(target: "flowgate::alerts", webhook = %shown, status, "the webhook refused an alert message; not sent again");
                     break;
                 }
                 Sent::Failed(why) if attempt == policy.attempts.max(1) => {
                     metrics.alert_notification("failed");
-                    tracing::warn!(target: "flowgate::alerts", webhook = %url, attempts = attempt, error = %why, "an alert message could not be delivered; given up");
+                    tracing::warn!(target: "flowgate::alerts", webhook = %shown, attempts = attempt, error = %why, "an alert message could not be delivered; given up");
                 }
                 Sent::Failed(why) => {
-                    tracing::debug!(target: "flowgate::alerts", webhook = %url, attempt, error = %why, "an alert message was not delivered; trying again");
+                    tracing::debug!(target: "flowgate::alerts", webhook = %shown, attempt, error = %why, "an alert message was not delivered; trying again");
                     tokio::time::sleep(wait).await;
                     wait = wait.saturating_mul(2);
                 }

@@ -159,6 +159,7 @@ impl Alerts {
                     state: s.phase.name().to_owned(),
                     since_ms: s.phase.since_ms(),
                     value: s.value,
+                    watched: Some(a.kind.watched()),
                 }
             })
             .collect()

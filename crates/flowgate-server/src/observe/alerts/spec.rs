@@ -3,6 +3,8 @@
 
 use flowgate_core::quota::format_micros;
 
+use crate::observe::view::Watched;
+
 /// One declared alert.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AlertSpec {
@@ -67,6 +69,28 @@ pub enum AlertKind {
         /// The breaker's name.
         breaker: String,
     },
+}
+
+impl AlertKind {
+    /// What it watches, by name.
+    pub fn watched(&self) -> Watched {
+        match self {
+            AlertKind::Rule { domain, rule, .. } => Watched::Rule {
+                domain: domain.clone(),
+                name: rule.clone(),
+            },
+            AlertKind::QueueAge { domain, queue, .. }
+            | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
+                domain: domain.clone(),
+                name: queue.clone(),
+            },
+            AlertKind::StoreDegraded => Watched::Store,
+            AlertKind::Breaker { domain, breaker } => Watched::Breaker {
+                domain: domain.clone(),
+                name: breaker.clone(),
+            },
+        }
+    }
 }
 
 impl AlertSpec {

@@ -88,6 +88,30 @@ impl History {
         }
     }
 
+    /// Adds `counts` to second `at`, wherever it falls: after the newest (as [`History::push`]),
+    /// or among the seconds already recorded (counts that reached this history late, such as
+    /// another node's after an outage), filling with zeros back to it; a second older than
+    /// [`HISTORY_SECONDS`] before the newest is dropped.
+    pub(crate) fn add(&mut self, at: i64, counts: Counts) {
+        if self.seconds.is_empty() || at > self.end {
+            self.push(at, counts);
+            return;
+        }
+        let Ok(back) = usize::try_from(self.end - at) else {
+            return;
+        };
+        if back >= HISTORY_SECONDS {
+            return;
+        }
+        while self.seconds.len() <= back {
+            self.seconds.push_front(Counts::default());
+        }
+        let i = self.seconds.len() - 1 - back;
+        if let Some(c) = self.seconds.get_mut(i) {
+            add(c, &counts);
+        }
+    }
+
     /// The last `n` seconds ending at `at` (zeros where none were recorded), oldest first.
     pub(crate) fn last(&self, n: usize, at: i64) -> Vec<Counts> {
         let mut out = vec![Counts::default(); n];
@@ -290,6 +314,22 @@ mod tests {
         // A second seen twice adds up.
         h.push(104, admitted(1));
         assert_eq!(h.last(1, 104)[0].admitted, 6);
+    }
+
+    #[test]
+    fn history_adds_a_late_second_at_its_place() {
+        let mut h = History::default();
+        h.push(100, admitted(1));
+        h.push(103, admitted(4));
+        h.add(101, admitted(20));
+        h.add(98, admitted(7));
+        h.add(104, admitted(5));
+        h.add(104, admitted(1));
+        let got: Vec<u64> = h.last(7, 104).iter().map(|c| c.admitted).collect();
+        assert_eq!(got, [7, 0, 1, 20, 0, 4, 6]);
+        // Older than the history keeps: dropped.
+        h.add(104 - HISTORY_SECONDS as i64, admitted(9));
+        assert_eq!(h.seconds.len(), 7);
     }
 
     #[test]

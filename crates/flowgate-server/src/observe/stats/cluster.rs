@@ -1,12 +1,20 @@
 //! The cluster's figures, through Redis. Each second every node writes its figures (per rule:
-//! counts since it started, the recent window's counts and heavy-key summaries; its store's
+//! counts since it started, its counts of each recent second, heavy-key summaries; its store's
 //! state) under a key that expires after [`EXPIRY_MS`], and its last-seen time in a sorted set;
-//! then it reads every live node's. The cluster's count for a second is the sum of the nodes'
-//! increments since their previous figures, so the totals are exact whatever the nodes' clocks
-//! and however their seconds interleave; a node that stops publishing leaves the live list when
-//! its key expires. Each node also publishes the requests each breaker instance refused over
-//! the recent window (at most [`super::refusals::MAX_PUBLISHED`], the most refusing); the
-//! cluster's are their sums.
+//! then it reads every live node's.
+//!
+//! The cluster's count for a second is the sum of the nodes' counts *of that second*: a node
+//! publishes its seconds with their Unix times, and a reader places each at its time, taking each
+//! node's seconds once (it remembers the last it took). A node publishes its last
+//! [`RECENT_SECONDS`] seconds, so a reader that misses a few of its publishes loses nothing; after
+//! publishes that failed (Redis unreachable) it also carries every second since its last
+//! successful one, for [`CARRY`] successful publishes, so that every reader takes them. The
+//! decisions of an outage (those of the failure policies) are thus drawn at the seconds they were
+//! made, never as one burst at the reconnection. The totals are the sum of each live node's counts
+//! since it started; a node that stops publishing leaves the live list when its key expires.
+//! Each node also publishes the requests each breaker instance refused over the recent window
+//! (at most [`super::refusals::MAX_PUBLISHED`], the most refusing); the cluster's are their
+//! sums.
 //!
 //! Keys share the hash tag `{stats}`, so that one `MGET` reads them on a Redis Cluster.
 
@@ -16,7 +24,7 @@ use flowgate_redis::RedisConnection;
 use parking_lot::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
-use super::cell::{self, History};
+use super::cell::{self, HISTORY_SECONDS, History};
 use super::sketch::{Counter, Summary};
 use super::{RuleCell, Stats, rate};
 use crate::observe::view::{Counts, NodeRates, NodeView, RECENT_SECONDS, StoreStats};
@@ -29,10 +37,44 @@ const FORGET_MS: i64 = 15 * 60 * 1000;
 const NODES_KEY: &str = "flowgate:{stats}:nodes";
 /// A node's figures: this prefix and its identifier.
 const NODE_PREFIX: &str = "flowgate:{stats}:node:";
+/// After failed publishes, the seconds they missed are carried by this many successful ones:
+/// a reader whose own exchanges failed a little longer still finds them.
+const CARRY: u32 = 15;
 
 /// A key counted in a node's summary: text, hash, count, error.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Counted(String, u64, u64, u64);
+
+/// One second of a rule's counts on a node: its Unix second, then admitted, rejected, would-be
+/// rejections in shadow and of the trial limit, decisions of the failure policy, refusals of
+/// an open circuit breaker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Second(i64, u64, u64, u64, u64, u64, u64);
+
+impl Second {
+    fn of(at: i64, c: &Counts) -> Self {
+        Second(
+            at,
+            c.admitted,
+            c.rejected,
+            c.shadow_rejected,
+            c.trial_rejected,
+            c.failure_policy,
+            c.circuit_open,
+        )
+    }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            admitted: self.1,
+            rejected: self.2,
+            shadow_rejected: self.3,
+            trial_rejected: self.4,
+            failure_policy: self.5,
+            circuit_open: self.6,
+        }
+    }
+}
 
 /// One rule's figures on one node.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -40,9 +82,27 @@ pub(super) struct NodeRule {
     domain: String,
     name: String,
     totals: Counts,
-    recent: Counts,
+    /// Its seconds with counts, oldest first, from the first second it publishes (see
+    /// [`Publishing::from`]) to the snapshot's `at`; seconds without counts are left out.
+    #[serde(default)]
+    seconds: Vec<Second>,
     top_admitted: Vec<Counted>,
     top_rejected: Vec<Counted>,
+}
+
+impl NodeRule {
+    /// Its counts over the [`RECENT_SECONDS`] ending at `at`.
+    fn recent(&self, at: i64) -> Counts {
+        let mut sum = Counts::default();
+        for s in self
+            .seconds
+            .iter()
+            .filter(|s| s.0 > at - i64::from(RECENT_SECONDS) && s.0 <= at)
+        {
+            cell::add(&mut sum, &s.counts());
+        }
+        sum
+    }
 }
 
 /// What a node publishes each second.
@@ -83,8 +143,17 @@ fn summary(c: &[Counted]) -> Summary {
 }
 
 impl Stats {
-    /// This node's figures for the rules in force, as published.
-    pub(super) fn snapshot(&self, at: i64, rules: &flowgate_core::RuleSet) -> NodeSnapshot {
+    /// This node's figures for the rules in force, as published: its seconds from `from` to
+    /// `at`.
+    pub(super) fn snapshot(
+        &self,
+        at: i64,
+        from: i64,
+        rules: &flowgate_core::RuleSet,
+    ) -> NodeSnapshot {
+        let span = usize::try_from(at - from + 1)
+            .unwrap_or(1)
+            .clamp(1, HISTORY_SECONDS);
         let cells = self.cells.read();
         let mut out = Vec::new();
         for r in rules.rules() {
@@ -94,14 +163,19 @@ impl Stats {
                 continue;
             };
             let s = c.sampled.lock();
+            let first = at - span as i64 + 1;
             out.push(NodeRule {
                 domain: r.domain.clone(),
                 name: r.name.clone(),
                 totals: s.last,
-                recent: super::sum_last(
-                    &s.history.last(RECENT_SECONDS as usize, at),
-                    RECENT_SECONDS as usize,
-                ),
+                seconds: s
+                    .history
+                    .last(span, at)
+                    .iter()
+                    .zip(first..)
+                    .filter(|(c, _)| **c != Counts::default())
+                    .map(|(c, second)| Second::of(second, c))
+                    .collect(),
                 top_admitted: counted(&s.top_admitted),
                 top_rejected: counted(&s.top_rejected),
             });
@@ -124,36 +198,81 @@ impl Stats {
     }
 }
 
+/// Which seconds this node's next figures carry.
+#[derive(Debug, Default)]
+pub(super) struct Publishing {
+    /// The newest second a successful publish carried.
+    published: Option<i64>,
+    /// After failed publishes: the first second they missed, and the successful publishes
+    /// that carried it since.
+    backlog: Option<(i64, u32)>,
+}
+
+impl Publishing {
+    /// The first second to publish with second `at`: the recent window's, or the first second
+    /// missed by failed publishes (at most [`HISTORY_SECONDS`] back).
+    pub(super) fn from(&self, at: i64) -> i64 {
+        let recent = at - i64::from(RECENT_SECONDS) + 1;
+        let from = self.backlog.map_or(recent, |(first, _)| first.min(recent));
+        from.max(at - HISTORY_SECONDS as i64 + 1)
+    }
+
+    /// The publish of second `at` succeeded.
+    fn succeeded(&mut self, at: i64) {
+        self.published = Some(at);
+        self.backlog = match self.backlog {
+            Some((first, n)) if n + 1 < CARRY => Some((first, n + 1)),
+            _ => None,
+        };
+    }
+
+    /// The publish of second `at` failed: its seconds, and those since the last success, are
+    /// carried by the next ones.
+    fn failed(&mut self, at: i64) {
+        let first = match self.backlog {
+            Some((first, _)) => first,
+            None => self.published.map_or(at, |p| p + 1),
+        };
+        self.backlog = Some((first, 0));
+    }
+}
+
 /// The cluster's figures, as last read.
 #[derive(Default)]
 pub(super) struct ClusterState {
     /// Whether the last exchange with Redis succeeded (else the view is the node's own).
     pub(super) ok: bool,
+    /// When the figures were last read from Redis (Unix ms).
+    pub(super) read_ms: Option<i64>,
+    /// Since when the exchanges fail (Unix ms): this node cannot reach Redis.
+    pub(super) failing_since_ms: Option<i64>,
     /// Every node seen within [`FORGET_MS`].
     pub(super) nodes: Vec<crate::observe::view::NodeView>,
     /// Per rule, the cluster's count per second.
     pub(super) history: HashMap<(String, String), History>,
+    /// The oldest second that the last read changed among those a node carried after failed
+    /// publishes (older than its recent window): seconds placed where they belong, after an
+    /// outage.
+    pub(super) revised_from: Option<i64>,
     /// The live nodes' figures.
     snapshots: Vec<NodeSnapshot>,
     /// Requests refused per breaker instance over the recent window, summed over the live
     /// nodes.
     refused: HashMap<String, u64>,
-    /// Each (node, domain, rule)'s totals at the previous read.
-    prev: HashMap<(String, String, String), Counts>,
-    /// The nodes read at the previous read.
-    known: std::collections::HashSet<String>,
+    /// Each node's newest second taken into the history.
+    taken: HashMap<String, i64>,
 }
 
 impl ClusterState {
     fn rules<'a>(
         &'a self,
         key: &'a (String, String),
-    ) -> impl Iterator<Item = (&'a str, &'a NodeRule)> {
+    ) -> impl Iterator<Item = (&'a NodeSnapshot, &'a NodeRule)> {
         self.snapshots.iter().filter_map(move |s| {
             s.rules
                 .iter()
                 .find(|r| r.domain == key.0 && r.name == key.1)
-                .map(|r| (s.node.as_str(), r))
+                .map(|r| (s, r))
         })
     }
 
@@ -182,10 +301,13 @@ impl ClusterState {
     /// A rule's recent rates per node.
     pub(super) fn by_node(&self, key: &(String, String)) -> Vec<NodeRates> {
         self.rules(key)
-            .map(|(node, r)| NodeRates {
-                node: node.to_owned(),
-                admitted_rate: rate(r.recent.admitted),
-                rejected_rate: rate(r.recent.rejected),
+            .map(|(s, r)| {
+                let recent = r.recent(s.at);
+                NodeRates {
+                    node: s.node.clone(),
+                    admitted_rate: rate(recent.admitted),
+                    rejected_rate: rate(recent.rejected),
+                }
             })
             .collect()
     }
@@ -206,63 +328,49 @@ impl ClusterState {
         node
     }
 
-    /// Takes in the live nodes' figures read for second `at`.
-    fn update(
-        &mut self,
-        at: i64,
-        started: i64,
-        nodes: Vec<NodeView>,
-        snapshots: Vec<NodeSnapshot>,
-    ) {
-        let mut seconds: HashMap<(String, String), Counts> = HashMap::new();
-        let mut prev = HashMap::new();
-        for s in &snapshots {
-            for r in &s.rules {
-                let key = (s.node.clone(), r.domain.clone(), r.name.clone());
-                let t = &r.totals;
-                let inc = match self.prev.get(&key) {
-                    // A node restarted under the same name counts from zero again.
-                    Some(before)
-                        if t.admitted < before.admitted
-                            || t.rejected < before.rejected
-                            || t.shadow_rejected < before.shadow_rejected
-                            || t.circuit_open < before.circuit_open =>
-                    {
-                        Some(*t)
-                    }
-                    Some(before) => Some(cell::minus(t, before)),
-                    // A rule's first decisions on a node already known, or on a node that
-                    // started after this one (all it counted, this one could have seen).
-                    None if self.known.contains(&s.node) || s.started >= started => Some(*t),
-                    // An older node seen for the first time: its figures so far are its
-                    // baseline (they would show as one spike).
-                    None => None,
-                };
-                if let Some(inc) = inc {
-                    cell::add(
-                        seconds
-                            .entry((r.domain.clone(), r.name.clone()))
-                            .or_default(),
-                        &inc,
-                    );
-                }
-                prev.insert(key, r.totals);
-            }
-        }
-        self.prev = prev;
-        self.known = snapshots.iter().map(|s| s.node.clone()).collect();
-        for (key, counts) in seconds {
-            self.history.entry(key).or_default().push(at, counts);
-        }
+    /// Takes in the live nodes' figures read for second `at`: each node's seconds not taken
+    /// yet, up to `at`, each at its own second.
+    fn update(&mut self, at: i64, nodes: Vec<NodeView>, snapshots: Vec<NodeSnapshot>) {
         for h in self.history.values_mut() {
-            if h.end < at {
-                h.push(at, Counts::default());
-            }
+            h.push(at, Counts::default());
         }
         self.refused.clear();
         for (key, n) in snapshots.iter().flat_map(|s| &s.refused) {
             *self.refused.entry(key.clone()).or_default() += n;
         }
+        let mut revised: Option<i64> = None;
+        for s in &snapshots {
+            let taken = self.taken.get(&s.node).copied();
+            // A node whose clock is ahead: its later seconds are taken at a later read.
+            let upto = s.at.min(at);
+            for r in &s.rules {
+                let new = r
+                    .seconds
+                    .iter()
+                    .filter(|x| taken.is_none_or(|t| x.0 > t) && x.0 <= upto);
+                for x in new {
+                    let h = self
+                        .history
+                        .entry((r.domain.clone(), r.name.clone()))
+                        .or_default();
+                    if h.seconds.is_empty() {
+                        h.push(at, Counts::default());
+                    }
+                    h.add(x.0, x.counts());
+                    // A second carried after failed publishes (older than the node's recent
+                    // window), not one a second late: a node whose clock is behind does not
+                    // revise the past each second.
+                    if x.0 < at && x.0 <= s.at - i64::from(RECENT_SECONDS) {
+                        revised = Some(revised.map_or(x.0, |v| v.min(x.0)));
+                    }
+                }
+            }
+            self.taken
+                .insert(s.node.clone(), taken.map_or(upto, |t| t.max(upto)));
+        }
+        // A node forgotten (not seen for FORGET_MS) is taken afresh if it comes back.
+        self.taken.retain(|n, _| nodes.iter().any(|v| &v.id == n));
+        self.revised_from = revised;
         self.nodes = nodes;
         self.snapshots = snapshots;
         self.ok = true;
@@ -273,6 +381,7 @@ impl ClusterState {
 pub(super) struct Cluster {
     conn: RedisConnection,
     state: Mutex<ClusterState>,
+    publishing: Mutex<Publishing>,
 }
 
 impl Cluster {
@@ -280,6 +389,7 @@ impl Cluster {
         Self {
             conn,
             state: Mutex::new(ClusterState::default()),
+            publishing: Mutex::new(Publishing::default()),
         }
     }
 
@@ -289,18 +399,37 @@ impl Cluster {
         s.ok.then_some(s)
     }
 
+    /// When the cluster's figures were last read, and since when the exchanges fail (Unix ms).
+    pub(super) fn reach(&self) -> (Option<i64>, Option<i64>) {
+        let s = self.state.lock();
+        (s.read_ms, s.failing_since_ms)
+    }
+
+    /// The first second the figures published with second `at` carry.
+    pub(super) fn publish_from(&self, at: i64) -> i64 {
+        self.publishing.lock().from(at)
+    }
+
     /// Publishes `mine` and reads every live node's figures.
     pub(super) async fn exchange(&self, mine: NodeSnapshot, at: i64) {
-        match self.try_exchange(&mine).await {
+        let result = self.try_exchange(&mine).await;
+        let now_ms = (flowgate_core::clock::system_now() / 1000) as i64;
+        match result {
             Ok((nodes, snapshots)) => {
-                self.state.lock().update(at, mine.started, nodes, snapshots);
+                self.publishing.lock().succeeded(at);
+                let mut s = self.state.lock();
+                s.update(at, nodes, snapshots);
+                s.read_ms = Some(now_ms);
+                s.failing_since_ms = None;
             }
             Err(e) => {
+                self.publishing.lock().failed(at);
                 let mut s = self.state.lock();
                 if s.ok {
                     tracing::warn!(error = %e, "cannot share the figures with the cluster: the dashboard shows this node's own");
                 }
                 s.ok = false;
+                s.failing_since_ms.get_or_insert(now_ms);
             }
         }
     }
@@ -344,6 +473,7 @@ impl Cluster {
                 live: seen_ms >= now_ms - EXPIRY_MS,
                 id,
                 seen_ms,
+                started_ms: None,
             })
             .collect();
         let live: Vec<String> = nodes
@@ -368,10 +498,152 @@ impl Cluster {
         let nodes = nodes
             .into_iter()
             .map(|mut n| {
-                n.live &= snapshots.iter().any(|s| s.node == n.id);
+                let snapshot = snapshots.iter().find(|s| s.node == n.id);
+                n.live &= snapshot.is_some();
+                n.started_ms = snapshot.map(|s| s.started * 1000);
                 n
             })
             .collect();
         Ok((nodes, snapshots))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admitted(n: u64) -> Counts {
+        Counts {
+            admitted: n,
+            failure_policy: n,
+            ..Counts::default()
+        }
+    }
+
+    /// Node `node`'s figures for second `at`: rule `d/r`, `per_second` counted each second
+    /// from `from` to `at`.
+    fn snapshot(node: &str, at: i64, from: i64, per_second: u64) -> NodeSnapshot {
+        NodeSnapshot {
+            node: node.into(),
+            started: 0,
+            at,
+            degraded: false,
+            p50_ms: None,
+            p99_ms: None,
+            rules: vec![NodeRule {
+                domain: "d".into(),
+                name: "r".into(),
+                totals: admitted(per_second * (at as u64)),
+                seconds: (from..=at)
+                    .map(|s| Second::of(s, &admitted(per_second)))
+                    .collect(),
+                top_admitted: Vec::new(),
+                top_rejected: Vec::new(),
+            }],
+            refused: Vec::new(),
+        }
+    }
+
+    fn nodes(ids: &[&str]) -> Vec<NodeView> {
+        ids.iter()
+            .map(|id| NodeView {
+                id: (*id).into(),
+                live: true,
+                ..NodeView::default()
+            })
+            .collect()
+    }
+
+    fn series(c: &ClusterState, n: usize, at: i64) -> Vec<u64> {
+        let key = ("d".to_owned(), "r".to_owned());
+        c.history[&key]
+            .last(n, at)
+            .iter()
+            .map(|c| c.admitted)
+            .collect()
+    }
+
+    /// Two nodes count 50 a second each; neither can publish from second 105 to 114 (Redis
+    /// down), then both carry the seconds they missed: each second of the outage is drawn at
+    /// its place with its 100, and no second holds more.
+    #[test]
+    fn seconds_missed_by_an_outage_are_placed_at_their_own_seconds() {
+        let mut c = ClusterState::default();
+        let both = nodes(&["a", "b"]);
+        for at in 100..105 {
+            let s = vec![snapshot("a", at, at - 4, 50), snapshot("b", at, at - 4, 50)];
+            c.update(at, both.clone(), s);
+        }
+        assert_eq!(series(&c, 5, 104), [100; 5]);
+        // Back at 115: a's figures carry 105..=115; b's first publish lands after a's read.
+        c.update(115, both.clone(), vec![snapshot("a", 115, 105, 50)]);
+        assert_eq!(c.revised_from, Some(105));
+        assert_eq!(series(&c, 16, 115), [&[100; 5][..], &[50; 11]].concat());
+        c.update(
+            116,
+            both.clone(),
+            vec![snapshot("a", 116, 105, 50), snapshot("b", 116, 105, 50)],
+        );
+        assert_eq!(c.revised_from, Some(105));
+        assert_eq!(series(&c, 17, 116), [100; 17]);
+        // Carried again: nothing is counted twice.
+        c.update(
+            117,
+            both,
+            vec![snapshot("a", 117, 105, 50), snapshot("b", 117, 113, 50)],
+        );
+        assert_eq!(c.revised_from, None);
+        assert_eq!(series(&c, 18, 117), [100; 18]);
+    }
+
+    /// A node first seen contributes the seconds it publishes, at their places; a reader ahead of
+    /// a node's clock takes the node's later seconds at a later read.
+    #[test]
+    fn a_new_node_and_a_clock_ahead() {
+        let mut c = ClusterState::default();
+        c.update(200, nodes(&["a"]), vec![snapshot("a", 201, 197, 10)]);
+        assert_eq!(series(&c, 5, 200), [0, 10, 10, 10, 10]);
+        c.update(201, nodes(&["a"]), vec![snapshot("a", 202, 198, 10)]);
+        assert_eq!(series(&c, 5, 201), [10; 5]);
+    }
+
+    /// A node whose clock is 10 s behind: its seconds land 10 s back, and they are not taken for
+    /// an outage's (which would make a page read the whole window again every second).
+    #[test]
+    fn a_clock_behind_revises_nothing() {
+        let mut c = ClusterState::default();
+        for at in 300..303 {
+            c.update(at, nodes(&["a"]), vec![snapshot("a", at - 10, at - 14, 10)]);
+        }
+        assert_eq!(c.revised_from, None);
+        assert_eq!(series(&c, 17, 302), [&[10; 7][..], &[0; 10]].concat());
+    }
+
+    #[test]
+    fn publishing_carries_what_failed_publishes_missed() {
+        let mut p = Publishing::default();
+        assert_eq!(p.from(100), 96, "the recent window");
+        p.succeeded(100);
+        p.failed(101);
+        p.failed(102);
+        assert_eq!(p.from(103), 99, "the recent window covers 101");
+        for at in 103..120 {
+            p.failed(at);
+        }
+        p.succeeded(120);
+        assert_eq!(p.from(121), 101, "every second since the last success");
+        for at in 121..(120 + i64::from(CARRY)) {
+            assert_eq!(p.from(at), 101);
+            p.succeeded(at);
+        }
+        assert_eq!(
+            p.from(200),
+            196,
+            "carried by {CARRY} publishes, then dropped"
+        );
+        // At most the history's length back.
+        let mut p = Publishing::default();
+        p.failed(1);
+        assert_eq!(p.from(10_000), 10_000 - HISTORY_SECONDS as i64 + 1);
     }
 }

@@ -31,8 +31,8 @@ use refusals::Refusals;
 
 use crate::config::schema::LimitDoc;
 use crate::observe::view::{
-    AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, RuleStats,
-    RulesInfoView, Scope, Series, StatsView, StoreStats,
+    AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, ReadTimes,
+    RuleStats, RulesInfoView, Scope, Series, StatsView, StoreStats,
 };
 use crate::state::AppState;
 
@@ -50,6 +50,8 @@ struct NodeSampled {
     degraded: History,
     /// The queues, as last read.
     queues: Vec<QueueStats>,
+    /// When they were read (Unix ms).
+    queues_read_ms: Option<i64>,
 }
 
 /// The server's figures.
@@ -199,9 +201,11 @@ impl Stats {
         self.refusals.count(key);
     }
 
-    /// The queues' state, as last read.
+    /// The queues' state, as just read.
     pub(crate) fn set_queues(&self, queues: Vec<QueueStats>) {
-        self.sampled.lock().queues = queues;
+        let mut s = self.sampled.lock();
+        s.queues = queues;
+        s.queues_read_ms = Some((flowgate_core::clock::system_now() / 1000) as i64);
     }
 
     /// Closes second `at`: every rule's counts and summaries, the latency window, the store's
@@ -237,15 +241,18 @@ impl Stats {
         let window = window.clamp(1, HISTORY_SECONDS);
         let rules = state.limiter.rules();
         let now = flowgate::store::Store::now(state.limiter.store());
-        let (at, latency, degraded, queues) = {
+        let (at, latency, degraded, queues, queues_read_ms) = {
             let s = self.sampled.lock();
             (
                 s.at,
                 s.latency,
                 s.degraded.last(window, s.at),
                 s.queues.clone(),
+                s.queues_read_ms,
             )
         };
+        let (cluster_read_ms, unreachable_since_ms) =
+            self.cluster.as_ref().map_or((None, None), Cluster::reach);
         let cluster = match scope {
             Some(Scope::Node) => None,
             _ => self.cluster.as_ref().and_then(|c| c.read()),
@@ -358,7 +365,9 @@ impl Stats {
             p99_ms: latency.map(|l| l.1),
             degraded_series: degraded.iter().map(|c| c.admitted.min(1) as u8).collect(),
             failure_policy_series: failure_policy,
+            unreachable_since_ms,
         };
+        let revised_from = cluster.as_ref().and_then(|c| c.revised_from);
         let (scope, nodes, store) = match &cluster {
             Some(c) => (Scope::Cluster, c.nodes.clone(), c.store(node_store)),
             None => (
@@ -367,6 +376,7 @@ impl Stats {
                     id: self.node.clone(),
                     seen_ms: at * 1000,
                     live: true,
+                    started_ms: Some(self.started * 1000),
                 }],
                 node_store,
             ),
@@ -398,6 +408,11 @@ impl Stats {
                 version: info.version,
                 source: info.source().to_owned(),
             },
+            read: ReadTimes {
+                queues_ms: queues_read_ms,
+                cluster_ms: cluster_read_ms,
+            },
+            revised_from,
         }
     }
 }
@@ -430,7 +445,7 @@ pub(crate) async fn run(state: Arc<AppState>, mut shutdown: watch::Receiver<bool
         let degraded = state.metrics.store_degraded.get() != 0;
         stats.sample(at, degraded, rules.rules());
         if let Some(c) = &stats.cluster {
-            let mine = stats.snapshot(at, &rules);
+            let mine = stats.snapshot(at, c.publish_from(at), &rules);
             c.exchange(mine, at).await;
         }
         let view = stats.view(&state, SUBSCRIBER_WINDOW, None);
