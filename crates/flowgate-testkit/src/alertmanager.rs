@@ -6,12 +6,13 @@ use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
-/// How long start-up may take before it is given up.
-const READY_WITHIN: Duration = Duration::from_secs(20);
+/// How many times readiness is probed, and how long apart (20 s in all).
+const READY_TRIES: u32 = 400;
+const READY_PAUSE: Duration = Duration::from_millis(50);
 
 /// One Alertmanager process, killed on drop.
 #[derive(Debug)]
@@ -99,7 +100,7 @@ impl Alertmanager {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let start = Instant::now();
+        let mut tries = 0;
         loop {
             if get(port, "/-/ready").is_ok_and(|(s, _)| s == 200) {
                 break;
@@ -107,12 +108,13 @@ impl Alertmanager {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(io::Error::other(format!("Alertmanager exited: {status}")));
             }
-            if start.elapsed() > READY_WITHIN {
+            tries += 1;
+            if tries > READY_TRIES {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(io::Error::other("Alertmanager not ready in time"));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(READY_PAUSE);
         }
         Ok(Self {
             port,

@@ -81,9 +81,12 @@ struct Lane {
     ready: Notify,
 }
 
+/// An Alertmanager's lane, and the task sending it.
+type Sender = (Arc<Lane>, tokio::task::JoinHandle<()>);
+
 /// The Alertmanagers alerts are sent to: each one's lane and the task sending it.
 pub struct Senders {
-    lanes: Mutex<HashMap<String, (Arc<Lane>, tokio::task::JoinHandle<()>)>>,
+    lanes: Mutex<HashMap<String, Sender>>,
     agent: ureq::Agent,
     metrics: Arc<Metrics>,
 }
