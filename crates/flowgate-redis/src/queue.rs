@@ -353,8 +353,18 @@ impl RedisQueueStore {
     async fn list(&self, instance: &str) -> Result<(), QueueError> {
         let mut sadd = redis::cmd("SADD");
         sadd.arg(INSTANCES_KEY).arg(instance);
-        self.store.query(&sadd).await?;
+        self.query(&sadd).await?;
         Ok(())
+    }
+
+    /// A plain command on the list of instances, within [`QUEUE_DEADLINE`] as every queue call
+    /// (not the decisions' much shorter deadline: a Redis slow for longer than a decision may
+    /// wait would fail a submit after its script stored the jobs).
+    async fn query(&self, cmd: &redis::Cmd) -> Result<Value, QueueError> {
+        match tokio::time::timeout(QUEUE_DEADLINE, self.store.conn().query(cmd)).await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(QueueError::Store(StoreError::Timeout)),
+        }
     }
 }
 
@@ -612,7 +622,7 @@ impl QueueStore for RedisQueueStore {
         // listing: whichever Redis ran last, an instance that holds a job stays listed.
         let mut srem = redis::cmd("SREM");
         srem.arg(INSTANCES_KEY).arg(instance);
-        self.store.query(&srem).await?;
+        self.query(&srem).await?;
         let again = self.read_stats(spec, instance).await;
         if matches!(again, Ok(None)) {
             return Ok(None);
@@ -628,7 +638,7 @@ impl QueueStore for RedisQueueStore {
     async fn instances(&self) -> Result<Vec<String>, QueueError> {
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(INSTANCES_KEY);
-        let v = self.store.query(&cmd).await?;
+        let v = self.query(&cmd).await?;
         let mut out = match &v {
             Value::Array(a) => a.iter().map(text).collect::<Result<Vec<_>, _>>()?,
             Value::Set(a) => a.iter().map(text).collect::<Result<Vec<_>, _>>()?,

@@ -1,7 +1,7 @@
 //! The Redis queue store: the queue conformance table on a single server and on a 3-master
 //! Redis Cluster (the script reads the table's ManualClock), instances spread over the
-//! cluster's masters, and an instance that holds a job stays listed when another node forgets
-//! it at the same time.
+//! cluster's masters, an instance that holds a job stays listed when another node forgets it at
+//! the same time, and the list of instances waits out Redis as long as any queue call does.
 
 mod common;
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{bounded, cluster, live_options, single, test_options};
 use flowgate_core::ManualClock;
 use flowgate_core::queue::{NewJob, QueueSpec, QueueStore};
-use flowgate_redis::RedisStore;
+use flowgate_redis::{RedisOptions, RedisStore};
 use flowgate_testkit::redis::{RedisCluster, RedisServer, raw_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,4 +172,34 @@ async fn an_instance_forgotten_while_a_job_is_submitted_stays_listed() {
     assert!(b.instances().await.unwrap().iter().any(|i| i == empty));
     assert!(a.stats(&spec, empty).await.unwrap().is_none());
     assert!(!b.instances().await.unwrap().iter().any(|i| i == empty));
+}
+
+/// The list of instances is kept by plain commands beside the queue's scripts: they are queue
+/// calls too, bounded by the queue's deadline (5 s), not by a decision's (25 ms by default). A
+/// Redis that holds its clients for 300 ms (here `CLIENT PAUSE`; a big script, a fork, a busy
+/// machine) delays a submit and the listing, and fails neither: a submit whose listing after its
+/// script failed would answer an error for jobs it stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_of_instances_waits_out_redis_as_queue_calls_do() {
+    let server = RedisServer::start();
+    let store = single(&server, RedisOptions::default()).await;
+    assert!(store.deadline() < Duration::from_millis(300));
+    let queues = store.queues();
+    let spec = QueueSpec::new(
+        "pay",
+        "refunds",
+        vec![flowgate_core::Matcher::parse("channel")],
+        "1/s".parse().unwrap(),
+    )
+    .unwrap();
+    let instance = "pay:refunds:channel=WPG";
+    let pause = raw_command(server.port(), "CLIENT PAUSE 300 ALL").unwrap();
+    assert!(pause.starts_with("+OK"), "{pause}");
+    queues
+        .submit(&spec, instance, &[NewJob::new("x")])
+        .await
+        .unwrap();
+    let pause = raw_command(server.port(), "CLIENT PAUSE 300 ALL").unwrap();
+    assert!(pause.starts_with("+OK"), "{pause}");
+    assert_eq!(queues.instances().await.unwrap(), [instance]);
 }
