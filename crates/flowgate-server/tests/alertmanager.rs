@@ -41,10 +41,7 @@ async fn receiver() -> (Arc<Mutex<Vec<Value>>>, String) {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    (flowgate_core::clock::system_now() / 1_000) as i64
 }
 
 fn ms_of(rfc3339: &str) -> i64 {

@@ -145,12 +145,12 @@ async fn a_draining_node_is_not_ready_and_still_serves_until_its_delay_ends() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(http(a, "GET", "/livez", &[], "").await.status, 200);
     // Then it stops by itself.
-    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let end = tokio::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(s) = node.child.try_wait().unwrap_or(None) {
             break Some(s);
         }
-        if std::time::Instant::now() > end {
+        if tokio::time::Instant::now() > end {
             break None;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -6,12 +6,15 @@ use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
-/// How long start-up may take before it is given up.
-const READY_WITHIN: Duration = Duration::from_secs(20);
+/// How many times readiness is probed before start-up is given up, and how long apart (about
+/// 20 s in all: counted in tries, as the Redis spawners do, since time is read through
+/// `flowgate_core::clock` only).
+const READY_TRIES: u32 = 400;
+const READY_PAUSE: Duration = Duration::from_millis(50);
 
 /// One Alertmanager process, killed on drop.
 #[derive(Debug)]
@@ -99,26 +102,22 @@ impl Alertmanager {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let start = Instant::now();
-        loop {
+        for _ in 0..READY_TRIES {
             if get(port, "/-/ready").is_ok_and(|(s, _)| s == 200) {
-                break;
+                return Ok(Self {
+                    port,
+                    child,
+                    _dir: dir,
+                });
             }
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(io::Error::other(format!("Alertmanager exited: {status}")));
             }
-            if start.elapsed() > READY_WITHIN {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(io::Error::other("Alertmanager not ready in time"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(READY_PAUSE);
         }
-        Ok(Self {
-            port,
-            child,
-            _dir: dir,
-        })
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(io::Error::other("Alertmanager not ready in time"))
     }
 
     /// Its base URL: `http://127.0.0.1:<port>`.

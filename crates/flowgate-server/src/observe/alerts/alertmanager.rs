@@ -81,9 +81,12 @@ struct Lane {
     ready: Notify,
 }
 
+/// Each Alertmanager's lane and the task sending it, by URL.
+type Lanes = HashMap<String, (Arc<Lane>, tokio::task::JoinHandle<()>)>;
+
 /// The Alertmanagers alerts are sent to: each one's lane and the task sending it.
 pub struct Senders {
-    lanes: Mutex<HashMap<String, (Arc<Lane>, tokio::task::JoinHandle<()>)>>,
+    lanes: Mutex<Lanes>,
     agent: ureq::Agent,
     metrics: Arc<Metrics>,
 }
