@@ -353,8 +353,18 @@ impl RedisQueueStore {
     async fn list(&self, instance: &str) -> Result<(), QueueError> {
         let mut sadd = redis::cmd("SADD");
         sadd.arg(INSTANCES_KEY).arg(instance);
-        self.store.query(&sadd).await?;
+        self.query(&sadd).await?;
         Ok(())
+    }
+
+    /// A plain command on the list of instances, within [`QUEUE_DEADLINE`] as every queue call
+    /// (not the decisions' much shorter deadline: a Redis slow for longer than a decision may
+    /// wait would fail a submit after its script stored the jobs).
+    async fn query(&self, cmd: &redis::Cmd) -> Result<Value, QueueError> {
+        match tokio::time::timeout(QUEUE_DEADLINE, self.store.conn().query(cmd)).await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(QueueError::Store(StoreError::Timeout)),
+        }
     }
 }
 
@@ -365,8 +375,9 @@ impl QueueStore for RedisQueueStore {
         instance: &str,
         jobs: &[NewJob],
     ) -> Result<Vec<Submitted>, QueueError> {
-        // Listed before (a held job is always listed) and after (a stats call that forgot the
-        // idle instance in between cannot leave it unlisted).
+        // Listed before (a held job is always listed) and after its script (a stats call that
+        // forgot the idle instance before the script, and unlisted it before this, cannot leave
+        // it unlisted; one that unlisted it after this reads it again, see `stats`).
         self.list(instance).await?;
         let records: Vec<Vec<u8>> = jobs.iter().map(record).collect();
         let bytes: usize = records.iter().map(Vec::len).sum();
@@ -600,6 +611,52 @@ impl QueueStore for RedisQueueStore {
         spec: &QueueSpec,
         instance: &str,
     ) -> Result<Option<InstanceStats>, QueueError> {
+        if let Some(s) = self.read_stats(spec, instance).await? {
+            return Ok(Some(s));
+        }
+        // The script forgot the instance (deleted its keys); it now leaves the list, which lives
+        // in a slot of its own, so in a command after the script. A submit may have stored jobs
+        // in between, and its listing after its script may have come before this removal: so
+        // the instance is read again after the removal, and listed again unless it is still
+        // empty. Every removal is then followed by a read and every submit's script by a
+        // listing: whichever Redis ran last, an instance that holds a job stays listed.
+        let mut srem = redis::cmd("SREM");
+        srem.arg(INSTANCES_KEY).arg(instance);
+        self.query(&srem).await?;
+        let again = self.read_stats(spec, instance).await;
+        if matches!(again, Ok(None)) {
+            return Ok(None);
+        }
+        // (listed again when the read failed too: a listed instance may be empty, and is
+        // forgotten again by a later read, but one that holds a job must not go unlisted)
+        let listed = self.list(instance).await;
+        let again = again?;
+        listed?;
+        Ok(again)
+    }
+
+    async fn instances(&self) -> Result<Vec<String>, QueueError> {
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(INSTANCES_KEY);
+        let v = self.query(&cmd).await?;
+        let mut out = match &v {
+            Value::Array(a) => a.iter().map(text).collect::<Result<Vec<_>, _>>()?,
+            Value::Set(a) => a.iter().map(text).collect::<Result<Vec<_>, _>>()?,
+            _ => return Err(internal("set", &v)),
+        };
+        out.sort();
+        Ok(out)
+    }
+}
+
+impl RedisQueueStore {
+    /// The stats script: the instance's state, or `None` when the script forgot it (deleted
+    /// its keys: empty and idle for its retention), which leaves it listed.
+    async fn read_stats(
+        &self,
+        spec: &QueueSpec,
+        instance: &str,
+    ) -> Result<Option<InstanceStats>, QueueError> {
         let v = self
             .call(spec, instance, "stats", |inv| {
                 inv.arg(spec.spacing()).arg(spec.tau()).arg(spec.lease());
@@ -607,9 +664,6 @@ impl QueueStore for RedisQueueStore {
             .await?;
         let (tag, a) = tagged(&v)?;
         if tag == "gone" {
-            let mut srem = redis::cmd("SREM");
-            srem.arg(INSTANCES_KEY).arg(instance);
-            self.store.query(&srem).await?;
             return Ok(None);
         }
         let n = |i| uint(at(a, i)?);
@@ -636,21 +690,6 @@ impl QueueStore for RedisQueueStore {
         }))
     }
 
-    async fn instances(&self) -> Result<Vec<String>, QueueError> {
-        let mut cmd = redis::cmd("SMEMBERS");
-        cmd.arg(INSTANCES_KEY);
-        let v = self.store.query(&cmd).await?;
-        let mut out = match &v {
-            Value::Array(a) => a.iter().map(text).collect::<Result<Vec<_>, _>>()?,
-            Value::Set(a) => a.iter().map(text).collect::<Result<Vec<_>, _>>()?,
-            _ => return Err(internal("set", &v)),
-        };
-        out.sort();
-        Ok(out)
-    }
-}
-
-impl RedisQueueStore {
     async fn dead_op(
         &self,
         spec: &QueueSpec,
