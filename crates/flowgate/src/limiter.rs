@@ -12,10 +12,8 @@ use flowgate_core::{
 };
 use smallvec::SmallVec;
 
-use crate::adaptive::{Adaptive, AdaptiveView};
-use crate::breakers::{
-    BreakerDef, BreakerEvent, BreakerSet, BreakerView, Breakers, Outcome, Refusal, Reported,
-};
+use crate::adaptive::{self, Adaptive};
+use crate::breakers::{self, Breakers, Outcome, Refusal, Reported};
 use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
 
@@ -38,11 +36,11 @@ pub struct Limiter<S: Store = MemoryStore> {
     /// Every rule in quota mode (Envoy's global `QUOTA_MODE`).
     global_quota: AtomicBool,
     /// The circuit breakers, consulted before the store.
-    breakers: Breakers,
+    breakers: breakers::Registry,
     /// Whether some rule in force has an adaptive limit (reports look for it only then).
     any_adaptive: AtomicBool,
     /// The adaptive concurrency limits, per key.
-    adaptive: Adaptive,
+    adaptive: adaptive::Registry,
 }
 
 fn any_adaptive(rules: &RuleSet) -> bool {
@@ -95,66 +93,26 @@ impl<S: Store> Limiter<S> {
     pub fn new(rules: RuleSet, store: S) -> Self {
         Self {
             any_adaptive: AtomicBool::new(any_adaptive(&rules)),
-            adaptive: Adaptive::default(),
+            adaptive: adaptive::Registry::default(),
             rules: ArcSwap::from_pointee(rules),
             store,
             fallback: MemoryStore::new(),
             global_shadow: AtomicBool::new(false),
             global_quota: AtomicBool::new(false),
-            breakers: Breakers::default(),
+            breakers: breakers::Registry::default(),
         }
     }
 
-    /// Replaces the circuit breakers, atomically. A breaker whose definition is unchanged keeps
-    /// its state (open stays open); the others start closed.
-    pub fn set_breakers(&self, breakers: BreakerSet) {
-        self.breakers.set(breakers);
+    /// The circuit breakers: set them, share them through Redis, watch their transitions and
+    /// their instances ([`crate::breakers`]).
+    pub fn breakers(&self) -> Breakers<'_, S> {
+        Breakers::new(&self.breakers, &self.store)
     }
 
-    /// Shares the circuit breakers with every node on `store`'s Redis (or Redis Cluster), this
-    /// one named `node` (for `min_nodes`): each breaker is then the cluster's
-    /// ([`crate::breakers::shared`] says how: cached phases, batched reports, transitions decided
-    /// once in Redis and published, a local fallback while Redis is unreachable). Call it once,
-    /// within a Tokio runtime (it starts the task that sends reports and reads phases, which ends
-    /// with the limiter); later calls change nothing.
-    #[cfg(feature = "redis")]
-    pub fn share_breakers(&self, store: &flowgate_redis::RedisStore, node: &str) {
-        self.breakers
-            .share(flowgate_redis::breakers::RedisBreakers::new(store, node));
-    }
-
-    /// Whether the circuit breakers are shared through Redis (`None`: per process), and if so
-    /// whether Redis answers now (`Some(false)`: each node decides on its own reports).
-    pub fn breakers_shared(&self) -> Option<bool> {
-        self.breakers.shared()
-    }
-
-    /// Reports of calls' outcomes this node counted for its shared breakers but could not send
-    /// to Redis (their batch failed, Redis unreachable), since it started: they fed only the
-    /// node's local fallback. 0 when the breakers are per process.
-    pub fn breaker_reports_unsent(&self) -> u64 {
-        self.breakers.unsent()
-    }
-
-    /// The circuit breakers in force.
-    pub fn breakers(&self) -> Vec<BreakerDef> {
-        self.breakers.defs()
-    }
-
-    /// Calls `f` on every breaker transition (after the breaker's lock is released; it must not
-    /// block). Transitions are also logged, target `flowgate::breakers`.
-    pub fn on_breaker_transition(&self, f: impl Fn(&BreakerEvent) + Send + Sync + 'static) {
-        self.breakers.observe(Arc::new(f));
-    }
-
-    /// The breaker instances worth showing (every one not closed, and closed ones with calls
-    /// in their window, up to [`crate::breakers::MAX_VIEWS`]), and per breaker, how many of its
-    /// instances are open or half-open. Phases are read at the store's clock.
-    pub fn breaker_views(&self) -> (Vec<BreakerView>, Vec<(BreakerDef, usize)>) {
-        if !self.breakers.on() {
-            return (Vec::new(), Vec::new());
-        }
-        self.breakers.views(self.store.now())
+    /// The adaptive concurrency limits: share them through Redis, read them per key
+    /// ([`crate::adaptive`]).
+    pub fn adaptive(&self) -> Adaptive<'_> {
+        Adaptive::new(&self.adaptive)
     }
 
     /// Reports a protected call's outcome and latency to the circuit breakers its descriptors
@@ -224,32 +182,6 @@ impl<S: Store> Limiter<S> {
         } else {
             out.dropped += 1;
         }
-    }
-
-    /// Shares the adaptive concurrency limits with every node on `store`'s Redis: from now on a
-    /// check uses the cluster's limit for its key (this node's cached copy, so no round trip is
-    /// added to a decision), reports are sent to Redis in batches every
-    /// [`crate::adaptive::FLUSH_EVERY`] and the limits read back every
-    /// [`crate::adaptive::READ_EVERY`]. While Redis is unreachable each node moves its own
-    /// limits, and [`AdaptiveView::shared`] says so. Needs a Tokio runtime (its task ends with
-    /// the limiter); calling it again hands over to `store`. See [`crate::adaptive`].
-    #[cfg(feature = "redis")]
-    pub fn share_adaptive(&self, store: &flowgate_redis::RedisStore) {
-        self.adaptive.share(store.adaptive());
-    }
-
-    /// Reports to adaptive limits this node could not send to Redis since it started sharing
-    /// them (more than [`crate::adaptive::MAX_QUEUED`] waiting, Redis unreachable, or a flush
-    /// that failed): they moved only this node's limits. 0 when the limits are per process.
-    pub fn adaptive_reports_unsent(&self) -> u64 {
-        self.adaptive.unsent()
-    }
-
-    /// The adaptive limits of rule `rule` in `domain`, per key (lowest first, at most
-    /// [`crate::adaptive::MAX_VIEWS`]); empty for a rule without `adaptive` or before its
-    /// first request.
-    pub fn adaptive_limits(&self, domain: &str, rule: &str) -> Vec<AdaptiveView> {
-        self.adaptive.views(domain, rule)
     }
 
     /// Reports the outcome of a call admitted by `verdict` to the breakers that admitted it.

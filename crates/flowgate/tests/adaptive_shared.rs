@@ -51,7 +51,7 @@ async fn store(server: &RedisServer) -> RedisStore {
 
 async fn node(server: &RedisServer) -> Node {
     let l = Limiter::new(rules(), store(server).await);
-    l.share_adaptive(l.store());
+    l.adaptive().share(l.store());
     l
 }
 
@@ -90,7 +90,7 @@ fn report(l: &Node, latency: Duration, n: usize) {
 }
 
 fn view(l: &Node) -> AdaptiveView {
-    l.adaptive_limits("pay", "calls")
+    l.adaptive().limits("pay", "calls")
         .into_iter()
         .next()
         .expect("the key has a limit")
@@ -154,7 +154,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     let held_by_a = fill(a).await;
     assert_eq!(held_by_a.len() as u64, shared_limit);
 
-    assert_eq!(a.adaptive_reports_unsent(), 0, "every report reached Redis");
+    assert_eq!(a.adaptive().unsent(), 0, "every report reached Redis");
     // Redis goes away (A's leases stay out, so A's calls in flight stay at the limit).
     server.stop();
     for l in [a, b] {
@@ -175,7 +175,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     report(b, SLOW, 5);
     // Not sent: counted at A's next turns.
     until("A counts its unsent reports", move || async move {
-        a.adaptive_reports_unsent() >= 30
+        a.adaptive().unsent() >= 30
     })
     .await;
     let (a_after, b_after) = (view(a), view(b));
@@ -211,7 +211,7 @@ async fn the_sharing_task_ends_with_the_limiter() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = metrics.num_alive_tasks();
     let l = Limiter::new(rules(), store.clone());
-    l.share_adaptive(&store);
+    l.adaptive().share(&store);
     until("the task runs", move || async move {
         metrics.num_alive_tasks() > before
     })
@@ -249,13 +249,13 @@ async fn batched_reports_move_the_shared_limits_as_one_process_would() {
         alone.report("pay", &[desc(c)], Outcome::Ok, latency, None);
     }
     let limits = |l: &Node| -> Vec<(String, u64, bool)> {
-        l.adaptive_limits("pay", "calls")
+        l.adaptive().limits("pay", "calls")
             .into_iter()
             .map(|v| (v.key, v.limit, v.shared))
             .collect()
     };
     let want: Vec<(String, u64, bool)> = alone
-        .adaptive_limits("pay", "calls")
+        .adaptive().limits("pay", "calls")
         .into_iter()
         .map(|v| (v.key, v.limit, true))
         .collect();

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
-use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Strategy};
+use flowgate::breakers::{
+    BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Phase, Strategy,
+};
 use flowgate::layer::RateLimitLayer;
 use flowgate::{
     Algorithm, Descriptor, FailurePolicy, Limit, Limiter, Matcher, Quota, RedisOptions, RedisStore,
@@ -49,8 +51,8 @@ async fn node(url: &str, name: &str) -> Arc<L> {
     );
     rule.failure = FailurePolicy::Open;
     let limiter = Limiter::new(RuleSet::new(vec![rule]).unwrap(), store.clone());
-    limiter.set_breakers(breakers());
-    limiter.share_breakers(&store, name);
+    limiter.breakers().set(breakers());
+    limiter.breakers().share(&store, name);
     Arc::new(limiter)
 }
 
@@ -115,7 +117,7 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
         node(&server.url(), "a").await,
         node(&server.url(), "b").await,
     );
-    assert_eq!(a.breakers_shared(), Some(true));
+    assert_eq!(a.breakers().shared(), Some(true));
     let fail = Arc::new(AtomicBool::new(true));
     let calls = Arc::new(AtomicU64::new(0));
     let service_a = app(Arc::clone(&a), Arc::clone(&fail), Arc::clone(&calls));
@@ -144,7 +146,7 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     assert_eq!(calls.load(Ordering::Relaxed), 4);
     // Why it opened, on the node that saw none of the failures too.
     for node in [&a, &b] {
-        let opened = node.breaker_views().0[0].opened;
+        let opened = node.breakers().views().0[0].opened;
         assert_eq!(opened, Some(Opened { calls: 4, bad: 4 }));
     }
 
@@ -156,15 +158,15 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     assert!(is_open(&v), "the one probe is out: b refuses a second");
     let v = a.check(&wpg()).await;
     assert!(is_open(&v), "the one probe is out: a refuses too");
-    assert_eq!(b.breaker_views().0[0].phase, "half_open");
+    assert_eq!(b.breakers().views().0[0].phase, Phase::HalfOpen);
     // The probe out is the cluster's: b took it, a reads it (every second at the latest).
-    assert_eq!(b.breaker_views().0[0].probes_out, 1);
+    assert_eq!(b.breakers().views().0[0].probes_out, 1);
     let started = Instant::now();
-    while a.breaker_views().0[0].probes_out != 1 {
+    while a.breakers().views().0[0].probes_out != 1 {
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "a never read the probe out: {:?}",
-            a.breaker_views().0
+            a.breakers().views().0
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -188,8 +190,8 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     let took = until(&a, |v| v.allowed, Duration::from_secs(2)).await;
     println!("node a admitted {took:?} after the probe's success on node b");
     assert!(took < Duration::from_millis(500));
-    assert_eq!(a.breaker_views().1[0].1, 0, "closed on a");
-    assert_eq!(b.breaker_views().1[0].1, 0, "closed on b");
+    assert_eq!(a.breakers().views().1[0].1, 0, "closed on a");
+    assert_eq!(b.breakers().views().1[0].1, 0, "closed on b");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,7 +205,7 @@ async fn with_redis_stopped_each_node_keeps_a_local_breaker() {
     server.stop();
     // A failed read or flush says so (reads come every second).
     let started = Instant::now();
-    while a.breakers_shared() != Some(false) || b.breakers_shared() != Some(false) {
+    while a.breakers().shared() != Some(false) || b.breakers().shared() != Some(false) {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "never fell back"
@@ -229,12 +231,12 @@ async fn with_redis_stopped_each_node_keeps_a_local_breaker() {
     }
     let v = b.check(&wpg()).await;
     assert!(!is_open(&v), "b's local breaker saw no failure");
-    assert!(!a.breaker_views().0[0].shared);
+    assert!(!a.breakers().views().0[0].shared);
 
     // Redis back: shared again, and the cluster's state (closed) decides.
     server.restart();
     let started = Instant::now();
-    while a.breakers_shared() != Some(true) {
+    while a.breakers().shared() != Some(true) {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "never shared again"
