@@ -633,7 +633,10 @@ mod tests {
             panic!()
         };
         let t = b.report(until + 1, Some(p), true, 0);
-        assert_eq!(t.map(|t| (t.from, t.to)), Some((Phase::HalfOpen, Phase::Open)));
+        assert_eq!(
+            t.map(|t| (t.from, t.to)),
+            Some((Phase::HalfOpen, Phase::Open))
+        );
         assert_eq!(
             b.admit(until + 2).0,
             Admit::Refused {

@@ -151,6 +151,26 @@ impl Link {
     }
 }
 
+/// The Tokio runtime a shared state's task runs on: the current one, or `None` (and a warning:
+/// the state stays per process) outside a runtime.
+#[cfg(feature = "redis")]
+pub(crate) fn runtime(subject: Subject) -> Option<tokio::runtime::Handle> {
+    let rt = tokio::runtime::Handle::try_current().ok();
+    if rt.is_none() {
+        match subject {
+            Subject::Breakers => tracing::warn!(
+                target: "flowgate::breakers",
+                "circuit breakers shared outside a Tokio runtime: they stay per process"
+            ),
+            Subject::Adaptive => tracing::warn!(
+                target: "flowgate::adaptive",
+                "adaptive limits shared outside a Tokio runtime: they stay per process"
+            ),
+        }
+    }
+    rt
+}
+
 /// What a read reads.
 #[cfg(feature = "redis")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

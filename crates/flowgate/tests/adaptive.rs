@@ -121,6 +121,8 @@ async fn a_permit_reports_to_the_adaptive_limit_it_was_admitted_under() {
     let got = permits[0].report(true, Duration::from_millis(400));
     assert_eq!(got.adaptive, 1);
     assert_eq!(l.adaptive().limits("pay", "calls")[0].limit, 9, "10 × 0.9");
+    assert_eq!(l.adaptive().shared(), None, "per process");
+    assert_eq!(l.adaptive().unsent(), 0);
     for p in permits {
         p.release().await;
     }

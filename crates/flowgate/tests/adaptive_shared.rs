@@ -90,7 +90,8 @@ fn report(l: &Node, latency: Duration, n: usize) {
 }
 
 fn view(l: &Node) -> AdaptiveView {
-    l.adaptive().limits("pay", "calls")
+    l.adaptive()
+        .limits("pay", "calls")
         .into_iter()
         .next()
         .expect("the key has a limit")
@@ -113,6 +114,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     let mut server = RedisServer::start();
     let (a, b) = (node(&server).await, node(&server).await);
     let (a, b) = (&a, &b);
+    assert_eq!(a.adaptive().shared(), Some(true));
 
     // Both start at the rule's `initial`: 10 calls at once, wherever they go.
     let leases = fill(b).await;
@@ -167,6 +169,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
         !view(a).shared && !view(b).shared
     })
     .await;
+    assert_eq!(a.adaptive().shared(), Some(false));
     // Each moves its own limit on its own reports. A's own reports were all slow (its limit is
     // at min); fast ones with its calls out raise it.
     let (a_before, b_before) = (view(a).limit, view(b).limit);
@@ -198,6 +201,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     })
     .await;
     assert_eq!((view(a).limit, view(b).limit), (10, 10));
+    assert_eq!(a.adaptive().shared(), Some(true));
     let leases = fill(b).await;
     assert_eq!(leases.len(), 10);
 }
@@ -249,13 +253,15 @@ async fn batched_reports_move_the_shared_limits_as_one_process_would() {
         alone.report("pay", &[desc(c)], Outcome::Ok, latency, None);
     }
     let limits = |l: &Node| -> Vec<(String, u64, bool)> {
-        l.adaptive().limits("pay", "calls")
+        l.adaptive()
+            .limits("pay", "calls")
             .into_iter()
             .map(|v| (v.key, v.limit, v.shared))
             .collect()
     };
     let want: Vec<(String, u64, bool)> = alone
-        .adaptive().limits("pay", "calls")
+        .adaptive()
+        .limits("pay", "calls")
         .into_iter()
         .map(|v| (v.key, v.limit, true))
         .collect();

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
-use flowgate::breakers::{
-    BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Phase, Strategy,
-};
+use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Phase, Strategy};
 use flowgate::clock::{ManualClock, Micros};
 use flowgate::layer::RateLimitLayer;
 use flowgate::{

@@ -390,11 +390,7 @@ impl Registry {
     /// Without a runtime the limits stay per process (and a warning says so).
     #[cfg(feature = "redis")]
     pub(crate) fn share(&self, redis: flowgate_redis::RedisAdaptive) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                target: "flowgate::adaptive",
-                "adaptive limits shared outside a Tokio runtime: they stay per process"
-            );
+        let Some(rt) = crate::link::runtime(Subject::Adaptive) else {
             return;
         };
         // Known keys are read again at the first flush, before their cached counts are used.

@@ -98,8 +98,7 @@ impl<'a, S: Store> Breakers<'a, S> {
     /// calls change nothing.
     #[cfg(feature = "redis")]
     pub fn share(&self, store: &flowgate_redis::RedisStore, node: &str) {
-        self.registry
-            .share(flowgate_redis::breakers::RedisBreakers::new(store, node));
+        self.registry.share(store, node);
     }
 
     /// Whether the breakers are shared through Redis (`None`: per process), and if so whether

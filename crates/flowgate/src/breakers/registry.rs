@@ -168,19 +168,17 @@ impl Registry {
         *self.inner.observer.write() = Some(f);
     }
 
-    /// Shares every breaker through `redis` from now on (their instances start from the
-    /// cluster's state), and starts the task that sends reports and reads the phases, on the
-    /// current Tokio runtime (without one, the breakers stay per process and a warning says
-    /// so). Once only: later calls change nothing.
+    /// Shares every breaker through `store`'s Redis from now on, this node named `node` (their
+    /// instances start from the cluster's state), and starts the task that sends reports and
+    /// reads the phases, on the current Tokio runtime (without one, the breakers stay per
+    /// process and a warning says so). Once only: later calls change nothing.
     #[cfg(feature = "redis")]
-    pub(crate) fn share(&self, redis: flowgate_redis::breakers::RedisBreakers) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                target: "flowgate::breakers",
-                "circuit breakers shared outside a Tokio runtime: they stay per process"
-            );
+    pub(crate) fn share(&self, store: &flowgate_redis::RedisStore, node: &str) {
+        // Before the connection is made: it needs the runtime too.
+        let Some(rt) = crate::link::runtime(Subject::Breakers) else {
             return;
         };
+        let redis = flowgate_redis::breakers::RedisBreakers::new(store, node);
         if self.inner.redis.set(redis.clone()).is_err() {
             return;
         }

@@ -291,7 +291,8 @@ impl SharedStates {
     /// it holds this node's reports since the cluster's last transition.
     fn restart_local(&self, changed: &[(String, Changes)]) {
         if !changed.is_empty() {
-            self.local.restart(changed.iter().map(|(key, _)| key.as_str()));
+            self.local
+                .restart(changed.iter().map(|(key, _)| key.as_str()));
         }
     }
 
