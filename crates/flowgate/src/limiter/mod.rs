@@ -1,21 +1,19 @@
-//! The limiter: rules + store, and the failure policies.
+//! The limiter: rules + store, and the failure policies; a decision's steps are in `decide.rs`.
 
 use std::sync::Arc;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
-use flowgate_core::store::{Decisions, admitted};
-use flowgate_core::{
-    Decision, Descriptor, FailurePolicy, Item, Limit, MemoryStore, Request, RuleSet, Store,
-    StoreError,
-};
+use flowgate_core::{Descriptor, MemoryStore, Request, RuleSet, Store, StoreError};
 use smallvec::SmallVec;
 
 use crate::adaptive::{self, Adaptive};
 use crate::breakers::{self, Breakers, Outcome, Refusal, Reported};
 use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
+
+mod decide;
 
 /// Decides requests against a set of rules, in a store.
 ///
@@ -61,31 +59,6 @@ fn circuit_open(request: &Request, r: Refusal) -> Verdict {
         wait: std::time::Duration::ZERO,
         shadowed: false,
     }
-}
-
-/// How an item of a request takes part in its verdict.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
-    /// Rejects the request when over its limit.
-    Enforce,
-    /// Evaluated, never rejects (shadow mode).
-    Shadow,
-    /// Rejects the request only with every other quota-mode item of the request.
-    Quota,
-}
-
-/// Whether items in `roles` with `decisions` admit the request: every enforced item admits, and
-/// if there are quota-mode items, at least one of them does.
-fn verdict_of(roles: &[Role], decisions: &[Decision]) -> bool {
-    let mut quota = (0, 0);
-    for (r, d) in roles.iter().zip(decisions) {
-        match r {
-            Role::Enforce if !d.allowed => return false,
-            Role::Quota => quota = (quota.0 + 1, quota.1 + usize::from(d.allowed)),
-            _ => {}
-        }
-    }
-    quota.0 == 0 || quota.1 > 0
 }
 
 impl<S: Store> Limiter<S> {
@@ -273,23 +246,25 @@ impl<S: Store> Limiter<S> {
     pub async fn check(&self, request: &Request) -> Verdict {
         tokio::task::consume_budget().await;
         if !self.breakers.on() {
-            return self.decide(request).await;
+            return self.decide(request, None).await;
         }
+        // One instant for the whole decision: the breakers' look and admission, the rules'
+        // schedules.
         let now = self.store.now();
         let (gate, refusal) = self.breakers.gate(request, now);
         if gate.is_empty() {
-            return self.decide(request).await;
+            return self.decide(request, Some(now)).await;
         }
         if let Some(r) = refusal {
             return circuit_open(request, r);
         }
-        let mut verdict = self.decide(request).await;
+        let mut verdict = self.decide(request, Some(now)).await;
         if !verdict.allowed {
             return verdict;
         }
         // Boxed: the admission's future is about 1.4 KB, which every decision's future would
         // otherwise carry, with breakers or without.
-        match Box::pin(self.breakers.admit(&gate, self.store.now())).await {
+        match Box::pin(self.breakers.admit(&gate, now)).await {
             Ok(admitted) => {
                 for (descriptor, status) in admitted {
                     verdict.statuses[descriptor].breaker = Some(status);
@@ -307,236 +282,6 @@ impl<S: Store> Limiter<S> {
                 circuit_open(request, r)
             }
         }
-    }
-
-    /// Decides a request against the rules in the store.
-    async fn decide(&self, request: &Request) -> Verdict {
-        let rules = self.rules.load();
-        let matched = rules.resolve(request);
-        let mut statuses: Vec<Status> = request
-            .descriptors
-            .iter()
-            .map(|_| Status::unlimited(None))
-            .collect();
-        let global_quota = self.global_quota.load(Ordering::Relaxed);
-        // Each rule's limit in force: a scheduled rule's at the store's clock, so that every
-        // node on one store switches at the same instant.
-        let now = if matched.iter().any(|m| m.rule.schedule.is_some()) {
-            self.store.now()
-        } else {
-            0
-        };
-        // An adaptive rule's limit is its key's: the rule's own with the key's count.
-        // (A `Vec`, empty and unallocated without an adaptive rule: a limit is large, and a
-        // future holding four inline would be moved on every request.)
-        let adapted: Vec<Option<Limit>> = if matched.iter().any(|m| m.rule.adaptive.is_some()) {
-            matched
-                .iter()
-                .map(|m| {
-                    let spec = m.rule.adaptive.as_ref()?;
-                    let base = m.rule.limit_at(now)?;
-                    self.adaptive
-                        .limit(&m.rule.domain, &m.rule.name, spec, &m.key, base)
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let in_force: SmallVec<[Option<&Limit>; 4]> = if adapted.is_empty() {
-            matched.iter().map(|m| m.rule.limit_at(now)).collect()
-        } else {
-            matched
-                .iter()
-                .zip(&adapted)
-                .map(|(m, a)| a.as_ref().or(m.rule.limit_at(now)))
-                .collect()
-        };
-        // The rules' trial limits, each on a state of its own and never rejecting, decided
-        // apart from the limits in force (in a batch of their own: what a trial would reject
-        // does not depend on what the rules did).
-        let trials: SmallVec<[(usize, String, &Limit, u64); 2]> = matched
-            .iter()
-            .zip(&in_force)
-            .filter_map(|(m, limit)| {
-                let trial = m.rule.trial.as_ref()?;
-                limit.map(|_| (m.descriptor, format!("{}~trial", m.key), trial, m.cost))
-            })
-            .collect();
-        let mut items: SmallVec<[Item<'_>; 4]> = SmallVec::new();
-        let mut roles: SmallVec<[Role; 4]> = SmallVec::new();
-        let mut policies: SmallVec<[FailurePolicy; 4]> = SmallVec::new();
-        for (m, limit) in matched.iter().zip(&in_force) {
-            let s = &mut statuses[m.descriptor];
-            s.rule = Some(Arc::clone(m.rule));
-            s.quota = !m.rule.shadow && (global_quota || m.rule.quota_mode);
-            if let Some(limit) = *limit {
-                policies.push(m.rule.failure);
-                items.push(Item {
-                    key: &m.key,
-                    limit,
-                    cost: m.cost,
-                    enforce: !m.rule.shadow,
-                });
-                roles.push(match (m.rule.shadow, s.quota) {
-                    (true, _) => Role::Shadow,
-                    (false, true) => Role::Quota,
-                    (false, false) => Role::Enforce,
-                });
-            }
-        }
-        if items.is_empty() {
-            return Verdict {
-                allowed: true,
-                statuses,
-                wait: std::time::Duration::ZERO,
-                shadowed: false,
-            };
-        }
-        let (mut decisions, error): (Decisions, _) = match self.store.decide(&items).await {
-            Ok(d) => (d, None),
-            Err(e) => (self.on_failure(&items, &policies, &e).into(), Some(e)),
-        };
-        let mut allowed = admitted(&items, &decisions);
-        if !allowed && error.is_none() && verdict_of(&roles, &decisions) {
-            // The store took nothing: some quota-mode item is over its limit, but another is
-            // not. Decide again without the exhausted ones, all or nothing as ever.
-            let keep: SmallVec<[usize; 4]> = (0..items.len())
-                .filter(|&i| roles[i] != Role::Quota || decisions[i].allowed)
-                .collect();
-            let again: SmallVec<[Item<'_>; 4]> = keep.iter().map(|&i| items[i]).collect();
-            if let Ok(second) = self.store.decide(&again).await {
-                allowed = admitted(&again, &second);
-                for (&i, d) in keep.iter().zip(second) {
-                    decisions[i] = d;
-                }
-            }
-        } else if !allowed {
-            allowed = error.is_some() && verdict_of(&roles, &decisions);
-        }
-        let trial_rejected: SmallVec<[(usize, bool); 2]> = if trials.is_empty() {
-            SmallVec::new()
-        } else {
-            let trial_items: SmallVec<[Item<'_>; 2]> = trials
-                .iter()
-                .map(|(_, key, limit, cost)| Item {
-                    key,
-                    limit,
-                    cost: *cost,
-                    enforce: false,
-                })
-                .collect();
-            match self.store.decide(&trial_items).await {
-                Ok(ds) => trials
-                    .iter()
-                    .zip(ds)
-                    .map(|((descriptor, ..), d)| (*descriptor, !d.allowed))
-                    .collect(),
-                // A store that fails counts no would-be rejection.
-                Err(_) => SmallVec::new(),
-            }
-        };
-        drop(items);
-        drop(trials);
-        let mut wait = std::time::Duration::ZERO;
-        // The matched rules with a limit in force are the items, in order: move their keys and
-        // limits to the statuses.
-        let limited = matched
-            .into_iter()
-            .zip(in_force)
-            .filter_map(|(m, l)| Some((m, l?.clone())));
-        for ((m, limit), d) in limited.zip(decisions) {
-            if allowed {
-                wait = wait.max(d.wait);
-            }
-            if !adapted.is_empty() && m.rule.adaptive.is_some() && error.is_none() {
-                // The calls in flight the store saw: held after this one if the request went
-                // ahead, held without it otherwise.
-                let held = d.limit.saturating_sub(d.remaining);
-                let held = if d.allowed && !allowed {
-                    held.saturating_sub(m.cost)
-                } else {
-                    held
-                };
-                self.adaptive.decided(&m.key, held);
-            }
-            let s = &mut statuses[m.descriptor];
-            s.key = m.key;
-            s.limit = Some(limit);
-            s.decision = d;
-            s.error.clone_from(&error);
-        }
-        for (descriptor, rejected) in trial_rejected {
-            statuses[descriptor].trial_rejected = rejected;
-        }
-        let shadowed = !allowed && self.global_shadow.load(Ordering::Relaxed);
-        Verdict {
-            allowed: allowed || shadowed,
-            statuses,
-            wait,
-            shadowed,
-        }
-    }
-
-    /// Decides the items of a failed store call by each rule's failure policy.
-    fn on_failure(
-        &self,
-        items: &[Item<'_>],
-        policies: &[FailurePolicy],
-        error: &StoreError,
-    ) -> Vec<Decision> {
-        // Per call at debug level: under an outage this runs for every request. The store says
-        // once, at warn level, when it becomes degraded and when it recovers.
-        tracing::debug!(%error, "store failed; failure policies decide");
-        let by_policy = |d: &FailurePolicy, item: &Item<'_>| {
-            let mut dec = Decision::UNLIMITED;
-            dec.limit = item.limit.limit();
-            dec.remaining = item.limit.limit();
-            if *d == FailurePolicy::Closed && item.cost > 0 {
-                dec.allowed = false;
-                dec.remaining = 0;
-            }
-            dec
-        };
-        let mut out: Vec<Decision> = items
-            .iter()
-            .zip(policies)
-            .map(|(i, p)| by_policy(p, i))
-            .collect();
-        let closed_blocks = items.iter().zip(&out).any(|(i, d)| i.enforce && !d.allowed);
-        let local: Vec<usize> = (0..items.len())
-            .filter(|&i| matches!(policies[i], FailurePolicy::Local { .. }))
-            .collect();
-        if !closed_blocks && !local.is_empty() {
-            let shares: Vec<_> = local
-                .iter()
-                .map(|&i| match policies[i] {
-                    FailurePolicy::Local { nodes } => items[i].limit.divided(nodes),
-                    _ => items[i].limit.clone(),
-                })
-                .collect();
-            let local_items: Vec<Item<'_>> = local
-                .iter()
-                .zip(&shares)
-                .map(|(&i, l)| Item {
-                    limit: l,
-                    ..items[i]
-                })
-                .collect();
-            match self.fallback.decide_now(&local_items) {
-                Ok(ds) => {
-                    for (&i, d) in local.iter().zip(ds) {
-                        out[i] = d;
-                    }
-                }
-                Err(_) => {
-                    // The fallback is full: the local rules fail closed.
-                    for &i in &local {
-                        out[i] = by_policy(&FailurePolicy::Closed, &items[i]);
-                    }
-                }
-            }
-        }
-        out
     }
 
     /// Decides a request and, when admitted, waits for its slot (`delay` mode) before returning
