@@ -21,9 +21,9 @@ mod decide;
 /// swapped atomically with [`Limiter::set_rules`]; a request in flight finishes under the rules
 /// it started with.
 ///
-/// When the store fails (Redis slow or gone), each rule's [`FailurePolicy`] decides: `open`
-/// admits, `closed` rejects, `local` decides in this process's memory with the limit divided
-/// among the nodes. The verdict's statuses carry the store error so callers can count it.
+/// When the store fails (Redis slow or gone), each rule's
+/// [`FailurePolicy`](crate::FailurePolicy) decides: `open` admits, `closed` rejects, `local`
+/// decides in this process's memory with the limit divided among the nodes. The verdict's statuses carry the store error so callers can count it.
 pub struct Limiter<S: Store = MemoryStore> {
     rules: ArcSwap<RuleSet>,
     store: S,
