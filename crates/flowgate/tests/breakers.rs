@@ -155,6 +155,41 @@ async fn half_open_admits_its_probes_then_closes_when_they_succeed() {
     assert!(after.statuses[0].breaker.as_ref().unwrap().probe.is_none());
 }
 
+/// The observer is told every change of phase, typed, as it happens: opened by the reports,
+/// half-open at the first check past `open_for`, closed by the probe's success.
+#[tokio::test]
+async fn the_observer_is_told_each_change_of_phase() {
+    let (l, clock) = limiter(1);
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    l.breakers().on_transition(move |e| {
+        log.lock().push((e.key.clone(), e.from, e.to));
+    });
+    for _ in 0..4 {
+        report(&l, Outcome::Error, None);
+    }
+    clock.advance(Duration::from_secs(30));
+    let probe = l.check(&wpg()).await.statuses[0]
+        .breaker
+        .as_ref()
+        .and_then(|b| b.probe);
+    report(&l, Outcome::Ok, probe);
+    let key = "pay:channel:channel=WPG".to_owned();
+    assert_eq!(
+        *seen.lock(),
+        [
+            (key.clone(), Phase::Closed, Phase::Open),
+            (key.clone(), Phase::Open, Phase::HalfOpen),
+            (key, Phase::HalfOpen, Phase::Closed),
+        ]
+    );
+    assert_eq!(
+        Phase::ALL.map(|p| p.to_string()),
+        ["closed", "open", "half_open"],
+        "the names shown wherever a phase is"
+    );
+}
+
 #[tokio::test]
 async fn a_probe_that_never_reports_frees_its_place_when_its_lease_expires() {
     let (l, clock) = limiter(1);
