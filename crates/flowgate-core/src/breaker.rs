@@ -227,9 +227,41 @@ pub struct Opened {
     pub bad: u64,
 }
 
-/// A breaker's phase.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A breaker's phase, named `closed`, `open` or `half_open` ([`Phase::name`], its `Display`)
+/// wherever it is shown: logs, metrics' labels, JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {
+    /// Calls go ahead; reports are counted.
+    Closed,
+    /// Calls are refused until the open time has passed.
+    Open,
+    /// Probes go ahead.
+    HalfOpen,
+}
+
+impl Phase {
+    /// Every phase, closed first.
+    pub const ALL: [Phase; 3] = [Phase::Closed, Phase::Open, Phase::HalfOpen];
+
+    /// `closed`, `open` or `half_open`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Closed => "closed",
+            Phase::Open => "open",
+            Phase::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A breaker's state: its phase, with what the phase holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
     /// Calls go ahead; reports are counted.
     Closed,
     /// Calls are refused until `until`.
@@ -250,21 +282,21 @@ pub enum Phase {
     },
 }
 
-impl Phase {
-    /// `closed`, `open` or `half_open`.
-    pub fn name(&self) -> &'static str {
+impl State {
+    /// Its phase.
+    pub fn phase(&self) -> Phase {
         match self {
-            Phase::Closed => "closed",
-            Phase::Open { .. } => "open",
-            Phase::HalfOpen { .. } => "half_open",
+            State::Closed => Phase::Closed,
+            State::Open { .. } => Phase::Open,
+            State::HalfOpen { .. } => Phase::HalfOpen,
         }
     }
 
     /// Why it opened last (`None` while closed).
     pub fn opened(&self) -> Option<Opened> {
         match self {
-            Phase::Closed => None,
-            Phase::Open { opened, .. } | Phase::HalfOpen { opened, .. } => Some(*opened),
+            State::Closed => None,
+            State::Open { opened, .. } | State::HalfOpen { opened, .. } => Some(*opened),
         }
     }
 }
@@ -287,16 +319,16 @@ pub enum Admit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transition {
     /// The phase left.
-    pub from: &'static str,
+    pub from: Phase,
     /// The phase entered.
-    pub to: &'static str,
+    pub to: Phase,
 }
 
 /// A breaker: its parameters and state.
 #[derive(Clone, Debug)]
 pub struct Breaker {
     spec: BreakerSpec,
-    phase: Phase,
+    state: State,
     buckets: Vec<Bucket>,
     next_lease: u64,
 }
@@ -307,7 +339,7 @@ impl Breaker {
         let n = spec.buckets as usize;
         Self {
             spec,
-            phase: Phase::Closed,
+            state: State::Closed,
             buckets: vec![Bucket::default(); n],
             next_lease: 1,
         }
@@ -318,10 +350,10 @@ impl Breaker {
         &self.spec
     }
 
-    /// Its phase at `now` (open turns half-open once its time has passed).
-    pub fn phase(&mut self, now: Micros) -> &Phase {
+    /// Its state at `now` (open turns half-open once its time has passed).
+    pub fn state(&mut self, now: Micros) -> &State {
         self.advance(now);
-        &self.phase
+        &self.state
     }
 
     /// The window's calls and bad calls at `now`.
@@ -334,28 +366,28 @@ impl Breaker {
             .fold((0, 0), |(c, b), x| (c + x.calls, b + x.bad))
     }
 
-    fn set(&mut self, phase: Phase) -> Option<Transition> {
-        let from = self.phase.name();
-        let to = phase.name();
-        if let Phase::Closed = phase {
+    fn set(&mut self, state: State) -> Option<Transition> {
+        let from = self.state.phase();
+        let to = state.phase();
+        if let State::Closed = state {
             self.buckets.iter_mut().for_each(|b| *b = Bucket::default());
         }
-        self.phase = phase;
+        self.state = state;
         (from != to).then_some(Transition { from, to })
     }
 
     /// Open past its time turns half-open; expired probe leases free their place.
     fn advance(&mut self, now: Micros) -> Option<Transition> {
-        match &mut self.phase {
-            Phase::Open { until, opened } if now >= *until => {
+        match &mut self.state {
+            State::Open { until, opened } if now >= *until => {
                 let opened = *opened;
-                self.set(Phase::HalfOpen {
+                self.set(State::HalfOpen {
                     leases: Vec::new(),
                     succeeded: 0,
                     opened,
                 })
             }
-            Phase::HalfOpen { leases, .. } => {
+            State::HalfOpen { leases, .. } => {
                 leases.retain(|(_, deadline)| *deadline > now);
                 None
             }
@@ -368,12 +400,12 @@ impl Breaker {
         let t = self.advance(now);
         let probes = self.spec.probes;
         let timeout = self.spec.probe_timeout;
-        let answer = match &mut self.phase {
-            Phase::Closed => Admit::Call,
-            Phase::Open { until, .. } => Admit::Refused {
+        let answer = match &mut self.state {
+            State::Closed => Admit::Call,
+            State::Open { until, .. } => Admit::Refused {
                 retry_after: *until - now,
             },
-            Phase::HalfOpen {
+            State::HalfOpen {
                 leases, succeeded, ..
             } => {
                 if leases.len() as u32 + *succeeded < probes {
@@ -404,8 +436,8 @@ impl Breaker {
         let t = self.advance(now);
         let bad = self.spec.is_bad(failed, latency);
         let probes = self.spec.probes;
-        let changed = match &mut self.phase {
-            Phase::Closed => {
+        let changed = match &mut self.state {
+            State::Closed => {
                 let width = self.spec.bucket_width();
                 let index = now / width;
                 let slot = (index % u64::from(self.spec.buckets)) as usize;
@@ -421,7 +453,7 @@ impl Breaker {
                 b.bad += u64::from(bad);
                 let (calls, bad) = self.window(now);
                 if self.spec.trips(calls, bad) {
-                    self.set(Phase::Open {
+                    self.set(State::Open {
                         until: now + self.spec.open_for,
                         opened: Opened { calls, bad },
                     })
@@ -429,8 +461,8 @@ impl Breaker {
                     None
                 }
             }
-            Phase::Open { .. } => None,
-            Phase::HalfOpen {
+            State::Open { .. } => None,
+            State::HalfOpen {
                 leases, succeeded, ..
             } => {
                 let held = probe.and_then(|p| leases.iter().position(|l| l.0 == p));
@@ -443,14 +475,14 @@ impl Breaker {
                                 calls: u64::from(*succeeded) + 1,
                                 bad: 1,
                             };
-                            self.set(Phase::Open {
+                            self.set(State::Open {
                                 until: now + self.spec.open_for,
                                 opened,
                             })
                         } else {
                             *succeeded += 1;
                             if *succeeded >= probes {
-                                self.set(Phase::Closed)
+                                self.set(State::Closed)
                             } else {
                                 None
                             }
@@ -490,8 +522,8 @@ mod tests {
         assert_eq!(
             t,
             Some(Transition {
-                from: "closed",
-                to: "open"
+                from: Phase::Closed,
+                to: Phase::Open
             })
         );
         assert_eq!(
@@ -508,7 +540,7 @@ mod tests {
         b.report(0, None, false, 0);
         b.report(1, None, true, 0);
         b.report(2, None, false, 0);
-        assert_eq!(b.phase(3), &Phase::Closed);
+        assert_eq!(b.state(3), &State::Closed);
         // 2 of 4: exactly the threshold.
         assert!(b.report(3, None, true, 0).is_some());
     }
@@ -524,7 +556,7 @@ mod tests {
         for i in 0..4 {
             b.report(i, None, false, 800 * MS);
         }
-        assert_eq!(b.phase(5), &Phase::Closed);
+        assert_eq!(b.state(5), &State::Closed);
         b.report(6, None, false, 800 * MS + 1);
         b.report(7, None, false, 900 * MS);
         b.report(8, None, false, 801 * MS);
@@ -539,7 +571,7 @@ mod tests {
         }
         b.report(21, None, true, 0);
         b.report(22, None, true, 0);
-        assert_eq!(b.phase(23), &Phase::Closed);
+        assert_eq!(b.state(23), &State::Closed);
         assert!(b.report(24, None, true, 0).is_some());
     }
 
@@ -562,7 +594,7 @@ mod tests {
         for i in 0..4 {
             b.report(i, None, true, 0);
         }
-        assert!(matches!(b.phase(4), Phase::Open { .. }));
+        assert!(matches!(b.state(4), State::Open { .. }));
         30 * S + 3
     }
 
@@ -575,7 +607,7 @@ mod tests {
             Admit::Refused { retry_after: 1 }
         ));
         let (first, t) = b.admit(until);
-        assert_eq!(t.map(|t| t.to), Some("half_open"));
+        assert_eq!(t.map(|t| t.to), Some(Phase::HalfOpen));
         let Admit::Probe(p1) = first else {
             panic!("{first:?}")
         };
@@ -589,7 +621,7 @@ mod tests {
         // One succeeded, one out: still no third.
         assert!(matches!(b.admit(until + 5).0, Admit::Refused { .. }));
         let t = b.report(until + 6, Some(p2), false, 0);
-        assert_eq!(t.map(|t| t.to), Some("closed"));
+        assert_eq!(t.map(|t| t.to), Some(Phase::Closed));
         assert_eq!(b.window(until + 7), (0, 0), "closed with an empty window");
     }
 
@@ -601,7 +633,10 @@ mod tests {
             panic!()
         };
         let t = b.report(until + 1, Some(p), true, 0);
-        assert_eq!(t.map(|t| (t.from, t.to)), Some(("half_open", "open")));
+        assert_eq!(
+            t.map(|t| (t.from, t.to)),
+            Some((Phase::HalfOpen, Phase::Open))
+        );
         assert_eq!(
             b.admit(until + 2).0,
             Admit::Refused {
@@ -642,24 +677,24 @@ mod tests {
         for i in 0..5 {
             b.report(i, None, false, 0);
         }
-        assert_eq!(b.phase(5).opened(), None);
+        assert_eq!(b.state(5).opened(), None);
         for i in 5..10 {
             b.report(i, None, true, 0);
         }
         let why = Opened { calls: 10, bad: 5 };
-        assert_eq!(b.phase(10).opened(), Some(why), "5 bad of 10 opened it");
+        assert_eq!(b.state(10).opened(), Some(why), "5 bad of 10 opened it");
         let until = 9 + 30 * S;
         let (Admit::Probe(p1), _) = b.admit(until) else {
             panic!("a probe")
         };
-        assert_eq!(b.phase(until).opened(), Some(why), "half-open keeps it");
+        assert_eq!(b.state(until).opened(), Some(why), "half-open keeps it");
         let Admit::Probe(p2) = b.admit(until).0 else {
             panic!("a second probe")
         };
         b.report(until + 1, Some(p1), false, 0);
         b.report(until + 2, Some(p2), true, 0);
         assert_eq!(
-            b.phase(until + 3).opened(),
+            b.state(until + 3).opened(),
             Some(Opened { calls: 2, bad: 1 }),
             "one probe succeeded, the second failed"
         );
@@ -672,7 +707,7 @@ mod tests {
         };
         b.report(again, Some(p1), false, 0);
         b.report(again, Some(p2), false, 0);
-        assert_eq!(b.phase(again).opened(), None, "closed");
+        assert_eq!(b.state(again).opened(), None, "closed");
     }
 
     #[test]
@@ -728,7 +763,7 @@ mod tests {
     }
 
     mod props {
-        use super::{Admit, Breaker, BreakerSpec, Micros, Phase, S};
+        use super::{Admit, Breaker, BreakerSpec, Micros, S, State};
         use proptest::prelude::*;
 
         #[derive(Clone, Debug)]
@@ -769,7 +804,7 @@ mod tests {
                         Op::Wait(d) => now += d,
                     }
                     out.retain(|(_, deadline)| *deadline > now);
-                    if let Phase::HalfOpen { leases, succeeded, .. } = b.phase(now).clone() {
+                    if let State::HalfOpen { leases, succeeded, .. } = b.state(now).clone() {
                         prop_assert!(leases.len() as u32 + succeeded <= probes);
                     }
                 }

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use flowgate_core::breaker::{BreakerSpec, Opened, Strategy};
+use flowgate_core::breaker::{BreakerSpec, Opened, Phase, Strategy};
 use flowgate_core::{Micros, StoreError};
 use redis::Value;
 use tokio::sync::Notify;
@@ -54,6 +54,16 @@ pub enum SharedPhase {
 }
 
 impl SharedPhase {
+    /// Its phase at `now`: open past its time is half-open (as the script finds it at its next
+    /// call).
+    pub fn phase(&self, now: Micros) -> Phase {
+        match *self {
+            SharedPhase::Closed => Phase::Closed,
+            SharedPhase::Open { until, .. } if now < until => Phase::Open,
+            SharedPhase::Open { .. } | SharedPhase::HalfOpen { .. } => Phase::HalfOpen,
+        }
+    }
+
     /// Why it opened last (`None` while closed, or when no figures are held).
     pub fn opened(&self) -> Option<Opened> {
         match self {

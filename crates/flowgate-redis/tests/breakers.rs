@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{runner, runtime, single, test_options};
-use flowgate_core::breaker::{Admit, Breaker, BreakerSpec, Opened, Phase, Strategy as Kind};
+use flowgate_core::breaker::{Admit, Breaker, BreakerSpec, Opened, State, Strategy as Kind};
 use flowgate_core::{Clock, ManualClock, Micros};
 use flowgate_redis::breakers::{
     InstanceReport, OpenInstance, ProbeAnswer, RedisBreakers, SharedBreaker, SharedPhase,
@@ -79,14 +79,14 @@ fn spec() -> impl Strategy<Value = BreakerSpec> {
         })
 }
 
-fn shared_phase(p: &Phase) -> SharedPhase {
+fn shared_phase(p: &State) -> SharedPhase {
     match p {
-        Phase::Closed => SharedPhase::Closed,
-        Phase::Open { until, opened } => SharedPhase::Open {
+        State::Closed => SharedPhase::Closed,
+        State::Open { until, opened } => SharedPhase::Open {
             until: *until,
             opened: Some(*opened),
         },
-        Phase::HalfOpen {
+        State::HalfOpen {
             succeeded, opened, ..
         } => SharedPhase::HalfOpen {
             succeeded: *succeeded,
@@ -97,8 +97,8 @@ fn shared_phase(p: &Phase) -> SharedPhase {
 
 /// The probes out of a pure breaker at `now` (leases not expired).
 fn probes_out(b: &mut Breaker, now: Micros) -> u32 {
-    match b.phase(now) {
-        Phase::HalfOpen { leases, .. } => leases.len() as u32,
+    match b.state(now) {
+        State::HalfOpen { leases, .. } => leases.len() as u32,
         _ => 0,
     }
 }
@@ -145,7 +145,7 @@ fn check(
                 let got = rt
                     .block_on(redis.report(&shared, &[report]))
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", ctx())))?;
-                let want = shared_phase(pure[*i].phase(now));
+                let want = shared_phase(pure[*i].state(now));
                 prop_assert_eq!(got[0].phase, want, "{}", ctx());
                 if want == SharedPhase::Closed {
                     prop_assert_eq!(
@@ -172,7 +172,7 @@ fn check(
                     }
                     (w, g) => prop_assert!(false, "{}: pure {w:?}, script {g:?}", ctx()),
                 }
-                prop_assert_eq!(phase, shared_phase(pure[*i].phase(now)), "{}", ctx());
+                prop_assert_eq!(phase, shared_phase(pure[*i].state(now)), "{}", ctx());
                 prop_assert_eq!(out_now, probes_out(&mut pure[*i], now), "{}", ctx());
             }
             Op::ProbeReport { i, failed } => {
@@ -190,7 +190,7 @@ fn check(
                 let got = rt
                     .block_on(redis.report(&shared, &[report]))
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", ctx())))?;
-                prop_assert_eq!(got[0].phase, shared_phase(pure[*i].phase(now)), "{}", ctx());
+                prop_assert_eq!(got[0].phase, shared_phase(pure[*i].state(now)), "{}", ctx());
                 prop_assert_eq!(
                     got[0].probes_out,
                     probes_out(&mut pure[*i], now),
@@ -210,7 +210,7 @@ fn check(
         .iter()
         .zip(pure.iter_mut())
         .filter_map(|(name, b)| {
-            let phase = shared_phase(b.phase(now));
+            let phase = shared_phase(b.state(now));
             (phase != SharedPhase::Closed).then(|| OpenInstance {
                 instance: (*name).to_owned(),
                 phase,

@@ -9,10 +9,16 @@
 # same limit) is counted too.
 # With PROFILES=<dir>, the callgrind profiles are kept there, to read where the instructions go
 # (`callgrind_annotate --inclusive=yes <dir>/flowgate.<pid>`).
+# With REDIS=1, the same server on Redis is counted too (a redis-server started here, the
+# decision deadline raised to 2 s so that callgrind's slowness never lets a failure policy
+# decide): the instructions of the Flowgate process only, not Redis's.
+# With BASELINE=<another flowgate binary>, that binary is counted too, in the same run, and the
+# ratio of each figure printed (baseline / binary: 0.97 is 3 % more instructions per request).
 # Needs valgrind and h2load (apt-get install valgrind nghttp2-client).
 # Without a binary, it builds one with the production profile (PROFILE=release for the release
 # profile).
-# Usage: [LIMITADOR=…] crates/flowgate-server/scripts/bench-instructions.sh [N] [FLOWGATE BINARY]
+# Usage: [LIMITADOR=…] [REDIS=1] [BASELINE=…] crates/flowgate-server/scripts/bench-instructions.sh
+#        [N] [FLOWGATE BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 N=${1:-20000}
@@ -59,19 +65,52 @@ count() {
   echo $((total / N))
 }
 export FLOWGATE_WORKER_THREADS=1 FLOWGATE_LOG=warn
+if [ -n "${REDIS:-}" ]; then
+  redis-server --port 28595 --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & PIDS+=("$!")
+  for _ in $(seq 50); do redis-cli -p 28595 ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+# serve LABEL BINARY [ARGS...]: instructions per request of BINARY serving examples/bench.toml.
+serve() {
+  local label=$1 bin=$2
+  shift 2
+  count "$label" 28592 "$bin" serve --config examples/bench.toml --no-watch \
+    --data-dir "$WORK/data-$label" --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:28592 "$@"
+}
+# stores LABEL BINARY: "embedded redis" figures of BINARY (redis 0 without REDIS).
+stores() {
+  local label=$1 bin=$2 mem red=0
+  mem=$(serve "$label" "$bin")
+  if [ -n "${REDIS:-}" ]; then
+    redis-cli -p 28595 flushall >/dev/null
+    red=$(serve "$label-redis" "$bin" --redis-url redis://127.0.0.1:28595/ --redis-deadline 2s)
+  fi
+  echo "$mem $red"
+}
 floor=$(count floor 28591 "$BIN" floor --worker-threads 1 --grpc-addr 127.0.0.1:28591)
-flowgate=$(count flowgate 28592 "$BIN" serve --config examples/bench.toml --no-watch \
-  --data-dir "$WORK/data" --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:28592)
+out=$(stores flowgate "$BIN")
+read -r flowgate redis <<<"$out"
+base=0; base_redis=0
+if [ -n "${BASELINE:-}" ]; then
+  out=$(stores baseline "$BASELINE")
+  read -r base base_redis <<<"$out"
+fi
 lim=0
 if [ -n "${LIMITADOR:-}" ]; then
   lim=$(count limitador 28593 "$LIMITADOR" --rls-ip 127.0.0.1 --rls-port 28593 --http-ip 127.0.0.1 \
     --http-port 28594 crates/flowgate-server/scripts/limitador-limits.yaml memory)
 fi
-python3 - "$floor" "$flowgate" "$lim" <<'PY'
+python3 - "$floor" "$flowgate" "$lim" "$redis" "$base" "$base_redis" <<'PY'
 import sys
-f, g, l = (int(a) for a in sys.argv[1:])
+f, g, l, r, b, br = (int(a) for a in sys.argv[1:])
 line = f"instructions per request: floor {f}, flowgate {g}; flowgate / floor {g / f:.3f}"
 if l:
     line += f"; limitador {l}; limitador / flowgate {l / g:.2f}"
+if r:
+    line += f"; flowgate on redis {r}"
 print(line)
+if b:
+    line = f"baseline: flowgate {b}; baseline / flowgate {b / g:.3f}"
+    if br and r:
+        line += f"; on redis {br}; baseline / flowgate on redis {br / r:.3f}"
+    print(line)
 PY

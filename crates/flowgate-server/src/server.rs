@@ -628,7 +628,7 @@ impl Server {
             _ => None,
         };
         let limiter = Limiter::new(loaded.rules, backend);
-        limiter.set_breakers(loaded.breakers);
+        limiter.breakers().set(loaded.breakers);
         limiter.set_global_shadow(cfg.shadow_mode);
         limiter.set_global_quota(cfg.quota_mode);
         let queue = flowgate::queue::Queue::new(loaded.queues, queues);
@@ -637,8 +637,8 @@ impl Server {
         // On Redis the breakers and adaptive limits are the cluster's; on the embedded store,
         // this process's.
         if let Backend::Redis(r) = limiter.store() {
-            limiter.share_breakers(r, &node_id(&cfg, http_addr));
-            limiter.share_adaptive(r);
+            limiter.breakers().share(r, &node_id(&cfg, http_addr));
+            limiter.adaptive().share(r);
         }
         let stats = stats(&cfg, store_name, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);

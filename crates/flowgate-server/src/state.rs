@@ -60,7 +60,9 @@ impl AppState {
         let queue = Arc::new(queue);
         let metrics = Arc::new(Metrics::new());
         let counted = Arc::clone(&metrics);
-        limiter.on_breaker_transition(move |e| counted.breakers.transition(e));
+        limiter
+            .breakers()
+            .on_transition(move |e| counted.breakers.transition(e));
         let limiter = Arc::new(limiter);
         let stats = Arc::new(stats);
         let recorder = Arc::new(Recorder::new(Arc::clone(&metrics), Arc::clone(&stats)));

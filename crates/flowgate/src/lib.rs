@@ -30,14 +30,16 @@
 //! windows, wildcards), [`decision`] (a verdict's parts), [`clock`], [`algorithm`] (the
 //! algorithms as pure transitions, for a caller that keeps its own state), [`store`] (for
 //! authors of a store), [`breakers`] (circuit breakers consulted before the store, fed by
-//! [`Limiter::report`], [`Permit::report`] and the tower layer), [`adaptive`] (`concurrency`
-//! limits that move with the same reports), and behind features [`queue`] (`queue`: durable queues released at a
+//! [`Limiter::report`], [`Permit::report`] and the tower layer, reached through
+//! [`Limiter::breakers`]), [`adaptive`] (`concurrency` limits that move with the same reports,
+//! reached through [`Limiter::adaptive`]), and behind features [`queue`] (`queue`: durable queues released at a
 //! rate) and [`redis`] (`redis`, on by default: the Redis store's details).
 
 pub mod adaptive;
 pub mod breakers;
 pub mod layer;
 mod limiter;
+mod link;
 mod permit;
 #[cfg(feature = "queue")]
 pub mod queue;

@@ -71,7 +71,7 @@ async fn run(
             None,
         );
         assert!(l.release("pay", &d, lease).await.unwrap());
-        let limit = l.adaptive_limits("pay", "calls")[0].limit;
+        let limit = l.adaptive().limits("pay", "calls")[0].limit;
         limits.push(limit);
         if step % every == 0 || step <= 3 {
             rows.push((step, limit, in_flight, ms));
@@ -120,11 +120,13 @@ async fn a_permit_reports_to_the_adaptive_limit_it_was_admitted_under() {
     assert_eq!(permits.len(), 10);
     let got = permits[0].report(true, Duration::from_millis(400));
     assert_eq!(got.adaptive, 1);
-    assert_eq!(l.adaptive_limits("pay", "calls")[0].limit, 9, "10 × 0.9");
+    assert_eq!(l.adaptive().limits("pay", "calls")[0].limit, 9, "10 × 0.9");
+    assert_eq!(l.adaptive().shared(), None, "per process");
+    assert_eq!(l.adaptive().unsent(), 0);
     for p in permits {
         p.release().await;
     }
-    assert_eq!(l.adaptive_limits("pay", "calls")[0].in_flight, 0);
+    assert_eq!(l.adaptive().limits("pay", "calls")[0].in_flight, 0);
     let mut permits = Vec::new();
     while let Ok(p) = l.acquire(&req).await {
         permits.push(p);

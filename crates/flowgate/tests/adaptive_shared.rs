@@ -51,7 +51,7 @@ async fn store(server: &RedisServer) -> RedisStore {
 
 async fn node(server: &RedisServer) -> Node {
     let l = Limiter::new(rules(), store(server).await);
-    l.share_adaptive(l.store());
+    l.adaptive().share(l.store());
     l
 }
 
@@ -90,7 +90,8 @@ fn report(l: &Node, latency: Duration, n: usize) {
 }
 
 fn view(l: &Node) -> AdaptiveView {
-    l.adaptive_limits("pay", "calls")
+    l.adaptive()
+        .limits("pay", "calls")
         .into_iter()
         .next()
         .expect("the key has a limit")
@@ -113,6 +114,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     let mut server = RedisServer::start();
     let (a, b) = (node(&server).await, node(&server).await);
     let (a, b) = (&a, &b);
+    assert_eq!(a.adaptive().shared(), Some(true));
 
     // Both start at the rule's `initial`: 10 calls at once, wherever they go.
     let leases = fill(b).await;
@@ -154,7 +156,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     let held_by_a = fill(a).await;
     assert_eq!(held_by_a.len() as u64, shared_limit);
 
-    assert_eq!(a.adaptive_reports_unsent(), 0, "every report reached Redis");
+    assert_eq!(a.adaptive().unsent(), 0, "every report reached Redis");
     // Redis goes away (A's leases stay out, so A's calls in flight stay at the limit).
     server.stop();
     for l in [a, b] {
@@ -167,6 +169,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
         !view(a).shared && !view(b).shared
     })
     .await;
+    assert_eq!(a.adaptive().shared(), Some(false));
     // Each moves its own limit on its own reports. A's own reports were all slow (its limit is
     // at min); fast ones with its calls out raise it.
     let (a_before, b_before) = (view(a).limit, view(b).limit);
@@ -175,7 +178,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     report(b, SLOW, 5);
     // Not sent: counted at A's next turns.
     until("A counts its unsent reports", move || async move {
-        a.adaptive_reports_unsent() >= 30
+        a.adaptive().unsent() >= 30
     })
     .await;
     let (a_after, b_after) = (view(a), view(b));
@@ -198,6 +201,7 @@ async fn one_nodes_reports_move_the_limit_the_other_enforces_and_redis_going_awa
     })
     .await;
     assert_eq!((view(a).limit, view(b).limit), (10, 10));
+    assert_eq!(a.adaptive().shared(), Some(true));
     let leases = fill(b).await;
     assert_eq!(leases.len(), 10);
 }
@@ -211,7 +215,7 @@ async fn the_sharing_task_ends_with_the_limiter() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = metrics.num_alive_tasks();
     let l = Limiter::new(rules(), store.clone());
-    l.share_adaptive(&store);
+    l.adaptive().share(&store);
     until("the task runs", move || async move {
         metrics.num_alive_tasks() > before
     })
@@ -249,13 +253,15 @@ async fn batched_reports_move_the_shared_limits_as_one_process_would() {
         alone.report("pay", &[desc(c)], Outcome::Ok, latency, None);
     }
     let limits = |l: &Node| -> Vec<(String, u64, bool)> {
-        l.adaptive_limits("pay", "calls")
+        l.adaptive()
+            .limits("pay", "calls")
             .into_iter()
             .map(|v| (v.key, v.limit, v.shared))
             .collect()
     };
     let want: Vec<(String, u64, bool)> = alone
-        .adaptive_limits("pay", "calls")
+        .adaptive()
+        .limits("pay", "calls")
         .into_iter()
         .map(|v| (v.key, v.limit, true))
         .collect();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
-use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Strategy};
+use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Phase, Strategy};
 use flowgate::clock::{ManualClock, Micros};
 use flowgate::layer::RateLimitLayer;
 use flowgate::{
@@ -51,7 +51,7 @@ fn limiter(probes: u32) -> (Arc<L>, ManualClock) {
     ])
     .unwrap();
     let limiter = Limiter::new(rules, MemoryStore::with_clock(clock.clone()));
-    limiter.set_breakers(breakers(probes));
+    limiter.breakers().set(breakers(probes));
     (Arc::new(limiter), clock)
 }
 
@@ -109,9 +109,9 @@ async fn an_open_breaker_refuses_before_the_store_with_the_time_to_half_open() {
     // Another channel has its own instance, closed.
     let other = Request::new("pay", vec![Descriptor::new([("channel", "ALI")])]);
     assert!(l.check(&other).await.allowed);
-    let (views, counts) = l.breaker_views();
+    let (views, counts) = l.breakers().views();
     assert_eq!(counts[0].1, 1, "one instance open");
-    assert_eq!(views[0].phase, "open");
+    assert_eq!(views[0].phase, Phase::Open);
     assert_eq!(
         views[0].opened,
         Some(Opened { calls: 4, bad: 4 }),
@@ -138,10 +138,10 @@ async fn half_open_admits_its_probes_then_closes_when_they_succeed() {
         second.circuit_open().is_some(),
         "exactly one probe while half-open"
     );
-    let (views, _) = l.breaker_views();
+    let (views, _) = l.breakers().views();
     assert_eq!(
         (views[0].phase, views[0].probes_out, views[0].opened),
-        ("half_open", 1, Some(Opened { calls: 4, bad: 4 }))
+        (Phase::HalfOpen, 1, Some(Opened { calls: 4, bad: 4 }))
     );
     // A report without the lease is not the probe's: ignored while half-open.
     report(&l, Outcome::Ok, None);
@@ -153,6 +153,41 @@ async fn half_open_admits_its_probes_then_closes_when_they_succeed() {
     let after = l.check(&wpg()).await;
     assert!(after.allowed, "closed");
     assert!(after.statuses[0].breaker.as_ref().unwrap().probe.is_none());
+}
+
+/// The observer is told every change of phase, typed, as it happens: opened by the reports,
+/// half-open at the first check past `open_for`, closed by the probe's success.
+#[tokio::test]
+async fn the_observer_is_told_each_change_of_phase() {
+    let (l, clock) = limiter(1);
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    l.breakers().on_transition(move |e| {
+        log.lock().push((e.key.clone(), e.from, e.to));
+    });
+    for _ in 0..4 {
+        report(&l, Outcome::Error, None);
+    }
+    clock.advance(Duration::from_secs(30));
+    let probe = l.check(&wpg()).await.statuses[0]
+        .breaker
+        .as_ref()
+        .and_then(|b| b.probe);
+    report(&l, Outcome::Ok, probe);
+    let key = "pay:channel:channel=WPG".to_owned();
+    assert_eq!(
+        *seen.lock(),
+        [
+            (key.clone(), Phase::Closed, Phase::Open),
+            (key.clone(), Phase::Open, Phase::HalfOpen),
+            (key, Phase::HalfOpen, Phase::Closed),
+        ]
+    );
+    assert_eq!(
+        Phase::ALL.map(|p| p.to_string()),
+        ["closed", "open", "half_open"],
+        "the names shown wherever a phase is"
+    );
 }
 
 #[tokio::test]
@@ -196,9 +231,9 @@ async fn unchanged_breakers_keep_their_state_across_a_change_of_set() {
     for _ in 0..4 {
         report(&l, Outcome::Error, None);
     }
-    l.set_breakers(breakers(1));
+    l.breakers().set(breakers(1));
     assert!(l.check(&wpg()).await.circuit_open().is_some(), "kept open");
-    l.set_breakers(breakers(2));
+    l.breakers().set(breakers(2));
     assert!(
         l.check(&wpg()).await.allowed,
         "a changed breaker starts closed"
@@ -270,7 +305,7 @@ async fn the_tower_layer_opens_the_breaker_by_itself_when_its_handler_fails() {
     clock.advance(Duration::from_secs(30));
     assert_eq!(app.clone().oneshot(pay()).await.unwrap().status(), 200);
     assert_eq!(app.clone().oneshot(pay()).await.unwrap().status(), 200);
-    assert_eq!(l.breaker_views().1[0].1, 0, "closed again");
+    assert_eq!(l.breakers().views().1[0].1, 0, "closed again");
 }
 
 #[tokio::test]
@@ -288,7 +323,7 @@ async fn a_permit_reports_once() {
     for _ in 0..10 {
         let _ = l.acquire(&wpg()).await.expect("admitted");
     }
-    let (views, _) = l.breaker_views();
+    let (views, _) = l.breakers().views();
     assert_eq!((views[0].calls, views[0].bad), (1, 1));
 }
 
@@ -328,12 +363,12 @@ async fn views_past_the_cap_keep_the_open_then_the_closest_to_tripping() {
             );
         }
     }
-    let (views, counts) = l.breaker_views();
+    let (views, counts) = l.breakers().views();
     assert_eq!(counts[0].1, 1);
     assert_eq!(views.len(), cap);
     assert_eq!(
         (views[0].key.as_str(), views[0].phase),
-        ("pay:channel:channel=c0000", "open")
+        ("pay:channel:channel=c0000", Phase::Open)
     );
     let bad: Vec<&str> = views[1..11].iter().map(|v| v.key.as_str()).collect();
     let want: Vec<String> = (cap + 490..cap + 500)

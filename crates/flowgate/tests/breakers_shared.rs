@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::{Router, routing::get};
-use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Strategy};
+use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Opened, Outcome, Phase, Strategy};
 use flowgate::layer::RateLimitLayer;
 use flowgate::{
     Algorithm, Descriptor, FailurePolicy, Limit, Limiter, Matcher, Quota, RedisOptions, RedisStore,
@@ -49,8 +49,8 @@ async fn node(url: &str, name: &str) -> Arc<L> {
     );
     rule.failure = FailurePolicy::Open;
     let limiter = Limiter::new(RuleSet::new(vec![rule]).unwrap(), store.clone());
-    limiter.set_breakers(breakers());
-    limiter.share_breakers(&store, name);
+    limiter.breakers().set(breakers());
+    limiter.breakers().share(&store, name);
     Arc::new(limiter)
 }
 
@@ -115,7 +115,7 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
         node(&server.url(), "a").await,
         node(&server.url(), "b").await,
     );
-    assert_eq!(a.breakers_shared(), Some(true));
+    assert_eq!(a.breakers().shared(), Some(true));
     let fail = Arc::new(AtomicBool::new(true));
     let calls = Arc::new(AtomicU64::new(0));
     let service_a = app(Arc::clone(&a), Arc::clone(&fail), Arc::clone(&calls));
@@ -144,7 +144,7 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     assert_eq!(calls.load(Ordering::Relaxed), 4);
     // Why it opened, on the node that saw none of the failures too.
     for node in [&a, &b] {
-        let opened = node.breaker_views().0[0].opened;
+        let opened = node.breakers().views().0[0].opened;
         assert_eq!(opened, Some(Opened { calls: 4, bad: 4 }));
     }
 
@@ -156,15 +156,15 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     assert!(is_open(&v), "the one probe is out: b refuses a second");
     let v = a.check(&wpg()).await;
     assert!(is_open(&v), "the one probe is out: a refuses too");
-    assert_eq!(b.breaker_views().0[0].phase, "half_open");
+    assert_eq!(b.breakers().views().0[0].phase, Phase::HalfOpen);
     // The probe out is the cluster's: b took it, a reads it (every second at the latest).
-    assert_eq!(b.breaker_views().0[0].probes_out, 1);
+    assert_eq!(b.breakers().views().0[0].probes_out, 1);
     let started = Instant::now();
-    while a.breaker_views().0[0].probes_out != 1 {
+    while a.breakers().views().0[0].probes_out != 1 {
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "a never read the probe out: {:?}",
-            a.breaker_views().0
+            a.breakers().views().0
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -188,8 +188,8 @@ async fn failures_through_one_node_open_the_breaker_on_both_and_a_probe_closes_i
     let took = until(&a, |v| v.allowed, Duration::from_secs(2)).await;
     println!("node a admitted {took:?} after the probe's success on node b");
     assert!(took < Duration::from_millis(500));
-    assert_eq!(a.breaker_views().1[0].1, 0, "closed on a");
-    assert_eq!(b.breaker_views().1[0].1, 0, "closed on b");
+    assert_eq!(a.breakers().views().1[0].1, 0, "closed on a");
+    assert_eq!(b.breakers().views().1[0].1, 0, "closed on b");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,10 +200,11 @@ async fn with_redis_stopped_each_node_keeps_a_local_breaker() {
         node(&server.url(), "b").await,
     );
     assert!(a.check(&wpg()).await.allowed);
+    assert_eq!(a.breakers().unsent(), 0);
     server.stop();
     // A failed read or flush says so (reads come every second).
     let started = Instant::now();
-    while a.breakers_shared() != Some(false) || b.breakers_shared() != Some(false) {
+    while a.breakers().shared() != Some(false) || b.breakers().shared() != Some(false) {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "never fell back"
@@ -229,12 +230,24 @@ async fn with_redis_stopped_each_node_keeps_a_local_breaker() {
     }
     let v = b.check(&wpg()).await;
     assert!(!is_open(&v), "b's local breaker saw no failure");
-    assert!(!a.breaker_views().0[0].shared);
+    assert!(!a.breakers().views().0[0].shared);
+    // The reports made while Redis is unreachable are never sent, and counted (at a's next
+    // turn, within 20 ms).
+    let started = Instant::now();
+    while a.breakers().unsent() < 8 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a's reports never counted unsent: {}",
+            a.breakers().unsent()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(b.breakers().unsent(), 0, "b reported nothing");
 
     // Redis back: shared again, and the cluster's state (closed) decides.
     server.restart();
     let started = Instant::now();
-    while a.breakers_shared() != Some(true) {
+    while a.breakers().shared() != Some(true) {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "never shared again"
@@ -243,4 +256,70 @@ async fn with_redis_stopped_each_node_keeps_a_local_breaker() {
     }
     let took = until(&a, |v| v.allowed, Duration::from_secs(3)).await;
     assert!(took < Duration::from_secs(3));
+}
+
+/// The subscriptions to the breakers' channel that `redis` holds.
+async fn subscribers(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (_, n): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(flowgate_redis::breakers::CHANNEL)
+        .query_async(redis)
+        .await
+        .expect("PUBSUB NUMSUB");
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharing_task_and_its_subscription_end_with_the_limiter() {
+    let server = RedisServer::start();
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let metrics = &tokio::runtime::Handle::current().metrics();
+    let store = RedisStore::connect_lazy_with(&server.url(), RedisOptions::default()).unwrap();
+    store.ping().await.expect("redis answers");
+    let before = metrics.num_alive_tasks();
+    let l = Limiter::new(RuleSet::default(), store.clone());
+    l.breakers().set(breakers());
+    l.breakers().share(&store, "a");
+    // The engine's task subscribes to the transitions once a breaker is in force.
+    let started = Instant::now();
+    while subscribers(&mut redis).await != 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "never subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(metrics.num_alive_tasks() > before);
+    drop(l);
+    let started = Instant::now();
+    while subscribers(&mut redis).await != 0 || metrics.num_alive_tasks() > before {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{} subscriptions, {} tasks still alive, {before} before",
+            subscribers(&mut redis).await,
+            metrics.num_alive_tasks()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[test]
+fn shared_outside_a_runtime_the_states_stay_per_process() {
+    // A store is made within a runtime; the states are shared outside of it.
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let store = {
+        let _within = rt.enter();
+        RedisStore::connect_lazy_with("redis://127.0.0.1:1/", RedisOptions::default())
+            .expect("a lazy store")
+    };
+    let l = Limiter::new(RuleSet::default(), store.clone());
+    l.breakers().set(breakers());
+    l.breakers().share(&store, "a");
+    l.adaptive().share(&store);
+    assert_eq!(l.breakers().shared(), None);
+    assert_eq!(l.adaptive().shared(), None);
 }

@@ -132,3 +132,68 @@ async fn the_redis_store_tells_redis_time() {
     // The trait's clock is the same estimate (read twice, so a few microseconds apart).
     assert!(Store::now(&store).abs_diff(store.now()) < 50_000);
 }
+
+/// A clock that counts its reads, at 03:00 CEST on 2026-03-29 (the scheduled rule's `100/s`).
+#[derive(Clone, Default)]
+struct Counting(Arc<std::sync::atomic::AtomicU64>);
+
+impl Clock for Counting {
+    fn now(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        SWITCHES[0].0
+    }
+}
+
+impl Counting {
+    /// The reads of `check`ing `r` once (after a first check, so that nothing is made afresh).
+    async fn reads_of<S: Store>(&self, l: &Limiter<S>, r: &Request) -> u64 {
+        assert!(l.check(r).await.allowed);
+        let before = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(l.check(r).await.allowed);
+        self.0.load(std::sync::atomic::Ordering::Relaxed) - before
+    }
+}
+
+/// The limiter reads the clock once per decision: a scheduled rule's limit in force and the
+/// breakers' look and admission share one instant (the store reads it too, for its own
+/// transitions, as often either way).
+#[tokio::test]
+async fn a_decision_reads_the_clock_once() {
+    use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Strategy};
+    let r = Request::new("pay", vec!["channel=WPG".parse().unwrap()]);
+    let plain = {
+        let rule = Rule::new(
+            "pay",
+            "channel",
+            vec![Matcher::parse("channel")],
+            fixed("100/s"),
+        );
+        RuleSet::new(vec![rule]).unwrap()
+    };
+    let clock = Counting::default();
+    let store_reads = clock
+        .reads_of(
+            &Limiter::new(plain, MemoryStore::with_clock(clock.clone())),
+            &r,
+        )
+        .await;
+
+    let clock = Counting::default();
+    let l = Limiter::new(rules(), MemoryStore::with_clock(clock.clone()));
+    let spec = BreakerSpec::new(
+        Strategy::ErrorRatio,
+        0.5,
+        10_000_000,
+        4,
+        1_000_000,
+        1,
+        1_000_000,
+    )
+    .unwrap();
+    let def = BreakerDef::new("pay", "wpg", vec![Matcher::parse("channel")], spec);
+    l.breakers().set(BreakerSet::new(vec![def]).unwrap());
+    let v = l.check(&r).await;
+    assert_eq!(v.statuses[0].decision.limit, 100, "the schedule's limit");
+    assert!(v.statuses[0].breaker.is_some(), "the breaker matched");
+    assert_eq!(clock.reads_of(&l, &r).await, store_reads + 1);
+}

@@ -369,19 +369,19 @@ pub(super) async fn metrics(State(state): Shared) -> Response {
     state
         .metrics
         .breakers
-        .open_instances(&state.limiter.breaker_views().1);
+        .open_instances(&state.limiter.breakers().views().1);
     state
         .metrics
         .breakers
-        .shared(state.limiter.breakers_shared());
+        .shared(state.limiter.breakers().shared());
     state
         .metrics
         .breakers
-        .unsent(state.limiter.breaker_reports_unsent());
+        .unsent(state.limiter.breakers().unsent());
     state
         .metrics
         .breakers
-        .adaptive_unsent(state.limiter.adaptive_reports_unsent());
+        .adaptive_unsent(state.limiter.adaptive().unsent());
     state
         .metrics
         .queue_degraded

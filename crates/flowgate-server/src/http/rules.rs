@@ -61,6 +61,7 @@ pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Respo
         breaker: state
             .limiter
             .breakers()
+            .defs()
             .iter()
             .map(BreakerDoc::of)
             .collect(),

@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use flowgate::breakers::{BreakerDef, BreakerEvent, BreakerView as Instance};
+use flowgate::breakers::{BreakerDef, BreakerEvent, BreakerView as Instance, Phase};
 
 use super::view::BreakerView;
 
@@ -112,7 +112,7 @@ impl BreakerMetrics {
             .get_or_create(&TransitionLabels {
                 domain: e.domain.clone(),
                 breaker: e.breaker.clone(),
-                to: e.to,
+                to: e.to.name(),
             })
             .inc();
     }
@@ -137,7 +137,7 @@ impl BreakerMetrics {
     }
 
     /// Brings `result="unsent"` up to the limiter's count
-    /// ([`flowgate::Limiter::breaker_reports_unsent`]).
+    /// ([`flowgate::breakers::Breakers::unsent`]).
     pub(crate) fn unsent(&self, total: u64) {
         let counter = self
             .reports
@@ -146,12 +146,12 @@ impl BreakerMetrics {
     }
 
     /// Brings `flowgate_adaptive_reports_unsent` up to the limiter's count
-    /// ([`flowgate::Limiter::adaptive_reports_unsent`]).
+    /// ([`flowgate::adaptive::Adaptive::unsent`]).
     pub(crate) fn adaptive_unsent(&self, total: u64) {
         follow(&self.adaptive_unsent, &self.adaptive_unsent_seen, total);
     }
 
-    /// Sets whether the breakers are shared now ([`flowgate::Limiter::breakers_shared`]).
+    /// Sets whether the breakers are shared now ([`flowgate::breakers::Breakers::shared`]).
     pub(crate) fn shared(&self, shared: Option<bool>) {
         self.shared.set(i64::from(shared == Some(true)));
     }
@@ -162,7 +162,7 @@ impl BreakerMetrics {
     pub(crate) fn open_instances(&self, counts: &[(BreakerDef, usize)]) {
         self.open.clear();
         for (d, n) in counts {
-            for to in ["open", "half_open", "closed"] {
+            for to in Phase::ALL.map(Phase::name) {
                 let _ = self.transitions.get_or_create(&TransitionLabels {
                     domain: d.domain.clone(),
                     breaker: d.name.clone(),
@@ -185,7 +185,7 @@ pub(crate) fn view(i: &Instance, refused_rate: f64) -> BreakerView {
         domain: i.domain.clone(),
         name: i.breaker.clone(),
         key: i.key.clone(),
-        phase: i.phase.to_owned(),
+        phase: i.phase.name().to_owned(),
         since_ms: i64::try_from(i.since / 1000).unwrap_or(i64::MAX),
         calls: i.calls,
         bad: i.bad,

@@ -176,7 +176,7 @@ impl Change<'_> {
             r.alerts.set_alerts(a);
         }
         metrics.rules.set(rules.rules().len() as i64);
-        r.limiter.set_breakers(breakers);
+        r.limiter.breakers().set(breakers);
         r.limiter.set_rules(rules);
         r.recorder.rules_changed();
         let mut info = r.info.lock();

@@ -6,23 +6,31 @@
 //!   lease, so that exactly `probes` calls go ahead across the cluster; once every probe is out,
 //!   the node refuses locally until the first lease's deadline.
 //! - **Reports in batches, each transition decided once.** Reports are counted here and sent
-//!   every [`FLUSH_EVERY`], one script call per breaker (chunked); the script decides the
-//!   transitions atomically and publishes them. Every node reads the breaker's phases again on
-//!   the message, and every [`READ_EVERY`] in any case.
+//!   every 20 ms, one script call per breaker (chunked); the script decides the transitions
+//!   atomically and publishes them. Every node reads the breaker's phases again on the message,
+//!   and every second in any case.
 //! - **Redis unreachable is not a new failure mode.** When a flush, a read or a probe fails,
 //!   the node decides on a local breaker fed with its own reports (fed all along, restarted at
-//!   each of the cluster's transitions, so it holds this node's reports since then), keeping an instance refused while its last known opening lasts, and says so: a
-//!   warning once, [`BreakerView::shared`] false, [`crate::Limiter::breakers_shared`]. A batch
-//!   that could not be sent is dropped: replayed later, old failures would count as new ones.
-//!   The next read that succeeds shares again.
+//!   each of the cluster's transitions, so it holds this node's reports since then), keeping an
+//!   instance refused while its last known opening lasts, and says so: a warning once,
+//!   [`BreakerView::shared`] false, [`super::Breakers::shared`]. A batch that could not be sent,
+//!   and the reports queued while Redis is unreachable, are dropped (and counted,
+//!   [`super::Breakers::unsent`]): replayed later, old failures would count as new ones. The
+//!   next read that succeeds shares again.
+//!
+//! The queue, the flushes, the reads, the fallback and the unsent count are the engine every
+//! shared state uses ([`crate::link`]); this module is the breakers' side of it: this node's
+//! copy of each instance's phase ([`SharedStates`]) and the [`Side`] that sends and reads.
 //!
 //! One bad node cannot open a breaker for all with `min_nodes`: the script opens it only when
 //! that many nodes saw bad calls in the window.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use flowgate_core::StoreError;
+use flowgate_core::breaker::Phase;
 use flowgate_core::clock::Micros;
 use flowgate_redis::breakers::{
     InstanceReport, InstanceState, OpenInstance, ProbeAnswer, RedisBreakers, SharedBreaker,
@@ -30,13 +38,12 @@ use flowgate_redis::breakers::{
 };
 use parking_lot::Mutex;
 
-use super::{BreakerDef, BreakerView, ByKey, Changes, Closed, LocalStates, MAX_INSTANCES};
-
-/// How often a node sends the reports it counted.
-pub const FLUSH_EVERY: Duration = Duration::from_millis(20);
-
-/// How often a node reads every shared breaker's phases, notifications or not.
-pub const READ_EVERY: Duration = Duration::from_secs(1);
+use super::event::Changes;
+use super::instance::{ByKey, LocalStates, wait};
+use super::registry::{Armed, Inner};
+use super::view::{BreakerView, Closed};
+use super::{BreakerDef, MAX_INSTANCES};
+use crate::link::{Follower, Link, Read, Side, Unsent};
 
 /// The most probe reports of one instance kept between two flushes.
 const MAX_PROBE_REPORTS: usize = 1_024;
@@ -45,60 +52,16 @@ const MAX_PROBE_REPORTS: usize = 1_024;
 const SHARED_TOKEN: u64 = 1 << 63;
 
 /// The Redis lease of a shared probe token.
-pub(crate) fn shared_lease(token: u64) -> Option<u64> {
+pub(super) fn shared_lease(token: u64) -> Option<u64> {
     (token & SHARED_TOKEN != 0).then_some(token & !SHARED_TOKEN)
-}
-
-/// The connection every shared breaker of a limiter uses, and whether Redis answers.
-pub(crate) struct Hub {
-    pub(crate) redis: RedisBreakers,
-    degraded: AtomicBool,
-    /// Reports counted here that Redis could not take (their batch failed), so far.
-    pub(crate) unsent: AtomicU64,
-}
-
-impl Hub {
-    pub(crate) fn new(redis: RedisBreakers) -> Self {
-        Self {
-            redis,
-            degraded: AtomicBool::new(false),
-            unsent: AtomicU64::new(0),
-        }
-    }
-
-    /// Whether the node decides on its local breakers now.
-    pub(crate) fn degraded(&self) -> bool {
-        self.degraded.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn failed(&self, e: &flowgate_core::StoreError) {
-        if !self.degraded.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target: "flowgate::breakers", error = %e, "circuit breakers: Redis unreachable; this node decides on its own reports until it answers again");
-        }
-    }
-
-    pub(crate) fn answered(&self) {
-        if self.degraded.swap(false, Ordering::Relaxed) {
-            tracing::info!(target: "flowgate::breakers", "circuit breakers: shared through Redis again");
-        }
-    }
-}
-
-/// A phase's name, open turned half-open by time.
-fn name(p: SharedPhase, now: Micros) -> &'static str {
-    match p {
-        SharedPhase::Closed => "closed",
-        SharedPhase::Open { until, .. } if now < until => "open",
-        SharedPhase::Open { .. } | SharedPhase::HalfOpen { .. } => "half_open",
-    }
 }
 
 /// This node's copy of an instance's shared state.
 #[derive(Debug)]
 struct Cached {
     phase: SharedPhase,
-    /// The phase name last seen (so a change is told once).
-    seen: &'static str,
+    /// The phase last seen (so a change is told once).
+    seen: Phase,
     since: Micros,
     /// Half-open with every probe out: refused locally until then.
     busy_until: Micros,
@@ -113,7 +76,7 @@ impl Cached {
     fn new(now: Micros) -> Self {
         Self {
             phase: SharedPhase::Closed,
-            seen: "closed",
+            seen: Phase::Closed,
             since: now,
             busy_until: 0,
             calls: 0,
@@ -155,7 +118,7 @@ impl Cached {
     }
 
     fn seen(&mut self, now: Micros, changes: &mut Changes) {
-        let current = name(self.phase, now);
+        let current = self.phase.phase(now);
         if current != self.seen {
             changes.push((self.seen, current));
             self.seen = current;
@@ -166,13 +129,13 @@ impl Cached {
 
 /// One shared breaker on this node: its cached phases, the reports not sent yet, and the local
 /// breaker decided on when Redis is unreachable.
-pub(crate) struct SharedStates {
-    pub(crate) breaker: SharedBreaker,
+pub(super) struct SharedStates {
+    pub(super) breaker: SharedBreaker,
     cache: Mutex<ByKey<Cached>>,
     /// How many cached instances are not closed: while none is, a check needs no lookup.
     not_closed: AtomicUsize,
     pending: Mutex<ByKey<InstanceReport>>,
-    pub(crate) local: LocalStates,
+    pub(super) local: LocalStates,
 }
 
 impl std::fmt::Debug for SharedStates {
@@ -184,7 +147,7 @@ impl std::fmt::Debug for SharedStates {
 }
 
 impl SharedStates {
-    pub(crate) fn new(def: &BreakerDef) -> Self {
+    pub(super) fn new(def: &BreakerDef) -> Self {
         Self {
             breaker: SharedBreaker::new(
                 &def.domain,
@@ -203,7 +166,7 @@ impl SharedStates {
     /// Whether a call may go ahead by the cached phase (no I/O); `Err` is the time to wait.
     /// Half-open with a probe possibly free answers `Ok`, and `true` last: the admission asks
     /// Redis for a probe.
-    pub(crate) fn look(&self, key: &str, now: Micros) -> (Result<(), Duration>, Changes, bool) {
+    pub(super) fn look(&self, key: &str, now: Micros) -> (Result<(), Duration>, Changes, bool) {
         let mut changes = Changes::new();
         if self.not_closed.load(Ordering::Relaxed) == 0 {
             return (Ok(()), changes, false);
@@ -224,7 +187,7 @@ impl SharedStates {
     }
 
     /// The last known opening of `key`, if it still lasts: kept while Redis is unreachable.
-    pub(crate) fn open_until(&self, key: &str, now: Micros) -> Option<Duration> {
+    pub(super) fn open_until(&self, key: &str, now: Micros) -> Option<Duration> {
         match self.cache.lock().get(key)?.phase {
             SharedPhase::Open { until, .. } if now < until => Some(wait(until, now)),
             _ => None,
@@ -234,7 +197,7 @@ impl SharedStates {
     /// Takes Redis's answer to a probe request for `key` (the answer, the phase after it and
     /// the probe leases held): `Ok` with the probe token, if one was taken, or `Err` with the
     /// time to wait.
-    pub(crate) fn probed(
+    pub(super) fn probed(
         &self,
         key: &str,
         (answer, phase, probes_out): (ProbeAnswer, SharedPhase, u32),
@@ -248,7 +211,7 @@ impl SharedStates {
         let before = changes.len();
         c.set(phase, probes_out, now, changes, &self.not_closed);
         if changes.len() > before {
-            self.local.instances.lock().remove(key);
+            self.local.restart(std::iter::once(key));
         }
         match answer {
             ProbeAnswer::Call => Ok(None),
@@ -264,7 +227,7 @@ impl SharedStates {
 
     /// Counts a report to send; `probe` is a token from [`SharedStates::probed`] or a local one.
     /// Answers whether it was kept (an instance past the caps is not).
-    pub(crate) fn count(&self, key: &str, bad: bool, probe: Option<u64>) -> bool {
+    pub(super) fn count(&self, key: &str, bad: bool, probe: Option<u64>) -> bool {
         let mut pending = self.pending.lock();
         if !pending.contains_key(key) && pending.len() >= MAX_INSTANCES {
             return false;
@@ -291,12 +254,12 @@ impl SharedStates {
     }
 
     /// The reports counted since the last call.
-    pub(crate) fn take(&self) -> Vec<InstanceReport> {
+    pub(super) fn take(&self) -> Vec<InstanceReport> {
         self.pending.lock().drain().map(|(_, r)| r).collect()
     }
 
     /// Takes a flush's answers: each instance's state after the batch.
-    pub(crate) fn flushed(
+    pub(super) fn flushed(
         &self,
         states: &[(String, InstanceState)],
         now: Micros,
@@ -327,17 +290,14 @@ impl SharedStates {
     /// Restarts the local fallback of each instance whose cluster phase changed: from then on
     /// it holds this node's reports since the cluster's last transition.
     fn restart_local(&self, changed: &[(String, Changes)]) {
-        if changed.is_empty() {
-            return;
-        }
-        let mut local = self.local.instances.lock();
-        for (key, _) in changed {
-            local.remove(key);
+        if !changed.is_empty() {
+            self.local
+                .restart(changed.iter().map(|(key, _)| key.as_str()));
         }
     }
 
     /// Takes a read of the instances not closed: every other cached instance is closed.
-    pub(crate) fn read(&self, phases: Vec<OpenInstance>, now: Micros) -> Vec<(String, Changes)> {
+    pub(super) fn read(&self, phases: Vec<OpenInstance>, now: Micros) -> Vec<(String, Changes)> {
         let mut phases: HashMap<String, (SharedPhase, u32)> = phases
             .into_iter()
             .map(|i| (i.instance, (i.phase, i.probes_out)))
@@ -375,7 +335,7 @@ impl SharedStates {
 
     /// The cached instances worth showing (not closed, or with calls in the window: at most
     /// [`super::MAX_VIEWS`] of those).
-    pub(crate) fn views(
+    pub(super) fn views(
         &self,
         def: &BreakerDef,
         now: Micros,
@@ -389,8 +349,8 @@ impl SharedStates {
             if !changes.is_empty() {
                 all.push((key.clone(), changes));
             }
-            let phase = name(c.phase, now);
-            if phase == "closed" {
+            let phase = c.phase.phase(now);
+            if phase == Phase::Closed {
                 continue;
             }
             let retry_after = match c.phase {
@@ -407,7 +367,7 @@ impl SharedStates {
                 calls: 0,
                 bad: 0,
                 retry_after,
-                probes_out: if phase == "half_open" {
+                probes_out: if phase == Phase::HalfOpen {
                     c.probes_out
                 } else {
                     0
@@ -418,7 +378,7 @@ impl SharedStates {
         }
         let closed = cache
             .iter()
-            .filter(|(_, c)| c.seen == "closed" && c.calls > 0)
+            .filter(|(_, c)| c.seen == Phase::Closed && c.calls > 0)
             .map(|(key, c)| Closed {
                 key,
                 calls: c.calls,
@@ -431,6 +391,115 @@ impl SharedStates {
     }
 }
 
-fn wait(until: Micros, now: Micros) -> Duration {
-    Duration::from_micros(until.saturating_sub(now).max(1))
+/// A turn's reports: each shared breaker's, with its place among the breakers in force.
+pub(super) struct Batch {
+    armed: std::sync::Arc<Armed>,
+    reports: Vec<(usize, Vec<InstanceReport>)>,
+}
+
+impl Batch {
+    /// The shared breakers' reports, aligned with their states.
+    fn shared(&self) -> impl Iterator<Item = (usize, &SharedStates, &[InstanceReport])> {
+        self.reports
+            .iter()
+            .filter_map(|(i, r)| Some((*i, self.armed.states[*i].shared()?, r.as_slice())))
+    }
+
+    /// How many reports it holds (a probe's report is one, as a call's).
+    fn len(&self) -> u64 {
+        self.reports
+            .iter()
+            .flat_map(|(_, r)| r.iter())
+            .map(|r| r.calls + r.probes.len() as u64)
+            .sum()
+    }
+}
+
+/// The breakers' side of the engine: every shared breaker's reports in one batch (one round
+/// trip on a single Redis), every breaker's phases in one read.
+impl Side for Inner {
+    type Redis = RedisBreakers;
+    type Batch = Batch;
+
+    fn link(&self) -> &Link {
+        &self.link
+    }
+
+    fn take(&self) -> (Batch, u64) {
+        let armed = self.armed.load_full();
+        let reports = armed
+            .states
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let r = s.shared()?.take();
+                (!r.is_empty()).then_some((i, r))
+            })
+            .collect();
+        let batch = Batch { armed, reports };
+        let n = batch.len();
+        (batch, n)
+    }
+
+    async fn flush(&self, redis: &RedisBreakers, batch: Batch) -> Result<(), Unsent> {
+        let shared: Vec<_> = batch.shared().collect();
+        let calls: Vec<(&SharedBreaker, &[InstanceReport])> =
+            shared.iter().map(|(_, s, r)| (&s.breaker, *r)).collect();
+        match redis.report_many(&calls).await {
+            Ok(answers) => {
+                let now = redis.now();
+                for ((i, s, reports), states) in shared.into_iter().zip(answers) {
+                    let states: Vec<(String, InstanceState)> = reports
+                        .iter()
+                        .map(|r| r.instance.clone())
+                        .zip(states)
+                        .collect();
+                    for (key, c) in s.flushed(&states, now) {
+                        self.emit(&batch.armed, i, &key, &c);
+                    }
+                }
+                Ok(())
+            }
+            Err(error) => Err(Unsent {
+                error,
+                reports: batch.len(),
+            }),
+        }
+    }
+
+    async fn read(&self, redis: &RedisBreakers, what: Read) -> Result<bool, StoreError> {
+        if what == Read::New {
+            // A breaker's read is whole: its instances not closed.
+            return Ok(false);
+        }
+        let armed = self.armed.load_full();
+        let shared: Vec<(usize, &SharedStates)> = armed
+            .states
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i, s.shared()?)))
+            .collect();
+        if shared.is_empty() {
+            return Ok(false);
+        }
+        let breakers: Vec<&SharedBreaker> = shared.iter().map(|(_, s)| &s.breaker).collect();
+        let all = redis.read_many(&breakers).await?;
+        let now = redis.now();
+        for ((i, s), phases) in shared.iter().zip(all) {
+            for (key, c) in s.read(phases, now) {
+                self.emit(&armed, *i, &key, &c);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The transitions published by every node, subscribed once a breaker is in force (a node
+    /// without breakers holds no subscription).
+    fn follow(&self, redis: &RedisBreakers) -> Option<Follower> {
+        if self.armed.load().states.is_empty() {
+            return None;
+        }
+        let (redis, wake) = (redis.clone(), std::sync::Arc::clone(self.link.wake()));
+        Some(Box::pin(async move { redis.follow(wake).await }))
+    }
 }

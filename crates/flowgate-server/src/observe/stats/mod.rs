@@ -346,7 +346,8 @@ impl Stats {
                     None => Vec::new(),
                     Some(_) => state
                         .limiter
-                        .adaptive_limits(&r.domain, &r.name)
+                        .adaptive()
+                        .limits(&r.domain, &r.name)
                         .into_iter()
                         .map(|a| AdaptiveLimit {
                             key: a.key,
@@ -393,7 +394,8 @@ impl Stats {
             alerts: Vec::new(),
             breakers: state
                 .limiter
-                .breaker_views()
+                .breakers()
+                .views()
                 .0
                 .iter()
                 .map(|b| {
