@@ -19,7 +19,7 @@ use super::schema::{
     AdaptiveDoc, AlertDoc, BreakerDoc, EntryDoc, LimitField, OverrideDoc, Pattern, QueueDoc,
     RuleDoc, TrialDoc,
 };
-use crate::observe::alerts::{AlertKind, AlertSpec};
+use crate::alert::{AlertKind, AlertSpec};
 
 /// The default algorithm of a rule that names none (a calendar window's is `fixed_window`).
 pub(crate) const DEFAULT_ALGORITHM: Algorithm = Algorithm::SlidingWindow;

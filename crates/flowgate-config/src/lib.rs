@@ -6,6 +6,7 @@
 //! files (starting with `.`, such as Kubernetes' `..data`) are skipped. Every error names the
 //! file, the line and the field.
 
+pub mod alert;
 mod convert;
 mod envoy;
 mod error;
@@ -13,7 +14,7 @@ pub mod schema;
 mod toml;
 mod urls;
 
-pub(crate) use self::urls::redact as redact_url;
+pub use self::urls::{REDACTED, redact as redact_url};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,9 +24,9 @@ use flowgate_core::{Rule, RuleSet, RuleSetError};
 
 use flowgate::breakers::{BreakerDef, BreakerSet};
 
-use crate::observe::alerts::{AlertKind, AlertSet, AlertSpec};
+use crate::alert::{AlertKind, AlertSet, AlertSpec};
 
-pub use self::envoy::{envoy_unit, envoy_unit_seconds};
+pub use self::envoy::ENVOY_UNITS;
 pub use self::error::ConfigError;
 
 /// Checks an Alertmanager's URL as the configuration does (`http://host[:port][/prefix]`): the

@@ -1,6 +1,6 @@
 //! The rule schema: the serde types that *are* Flowgate's configuration format. TOML files and
 //! JSON bodies are read by them, `GET /v1/rules` is written by them (so what it writes, `PUT`
-//! reads back), and envoyproxy/ratelimit's YAML is mapped onto them. [`convert`](super::convert)
+//! reads back), and envoyproxy/ratelimit's YAML is mapped onto them. `convert.rs`
 //! turns them into the core's [`Rule`] and [`QueueSpec`](flowgate_core::queue::QueueSpec) in one
 //! place; [`RuleDoc::of`] is the way back.
 //!
@@ -638,8 +638,8 @@ impl RuleView {
 impl AlertDoc {
     /// The document of an alert: converting it back gives the same alert (its webhooks and
     /// Alertmanagers written out, its domain named).
-    pub fn of(a: &crate::observe::alerts::AlertSpec) -> Self {
-        use crate::observe::alerts::AlertKind;
+    pub fn of(a: &crate::alert::AlertSpec) -> Self {
+        use crate::alert::AlertKind;
         let mut doc = AlertDoc {
             name: a.name.clone(),
             for_: (a.for_ms > 0).then(|| format_micros(a.for_ms.saturating_mul(1000))),

@@ -434,7 +434,7 @@ fn queue_errors_name_file_line_and_field() {
 /// (`GET /v1/rules`) and read back as JSON or as TOML (`PUT /v1/rules`), is the same rule.
 #[test]
 fn a_rule_written_by_the_schema_reads_back_the_same() {
-    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/envoy_compat/valid");
+    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("../flowgate-server/tests/envoy_compat/valid");
     let mut rules: Vec<Rule> = Vec::new();
     for path in [
         examples().join("flowgate.toml"),
@@ -499,7 +499,7 @@ fn load_alerts(alerts: &str) -> Result<Loaded, ConfigError> {
 
 #[test]
 fn alerts_of_each_kind_load() {
-    use crate::observe::alerts::AlertKind;
+    use crate::alert::AlertKind;
     let loaded = load_alerts(
         "alert_webhooks = [\"http://127.0.0.1:9093/hook\"]\nalertmanagers = [\"http://am:9093\"]\n\
          [[alert]]\nname = \"r\"\nrule = \"per-client\"\nrejection_ratio = 0.5\nfor = \"10s\"\nmin_rate = 2\nseverity = \"page\"\n\

@@ -10,7 +10,7 @@ use super::schema::FileDoc;
 
 /// What stands for a hidden part of a URL. It is not a valid URL character, so a URL shown
 /// redacted and sent back is recognised (and refused) rather than stored.
-pub(crate) const REDACTED: &str = "<redacted>";
+pub const REDACTED: &str = "<redacted>";
 
 impl FileDoc {
     /// Every URL field of the document, with its path in the document (`alert[0].webhooks[1]`).
@@ -57,7 +57,7 @@ fn list<'a>(out: &mut Vec<(String, &'a mut String)>, path: &str, urls: &'a mut [
 /// fragment, and each path segment that may be a token (16 characters or more, or 6 or more
 /// with a digit). The scheme, host, port and plain path segments (`/api/v2/alerts`) stay, so a
 /// reader still sees where notifications go. A text without `://` is hidden whole.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let (url, fragment) = match url.split_once('#') {
         Some((u, _)) => (u, Some(REDACTED)),
         None => (url, None),
@@ -114,7 +114,7 @@ fn may_be_token(segment: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::schema::AlertDoc;
+    use crate::schema::AlertDoc;
 
     #[test]
     fn secrets_are_hidden_and_the_destination_stays() {

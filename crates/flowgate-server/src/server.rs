@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::backend::{Backend, QueueBackend, ServerClock};
-use crate::config::{self, ConfigError, Loaded};
+use flowgate_config::{ConfigError, Loaded};
 use crate::grpc::RlsService;
 use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
@@ -371,7 +371,7 @@ fn dashboard_token(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
 async fn load_files(cfg: &ServerConfig) -> Result<(u64, Loaded), ServerError> {
     let path = cfg.config.clone();
     let (fingerprint, loaded) = tokio::task::spawn_blocking(move || {
-        (crate::reload::fingerprint(&path), config::load(&path))
+        (crate::reload::fingerprint(&path), flowgate_config::load(&path))
     })
     .await
     .map_err(|e| ServerError::Store(e.to_string()))?;

@@ -9,7 +9,9 @@ use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
 pub(crate) use crate::observe::Api;
-use crate::observe::alerts::{AlertSet, Alerts};
+use flowgate_config::alert::AlertSet;
+
+use crate::observe::alerts::Alerts;
 use crate::observe::metrics::Metrics;
 use crate::observe::{Recorder, Stats};
 use crate::rules::follow::Follower;

@@ -16,10 +16,10 @@ mod common;
 
 use std::path::Path;
 
-use flowgate_server::config::schema::{
+use flowgate_config::schema::{
     EntryDoc, FileDoc, FlaggedEntry, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc,
 };
-use flowgate_server::config::{self, ConfigError};
+use flowgate_config::ConfigError;
 use flowgate_testkit::fuzz::{self, hostile_number, hostile_text};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
@@ -410,7 +410,7 @@ fn clear_config_error(e: &ConfigError, name: &str, text: &str) -> Result<(), Tes
 
 /// Loads `text` as the file `name` and checks what comes back.
 fn load(name: &str, text: &str) -> Result<(), TestCaseError> {
-    match config::load_texts(&[(name.to_owned(), text.to_owned())]) {
+    match flowgate_config::load_texts(&[(name.to_owned(), text.to_owned())]) {
         Ok(loaded) => {
             // What loads is usable: every rule reads back from its document.
             prop_assert_eq!(loaded.rules.rules().len(), loaded.config.rules.len());

@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 use super::ApiError;
 use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body;
-use crate::config::schema::{AlertDoc, BreakerDoc, FileDoc, QueueDoc, RuleDoc, RuleView};
-use crate::config::{self, Config, ConfigError, Format};
+use flowgate_config::schema::{AlertDoc, BreakerDoc, FileDoc, QueueDoc, RuleDoc, RuleView};
+use flowgate_config::{Config, ConfigError, Format};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
 use crate::rules::doc::{DocFile, RulesDoc};
@@ -28,7 +28,7 @@ use crate::state::AppState;
 type Shared = State<Arc<AppState>>;
 
 /// The largest rules body (the configuration's bound).
-pub(super) const MAX_RULES_BYTES: usize = config::MAX_FILE_BYTES as usize;
+pub(super) const MAX_RULES_BYTES: usize = flowgate_config::MAX_FILE_BYTES as usize;
 
 fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
@@ -284,7 +284,7 @@ pub(super) async fn put_rules(
     }
     let file = &doc.files[0];
     let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
-    let parsed = config::parse_config("<api>", format, &file.text).map_err(locate);
+    let parsed = flowgate_config::parse_config("<api>", format, &file.text).map_err(locate);
     let change = state.rules.change().await;
     let set = parsed.and_then(|c: Config| {
         Ok((

@@ -5,6 +5,7 @@
 //! Series are per second, oldest first, aligned on whole seconds of the wall clock: `series.start`
 //! is the first second's Unix time, and the last entry is the last complete second (`at`).
 
+use flowgate_config::alert::AlertKind;
 use serde::{Deserialize, Serialize};
 
 /// Everything shown at one instant.
@@ -31,7 +32,8 @@ pub struct StatsView {
     /// them), this process's on the embedded store.
     #[serde(default)]
     pub breakers: Vec<BreakerView>,
-    /// The rules' version and origin.
+
+/// The rules' version and origin.
     pub rules_info: RulesInfoView,
     /// When the parts' figures were read, so that a reader can tell how old each is.
     #[serde(default)]
@@ -317,6 +319,28 @@ pub enum Watched {
     },
     /// The limiter's store.
     Store,
+}
+
+impl Watched {
+/// What an alert of `kind` watches.
+pub fn of(kind: &AlertKind) -> Self {
+    match kind {
+        AlertKind::Rule { domain, rule, .. } => Watched::Rule {
+            domain: domain.clone(),
+            name: rule.clone(),
+        },
+        AlertKind::QueueAge { domain, queue, .. }
+        | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
+            domain: domain.clone(),
+            name: queue.clone(),
+        },
+        AlertKind::StoreDegraded => Watched::Store,
+        AlertKind::Breaker { domain, breaker } => Watched::Breaker {
+            domain: domain.clone(),
+            name: breaker.clone(),
+        },
+    }
+}
 }
 
 /// The rules' version and origin.

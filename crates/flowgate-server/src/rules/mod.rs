@@ -21,7 +21,7 @@ pub(crate) use in_force::{RulesInForce, RulesInfo, RulesOrigin};
 use doc::RulesDoc;
 use shared::{Base, SharedError, Version, Written};
 
-use crate::config::ConfigError;
+use flowgate_config::ConfigError;
 
 /// What a node follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

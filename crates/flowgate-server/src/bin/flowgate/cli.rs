@@ -228,7 +228,7 @@ fn parse_external_url(text: &str) -> Result<String, String> {
 }
 
 fn parse_alertmanager_url(text: &str) -> Result<String, String> {
-    flowgate_server::config::check_alertmanager_url(text.trim())
+    flowgate_config::check_alertmanager_url(text.trim())
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {

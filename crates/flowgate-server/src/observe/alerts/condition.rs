@@ -16,7 +16,7 @@
 //!
 //! [`RuleStats::rejection_ratio`]: crate::observe::view::RuleStats::rejection_ratio
 
-use super::spec::AlertKind;
+use flowgate_config::alert::AlertKind;
 use crate::observe::view::StatsView;
 
 /// How many of the heaviest (rejected descriptors, breaker instances) a message names.

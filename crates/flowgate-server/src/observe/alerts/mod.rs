@@ -3,7 +3,7 @@
 //! webhooks and to Alertmanagers through their API, logged (target `flowgate::alerts`),
 //! exported as `flowgate_alerts_firing{alert}` and shown in the views ([`Alerts::views`]).
 //!
-//! The parts: [`spec`] (what an alert watches), [`condition`] (reading it from a view, with
+//! The parts: what an alert watches ([`AlertSpec`], declared in the configuration), [`condition`] (reading it from a view, with
 //! its value in units and who it is about), [`machine`] (inactive → pending → firing →
 //! resolved, on time passed in), [`webhook`] (the webhook message), [`alertmanager`]
 //! (Alertmanager's API, re-sent while firing), [`delivery`] (the webhooks' outboxes),
@@ -18,7 +18,6 @@ pub mod cluster;
 pub mod condition;
 pub mod delivery;
 pub mod machine;
-pub mod spec;
 pub mod webhook;
 
 use std::collections::BTreeMap;
@@ -36,9 +35,10 @@ use self::cluster::{Cluster, Lease};
 use self::condition::Reading;
 use self::delivery::{Delivery, Outbox};
 use self::machine::{Phase, Transition};
-pub use self::spec::{AlertKind, AlertSet, AlertSpec};
+use flowgate_config::alert::{AlertSet, AlertSpec};
+
 use crate::observe::metrics::Metrics;
-use crate::observe::view::{AlertView, StatsView};
+use crate::observe::view::{AlertView, StatsView, Watched};
 
 /// How often the alerts are evaluated (on each new view, which comes every second).
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -159,7 +159,7 @@ impl Alerts {
                     state: s.phase.name().to_owned(),
                     since_ms: s.phase.since_ms(),
                     value: s.value,
-                    watched: Some(a.kind.watched()),
+                    watched: Some(Watched::of(&a.kind)),
                 }
             })
             .collect()

@@ -29,7 +29,7 @@ use cluster::Cluster;
 use latency::Latency;
 use refusals::Refusals;
 
-use crate::config::schema::LimitDoc;
+use flowgate_config::schema::{LimitDoc, RuleDoc};
 use crate::observe::view::{
     AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, ReadTimes,
     RuleStats, RulesInfoView, Scope, Series, StatsView, StoreStats,
@@ -94,7 +94,7 @@ fn limit_text(l: Option<&flowgate_core::Limit>) -> Option<String> {
 
 /// Text of a rule's schedule: each override's fields, `limit=50/s days=[sat, sun]; ...`.
 fn schedule_text(r: &Rule) -> String {
-    let doc = crate::config::schema::RuleDoc::of(r);
+    let doc = RuleDoc::of(r);
     doc.schedule
         .iter()
         .map(|o| match serde_json::to_value(o) {

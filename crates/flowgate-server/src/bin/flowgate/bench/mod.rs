@@ -282,7 +282,7 @@ pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     };
     let library = match args.api {
         BenchApi::Library => {
-            let set = flowgate_server::config::load(&args.config)?.rules;
+            let set = flowgate_config::load(&args.config)?.rules;
             let backend = match &args.redis_url {
                 Some(url) => {
                     flowgate_server::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?
