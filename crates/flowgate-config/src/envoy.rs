@@ -43,8 +43,11 @@ use flowgate_core::quota::format_micros;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::schema::{EntryDoc, FlaggedEntry, LimitField, Pattern, RuleDoc};
-use super::{ConfigError, LocatedRule};
+use flowgate_core::Rule;
+
+use crate::error::ConfigError;
+use crate::located::Located;
+use crate::schema::{AlgorithmDoc, EntryDoc, FlaggedEntry, LimitField, Pattern, RuleDoc};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,7 +118,7 @@ pub const ENVOY_UNITS: [(&str, u64); 7] = [
 struct Ctx<'a> {
     file: &'a str,
     domain: String,
-    out: Vec<LocatedRule>,
+    out: Vec<Located<Rule>>,
 }
 
 impl Ctx<'_> {
@@ -128,13 +131,13 @@ impl Ctx<'_> {
 pub(crate) fn parse(
     file: &str,
     text: &str,
-) -> Result<((String, u64), Vec<LocatedRule>), ConfigError> {
+) -> Result<((String, u64), Vec<Located<Rule>>), ConfigError> {
     let root: Root = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         let line = loc.map(|l| l.line());
         let field = loc
             .and_then(|l| l.span().byte_offset())
-            .map(|off| super::key_on_line(text, off as usize))
+            .map(|off| crate::key_on_line(text, off as usize))
             .unwrap_or_default();
         let message = first_line(&e.to_string());
         ConfigError::new(file, line, field, message)
@@ -313,7 +316,7 @@ fn load(
                 pattern: Pattern::Entries(pattern.clone()),
                 unlimited: limit.is_none(),
                 limit,
-                algorithm: Some("fixed_window".into()),
+                algorithm: Some(AlgorithmDoc::FixedWindow),
                 shadow: d.shadow_mode,
                 detailed_metric: d.detailed_metric,
                 quota_mode: d.quota_mode,
@@ -324,10 +327,11 @@ fn load(
             let rule = doc
                 .to_rule(None)
                 .map_err(|e| ctx.err(rl_line, &rl_field, e.message))?;
-            ctx.out.push(LocatedRule {
-                rule,
+            ctx.out.push(Located {
+                item: rule,
                 file: ctx.file.to_owned(),
                 line: Some(line),
+                target_line: None,
                 field: here.clone(),
             });
         }

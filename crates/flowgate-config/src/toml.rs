@@ -1,5 +1,5 @@
-//! Flowgate's TOML format: a [`FileDoc`] read by `toml`, each rule and queue converted by
-//! [`super::convert`], errors located at their line through the document's spans.
+//! Flowgate's TOML format: the document parsed with its spans, then read section by section
+//! ([`crate::located`]); every error located at its line through the spans.
 //!
 //! ```toml
 //! domain = "payments"            # default domain of the rules below (optional)
@@ -65,161 +65,145 @@
 //! # min_nodes = 2                # the cluster-wide breaker's (ignored per process)
 //! ```
 
+use serde::de::DeserializeOwned;
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::{DeTable, DeValue, ValueDeserializer};
 
-use super::convert::{At, SchemaError, webhook_of};
-use super::error::line_of;
-use super::schema::FileDoc;
-use super::{ConfigError, LocatedAlert, LocatedBreaker, LocatedQueue, LocatedRule, key_on_line};
+use crate::error::{ConfigError, line_of};
+use crate::key_on_line;
+use crate::located::{self, Declared, SECTIONS, Tree, field_of};
+use crate::schema::FileDoc;
 
-/// What one Flowgate TOML file declares.
-#[derive(Debug)]
-pub(crate) struct Parsed {
-    /// Its rules.
-    pub(crate) rules: Vec<LocatedRule>,
-    /// Its queues.
-    pub(crate) queues: Vec<LocatedQueue>,
-    /// Its alerts.
-    pub(crate) alerts: Vec<LocatedAlert>,
-    /// Its circuit breakers.
-    pub(crate) breakers: Vec<LocatedBreaker>,
+/// Reads a Flowgate TOML file: what it declares, located.
+///
+/// # Errors
+/// [`ConfigError`] naming the file, line and field of the first fault.
+pub(crate) fn read(file: &str, text: &str) -> Result<Declared, ConfigError> {
+    let root = DeTable::parse(text).map_err(|e| syntax_error(file, text, &e))?;
+    located::read(&TomlTree { file, text, root })
 }
 
-/// Parses a Flowgate TOML file: its rules, its queues, its alerts and its breakers.
-pub(crate) fn parse(file: &str, text: &str) -> Result<Parsed, ConfigError> {
-    let doc: FileDoc = ::toml::from_str(text).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
-        let field = key_on_line(text, span.start);
-        let nth = table_index_at(text, span.start);
-        let field = match (nth, field.is_empty()) {
-            (Some(table), false) => format!("{table}.{field}"),
-            (Some(table), true) => table,
-            (None, _) => field,
-        };
-        ConfigError::new(
-            file,
-            e.span().map(|s| line_of(text, s.start)),
-            field,
-            e.message().trim().to_owned(),
-        )
-    })?;
-    let spans = Spans::parse(text);
-    let domain = doc.domain.as_deref();
-    let mut queues = Vec::with_capacity(doc.queue.len());
-    for (i, q) in doc.queue.iter().enumerate() {
-        let spec = q
-            .to_spec(domain)
-            .map_err(|e| spans.error(file, "queue", i, e))?;
-        queues.push(LocatedQueue {
-            spec,
-            file: file.to_owned(),
-            line: spans.line("queue", i, None),
-            field: format!("queue[{i}]"),
-        });
-    }
-    let mut rules = Vec::with_capacity(doc.rule.len());
-    for (i, r) in doc.rule.iter().enumerate() {
-        let rule = r
-            .to_rule(domain)
-            .map_err(|e| spans.error(file, "rule", i, e))?;
-        rules.push(LocatedRule {
-            rule,
-            file: file.to_owned(),
-            line: spans.line("rule", i, None),
-            field: format!("rule[{i}]"),
-        });
-    }
-    let root_line = |key_name: &str| {
-        spans
-            .root
-            .as_ref()
-            .and_then(|r| key(r.get_ref(), key_name))
-            .map(|d| line_of(text, d.span().start))
+/// A TOML syntax error: its line, and the field of the table and key it is in, found in what the
+/// parser recovers of the document.
+fn syntax_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let at = e.span().map(|s| s.start);
+    let key = at
+        .map(|offset| key_on_line(text, offset))
+        .unwrap_or_default();
+    let (recovered, _) = DeTable::parse_recoverable(text);
+    let table = at.and_then(|offset| table_at(text, recovered.get_ref(), offset));
+    let field = match (table, key.is_empty()) {
+        (Some(t), false) => format!("{t}.{key}"),
+        (Some(t), true) => t,
+        (None, _) => key,
     };
-    for (key_name, urls) in [
-        ("alert_webhooks", &doc.alert_webhooks),
-        ("alertmanagers", &doc.alertmanagers),
-    ] {
-        for (i, w) in urls.iter().enumerate() {
-            webhook_of(&format!("{key_name}[{i}]"), w)
-                .map_err(|e| ConfigError::new(file, root_line(key_name), e.field, e.message))?;
+    ConfigError::new(
+        file,
+        at.map(|offset| line_of(text, offset)),
+        field,
+        e.message().trim(),
+    )
+}
+
+/// The path of the `[[table]]` (`rule[1]`, `rule[1].schedule[0]`) whose header is the last before
+/// `offset`, if any.
+fn table_at(text: &str, table: &DeTable<'_>, offset: usize) -> Option<String> {
+    let mut best: Option<(usize, String, &DeTable<'_>)> = None;
+    for (key, value) in table.iter() {
+        let Some(array) = value.get_ref().as_array() else {
+            continue;
+        };
+        for (i, element) in array.iter().enumerate() {
+            let start = element.span().start;
+            let header = text.get(start..).is_some_and(|t| t.starts_with("[["));
+            if let (true, true, Some(t)) = (header, start <= offset, element.get_ref().as_table())
+                && best.as_ref().is_none_or(|(s, _, _)| start > *s)
+            {
+                best = Some((start, format!("{}[{i}]", key.get_ref()), t));
+            }
         }
     }
-    let destinations = super::convert::FileDestinations {
-        webhooks: &doc.alert_webhooks,
-        alertmanagers: &doc.alertmanagers,
-    };
-    let mut alerts = Vec::with_capacity(doc.alert.len());
-    for (i, a) in doc.alert.iter().enumerate() {
-        let spec = a
-            .to_spec(domain, &destinations)
-            .map_err(|e| spans.error(file, "alert", i, e))?;
-        let target = if a.rule.is_some() {
-            "rule"
-        } else if a.breaker.is_some() {
-            "breaker"
-        } else {
-            "queue"
-        };
-        alerts.push(LocatedAlert {
-            spec,
-            file: file.to_owned(),
-            line: spans.line("alert", i, None),
-            target_line: spans.line("alert", i, Some(target)),
-            field: format!("alert[{i}]"),
-        });
-    }
-    let mut breakers = Vec::with_capacity(doc.breaker.len());
-    for (i, b) in doc.breaker.iter().enumerate() {
-        let def = b
-            .to_def(domain)
-            .map_err(|e| spans.error(file, "breaker", i, e))?;
-        breakers.push(LocatedBreaker {
-            def,
-            file: file.to_owned(),
-            line: spans.line("breaker", i, None),
-            field: format!("breaker[{i}]"),
-        });
-    }
-    Ok(Parsed {
-        rules,
-        queues,
-        alerts,
-        breakers,
+    let (_, path, inner) = best?;
+    Some(match table_at(text, inner, offset) {
+        Some(below) => format!("{path}.{below}"),
+        None => path,
     })
 }
 
-/// A parsed file's spans: the line of each table and key.
-struct Spans<'t> {
+/// A TOML document with its spans.
+struct TomlTree<'t> {
+    file: &'t str,
     text: &'t str,
-    root: Option<Spanned<DeTable<'t>>>,
+    root: Spanned<DeTable<'t>>,
 }
 
-fn key<'a, 't>(table: &'a DeTable<'t>, name: &str) -> Option<&'a Spanned<DeValue<'t>>> {
-    table
-        .iter()
-        .find(|(k, _)| k.get_ref().as_ref() == name)
-        .map(|(_, v)| v)
+impl TomlTree<'_> {
+    /// `value` deserialized as `T`, an error located at its field below `prefix`.
+    fn deserialize<T: DeserializeOwned>(
+        &self,
+        prefix: Option<&str>,
+        value: Spanned<DeValue<'_>>,
+    ) -> Result<T, ConfigError> {
+        serde_path_to_error::deserialize(ValueDeserializer::from(value)).map_err(|e| {
+            let field = field_of(prefix, e.path());
+            let e = e.into_inner();
+            ConfigError::new(
+                self.file,
+                e.span().map(|s| line_of(self.text, s.start)),
+                field,
+                e.message().trim(),
+            )
+        })
+    }
+
+    fn section(&self, key: &str) -> Option<&Spanned<DeValue<'_>>> {
+        self.root.get_ref().get(key)
+    }
 }
 
-impl<'t> Spans<'t> {
-    fn parse(text: &'t str) -> Self {
-        Self {
-            text,
-            root: DeTable::parse(text).ok(),
+impl Tree for TomlTree<'_> {
+    fn file(&self) -> &str {
+        self.file
+    }
+
+    fn head(&self) -> Result<FileDoc, ConfigError> {
+        let mut head = self.root.get_ref().clone();
+        for key in SECTIONS {
+            head.remove(key);
+        }
+        let head = Spanned::new(self.root.span(), DeValue::Table(head));
+        self.deserialize(None, head)
+    }
+
+    fn count(&self, key: &str) -> Result<usize, ConfigError> {
+        match self.section(key) {
+            None => Ok(0),
+            Some(v) => match v.get_ref().as_array() {
+                Some(a) => Ok(a.len()),
+                None => self
+                    .deserialize::<Vec<serde::de::IgnoredAny>>(Some(key), v.clone())
+                    .map(|v| v.len()),
+            },
         }
     }
 
-    /// The line of `path` (`limit`, `schedule[0].days`) in the `index`-th `[[table]]`, or of the
-    /// deepest part of it that exists (the table itself without a path).
-    fn line(&self, table: &str, index: usize, path: Option<&str>) -> Option<u64> {
-        let root = self.root.as_ref()?;
-        let mut at = key(root.get_ref(), table)?.get_ref().get(index)?;
+    fn element<T: DeserializeOwned>(&self, key: &str, index: usize) -> Result<T, ConfigError> {
+        let value = self
+            .section(key)
+            .and_then(|v| v.get_ref().get(index))
+            .cloned()
+            .ok_or_else(|| {
+                ConfigError::new(self.file, None, format!("{key}[{index}]"), "missing")
+            })?;
+        self.deserialize(Some(&format!("{key}[{index}]")), value)
+    }
+
+    fn line(&self, key: &str, index: usize, path: Option<&str>) -> Option<u64> {
+        let mut at = self.section(key)?.get_ref().get(index)?;
         for part in path.into_iter().flat_map(|p| p.split(['.', '['])) {
             let next = match part.strip_suffix(']') {
                 Some(n) => n.parse::<usize>().ok().and_then(|n| at.get_ref().get(n)),
-                None => at.get_ref().as_table().and_then(|t| key(t, part)),
+                None => at.get_ref().as_table().and_then(|t| t.get(part)),
             };
             match next {
                 Some(n) => at = n,
@@ -229,58 +213,8 @@ impl<'t> Spans<'t> {
         Some(line_of(self.text, at.span().start))
     }
 
-    /// A conversion error of the `index`-th `[[table]]` as a configuration error.
-    fn error(&self, file: &str, table: &str, index: usize, e: SchemaError) -> ConfigError {
-        let line = match &e.at {
-            At::Here(path) => self.line(table, index, Some(path)),
-            At::FileDomain => self
-                .root
-                .as_ref()
-                .and_then(|r| key(r.get_ref(), "domain"))
-                .map(|d| line_of(self.text, d.span().start)),
-        };
-        ConfigError::new(
-            file,
-            line,
-            format!("{table}[{index}].{}", e.field),
-            e.message,
-        )
-    }
-}
-
-/// Which `[[rule]]`, `[[rule.schedule]]`, `[[queue]]`, `[[alert]]` or `[[breaker]]` table
-/// contains `offset`, if any, as a field path (`rule[1]`, `rule[1].schedule[0]`, `queue[0]`,
-/// `alert[2]`, `breaker[0]`), for
-/// errors of the TOML reader, which gives a position but not a path.
-fn table_index_at(text: &str, offset: usize) -> Option<String> {
-    let before = text.get(..offset.min(text.len()))?;
-    let (mut rules, mut schedules, mut queues, mut alerts, mut last) = (0, 0, 0, 0, None);
-    let mut breakers = 0;
-    for l in before.lines().map(str::trim_start) {
-        if l.starts_with("[[rule]]") {
-            rules += 1;
-            schedules = 0;
-            last = Some("rule");
-        } else if l.starts_with("[[rule.schedule]]") {
-            schedules += 1;
-            last = Some("schedule");
-        } else if l.starts_with("[[queue]]") {
-            queues += 1;
-            last = Some("queue");
-        } else if l.starts_with("[[alert]]") {
-            alerts += 1;
-            last = Some("alert");
-        } else if l.starts_with("[[breaker]]") {
-            breakers += 1;
-            last = Some("breaker");
-        }
-    }
-    match last? {
-        "rule" => Some(format!("rule[{}]", rules - 1)),
-        "schedule" if rules > 0 => Some(format!("rule[{}].schedule[{}]", rules - 1, schedules - 1)),
-        "schedule" => None,
-        "alert" => Some(format!("alert[{}]", alerts - 1)),
-        "breaker" => Some(format!("breaker[{}]", breakers - 1)),
-        _ => Some(format!("queue[{}]", queues - 1)),
+    fn root_line(&self, key: &str) -> Option<u64> {
+        self.section(key)
+            .map(|v| line_of(self.text, v.span().start))
     }
 }

@@ -308,8 +308,7 @@ mod tests {
                 let quota: Quota = format!("{limit}/{w}").parse().unwrap();
                 for extra in [0, 1] {
                     let micros = quota.window_micros() + extra;
-                    let quota =
-                        Quota::new(limit, Duration::from_micros(micros)).unwrap();
+                    let quota = Quota::new(limit, Duration::from_micros(micros)).unwrap();
                     let l = Limit::new(Algorithm::FixedWindow, quota).unwrap();
                     assert_eq!(
                         unit_of(&l),

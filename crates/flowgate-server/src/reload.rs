@@ -24,8 +24,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use flowgate_config::ConfigError;
 use crate::rules::{RulesInForce, RulesOrigin};
+use flowgate_config::ConfigError;
 
 /// How long to wait for more file events before reloading.
 const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -52,10 +52,7 @@ pub(crate) fn fingerprint(path: &Path) -> u64 {
 ///
 /// # Errors
 /// The configuration error, already logged and counted.
-pub(crate) async fn reload_now(
-    rules: &RulesInForce,
-    path: &Path,
-) -> Result<u64, ConfigError> {
+pub(crate) async fn reload_now(rules: &RulesInForce, path: &Path) -> Result<u64, ConfigError> {
     let change = rules.change().await;
     let p = path.to_owned();
     let loaded = tokio::task::spawn_blocking(move || flowgate_config::load(&p))

@@ -12,7 +12,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::backend::{Backend, QueueBackend, ServerClock};
-use flowgate_config::{ConfigError, Loaded};
 use crate::grpc::RlsService;
 use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
@@ -20,6 +19,7 @@ use crate::rules::shared::SharedRules;
 use crate::rules::{RulesInfo, RulesOrigin, RulesSource};
 use crate::state::AppState;
 use crate::tokens::AdminTokens;
+use flowgate_config::{ConfigError, Loaded};
 
 /// The default HTTP address (loopback).
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
@@ -371,7 +371,10 @@ fn dashboard_token(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
 async fn load_files(cfg: &ServerConfig) -> Result<(u64, Loaded), ServerError> {
     let path = cfg.config.clone();
     let (fingerprint, loaded) = tokio::task::spawn_blocking(move || {
-        (crate::reload::fingerprint(&path), flowgate_config::load(&path))
+        (
+            crate::reload::fingerprint(&path),
+            flowgate_config::load(&path),
+        )
     })
     .await
     .map_err(|e| ServerError::Store(e.to_string()))?;

@@ -16,13 +16,17 @@ mod common;
 
 use std::path::Path;
 
+use flowgate::Algorithm;
 use flowgate_config::schema::{
-    EntryDoc, FileDoc, FlaggedEntry, LimitField, OverrideDoc, Pattern, QueueDoc, RuleDoc,
+    AdaptiveDoc, AlertDoc, AlgorithmDoc, BreakerDoc, EntryDoc, FailureDoc, FileDoc, FlaggedEntry,
+    LimitField, ModeDoc, OverrideDoc, Pattern, QueueDoc, RuleDoc, StoreCondition, StrategyDoc,
+    TrialDoc, Watch,
 };
-use flowgate_config::ConfigError;
+use flowgate_config::{Config, ConfigError};
 use flowgate_testkit::fuzz::{self, hostile_number, hostile_text};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
+use serde::de::DeserializeOwned;
 
 // ---------------------------------------------------------------------------------------------
 // Configuration files
@@ -87,12 +91,55 @@ fn yaml_seeds() -> Vec<String> {
     seeds
 }
 
-/// A text the schema reads: a valid one or a hostile one.
-fn word(valid: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
-    prop_oneof![
-        3 => prop::sample::select(valid).prop_map(str::to_owned),
-        1 => hostile_text(),
-    ]
+/// How often a generated value is wrong: most files the generator writes are valid (so that
+/// what loads is read back, with alerts, breakers, warm-ups, trials and adaptive limits), and in
+/// a hostile one (one file in three) any field may be wrong.
+#[derive(Clone, Copy, Debug)]
+struct Wrong(u32);
+
+impl Wrong {
+    /// Mostly `valid`, now and then `wrong`.
+    fn pick<T: std::fmt::Debug>(
+        self,
+        valid: impl Strategy<Value = T> + Clone + 'static,
+        wrong: impl Strategy<Value = T> + Clone + 'static,
+    ) -> BoxedStrategy<T> {
+        if self.0 == 0 {
+            valid.boxed()
+        } else {
+            prop_oneof![12 => valid, self.0 => wrong].boxed()
+        }
+    }
+
+    /// A text the schema reads: one of `valid`, or now and then a hostile one.
+    fn word(self, valid: &'static [&'static str]) -> BoxedStrategy<String> {
+        self.pick(
+            prop::sample::select(valid).prop_map(str::to_owned),
+            hostile_text(),
+        )
+    }
+
+    /// A field of this profile when `yes`, else of another (a burst on a sliding log): `s`
+    /// when `yes`, else `None` or now and then `s`.
+    fn of<T: std::fmt::Debug + Clone + 'static>(
+        self,
+        yes: bool,
+        s: BoxedStrategy<Option<T>>,
+    ) -> BoxedStrategy<Option<T>> {
+        if yes {
+            s
+        } else {
+            self.stray(s).prop_map(Option::flatten).boxed()
+        }
+    }
+
+    /// A field of another profile (a burst on a sliding log): `None`, or now and then `s`.
+    fn stray<T: std::fmt::Debug + Clone + 'static>(
+        self,
+        s: impl Strategy<Value = T> + Clone + 'static,
+    ) -> BoxedStrategy<Option<T>> {
+        self.pick(Just(None), s.prop_map(Some))
+    }
 }
 
 fn opt<T: std::fmt::Debug + Clone>(
@@ -101,8 +148,71 @@ fn opt<T: std::fmt::Debug + Clone>(
     prop::option::weighted(0.5, s)
 }
 
-fn entry() -> impl Strategy<Value = EntryDoc> + Clone {
-    let text = word(&[
+/// The names of a unit enum of the schema, as serde reads them (the `variants` serde's derive
+/// hands its deserializer): the schema's own list, so that a name added to it is generated with
+/// no change here.
+fn variants<T: DeserializeOwned>() -> &'static [&'static str] {
+    struct Names(&'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for &mut Names {
+        type Error = serde::de::value::Error;
+        fn deserialize_enum<V: serde::de::Visitor<'de>>(
+            self,
+            _name: &'static str,
+            variants: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = variants;
+            Err(serde::de::Error::custom("the names are read"))
+        }
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("not an enum"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map struct
+            identifier ignored_any
+        }
+    }
+    let mut names = Names(&[]);
+    let _ = T::deserialize(&mut names);
+    assert!(!names.0.is_empty(), "not an enum of the schema");
+    names.0
+}
+
+/// Any value of a unit enum of the schema ([`variants`]).
+fn named<T: DeserializeOwned + std::fmt::Debug + Clone>() -> impl Strategy<Value = T> + Clone {
+    prop::sample::select(variants::<T>()).prop_map(|name| {
+        serde_json::from_value(serde_json::Value::from(name)).expect("a name of the enum")
+    })
+}
+
+/// A number no field takes, or at an edge.
+fn wild_number() -> impl Strategy<Value = f64> + Clone {
+    prop_oneof![
+        prop::sample::select(&[0.0, -1.0, 1.0, f64::MAX, f64::MIN_POSITIVE, f64::NAN][..]),
+        any::<f64>(),
+    ]
+}
+
+fn select<T: Clone + std::fmt::Debug + 'static>(
+    list: &'static [T],
+) -> impl Strategy<Value = T> + Clone {
+    prop::sample::select(list)
+}
+
+/// A count: one of `valid`, or now and then any.
+fn count<T: Arbitrary + Clone + std::fmt::Debug + 'static>(
+    w: Wrong,
+    valid: &'static [T],
+) -> BoxedStrategy<T> {
+    w.pick(select(valid), any::<T>().boxed())
+}
+
+fn entry(w: Wrong) -> impl Strategy<Value = EntryDoc> + Clone {
+    let text = w.word(&[
         "biz=PAY",
         "channel",
         "path=files/*",
@@ -122,45 +232,86 @@ fn entry() -> impl Strategy<Value = EntryDoc> + Clone {
     ]
 }
 
-fn pattern() -> impl Strategy<Value = Pattern> + Clone {
-    prop_oneof![
-        word(&["biz=PAY, channel=WPG", "client", "path=files/*"]).prop_map(Pattern::Text),
-        prop::collection::vec(entry(), 0..4).prop_map(Pattern::Entries),
-    ]
+/// The `match` of the `i`-th declaration of a kind (`entries[i]`, distinct so that a file's
+/// patterns do not clash), as text or as a list, or a generated one.
+fn pattern(
+    w: Wrong,
+    entries: &'static [&'static [&'static str]],
+    i: usize,
+) -> BoxedStrategy<Pattern> {
+    let own = entries[i % entries.len()];
+    let valid = prop_oneof![
+        Just(Pattern::Text(own.join(", "))),
+        Just(Pattern::Entries(
+            own.iter()
+                .map(|e| EntryDoc::Text((*e).to_owned()))
+                .collect()
+        )),
+    ];
+    let wrong = prop_oneof![
+        w.word(&["biz=PAY, channel=WPG", "client", ""])
+            .prop_map(Pattern::Text),
+        prop::collection::vec(entry(w), 0..4).prop_map(Pattern::Entries),
+    ];
+    w.pick(valid, wrong)
 }
 
-fn limit_field() -> impl Strategy<Value = LimitField> + Clone {
-    prop_oneof![
+fn limit_field(w: Wrong, valid: &'static [&'static str]) -> BoxedStrategy<LimitField> {
+    let wrong = prop_oneof![
         prop_oneof![Just(-1i64), Just(0), Just(5), any::<i64>()].prop_map(LimitField::Count),
-        word(&[
-            "20/s",
-            "5/30s",
-            "500/day",
-            "unlimited",
-            "0/s",
-            "4294967295/1w",
-            "1/month"
-        ])
-        .prop_map(LimitField::Text),
-    ]
+        w.word(&["unlimited", "0/s", "4294967295/1w", "1/month", "-1"])
+            .prop_map(LimitField::Text),
+    ];
+    w.pick(
+        prop::sample::select(valid).prop_map(|q| LimitField::Text(q.to_owned())),
+        wrong,
+    )
 }
 
-fn duration_text() -> impl Strategy<Value = String> + Clone {
-    word(&["500ms", "1s", "30s", "1m", "24h", "0s", "day", "week"])
+fn duration_text(w: Wrong, valid: &'static [&'static str]) -> BoxedStrategy<String> {
+    w.pick(
+        select(valid).prop_map(str::to_owned),
+        prop_oneof![
+            select(&["0s", "day", "week", "1000000d", "-1s"][..]).prop_map(str::to_owned),
+            hostile_text()
+        ],
+    )
 }
 
-fn override_doc() -> impl Strategy<Value = OverrideDoc> + Clone {
+/// The names of the rules, queues and breakers a generated file declares, by place: alerts
+/// name them.
+const RULES: [&str; 4] = ["per-client", "wpg-pay", "daily", "in-flight"];
+const RULE_PATTERNS: &[&[&str]] = &[
+    &["client"],
+    &["biz=PAY", "channel=WPG"],
+    &["user"],
+    &["path=files/*"],
+];
+const QUEUES: [&str; 2] = ["refunds", "payouts"];
+const QUEUE_PATTERNS: &[&[&str]] = &[&["biz=REFUND", "channel"], &["biz=PAYOUT"]];
+const BREAKERS: [&str; 2] = ["wpg", "ali"];
+const BREAKER_PATTERNS: &[&[&str]] = &[&["channel=WPG"], &["channel=ALI"]];
+
+/// The quotas an algorithm takes.
+fn quotas(a: Algorithm) -> &'static [&'static str] {
+    match a {
+        Algorithm::FixedWindow => &["20/s", "500/day", "1000/month", "5/30s"],
+        Algorithm::Concurrency => &["10/30s", "50/1m"],
+        _ => &["20/s", "5/30s", "1000/1m"],
+    }
+}
+
+fn override_doc(w: Wrong, a: Algorithm) -> BoxedStrategy<OverrideDoc> {
     (
-        limit_field(),
-        opt(word(&["token_bucket", "fixed_window"])),
-        opt(prop_oneof![Just(0u64), Just(5), any::<u64>()]),
-        opt(word(&[
-            "2026-11-11..2026-11-12",
-            "2026-02-29",
-            "2026-12-31",
-        ])),
-        opt(prop::collection::vec(word(&["sat", "sun", "monday"]), 0..3)),
-        opt(word(&["22:00-06:00", "00:00-24:00", "25:00-26:00"])),
+        limit_field(w, quotas(a)),
+        w.stray(named::<AlgorithmDoc>()),
+        w.stray(any::<u64>()),
+        opt(w.word(&["2026-11-11..2026-11-12", "2026-02-28", "2026-12-31"])),
+        opt(prop::collection::vec(w.word(&["sat", "sun", "mon"]), 1..3)),
+        w.pick(
+            select(&["22:00-06:00", "09:00-17:00"][..]).prop_map(|h| Some(h.to_owned())),
+            prop_oneof![Just(None), w.word(&["25:00-26:00"]).prop_map(Some)],
+        ),
     )
         .prop_map(
             |(limit, algorithm, burst, dates, days, hours)| OverrideDoc {
@@ -172,85 +323,191 @@ fn override_doc() -> impl Strategy<Value = OverrideDoc> + Clone {
                 hours,
             },
         )
+        .boxed()
 }
 
-fn rule_doc() -> impl Strategy<Value = RuleDoc> + Clone {
-    let head = (
-        opt(word(&["api", "payments", ""])),
-        word(&["per-client", "wpg-pay", ""]),
-        pattern(),
-        opt(limit_field()),
-        opt(duration_text()),
-        any::<bool>(),
-        opt(word(&[
-            "fixed_window",
-            "sliding_log",
-            "sliding_window",
-            "token_bucket",
-            "leaky_bucket",
-            "concurrency",
-        ])),
-        opt(prop_oneof![Just(0u64), Just(1), any::<u64>()]),
-        opt(prop_oneof![Just(0u32), Just(10), any::<u32>()]),
-    );
-    let tail = (
-        opt(word(&["reject", "delay"])),
-        opt(duration_text()),
-        opt(word(&["open", "closed", "local"])),
-        opt(prop_oneof![Just(0u32), Just(3), any::<u32>()]),
-        prop::collection::vec(word(&["other-rule", ""]), 0..2),
-        any::<[bool; 5]>(),
-        opt(word(&["UTC", "Asia/Shanghai", "Mars/Olympus"])),
-        prop::collection::vec(override_doc(), 0..3),
-    );
-    (head, tail).prop_map(
-        |(
-            (domain, name, pattern, limit, window, unlimited, algorithm, burst, buckets),
-            (mode, max_wait, failure, nodes, replaces, flags, time_zone, schedule),
-        )| RuleDoc {
-            domain,
-            name,
-            pattern,
+fn trial_doc(w: Wrong, a: Algorithm) -> BoxedStrategy<TrialDoc> {
+    (
+        limit_field(w, quotas(a)),
+        w.stray(duration_text(w, &["1s"])),
+        w.stray(named::<AlgorithmDoc>()),
+        w.stray(any::<u64>()),
+    )
+        .prop_map(|(limit, window, algorithm, burst)| TrialDoc {
             limit,
             window,
-            unlimited,
             algorithm,
             burst,
-            buckets,
-            mode,
-            max_wait,
-            warmup: None,
-            cold_factor: None,
-            failure,
-            nodes,
-            shadow: flags[0],
-            replaces,
-            detailed_metric: flags[1],
-            value_to_metric: flags[2],
-            share_threshold: flags[3],
-            quota_mode: flags[4],
-            metadata: None,
-            time_zone,
-            schedule,
-            trial: None,
-            adaptive: None,
-        },
-    )
+        })
+        .boxed()
 }
 
-fn queue_doc() -> impl Strategy<Value = QueueDoc> + Clone {
+/// A concurrency rule's adaptive limit, its range around the rule's limit (10 or 50).
+fn adaptive_doc(w: Wrong) -> BoxedStrategy<AdaptiveDoc> {
     (
-        opt(word(&["api", ""])),
-        word(&["refunds", ""]),
-        pattern(),
-        word(&["1/s", "100/m", "0/s", "5/day"]),
-        opt(prop_oneof![Just(0u64), Just(1), any::<u64>()]),
-        opt(prop_oneof![Just(0u64), Just(100), any::<u64>()]),
-        opt(duration_text()),
-        opt(prop_oneof![Just(0u32), Just(5), any::<u32>()]),
-        opt(duration_text()),
-        opt(prop_oneof![Just(0usize), Just(65536), any::<usize>()]),
-        opt(duration_text()),
+        opt(count(w, &[1u64, 5])),
+        count(w, &[50u64, 200]),
+        duration_text(w, &["250ms", "1s"]),
+        opt(w.pick(select(&[0.5, 0.9][..]), wild_number())),
+        w.stray(count(w, &[10u64, 20])),
+    )
+        .prop_map(|(min, max, max_latency, backoff, initial)| AdaptiveDoc {
+            min,
+            max,
+            max_latency,
+            backoff,
+            initial,
+        })
+        .boxed()
+}
+
+fn metadata() -> impl Strategy<Value = serde_json::Value> + Clone {
+    prop_oneof![
+        Just(serde_json::json!({"team": "pay"})),
+        hostile_text().prop_map(|t| serde_json::json!({ "note": t, "n": [1, 2] })),
+    ]
+}
+
+/// A bucket's `mode` and `max_wait`: a delay with its longest wait, mostly.
+fn delay(w: Wrong) -> BoxedStrategy<Option<(ModeDoc, Option<String>)>> {
+    opt(named::<ModeDoc>().prop_flat_map(move |mode| {
+        let wait = duration_text(w, &["500ms", "1s"]);
+        let wait = if mode == ModeDoc::Delay {
+            w.pick(wait.prop_map(Some), Just(None))
+        } else {
+            w.stray(wait)
+        };
+        (Just(mode), wait)
+    }))
+    .boxed()
+}
+
+/// A token bucket's `warmup` and `cold_factor`.
+fn warmup(w: Wrong) -> BoxedStrategy<Option<(String, Option<f64>)>> {
+    prop::option::weighted(
+        0.6,
+        (
+            duration_text(w, &["30s", "1m"]),
+            opt(w.pick(select(&[2.0, 3.0][..]), wild_number())),
+        ),
+    )
+    .boxed()
+}
+
+/// The `i`-th rule of a file: its fields chosen for its algorithm (a bucket's burst and delay,
+/// a token bucket's warm-up, a concurrency rule's adaptive limit, ...), now and then one of
+/// another's.
+fn rule_doc(w: Wrong, i: usize) -> BoxedStrategy<RuleDoc> {
+    opt(named::<AlgorithmDoc>())
+        .prop_flat_map(move |algorithm| {
+            let a = algorithm.map_or(Algorithm::SlidingWindow, Algorithm::from);
+            let bucket = matches!(a, Algorithm::TokenBucket | Algorithm::LeakyBucket);
+            let limit = (
+                w.stray(w.word(&["payments", ""])),
+                w.pick(Just(RULES[i].to_owned()), w.word(&["", "per-client"])),
+                pattern(w, RULE_PATTERNS, i),
+                w.pick(limit_field(w, quotas(a)).prop_map(Some), Just(None)),
+                w.stray(duration_text(w, &["1s", "day"])),
+                w.pick(Just(false), Just(true)),
+                Just(algorithm),
+                w.of(bucket, opt(count(w, &[1u64, 20])).boxed()),
+                w.of(
+                    a == Algorithm::SlidingWindow,
+                    opt(count(w, &[2u32, 10])).boxed(),
+                ),
+                w.of(bucket, delay(w)),
+            );
+            let token = a == Algorithm::TokenBucket;
+            let concurrency = a == Algorithm::Concurrency;
+            let rest = (
+                w.of(token, warmup(w)),
+                opt(named::<FailureDoc>()),
+                opt(count(w, &[1u32, 3])),
+                prop::collection::vec(w.word(&RULES), 0..2),
+                any::<[bool; 4]>(),
+                w.of(i == 3, opt(Just(true)).boxed()),
+                opt(metadata()),
+                opt(w.word(&["UTC", "Asia/Shanghai", "Europe/Paris"])),
+                opt(trial_doc(w, a)),
+                w.of(
+                    !concurrency,
+                    prop::collection::vec(override_doc(w, a), 1..3)
+                        .prop_map(Some)
+                        .boxed(),
+                )
+                .prop_map(Option::unwrap_or_default),
+                w.of(
+                    concurrency,
+                    prop::option::weighted(0.8, adaptive_doc(w)).boxed(),
+                ),
+            );
+            (limit, rest)
+        })
+        .prop_map(
+            |(
+                (domain, name, pattern, limit, window, unlimited, algorithm, burst, buckets, delay),
+                (
+                    warmup,
+                    failure,
+                    nodes,
+                    replaces,
+                    flags,
+                    share,
+                    metadata,
+                    time_zone,
+                    trial,
+                    schedule,
+                    adaptive,
+                ),
+            )| RuleDoc {
+                domain,
+                name,
+                pattern,
+                limit,
+                window,
+                unlimited,
+                algorithm,
+                burst,
+                buckets,
+                mode: delay.as_ref().map(|d| d.0),
+                max_wait: delay.and_then(|d| d.1),
+                warmup: warmup.as_ref().map(|w| w.0.clone()),
+                cold_factor: warmup.and_then(|w| w.1),
+                failure,
+                nodes,
+                shadow: flags[0],
+                replaces,
+                detailed_metric: flags[1],
+                value_to_metric: flags[2],
+                share_threshold: share.unwrap_or(false),
+                quota_mode: flags[3],
+                metadata,
+                time_zone,
+                trial,
+                schedule,
+                adaptive,
+            },
+        )
+        .boxed()
+}
+
+/// The `i`-th queue of a file.
+fn queue_doc(w: Wrong, i: usize) -> BoxedStrategy<QueueDoc> {
+    (
+        w.stray(w.word(&["payments", ""])),
+        w.pick(Just(QUEUES[i].to_owned()), w.word(&[""])),
+        pattern(w, QUEUE_PATTERNS, i),
+        w.pick(
+            select(&["1/s", "100/m", "5/30s"][..]).prop_map(str::to_owned),
+            w.word(&["0/s", "5/day"]),
+        ),
+        opt(count(w, &[1u64, 5])),
+        opt(count(w, &[100u64, 100_000])),
+        opt(duration_text(w, &["30s", "1m"])),
+        opt(count(w, &[1u32, 5])),
+        opt(duration_text(w, &["1s", "10s"])),
+        opt(count(w, &[1024usize, 65536])),
+        opt(duration_text(w, &["24h", "1h"])),
     )
         .prop_map(
             |(
@@ -279,27 +536,243 @@ fn queue_doc() -> impl Strategy<Value = QueueDoc> + Clone {
                 key_retention,
             },
         )
+        .boxed()
 }
 
-/// A configuration file generated by the schema, hostile values included.
-fn file_doc() -> impl Strategy<Value = FileDoc> + Clone {
-    (
-        opt(word(&["api", "payments", ""])),
-        prop::collection::vec(rule_doc(), 0..4),
-        prop::collection::vec(queue_doc(), 0..2),
+fn webhooks(w: Wrong) -> BoxedStrategy<Vec<String>> {
+    prop::collection::vec(
+        w.pick(
+            select(&["http://127.0.0.1:9/hook", "http://u:pw@am:9093/x?k=v"][..])
+                .prop_map(str::to_owned),
+            w.word(&["https://h/x", "hook", "http://relay/<redacted>"]),
+        ),
+        0..3,
     )
-        .prop_map(|(domain, rule, queue)| FileDoc {
+    .boxed()
+}
+
+/// What an alert watches: every kind ([`watch_kind`] names them), naming the rules, queues and
+/// breakers a generated file declares.
+fn watch(w: Wrong, declared: Declared) -> BoxedStrategy<Watch> {
+    let domain = w.stray(w.word(&["payments", ""]));
+    let name = |all: &'static [&'static str], n: usize| {
+        w.pick(
+            select(&all[..n.max(1).min(all.len())]).prop_map(str::to_owned),
+            w.word(all),
+        )
+    };
+    let (rules, queues, breakers) = (
+        name(&RULES, declared.rules),
+        name(&QUEUES, declared.queues),
+        name(&BREAKERS, declared.breakers),
+    );
+    // What the file does not declare is watched in a hostile file only.
+    let weight = |n: usize| if n > 0 { 2 } else { w.0 };
+    prop_oneof![
+        weight(declared.rules) => (
+            domain.clone(),
+            rules,
+            w.pick(select(&[0.0, 0.5, 0.99][..]), wild_number()),
+            opt(w.pick(select(&[1.0, 0.5][..]), wild_number()))
+        )
+            .prop_map(|(domain, rule, rejection_ratio, min_rate)| Watch::Rule {
+                domain,
+                rule,
+                rejection_ratio,
+                min_rate,
+            }),
+        weight(declared.queues) => (domain.clone(), queues.clone(), duration_text(w, &["5m", "90s"])).prop_map(
+            |(domain, queue, oldest_age)| Watch::QueueAge {
+                domain,
+                queue,
+                oldest_age,
+            }
+        ),
+        weight(declared.queues) => (domain.clone(), queues, count(w, &[0u64, 1000])).prop_map(
+            |(domain, queue, depth)| Watch::QueueDepth {
+                domain,
+                queue,
+                depth,
+            }
+        ),
+        1 => named::<StoreCondition>().prop_map(|store| Watch::Store { store }),
+        weight(declared.breakers) => (domain, breakers).prop_map(|(domain, breaker)| Watch::Breaker {
             domain,
-            rule,
-            queue,
-            ..FileDoc::default()
+            breaker,
+        }),
+    ]
+    .boxed()
+}
+
+/// Which kind of alert `w` is: a kind added to the schema fails to compile here, and
+/// `every_kind_of_alert_is_generated` fails until [`watch`] generates it.
+fn watch_kind(w: &Watch) -> usize {
+    match w {
+        Watch::Rule { .. } => 0,
+        Watch::QueueAge { .. } => 1,
+        Watch::QueueDepth { .. } => 2,
+        Watch::Store { .. } => 3,
+        Watch::Breaker { .. } => 4,
+    }
+}
+
+/// How many rules, queues and breakers a file declares (its first of [`RULES`], ...).
+#[derive(Clone, Copy, Debug)]
+struct Declared {
+    rules: usize,
+    queues: usize,
+    breakers: usize,
+}
+
+/// The `i`-th alert of a file.
+fn alert_doc(w: Wrong, declared: Declared, i: usize) -> BoxedStrategy<AlertDoc> {
+    (
+        w.pick(Just(format!("alert-{i}")), w.word(&["", "alert-0"])),
+        watch(w, declared),
+        opt(duration_text(w, &["10s", "1m"])),
+        opt(webhooks(w)),
+        opt(webhooks(w)),
+        opt(w.word(&["page", "ticket"])),
+        opt(w.word(&["a summary"])),
+        opt(w.word(&["a description"])),
+    )
+        .prop_map(
+            |(name, watch, for_, webhooks, alertmanagers, severity, summary, description)| {
+                AlertDoc {
+                    name,
+                    watch,
+                    for_,
+                    webhooks,
+                    alertmanagers,
+                    severity,
+                    summary,
+                    description,
+                }
+            },
+        )
+        .boxed()
+}
+
+/// The `i`-th circuit breaker of a file, its fields chosen for its strategy.
+fn breaker_doc(w: Wrong, i: usize) -> BoxedStrategy<BreakerDoc> {
+    named::<StrategyDoc>()
+        .prop_flat_map(move |strategy| {
+            let slow = strategy == StrategyDoc::SlowCallRatio;
+            let threshold: &'static [f64] = if strategy == StrategyDoc::ErrorCount {
+                &[1.0, 5.0]
+            } else {
+                &[0.25, 0.5, 1.0]
+            };
+            (
+                w.stray(w.word(&["payments", ""])),
+                w.pick(Just(BREAKERS[i].to_owned()), w.word(&[""])),
+                pattern(w, BREAKER_PATTERNS, i),
+                Just(strategy),
+                if slow {
+                    w.pick(Just(Some("800ms".to_owned())), Just(None))
+                } else {
+                    w.stray(w.word(&["800ms"]))
+                },
+                w.pick(select(threshold), wild_number()),
+                duration_text(w, &["10s", "1m"]),
+                count(w, &[1u64, 10]),
+                duration_text(w, &["30s", "5s"]),
+                opt(count(w, &[1u32, 3])),
+                opt(duration_text(w, &["5s"])),
+                opt(count(w, &[1u32, 2])),
+            )
         })
+        .prop_map(
+            |(
+                domain,
+                name,
+                pattern,
+                strategy,
+                slow_call,
+                threshold,
+                window,
+                min_calls,
+                open_for,
+                probes,
+                probe_timeout,
+                min_nodes,
+            )| BreakerDoc {
+                domain,
+                name,
+                pattern,
+                strategy,
+                slow_call,
+                threshold,
+                window,
+                min_calls,
+                open_for,
+                probes,
+                probe_timeout,
+                min_nodes,
+            },
+        )
+        .boxed()
+}
+
+/// `n` of a kind, the `i`-th from `each(i)`, `n` in `0..=max`.
+fn some<T: std::fmt::Debug + 'static>(
+    max: usize,
+    each: impl Fn(usize) -> BoxedStrategy<T> + 'static,
+) -> BoxedStrategy<Vec<T>> {
+    (0..=max)
+        .prop_flat_map(move |n| (0..n).map(&each).collect::<Vec<_>>())
+        .boxed()
+}
+
+/// The first `n` of a kind, the `i`-th from `each`.
+fn all<T: std::fmt::Debug>(
+    w: Wrong,
+    n: usize,
+    each: fn(Wrong, usize) -> BoxedStrategy<T>,
+) -> Vec<BoxedStrategy<T>> {
+    (0..n).map(|i| each(w, i)).collect()
+}
+
+/// A configuration file generated by the schema: every section and every field of each (the
+/// literals name every field, so that a field added to the schema fails to compile here until
+/// it is generated, and the enums' names are the schema's own, [`variants`]); one file in three
+/// hostile ([`Wrong`]).
+fn file_doc() -> impl Strategy<Value = FileDoc> + Clone {
+    let sizes = (0..=RULES.len(), 0..=QUEUES.len(), 0..=BREAKERS.len());
+    (prop_oneof![2 => Just(Wrong(0)), 1 => Just(Wrong(1))], sizes)
+        .prop_flat_map(|(w, (rules, queues, breakers))| {
+            let declared = Declared {
+                rules,
+                queues,
+                breakers,
+            };
+            (
+                w.pick(Just(Some("api".to_owned())), opt(w.word(&["payments", ""]))),
+                w.pick(Just(Vec::new()), webhooks(w)),
+                w.pick(Just(Vec::new()), webhooks(w)),
+                all(w, rules, rule_doc),
+                all(w, queues, queue_doc),
+                some(4, move |i| alert_doc(w, declared, i)),
+                all(w, breakers, breaker_doc),
+            )
+        })
+        .prop_map(
+            |(domain, alert_webhooks, alertmanagers, rule, queue, alert, breaker)| FileDoc {
+                domain,
+                alert_webhooks,
+                alertmanagers,
+                rule,
+                queue,
+                alert,
+                breaker,
+            },
+        )
 }
 
 /// A YAML scalar: valid, hostile, or a number where a string is expected.
 fn yaml_scalar(valid: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
     prop_oneof![
-        4 => word(valid).prop_map(|w| serde_json::to_string(&w).unwrap_or_default()),
+        4 => Wrong(4).word(valid).prop_map(|w| serde_json::to_string(&w).unwrap_or_default()),
         1 => hostile_number(),
         1 => Just("null".to_owned()),
         1 => Just("[]".to_owned()),
@@ -408,16 +881,81 @@ fn clear_config_error(e: &ConfigError, name: &str, text: &str) -> Result<(), Tes
     Ok(())
 }
 
-/// Loads `text` as the file `name` and checks what comes back.
+/// Loads `text` as the file `name` and checks what comes back: a configuration whose every
+/// declaration reads back from its document ([`reads_back`]), or a clear error.
 fn load(name: &str, text: &str) -> Result<(), TestCaseError> {
     match flowgate_config::load_texts(&[(name.to_owned(), text.to_owned())]) {
-        Ok(loaded) => {
-            // What loads is usable: every rule reads back from its document.
-            prop_assert_eq!(loaded.rules.rules().len(), loaded.config.rules.len());
-            Ok(())
-        }
+        Ok(loaded) => reads_back(&loaded.config),
         Err(e) => clear_config_error(&e, name, text),
     }
+}
+
+/// Every declaration of `config` written as its document (`RuleDoc::of`, ..., as `GET /v1/rules`
+/// writes them) and read back, as a TOML file and as a JSON `PUT` body, is the same declaration:
+/// `to_rule(of(rule)) == rule`, and so for queues, alerts and breakers.
+fn reads_back(config: &Config) -> Result<(), TestCaseError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| TestCaseError::fail(format!("{what}: {e}"));
+    let mut breaker = Vec::new();
+    for b in &config.breakers {
+        breaker.push(BreakerDoc::of(&b.item).map_err(|e| fail("a breaker's document", &e))?);
+    }
+    let doc = FileDoc {
+        domain: None,
+        alert_webhooks: Vec::new(),
+        alertmanagers: Vec::new(),
+        rule: config.rules.iter().map(|r| RuleDoc::of(&r.item)).collect(),
+        queue: config
+            .queues
+            .iter()
+            .map(|q| QueueDoc::of(&q.item))
+            .collect(),
+        alert: config
+            .alerts
+            .iter()
+            .map(|a| AlertDoc::of(&a.item))
+            .collect(),
+        breaker,
+    };
+    let text = toml::to_string(&doc).map_err(|e| fail("written as TOML", &e))?;
+    let back = flowgate_config::read_texts(&[("back.toml".to_owned(), text.clone())])
+        .map_err(|e| fail(&format!("read back from\n{text}"), &e))?;
+    prop_assert_eq!(
+        declared(&back),
+        declared(config),
+        "read back from TOML:\n{}",
+        text
+    );
+    let json = match serde_json::to_value(&doc) {
+        Ok(serde_json::Value::Object(m)) => m,
+        other => return Err(fail("written as JSON", &format!("{other:?}"))),
+    };
+    let (_, back) = flowgate_config::parse_json("the JSON body", &json)
+        .map_err(|e| fail(&format!("read back from {json:?}"), &e))?;
+    prop_assert_eq!(
+        declared(&back),
+        declared(config),
+        "read back from JSON: {:?}",
+        json
+    );
+    Ok(())
+}
+
+/// What a configuration declares, without where.
+#[allow(clippy::type_complexity)]
+fn declared(
+    c: &Config,
+) -> (
+    Vec<&flowgate::Rule>,
+    Vec<&flowgate::queue::QueueSpec>,
+    Vec<&flowgate_config::alert::AlertSpec>,
+    Vec<&flowgate::breakers::BreakerDef>,
+) {
+    (
+        c.rules.iter().map(|l| &l.item).collect(),
+        c.queues.iter().map(|l| &l.item).collect(),
+        c.alerts.iter().map(|l| &l.item).collect(),
+        c.breakers.iter().map(|l| &l.item).collect(),
+    )
 }
 
 /// A mutated seed: `seeds[i]` with up to `n` mutations.
@@ -444,6 +982,12 @@ proptest! {
     #[test]
     fn yaml_mutated_from_the_fixtures(text in mutated_seed(yaml_seeds(), 4)) {
         load("fuzz.yaml", &text)?;
+    }
+
+    #[test]
+    fn every_kind_of_alert_is_generated(kinds in prop::collection::vec(watch(Wrong(0), Declared { rules: 1, queues: 1, breakers: 1 }), 200)) {
+        let seen: std::collections::BTreeSet<usize> = kinds.iter().map(watch_kind).collect();
+        prop_assert_eq!(seen.len(), 5, "{:?}", seen);
     }
 
     #[test]
@@ -1420,4 +1964,41 @@ fn grpc_raw_bytes_as_the_protobuf() {
         hits_addend: 1,
     }));
     assert!(ok.is_ok(), "{ok:?}");
+}
+
+/// The generator reaches what it is for: among the files it writes, some load with alerts,
+/// breakers, a token bucket's warm-up, a trial limit and an adaptive limit (and so are read
+/// back by [`reads_back`]).
+#[test]
+fn generated_files_load_with_every_section() {
+    use proptest::strategy::ValueTree;
+    let mut runner = TestRunner::deterministic();
+    let (mut loaded, mut seen) = (0, [0usize; 5]);
+    for _ in 0..300 {
+        let doc = file_doc().new_tree(&mut runner).expect("a file").current();
+        let Ok(text) = toml::to_string(&doc) else {
+            continue;
+        };
+        let Ok(l) = flowgate_config::load_texts(&[("f.toml".to_owned(), text)]) else {
+            continue;
+        };
+        loaded += 1;
+        let rules = l.rules.rules();
+        for (n, has) in seen.iter_mut().zip([
+            !l.config.alerts.is_empty(),
+            !l.config.breakers.is_empty(),
+            rules
+                .iter()
+                .any(|r| r.limit.as_ref().is_some_and(|l| l.warmup().is_some())),
+            rules.iter().any(|r| r.trial.is_some()),
+            rules.iter().any(|r| r.adaptive.is_some()),
+        ]) {
+            *n += usize::from(has);
+        }
+    }
+    assert!(loaded >= 100, "{loaded} of 300 load");
+    assert!(
+        seen.iter().all(|&n| n >= 5),
+        "alerts, breakers, warm-up, trial, adaptive: {seen:?} of {loaded}"
+    );
 }

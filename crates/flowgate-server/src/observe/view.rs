@@ -33,7 +33,7 @@ pub struct StatsView {
     #[serde(default)]
     pub breakers: Vec<BreakerView>,
 
-/// The rules' version and origin.
+    /// The rules' version and origin.
     pub rules_info: RulesInfoView,
     /// When the parts' figures were read, so that a reader can tell how old each is.
     #[serde(default)]
@@ -322,25 +322,25 @@ pub enum Watched {
 }
 
 impl Watched {
-/// What an alert of `kind` watches.
-pub fn of(kind: &AlertKind) -> Self {
-    match kind {
-        AlertKind::Rule { domain, rule, .. } => Watched::Rule {
-            domain: domain.clone(),
-            name: rule.clone(),
-        },
-        AlertKind::QueueAge { domain, queue, .. }
-        | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
-            domain: domain.clone(),
-            name: queue.clone(),
-        },
-        AlertKind::StoreDegraded => Watched::Store,
-        AlertKind::Breaker { domain, breaker } => Watched::Breaker {
-            domain: domain.clone(),
-            name: breaker.clone(),
-        },
+    /// What an alert of `kind` watches.
+    pub fn of(kind: &AlertKind) -> Self {
+        match kind {
+            AlertKind::Rule { domain, rule, .. } => Watched::Rule {
+                domain: domain.clone(),
+                name: rule.clone(),
+            },
+            AlertKind::QueueAge { domain, queue, .. }
+            | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
+                domain: domain.clone(),
+                name: queue.clone(),
+            },
+            AlertKind::StoreDegraded => Watched::Store,
+            AlertKind::Breaker { domain, breaker } => Watched::Breaker {
+                domain: domain.clone(),
+                name: breaker.clone(),
+            },
+        }
     }
-}
 }
 
 /// The rules' version and origin.

@@ -19,8 +19,8 @@
 use std::collections::BTreeMap;
 
 use super::machine::Transition;
-use flowgate_config::alert::AlertSpec;
 use super::{Announcement, Stored};
+use flowgate_config::alert::AlertSpec;
 
 /// Reads in a row that must miss an alert before its follower resolves it.
 const MISSES: u8 = 2;

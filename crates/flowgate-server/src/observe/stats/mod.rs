@@ -29,12 +29,12 @@ use cluster::Cluster;
 use latency::Latency;
 use refusals::Refusals;
 
-use flowgate_config::schema::{LimitDoc, RuleDoc};
 use crate::observe::view::{
     AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, ReadTimes,
     RuleStats, RulesInfoView, Scope, Series, StatsView, StoreStats,
 };
 use crate::state::AppState;
+use flowgate_config::schema::{LimitDoc, RuleDoc};
 
 /// Heavy keys shown per rule and list.
 pub(crate) const TOP: usize = 10;
@@ -84,7 +84,7 @@ fn limit_text(l: Option<&flowgate_core::Limit>) -> Option<String> {
     let mut out = d.limit;
     if let Some(a) = d.algorithm {
         out.push_str(", ");
-        out.push_str(a);
+        out.push_str(flowgate::Algorithm::from(a).name());
     }
     if let Some(b) = d.burst {
         out.push_str(&format!(", burst {b}"));
