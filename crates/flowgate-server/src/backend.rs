@@ -11,6 +11,8 @@ use flowgate_core::{
 };
 use flowgate_redis::RedisQueueStore;
 
+use crate::observe::view::StoreKind;
+
 /// The clock of the embedded store: the real one, or a manual one for tests.
 #[derive(Clone, Debug)]
 pub enum ServerClock {
@@ -91,11 +93,11 @@ impl Backend {
         Ok(Backend::Redis(store))
     }
 
-    /// The store's name for logs and metrics: `memory` or `redis`.
-    pub fn name(&self) -> &'static str {
+    /// Which store it is.
+    pub fn kind(&self) -> StoreKind {
         match self {
-            Backend::Memory(_) => "memory",
-            Backend::Redis(_) => "redis",
+            Backend::Memory(_) => StoreKind::Memory,
+            Backend::Redis(_) => StoreKind::Redis,
         }
     }
 

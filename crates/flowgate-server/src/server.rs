@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::{Backend, QueueBackend, ServerClock};
 use crate::grpc::RlsService;
+use crate::observe::view::StoreKind;
 use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
 use crate::rules::shared::SharedRules;
@@ -273,11 +274,11 @@ fn node_id(cfg: &ServerConfig, http_addr: SocketAddr) -> String {
 /// The figures of the node (shared with the cluster's on Redis).
 fn stats(
     cfg: &ServerConfig,
-    store_name: &'static str,
+    store: StoreKind,
     http_addr: SocketAddr,
 ) -> Result<crate::observe::Stats, ServerError> {
-    let redis = match (&cfg.redis_url, store_name) {
-        (Some(url), "redis") => Some(
+    let redis = match (&cfg.redis_url, store) {
+        (Some(url), StoreKind::Redis) => Some(
             flowgate_redis::RedisConnection::connect_lazy(
                 url,
                 redis_options(cfg)
@@ -290,7 +291,7 @@ fn stats(
     };
     Ok(crate::observe::Stats::new(
         node_id(cfg, http_addr),
-        store_name,
+        store,
         redis,
         cfg.stats,
     ))
@@ -595,7 +596,7 @@ impl Server {
         };
         let (fingerprint, files) = load_files(&cfg).await?;
         let backend = backend(&cfg).await?;
-        let store_name = backend.name();
+        let store = backend.kind();
         // One connection for every write that waits for replicas (rules changes, queue writes).
         let replicated = replicated(&cfg)?;
         let (loaded, info, follower) = initial_rules(&cfg, files, replicated.clone()).await?;
@@ -643,7 +644,7 @@ impl Server {
             limiter.share_breakers(r, &node_id(&cfg, http_addr));
             limiter.share_adaptive(r);
         }
-        let stats = stats(&cfg, store_name, http_addr)?;
+        let stats = stats(&cfg, store, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;
         state.dashboard = dashboard;
@@ -710,6 +711,7 @@ impl Server {
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::observe::stats::run(
             Arc::clone(&state),
+            Arc::clone(&state.stats),
             rx.clone(),
         )));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
@@ -718,17 +720,17 @@ impl Server {
             rx.clone(),
         )));
         if let Some((redis, policy)) = eviction {
-            state.set_eviction(&policy);
+            state.eviction.set(&policy);
             background.push(tokio::spawn(crate::eviction::watch(
                 redis,
-                Arc::clone(&state),
+                Arc::clone(&state.eviction),
                 policy,
             )));
         }
 
         state.lifecycle.set(crate::probes::Phase::Serving);
         let info = state.rules.info();
-        tracing::info!(%http_addr, %grpc_addr, tls = tls_on, client_certs = cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()), store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
+        tracing::info!(%http_addr, %grpc_addr, tls = tls_on, client_certs = cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()), store = store.name(), queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
             http_addr,
             grpc_addr,

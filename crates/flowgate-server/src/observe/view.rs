@@ -252,11 +252,38 @@ pub struct QueueStats {
 /// A queue whose due release nobody has taken for this long has no consumer.
 pub const NO_CONSUMER_AFTER_S: f64 = 5.0;
 
+/// The kind of the limiter's store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// The embedded memory store.
+    #[default]
+    Memory,
+    /// Redis (a single server or a cluster).
+    Redis,
+}
+
+impl StoreKind {
+    /// Its name in logs, metrics and JSON: `memory` or `redis`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The limiter's store.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct StoreStats {
-    /// `memory` or `redis`.
-    pub kind: String,
+    /// Which it is.
+    pub kind: StoreKind,
     /// Whether the last request that reached the store failed.
     pub degraded: bool,
     /// Decision latency at the store's median over the recent window, in milliseconds.
