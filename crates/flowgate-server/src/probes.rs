@@ -111,9 +111,9 @@ pub(crate) fn store_view(backend: &Backend) -> StoreView {
 
 /// What kind of failure `e` is, as shown to callers: `timeout` or `unavailable` (the error's
 /// own text, which may name Redis's configuration, stays in the log).
-pub(crate) fn failure_kind(e: &flowgate_core::StoreError) -> &'static str {
+pub(crate) fn failure_kind(e: &flowgate::store::StoreError) -> &'static str {
     match e {
-        flowgate_core::StoreError::Timeout => "timeout",
+        flowgate::store::StoreError::Timeout => "timeout",
         _ => "unavailable",
     }
 }

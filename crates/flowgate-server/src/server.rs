@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowgate::Limiter;
-use flowgate_core::{ManualClock, SystemClock};
+use flowgate::clock::{ManualClock, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -94,7 +94,7 @@ pub struct ServerConfig {
     /// between two requests of a kept-alive connection).
     pub http_header_timeout: Duration,
     /// The embedded store's cap on keys; at the cap, a new key evicts the sampled key closest to
-    /// empty (see [`flowgate_core::MemoryStore`]).
+    /// empty (see [`flowgate::MemoryStore`]).
     pub max_keys: usize,
     /// This node's name on the dashboard and in the cluster's figures; `None`: the host's name
     /// and the HTTP port.
@@ -162,7 +162,7 @@ impl ServerConfig {
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
-            max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
+            max_keys: flowgate::store::DEFAULT_MAX_KEYS,
             node_id: None,
             stats: true,
             external_url: None,

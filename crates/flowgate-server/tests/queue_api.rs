@@ -235,7 +235,7 @@ async fn payloads_come_back_as_submitted_on_redis() {
 
 /// The server's clock for `not_before_ms` (the system clock), in ms.
 fn now_ms() -> u64 {
-    flowgate_core::Clock::now(&flowgate_core::SystemClock::new()) / 1000
+    flowgate::clock::Clock::now(&flowgate::clock::SystemClock::new()) / 1000
 }
 
 const DAY_MS: u64 = 86_400_000;

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use flowgate_core::StoreError;
+use flowgate::store::StoreError;
 use flowgate_redis::scripts::RULES_PUSH;
 use flowgate_redis::{RedisConnection, RedisOptions, RedisTls};
 use serde::Serialize;

@@ -3,12 +3,12 @@
 //!
 //! A [`BreakerDef`] names a descriptor pattern, matched as rules are (one breaker instance per
 //! matched descriptor, keyed `<domain>:<breaker>:<k>=<v>,...`), and a
-//! [`BreakerSpec`](flowgate_core::breaker::BreakerSpec): the state machine of
+//! [`BreakerSpec`]: the state machine of
 //! [`flowgate_core::breaker`], whose module documentation states the semantics exactly (a
 //! sliding window of buckets, thresholds compared "at least", probes holding expiring leases).
 //!
-//! The states are this process's ([`States::Local`]) unless the limiter shares them through
-//! Redis ([`crate::Limiter::share_breakers`], [`States::Shared`], module [`shared`]): then each
+//! The states are this process's (`States::Local`) unless the limiter shares them through
+//! Redis ([`crate::Limiter::share_breakers`], `States::Shared`, module `shared`): then each
 //! breaker is the cluster's, read from this node's cached copy, and the local states are the
 //! fallback decided on while Redis is unreachable.
 //!

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flowgate_core::StoreError;
+use flowgate::store::StoreError;
 use flowgate_redis::RedisConnection;
 use flowgate_redis::scripts::{ALERTS_LEASE, ALERTS_WRITE};
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use flowgate::adaptive::AdaptiveView;
 use flowgate::breakers::BreakerView as BreakerInstance;
-use flowgate_core::{Rule, RuleSet};
+use flowgate::{Rule, RuleSet};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
@@ -99,7 +99,7 @@ pub(crate) struct Stats {
 pub(crate) const SUBSCRIBER_WINDOW: usize = 60;
 
 /// Text of a limit: `20/1s, token_bucket, burst 20`.
-fn limit_text(l: Option<&flowgate_core::Limit>) -> Option<String> {
+fn limit_text(l: Option<&flowgate::Limit>) -> Option<String> {
     l?;
     let d = LimitDoc::of(l);
     let mut out = d.limit;
@@ -226,7 +226,7 @@ impl Stats {
     pub(crate) fn set_queues(&self, queues: Vec<QueueStats>) {
         let mut s = self.sampled.lock();
         s.queues = queues;
-        s.queues_read_ms = Some((flowgate_core::clock::system_now() / 1000) as i64);
+        s.queues_read_ms = Some((flowgate::clock::system_now() / 1000) as i64);
     }
 
     /// Closes second `at`: every rule's counts and summaries, the latency window, the store's
@@ -438,7 +438,7 @@ impl Stats {
 
 /// The Unix second now, and how long until the next one starts.
 fn second_now() -> (i64, Duration) {
-    let us = flowgate_core::clock::system_now();
+    let us = flowgate::clock::system_now();
     let s = (us / 1_000_000) as i64;
     (s, Duration::from_micros(1_000_000 - us % 1_000_000))
 }
