@@ -18,7 +18,7 @@ use std::time::Duration;
 use flowgate_core::quota::parse_duration;
 use flowgate_core::{Algorithm, Matcher, ValueMatch};
 
-use crate::schema::{AlgorithmDoc, EntryDoc, Pattern};
+use crate::schema::{AlgorithmDoc, EntryDoc, FlaggedEntry, Pattern};
 use crate::urls::{REDACTED, redact};
 
 /// Where an error points: a key of the declaration, or the file's default `domain`.
@@ -155,12 +155,23 @@ pub(crate) fn pattern_of(
     Ok(out)
 }
 
-/// A matched pattern as the schema writes it: one entry per matcher, as text.
+/// A queue's or breaker's pattern as the schema writes it: one entry per matcher, as text, or as
+/// a table when it carries a flag (which [`pattern_of`] reads back).
 pub(crate) fn pattern_doc(pattern: &[Matcher]) -> Pattern {
     Pattern::Entries(
         pattern
             .iter()
-            .map(|m| EntryDoc::Text(m.to_string()))
+            .map(|m| {
+                if m.share || m.value_to_metric {
+                    EntryDoc::Flagged(FlaggedEntry {
+                        entry: m.to_string(),
+                        share_threshold: m.share,
+                        value_to_metric: m.value_to_metric,
+                    })
+                } else {
+                    EntryDoc::Text(m.to_string())
+                }
+            })
             .collect(),
     )
 }

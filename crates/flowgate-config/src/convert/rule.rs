@@ -449,8 +449,18 @@ impl RuleDoc {
             FailurePolicy::Closed => (Some(FailureDoc::Closed), None),
             FailurePolicy::Local { nodes } => (Some(FailureDoc::Local), Some(nodes)),
         };
-        let limit = r.limit.as_ref();
-        let delay = limit.filter(|l| l.mode() == Mode::Delay);
+        // The rule's parameters (buckets, delay, warm-up) are every limit's it builds, its
+        // schedule's included: read them from the first limit that shows each, so that an
+        // unlimited rule's overrides keep theirs.
+        let limits = || {
+            r.limit.iter().chain(
+                r.schedule
+                    .iter()
+                    .flat_map(|s| s.overrides().iter().filter_map(|o| o.limit.as_ref())),
+            )
+        };
+        let delay = limits().find(|l| l.mode() == Mode::Delay);
+        let warmup = limits().find_map(Limit::warmup);
         RuleDoc {
             domain: Some(r.domain.clone()),
             name: r.name.clone(),
@@ -460,16 +470,13 @@ impl RuleDoc {
             unlimited: false,
             algorithm: in_force.algorithm,
             burst: in_force.burst,
-            buckets: limit
-                .filter(|l| l.algorithm() == Algorithm::SlidingWindow)
+            buckets: limits()
+                .find(|l| l.algorithm() == Algorithm::SlidingWindow)
                 .map(Limit::buckets),
             mode: delay.map(|_| ModeDoc::Delay),
             max_wait: delay.map(|l| format_micros(l.max_wait())),
-            warmup: limit
-                .and_then(Limit::warmup)
-                .map(|w| format_micros(w.period())),
-            cold_factor: limit
-                .and_then(Limit::warmup)
+            warmup: warmup.map(|w| format_micros(w.period())),
+            cold_factor: warmup
                 .map(|w| w.cold_factor())
                 .filter(|&c| c != flowgate_core::limit::DEFAULT_COLD_FACTOR),
             failure,
