@@ -2,7 +2,7 @@
 # Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
 # (tests start their own servers on free loopback ports), promtool, prometheus-alertmanager
 # (the alerts' end-to-end test) and chromium with chromedriver (the dashboard's browser test),
-# then formatting, lints, and every test (unit, property, conformance
+# then formatting, lints, the docs, and every test (unit, property, conformance
 # against memory, Redis and Redis Cluster, integration, doc tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,5 +56,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc (warnings, broken and private links included, are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== cargo test"
 cargo test --workspace --locked

@@ -321,6 +321,27 @@ impl RedisConnection {
         Self::settle(tokio::time::timeout(self.timeout, run).await)
     }
 
+    /// Runs a script (`EVALSHA`, loaded again on `NOSCRIPT`: see [`redis::Script`]), its reply
+    /// read as `T`, within [`RedisConnection::timeout`].
+    ///
+    /// # Errors
+    /// As [`RedisConnection::query`].
+    pub async fn query_script<T: FromRedisValue>(
+        &self,
+        inv: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let run = async {
+            match &self.link {
+                Link::Single(c) => Ok(inv.invoke_async(&mut c.clone()).await),
+                Link::Cluster(c) => match c.get().await {
+                    Ok(mut conn) => Ok(inv.invoke_async(&mut conn).await),
+                    Err(e) => Err(e),
+                },
+            }
+        };
+        Self::settle(tokio::time::timeout(self.timeout, run).await)
+    }
+
     /// A bounded call's outcome: the connection could not be had (unavailable), the command
     /// failed (classified), or no answer came in time.
     fn settle<T>(

@@ -32,6 +32,8 @@
 //!   and adaptive concurrency limits ([`RedisAdaptive`], `scripts/aimd.lua`), each transition run
 //!   in Redis once on the reports nodes send in batches, the same as the pure machines of
 //!   `flowgate_core::breaker` and `flowgate_core::adaptive`.
+//! - **The server's scripts** ([`scripts`]): the alerts' evaluator lease and states, the shared
+//!   rules' versions, beside the store's, run as the others through redis-rs's `Script`.
 //! - **One connection layer** ([`RedisConnection`]): the store, its queues and the server's
 //!   shared rules talk to Redis through it, a single server or a cluster, every call bounded in
 //!   time and every client error classified the same way.
@@ -66,7 +68,7 @@ mod options;
 mod pubsub;
 mod queue;
 mod replication;
-mod scripts;
+pub mod scripts;
 mod state;
 mod stats;
 mod store;

@@ -197,11 +197,11 @@ pub struct RedisOptions {
     pub deadline: Duration,
     /// How long one connection attempt may take (initial connect and reconnects). Default 500 ms.
     pub connect_timeout: Duration,
-    /// The bound on the blocked-keys cache (see [`crate::blocked`]); 0 turns it off.
+    /// The bound on the blocked-keys cache (see `blocked.rs`); 0 turns it off.
     /// Default 10,000.
     pub blocked_capacity: usize,
     /// Whether decisions in flight at the same moment are coalesced into one script call (on a
-    /// Redis Cluster, those whose keys share a slot: a hot limit's; see [`crate::batch`]).
+    /// Redis Cluster, those whose keys share a slot: a hot limit's; see `batch.rs`).
     /// Default on.
     pub coalesce: bool,
     /// The largest number of requests in one coalesced script call. Default 64.

@@ -2,7 +2,14 @@
 //! driver (the limiter's `decide.lua`, `refund.lua`, `release.lua`, and the queues'
 //! `queue.lua`, whose release schedule is `gcra.lua`'s `reserve`). The algorithm codes are
 //! defined here, once, and given to Lua as named constants. The shared adaptive limits'
-//! `aimd.lua` stands alone (it applies no rate algorithm).
+//! `aimd.lua` stands alone (it applies no rate algorithm), and so do the server's: the alerts'
+//! evaluator lease and states ([`ALERTS_LEASE`], [`ALERTS_WRITE`]) and the shared rules'
+//! versions ([`RULES_PUSH`]), public for it to run through
+//! [`RedisConnection::query_script`](crate::RedisConnection::query_script).
+//!
+//! Each is a redis-rs [`Script`]: sent as `EVALSHA`, loaded again when Redis answers `NOSCRIPT`
+//! (after a restart or `SCRIPT FLUSH`). Each file begins with its contract: its `KEYS`, its
+//! `ARGV`, its answer.
 
 use std::sync::LazyLock;
 
@@ -71,6 +78,16 @@ pub(crate) static QUEUE: LazyLock<Script> =
 /// Applies reports to the adaptive limits of one rule's keys (`aimd.lua`).
 pub(crate) static AIMD: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/aimd.lua")));
+/// Takes or renews the alerts' evaluator lease (`alerts_lease.lua`).
+pub static ALERTS_LEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/alerts_lease.lua")));
+/// Replaces the alerts' states while the caller holds the lease (`alerts_write.lua`).
+pub static ALERTS_WRITE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/alerts_write.lua")));
+/// Stores a new version of the shared rules if the version in force is its base
+/// (`rules_push.lua`).
+pub static RULES_PUSH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/rules_push.lua")));
 
 #[cfg(test)]
 mod tests {

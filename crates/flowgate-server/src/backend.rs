@@ -1,15 +1,16 @@
 //! The store the server runs on, chosen at start: the embedded memory store, or Redis.
 
+use flowgate::clock::{Clock, ManualClock, Micros, SystemClock};
 use flowgate::queue::DiskQueueStore;
-use flowgate_core::queue::{
+use flowgate::queue::{
     DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore,
     Submitted,
 };
-use flowgate_core::store::Decisions;
-use flowgate_core::{
-    Clock, Item, Limit, ManualClock, MemoryStore, Micros, Store, StoreError, SystemClock,
-};
+use flowgate::store::{Decisions, Item, Store, StoreError};
+use flowgate::{Limit, MemoryStore};
 use flowgate_redis::RedisQueueStore;
+
+use crate::observe::view::StoreKind;
 
 /// The clock of the embedded store: the real one, or a manual one for tests.
 #[derive(Clone, Debug)]
@@ -22,7 +23,7 @@ pub enum ServerClock {
 
 impl Clock for ServerClock {
     #[inline]
-    fn now(&self) -> flowgate_core::Micros {
+    fn now(&self) -> flowgate::clock::Micros {
         match self {
             ServerClock::System(c) => c.now(),
             ServerClock::Manual(c) => c.now(),
@@ -91,11 +92,11 @@ impl Backend {
         Ok(Backend::Redis(store))
     }
 
-    /// The store's name for logs and metrics: `memory` or `redis`.
-    pub fn name(&self) -> &'static str {
+    /// Which store it is.
+    pub fn kind(&self) -> StoreKind {
         match self {
-            Backend::Memory(_) => "memory",
-            Backend::Redis(_) => "redis",
+            Backend::Memory(_) => StoreKind::Memory,
+            Backend::Redis(_) => StoreKind::Redis,
         }
     }
 
@@ -112,7 +113,7 @@ impl Backend {
     }
 
     /// The embedded store's counters (`None` on Redis).
-    pub fn memory_stats(&self) -> Option<flowgate_core::MemoryStats> {
+    pub fn memory_stats(&self) -> Option<flowgate::store::MemoryStats> {
         match self {
             Backend::Memory(m) => Some(m.stats()),
             Backend::Redis(_) => None,

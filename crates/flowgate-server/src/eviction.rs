@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowgate_redis::RedisStore;
+use parking_lot::Mutex;
+use prometheus_client::metrics::gauge::Gauge;
 use redis::Value;
-
-use crate::state::AppState;
 
 /// How often the policy is read again.
 pub(crate) const INTERVAL: Duration = Duration::from_secs(60);
@@ -43,6 +43,35 @@ impl Policy {
     }
 }
 
+/// What Redis's eviction policy means now: the warning `/readyz` shows, and
+/// `flowgate_redis_eviction_risk`.
+pub(crate) struct Eviction {
+    warning: Mutex<Option<String>>,
+    risk: Gauge,
+}
+
+impl Eviction {
+    /// No warning yet, the risk shown by `risk`.
+    pub(crate) fn new(risk: Gauge) -> Self {
+        Self {
+            warning: Mutex::new(None),
+            risk,
+        }
+    }
+
+    /// Records what `policy` means for the jobs and rules kept in Redis.
+    pub(crate) fn set(&self, policy: &Policy) {
+        self.risk
+            .set(i64::from(matches!(policy, Policy::Evicts(_))));
+        *self.warning.lock() = policy.warning();
+    }
+
+    /// The warning, if any.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.warning.lock().clone()
+    }
+}
+
 /// Reads the policy (on a cluster, from the node the command reaches).
 pub(crate) async fn read(redis: &RedisStore) -> Policy {
     let mut cmd = redis::cmd("CONFIG");
@@ -70,7 +99,7 @@ pub(crate) async fn read(redis: &RedisStore) -> Policy {
 
 /// Reads the policy every [`INTERVAL`], logging a change and keeping the warning and the gauge
 /// up to date.
-pub(crate) async fn watch(redis: RedisStore, state: Arc<AppState>, mut last: Policy) {
+pub(crate) async fn watch(redis: RedisStore, eviction: Arc<Eviction>, mut last: Policy) {
     let mut tick = tokio::time::interval(INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -85,7 +114,7 @@ pub(crate) async fn watch(redis: RedisStore, state: Arc<AppState>, mut last: Pol
                 }
             }
         }
-        state.set_eviction(&now);
+        eviction.set(&now);
         last = now;
     }
 }

@@ -9,7 +9,7 @@
 //!   `limit_remaining` = `u32::MAX`; a shadow rule over its limit is `OK` (and counted in the
 //!   metrics); a quota-mode rule over its limit is `OVER_LIMIT` while the overall code is `OK`
 //!   unless every quota-mode rule matched is over. A window that Envoy's units cannot express is reported as
-//!   [`crate::config::envoy_unit`] says (`5/30s` is `10 per MINUTE`); `limit_remaining` stays in
+//!   [`envoy_unit`] says (`5/30s` is `10 per MINUTE`); `limit_remaining` stays in
 //!   the rule's own units.
 //! - A request refused by an open circuit breaker is `OVER_LIMIT`, its descriptor's
 //!   `duration_until_reset` the time to half-open, and its `response_headers_to_add` always carry
@@ -34,9 +34,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use flowgate::decision::Status;
 use flowgate::{Descriptor, Entry, Limit, Request, Verdict};
+use flowgate_config::ENVOY_UNITS;
 use tonic::{Response, Status as GrpcStatus};
 
-use crate::config::envoy_unit;
 use crate::limits::{self, MAX_BODY_BYTES};
 use crate::state::{Api, AppState};
 
@@ -106,17 +106,54 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
     }
 }
 
-/// Envoy's units whose length is a whole number of them: a window of exactly one is reported as
-/// is, without [`envoy_unit`]'s search on a logarithmic scale.
-const EXACT_UNITS: [(u64, Unit); 7] = [
-    (1_000_000, Unit::Second),
-    (60_000_000, Unit::Minute),
-    (3_600_000_000, Unit::Hour),
-    (86_400_000_000, Unit::Day),
-    (604_800_000_000, Unit::Week),
-    (2_592_000_000_000, Unit::Month),
-    (31_536_000_000_000, Unit::Year),
+/// Envoy's units, in the order of the configuration's table of their names and lengths
+/// ([`ENVOY_UNITS`], which the YAML reader reads them by).
+const UNITS: [Unit; 7] = [
+    Unit::Second,
+    Unit::Minute,
+    Unit::Hour,
+    Unit::Day,
+    Unit::Week,
+    Unit::Month,
+    Unit::Year,
 ];
+
+/// Envoy's units by their length in µs: a window of exactly one is reported as is, without
+/// [`envoy_unit`]'s search on a logarithmic scale.
+const EXACT_UNITS: [(u64, Unit); 7] = {
+    let mut out = [(0, Unit::Unknown); 7];
+    let mut i = 0;
+    while i < UNITS.len() {
+        out[i] = (ENVOY_UNITS[i].1 * 1_000_000, UNITS[i]);
+        i += 1;
+    }
+    out
+};
+
+/// How a limit of `limit` per `window` is reported in Envoy's `RateLimit { requests_per_unit,
+/// unit }`.
+///
+/// A window of exactly one unit is reported as is. Any other window (say `5/30s`, which Envoy's
+/// units cannot express) is reported in the unit nearest to it on a logarithmic scale, with the
+/// count scaled to that unit and rounded down, but at least 1 unless the limit is 0: `5/30s` is
+/// `10 per MINUTE`, `20/500ms` is `40 per SECOND`, `1000/90s` is `666 per MINUTE`. The count
+/// saturates at `u32::MAX`.
+pub(crate) fn envoy_unit(limit: u64, window: std::time::Duration) -> (Unit, u32) {
+    let w = window.as_secs_f64().max(1e-9);
+    let mut best = EXACT_UNITS[0];
+    let mut best_dist = f64::INFINITY;
+    for u in EXACT_UNITS {
+        let dist = (w.ln() - (u.0 as f64 / 1e6).ln()).abs();
+        if dist < best_dist {
+            best = u;
+            best_dist = dist;
+        }
+    }
+    let window_us = window.as_micros().max(1);
+    let scaled = u128::from(limit) * u128::from(best.0) / window_us;
+    let scaled = if limit > 0 { scaled.max(1) } else { 0 };
+    (best.1, u32::try_from(scaled).unwrap_or(u32::MAX))
+}
 
 /// The Envoy unit and count of `limit`, as [`envoy_unit`] reports it: a window of exactly one
 /// unit (`100/s`, `5/m`, the common case) is looked up in a table of integer lengths, any other
@@ -228,9 +265,37 @@ impl RateLimitService for RlsService {
 
 #[cfg(test)]
 mod tests {
-    use flowgate_core::{Algorithm, Quota};
+    use std::time::Duration;
+
+    use flowgate::{Algorithm, Quota};
 
     use super::*;
+
+    #[test]
+    fn the_units_are_the_configurations_by_name() {
+        for (unit, (name, _)) in UNITS.iter().zip(ENVOY_UNITS) {
+            assert_eq!(unit.as_str_name(), name.to_ascii_uppercase());
+        }
+    }
+
+    #[test]
+    fn units_for_envoy() {
+        let s = Duration::from_secs;
+        assert_eq!(envoy_unit(20, s(1)), (Unit::Second, 20));
+        assert_eq!(envoy_unit(5, s(60)), (Unit::Minute, 5));
+        assert_eq!(envoy_unit(5, s(30)), (Unit::Minute, 10));
+        assert_eq!(
+            envoy_unit(20, Duration::from_millis(500)),
+            (Unit::Second, 40)
+        );
+        assert_eq!(envoy_unit(1000, s(90)), (Unit::Minute, 666));
+        assert_eq!(envoy_unit(1, s(3600)), (Unit::Hour, 1));
+        assert_eq!(envoy_unit(1, s(2_592_000)), (Unit::Month, 1));
+        assert_eq!(envoy_unit(0, s(30)), (Unit::Minute, 0));
+        // Never rounds a non-zero limit down to zero.
+        assert_eq!(envoy_unit(1, s(172_800)), (Unit::Day, 1));
+        assert_eq!(envoy_unit(1, s(10)), (Unit::Minute, 6));
+    }
 
     #[test]
     fn the_unit_table_reports_as_envoy_unit_does() {
@@ -243,8 +308,7 @@ mod tests {
                 let quota: Quota = format!("{limit}/{w}").parse().unwrap();
                 for extra in [0, 1] {
                     let micros = quota.window_micros() + extra;
-                    let quota =
-                        Quota::new(limit, std::time::Duration::from_micros(micros)).unwrap();
+                    let quota = Quota::new(limit, Duration::from_micros(micros)).unwrap();
                     let l = Limit::new(Algorithm::FixedWindow, quota).unwrap();
                     assert_eq!(
                         unit_of(&l),

@@ -25,7 +25,7 @@
 //! `docs/operating.md`.
 //!
 //! # Configuration
-//! `--config` names a Flowgate TOML file ([`config`]'s `toml` format), an envoyproxy/ratelimit
+//! `--config` names a Flowgate TOML file (the `flowgate-config` crate reads it), an envoyproxy/ratelimit
 //! YAML file, or a directory of both. It is watched and polled every 2 s; see `reload.rs`.
 //!
 //! A node follows its files (`--rules-source files`, the default) or the versioned rules shared
@@ -36,8 +36,8 @@
 //!
 //! # Parts
 //! The library's public surface is what the binary and the integration tests use: [`Server`]
-//! and [`ServerConfig`], [`config`] (the rule schema and its readers), [`rules`] (the shared
-//! rules' store and documents) and [`tokens`]. Inside, the server is made of named parts:
+//! and [`ServerConfig`], [`rules`] (the shared
+//! rules' store and documents) and [`tokens`]; the rule schema and its readers are the `flowgate-config` crate. Inside, the server is made of named parts:
 //! `state.rs` composes the limiter and the queues, the rules in force (`rules::RulesInForce`,
 //! which alone changes them), the recording of decisions (`observe`: metrics and logs, where the
 //! dashboard and alerts belong) and the admin tokens; `grpc.rs` and `http/` translate the
@@ -45,7 +45,6 @@
 //! certificates, mutual TLS, their reload without a restart). See `ARCHITECTURE.md`.
 
 mod backend;
-pub mod config;
 mod eviction;
 mod grpc;
 mod grpc_conn;
@@ -64,7 +63,6 @@ mod tls;
 pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
-pub use config::ConfigError;
 /// The figures the dashboard, the alerts and `GET /v1/stats` show.
 pub use observe::alerts;
 pub use observe::view as stats;

@@ -3,7 +3,7 @@
 //! HTTP 400/413, gRPC `INVALID_ARGUMENT`/`OUT_OF_RANGE`, and the server goes on answering);
 //! and the cost a request's `hits_addend` stands for.
 
-use flowgate_core::Request;
+use flowgate::Request;
 
 /// The largest HTTP request body, and the largest gRPC message (64 KiB).
 pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -14,7 +14,7 @@ pub(crate) const MAX_ENTRIES: usize = 32;
 /// The longest domain, key or value, in bytes.
 pub(crate) const MAX_TEXT_BYTES: usize = 1024;
 /// The largest cost (`hits_addend`): 2^32 - 1, the largest limit.
-pub(crate) const MAX_COST: u64 = flowgate_core::quota::MAX_LIMIT;
+pub(crate) const MAX_COST: u64 = flowgate::rule::MAX_LIMIT;
 
 /// Why a request was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::backend::Backend;
+use crate::observe::view::StoreKind;
 use crate::state::AppState;
 
 /// Where the node is in its life.
@@ -51,8 +52,8 @@ impl Lifecycle {
 /// The store's health, as `GET /v1/store` and `/readyz` show it.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct StoreView {
-    /// `memory` or `redis`.
-    pub kind: &'static str,
+    /// Which store it is.
+    pub kind: StoreKind,
     /// Whether the store answers now: neither known down nor failing.
     pub up: bool,
     /// Whether its last call failed (or it is known down).
@@ -79,7 +80,7 @@ pub(crate) struct StoreView {
 pub(crate) fn store_view(backend: &Backend) -> StoreView {
     match backend {
         Backend::Memory(_) => StoreView {
-            kind: "memory",
+            kind: StoreKind::Memory,
             up: true,
             degraded: false,
             down: false,
@@ -94,7 +95,7 @@ pub(crate) fn store_view(backend: &Backend) -> StoreView {
             let stats = r.stats();
             let failure = h.last_error.as_ref().map(failure_kind);
             StoreView {
-                kind: "redis",
+                kind: StoreKind::Redis,
                 up: !h.down && !stats.degraded,
                 degraded: stats.degraded || h.down,
                 down: h.down,
@@ -110,9 +111,9 @@ pub(crate) fn store_view(backend: &Backend) -> StoreView {
 
 /// What kind of failure `e` is, as shown to callers: `timeout` or `unavailable` (the error's
 /// own text, which may name Redis's configuration, stays in the log).
-pub(crate) fn failure_kind(e: &flowgate_core::StoreError) -> &'static str {
+pub(crate) fn failure_kind(e: &flowgate::store::StoreError) -> &'static str {
     match e {
-        flowgate_core::StoreError::Timeout => "timeout",
+        flowgate::store::StoreError::Timeout => "timeout",
         _ => "unavailable",
     }
 }
@@ -124,7 +125,7 @@ pub(crate) fn refresh(state: &AppState) -> StoreView {
     let view = store_view(state.limiter.store());
     let m = &state.metrics;
     m.store_down.set(i64::from(view.down));
-    if view.kind == "redis" {
+    if view.kind == StoreKind::Redis {
         let degraded = i64::from(view.degraded);
         if m.store_degraded.get() != degraded {
             m.store_degraded.set(degraded);

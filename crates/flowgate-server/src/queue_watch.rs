@@ -66,7 +66,7 @@ impl Watch {
                 return;
             }
         };
-        m.queue_state_read(flowgate_core::clock::system_now());
+        m.queue_state_read(flowgate::clock::system_now());
         let mut now_seen = HashMap::with_capacity(all.len());
         let mut shown = Vec::with_capacity(all.len().min(MAX_QUEUE_SERIES));
         for i in all.iter().take(MAX_QUEUE_SERIES) {

@@ -24,8 +24,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use crate::config;
 use crate::rules::{RulesInForce, RulesOrigin};
+use flowgate_config::ConfigError;
 
 /// How long to wait for more file events before reloading.
 const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -33,7 +33,7 @@ const DEBOUNCE: Duration = Duration::from_millis(150);
 /// A digest of the configuration's files and their contents (or of the error reading them).
 pub(crate) fn fingerprint(path: &Path) -> u64 {
     let mut h = DefaultHasher::new();
-    match config::files(path) {
+    match flowgate_config::files(path) {
         Ok(files) => {
             for f in files {
                 f.hash(&mut h);
@@ -52,16 +52,13 @@ pub(crate) fn fingerprint(path: &Path) -> u64 {
 ///
 /// # Errors
 /// The configuration error, already logged and counted.
-pub(crate) async fn reload_now(
-    rules: &RulesInForce,
-    path: &Path,
-) -> Result<u64, config::ConfigError> {
+pub(crate) async fn reload_now(rules: &RulesInForce, path: &Path) -> Result<u64, ConfigError> {
     let change = rules.change().await;
     let p = path.to_owned();
-    let loaded = tokio::task::spawn_blocking(move || config::load(&p))
+    let loaded = tokio::task::spawn_blocking(move || flowgate_config::load(&p))
         .await
         .unwrap_or_else(|e| {
-            Err(config::ConfigError::new(
+            Err(ConfigError::new(
                 path.display().to_string(),
                 None,
                 "",

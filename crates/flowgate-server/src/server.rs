@@ -6,20 +6,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowgate::Limiter;
-use flowgate_core::{ManualClock, SystemClock};
+use flowgate::clock::{ManualClock, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::backend::{Backend, QueueBackend, ServerClock};
-use crate::config::{self, ConfigError, Loaded};
 use crate::grpc::RlsService;
+use crate::observe::view::StoreKind;
 use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
 use crate::rules::shared::SharedRules;
 use crate::rules::{RulesInfo, RulesOrigin, RulesSource};
 use crate::state::AppState;
 use crate::tokens::AdminTokens;
+use flowgate_config::{ConfigError, Loaded};
 
 /// The default HTTP address (loopback).
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
@@ -93,7 +94,7 @@ pub struct ServerConfig {
     /// between two requests of a kept-alive connection).
     pub http_header_timeout: Duration,
     /// The embedded store's cap on keys; at the cap, a new key evicts the sampled key closest to
-    /// empty (see [`flowgate_core::MemoryStore`]).
+    /// empty (see [`flowgate::MemoryStore`]).
     pub max_keys: usize,
     /// This node's name on the dashboard and in the cluster's figures; `None`: the host's name
     /// and the HTTP port.
@@ -161,7 +162,7 @@ impl ServerConfig {
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
-            max_keys: flowgate_core::memory::DEFAULT_MAX_KEYS,
+            max_keys: flowgate::store::DEFAULT_MAX_KEYS,
             node_id: None,
             stats: true,
             external_url: None,
@@ -273,11 +274,11 @@ fn node_id(cfg: &ServerConfig, http_addr: SocketAddr) -> String {
 /// The figures of the node (shared with the cluster's on Redis).
 fn stats(
     cfg: &ServerConfig,
-    store_name: &'static str,
+    store: StoreKind,
     http_addr: SocketAddr,
 ) -> Result<crate::observe::Stats, ServerError> {
-    let redis = match (&cfg.redis_url, store_name) {
-        (Some(url), "redis") => Some(
+    let redis = match (&cfg.redis_url, store) {
+        (Some(url), StoreKind::Redis) => Some(
             flowgate_redis::RedisConnection::connect_lazy(
                 url,
                 redis_options(cfg)
@@ -290,7 +291,7 @@ fn stats(
     };
     Ok(crate::observe::Stats::new(
         node_id(cfg, http_addr),
-        store_name,
+        store,
         redis,
         cfg.stats,
     ))
@@ -371,7 +372,10 @@ fn dashboard_token(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
 async fn load_files(cfg: &ServerConfig) -> Result<(u64, Loaded), ServerError> {
     let path = cfg.config.clone();
     let (fingerprint, loaded) = tokio::task::spawn_blocking(move || {
-        (crate::reload::fingerprint(&path), config::load(&path))
+        (
+            crate::reload::fingerprint(&path),
+            flowgate_config::load(&path),
+        )
     })
     .await
     .map_err(|e| ServerError::Store(e.to_string()))?;
@@ -592,7 +596,7 @@ impl Server {
         };
         let (fingerprint, files) = load_files(&cfg).await?;
         let backend = backend(&cfg).await?;
-        let store_name = backend.name();
+        let store = backend.kind();
         // One connection for every write that waits for replicas (rules changes, queue writes).
         let replicated = replicated(&cfg)?;
         let (loaded, info, follower) = initial_rules(&cfg, files, replicated.clone()).await?;
@@ -640,7 +644,7 @@ impl Server {
             limiter.breakers().share(r, &node_id(&cfg, http_addr));
             limiter.adaptive().share(r);
         }
-        let stats = stats(&cfg, store_name, http_addr)?;
+        let stats = stats(&cfg, store, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
         state.response_headers = cfg.response_headers;
         state.dashboard = dashboard;
@@ -707,6 +711,7 @@ impl Server {
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
         background.push(tokio::spawn(crate::observe::stats::run(
             Arc::clone(&state),
+            Arc::clone(&state.stats),
             rx.clone(),
         )));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
@@ -715,17 +720,17 @@ impl Server {
             rx.clone(),
         )));
         if let Some((redis, policy)) = eviction {
-            state.set_eviction(&policy);
+            state.eviction.set(&policy);
             background.push(tokio::spawn(crate::eviction::watch(
                 redis,
-                Arc::clone(&state),
+                Arc::clone(&state.eviction),
                 policy,
             )));
         }
 
         state.lifecycle.set(crate::probes::Phase::Serving);
         let info = state.rules.info();
-        tracing::info!(%http_addr, %grpc_addr, tls = tls_on, client_certs = cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()), store = store_name, queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
+        tracing::info!(%http_addr, %grpc_addr, tls = tls_on, client_certs = cfg.tls.as_ref().is_some_and(|t| t.client_ca.is_some()), store = store.name(), queues = queues_in, queues_path = queues_path.as_ref().map(|p| tracing::field::display(p.display())), config = %cfg.config.display(), rules_follow = info.follows(), rules_version = info.version, "flowgate serving");
         Ok(Server {
             http_addr,
             grpc_addr,

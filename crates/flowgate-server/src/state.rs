@@ -8,9 +8,14 @@ use flowgate::queue::Queue;
 use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
+use crate::eviction::Eviction;
 pub(crate) use crate::observe::Api;
-use crate::observe::alerts::{AlertSet, Alerts};
+use flowgate_config::alert::AlertSet;
+
+use crate::observe::alerts::Alerts;
 use crate::observe::metrics::Metrics;
+use crate::observe::stats::Sources;
+use crate::observe::view::RulesInfoView;
 use crate::observe::{Recorder, Stats};
 use crate::rules::follow::Follower;
 use crate::rules::{RulesInForce, RulesInfo};
@@ -42,7 +47,7 @@ pub(crate) struct AppState {
     /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
     pub(crate) response_headers: bool,
     /// What may go wrong with Redis's eviction policy, shown by `/readyz`.
-    pub(crate) eviction_warning: parking_lot::Mutex<Option<String>>,
+    pub(crate) eviction: Arc<Eviction>,
     /// Starting, serving or draining: what `/readyz` answers.
     pub(crate) lifecycle: crate::probes::Lifecycle,
 }
@@ -59,6 +64,7 @@ impl AppState {
     ) -> Self {
         let queue = Arc::new(queue);
         let metrics = Arc::new(Metrics::new());
+        let eviction = Arc::new(Eviction::new(metrics.redis_eviction_risk.clone()));
         let counted = Arc::clone(&metrics);
         limiter
             .breakers()
@@ -90,16 +96,9 @@ impl AppState {
             dashboard: AdminTokens::new(),
             follower: None,
             response_headers: false,
-            eviction_warning: parking_lot::Mutex::new(None),
+            eviction,
             lifecycle: crate::probes::Lifecycle::default(),
         }
-    }
-
-    /// Records what Redis's eviction policy means for the jobs and rules kept there.
-    pub(crate) fn set_eviction(&self, policy: &crate::eviction::Policy) {
-        let risk = matches!(policy, crate::eviction::Policy::Evicts(_));
-        self.metrics.redis_eviction_risk.set(i64::from(risk));
-        *self.eviction_warning.lock() = policy.warning();
     }
 
     /// Counts a request refused as invalid.
@@ -115,5 +114,39 @@ impl AppState {
         self.recorder
             .record(api, request, &verdict, elapsed, || self.limiter.rules());
         verdict
+    }
+}
+
+impl Sources for AppState {
+    fn rules(&self) -> Arc<flowgate::RuleSet> {
+        self.limiter.rules()
+    }
+
+    fn now(&self) -> u64 {
+        flowgate::store::Store::now(self.limiter.store())
+    }
+
+    fn adaptive_limits(&self, domain: &str, rule: &str) -> Vec<flowgate::adaptive::AdaptiveView> {
+        self.limiter.adaptive().limits(domain, rule)
+    }
+
+    fn breakers(&self) -> Vec<flowgate::breakers::BreakerView> {
+        self.limiter.breakers().views().0
+    }
+
+    fn rules_info(&self) -> RulesInfoView {
+        let info = self.rules.info();
+        RulesInfoView {
+            version: info.version,
+            source: info.source().to_owned(),
+        }
+    }
+
+    fn store_degraded(&self) -> bool {
+        self.metrics.store_degraded.get() != 0
+    }
+
+    fn refresh_store(&self) {
+        crate::probes::refresh(self);
     }
 }

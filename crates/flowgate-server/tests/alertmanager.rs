@@ -41,7 +41,7 @@ async fn receiver() -> (Arc<Mutex<Vec<Value>>>, String) {
 }
 
 fn now_ms() -> i64 {
-    (flowgate_core::clock::system_now() / 1000) as i64
+    (flowgate::clock::system_now() / 1000) as i64
 }
 
 fn ms_of(rfc3339: &str) -> i64 {

@@ -462,7 +462,7 @@ fn owner(cluster: &flowgate_testkit::redis::RedisCluster, key: &str) -> Option<u
 #[tokio::test]
 async fn redis_cluster_through_the_binary_exact_and_all_or_nothing() {
     use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-    use flowgate_core::{Algorithm, Descriptor};
+    use flowgate::{Algorithm, Descriptor};
 
     let cluster = flowgate_testkit::redis::RedisCluster::start(3);
     let dir = tempfile::tempdir().unwrap();
@@ -486,10 +486,10 @@ async fn redis_cluster_through_the_binary_exact_and_all_or_nothing() {
             Algorithm::FixedWindow
         };
         // Every rule's window is 1h; the limit does not change the key.
-        let quota = flowgate_core::Quota::from_micros(1, 3_600_000_000).unwrap();
+        let quota = flowgate::Quota::from_micros(1, 3_600_000_000).unwrap();
         flowgate_redis::keys::redis_key(
-            &flowgate_core::ruleset::state_key("c", rule, &d),
-            &flowgate_core::Limit::new(algorithm, quota).unwrap(),
+            &flowgate::store::state_key("c", rule, &d),
+            &flowgate::Limit::new(algorithm, quota).unwrap(),
         )
     };
     let third = |k: &str| usize::from(flowgate_redis::keys::slot(k.as_bytes())) * 3 / 16384;

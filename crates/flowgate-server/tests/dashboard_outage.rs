@@ -221,7 +221,7 @@ async fn a_redis_outage_under_load_on_two_nodes() {
 
     // Redis killed: the page says so, the queues' figures are marked stale.
     // The Unix second now, by the clock the servers' figures are on.
-    let unix = || (flowgate_core::clock::system_now() / 1_000_000) as i64;
+    let unix = || (flowgate::clock::system_now() / 1_000_000) as i64;
     let stopped = unix();
     redis.stop();
     let outage = "const b = document.getElementById('outage');

@@ -3,7 +3,7 @@
 //!
 //! - every fenced ` ```toml ` block is loaded as a Flowgate TOML file and every ` ```yaml ` (or
 //!   ` ```yml `) block as an envoyproxy/ratelimit file, each on its own, with the server's own
-//!   parser and validation ([`flowgate_server::config::load_texts`]); a failure names the page
+//!   parser and validation ([`flowgate_config::load_texts`]); a failure names the page
 //!   and the line. A block that is deliberately not a whole configuration file (a part of one,
 //!   or a file of another program such as Envoy's own configuration) carries the word
 //!   `fragment` in its info string (` ```toml fragment `) and is skipped;
@@ -147,7 +147,7 @@ fn every_configuration_example_loads() {
                 continue;
             }
             let name = format!("{page}:{}.{ext}", b.line);
-            match flowgate_server::config::load_texts(&[(name, b.body.clone())]) {
+            match flowgate_config::load_texts(&[(name, b.body.clone())]) {
                 Ok(_) => loaded.push(page.clone()),
                 Err(e) => {
                     let at = e.line.map_or(b.line, |l| b.line + l as usize);

@@ -235,7 +235,7 @@ async fn payloads_come_back_as_submitted_on_redis() {
 
 /// The server's clock for `not_before_ms` (the system clock), in ms.
 fn now_ms() -> u64 {
-    flowgate_core::Clock::now(&flowgate_core::SystemClock::new()) / 1000
+    flowgate::clock::Clock::now(&flowgate::clock::SystemClock::new()) / 1000
 }
 
 const DAY_MS: u64 = 86_400_000;
@@ -399,7 +399,7 @@ fn queue_durations_past_their_maximum_are_refused_naming_file_line_and_field() {
         let text = format!(
             "domain = \"d\"\n[[queue]]\nname = \"q\"\nmatch = \"c\"\nrate = \"1/s\"\n{extra}\n"
         );
-        flowgate_server::config::load_texts(&[("q.toml".to_owned(), text)])
+        flowgate_config::load_texts(&[("q.toml".to_owned(), text)])
     };
     for (field, ok, bad, max) in [
         ("lease", "12h", "13h", "12h"),

@@ -118,7 +118,7 @@ async fn a_node_counts_each_rule_per_second_and_names_its_heaviest_keys() {
     assert_eq!((sh.totals.admitted, sh.totals.shadow_rejected), (1, 3));
     assert_eq!(sh.top_rejected[0].descriptor, "path=/a");
     assert!(v.store.p99_ms.is_some_and(|p| p > 0.0), "{:?}", v.store);
-    assert_eq!(v.store.kind, "memory");
+    assert_eq!(v.store.kind, flowgate_server::stats::StoreKind::Memory);
 
     // Bad queries name their field.
     let r = http(addr, "GET", "/v1/stats?window=0", &[], "").await;

@@ -57,10 +57,11 @@ pub use verdict::Verdict;
 pub use flowgate_redis::{RedisOptions, RedisStore};
 
 /// The parts of a rule in detail: how an entry's value matches, schedules and calendar windows,
-/// and the errors of building one.
+/// the bounds and text of quotas and durations, and the errors of building one.
 pub mod rule {
     pub use flowgate_core::adaptive::AimdSpec;
     pub use flowgate_core::calendar::{Calendar, CalendarUnit};
+    pub use flowgate_core::quota::{MAX_LIMIT, parse_duration};
     pub use flowgate_core::schedule::{Dates, Hours, Override, Schedule};
     pub use flowgate_core::{
         LimitBuilder, LimitError, QuotaError, RuleSetError, ValueMatch, Wildcard,
@@ -90,6 +91,8 @@ pub mod algorithm {
 
 /// For authors of a store: the interface the limiter calls, and what it passes.
 pub mod store {
+    pub use flowgate_core::memory::DEFAULT_MAX_KEYS;
+    pub use flowgate_core::ruleset::state_key;
     pub use flowgate_core::store::{Decisions, Item, Store, StoreError, admitted};
     pub use flowgate_core::{MemoryStats, StateTag};
 }

@@ -304,7 +304,7 @@ pub(super) async fn readyz(State(state): Shared) -> Response {
         "in_sync": info.problem().is_none(),
         "problem": info.problem(),
     });
-    let warnings: Vec<String> = state.eviction_warning.lock().iter().cloned().collect();
+    let warnings: Vec<String> = state.eviction.warning().into_iter().collect();
     let store = crate::probes::store_view(state.limiter.store());
     let why = match state.lifecycle.phase() {
         crate::probes::Phase::Serving => {

@@ -18,10 +18,10 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use flowgate::Descriptor;
+use flowgate::queue::MAX_DELAY;
 use flowgate::queue::{
     Delivery, InstanceInfo, Nacked, NewJob, QueueError, instance_descriptor, instance_names,
 };
-use flowgate_core::queue::MAX_DELAY;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -160,7 +160,7 @@ fn queue_error(state: &AppState, op: &'static str, e: QueueError) -> ApiError {
 
 /// The current time on this node, for `*_in_ms` fields.
 fn now_us() -> u64 {
-    flowgate_core::Clock::now(&flowgate_core::SystemClock::new())
+    flowgate::clock::Clock::now(&flowgate::clock::SystemClock::new())
 }
 
 /// A submit body above this many bytes is parsed on a blocking thread.

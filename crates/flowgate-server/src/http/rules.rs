@@ -9,14 +9,12 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
 use super::api::{authorized, body_bytes, body_bytes_within};
 use super::body;
-use crate::config::schema::{AlertDoc, BreakerDoc, FileDoc, QueueDoc, RuleDoc, RuleView};
-use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
 use crate::rules::doc::{DocFile, RulesDoc};
@@ -24,39 +22,83 @@ use crate::rules::follow::Follower;
 use crate::rules::shared::{SharedError, Version};
 use crate::rules::{self, ChangeError};
 use crate::state::AppState;
+use flowgate_config::schema::{AlertDoc, BreakerDoc, FileDoc, FileView, QueueDoc, RuleView};
+use flowgate_config::{Config, ConfigError, Format};
 
 type Shared = State<Arc<AppState>>;
 
 /// The largest rules body (the configuration's bound).
-pub(super) const MAX_RULES_BYTES: usize = config::MAX_FILE_BYTES as usize;
+pub(super) const MAX_RULES_BYTES: usize = flowgate_config::MAX_FILE_BYTES as usize;
 
 fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
         .to_string()
 }
 
-/// `GET /v1/rules`: the configuration in force as one document that `PUT /v1/rules` takes back
-/// unchanged (following Redis, the whole shared document: rules, queues, alerts, breakers), with
-/// what the node follows. Without the admin token, the secrets of its URLs are hidden
-/// ([`FileDoc::redact_urls`]); an admin sees them whole, so that an admin's round trip loses
-/// nothing.
-pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Response {
+/// `GET /v1/rules`'s answer: the configuration in force as one document that `PUT /v1/rules`
+/// takes back unchanged (less the fields it ignores, [`RulesAnswer::READ_ONLY`]), and where it
+/// comes from.
+#[derive(Serialize)]
+pub(super) struct RulesAnswer {
+    /// The rules in force (following Redis, the whole shared document: rules, queues, alerts,
+    /// breakers).
+    #[serde(flatten)]
+    config: FileView,
+    /// The version in force.
+    version: u64,
+    /// Where the rules in force came from: `file`, `api` or `redis`.
+    source: &'static str,
+    /// What the node follows: `files` or `redis`.
+    follows: &'static str,
+    /// The files read (empty when set through the API or Redis).
+    files: Vec<String>,
+    /// Following Redis: who stored the version in force, when, and whether the node is on it.
+    #[serde(flatten)]
+    shared: Option<SharedVersion>,
+}
+
+/// The version of the shared rules in force.
+#[derive(Serialize)]
+struct SharedVersion {
+    /// Who stored it.
+    author: String,
+    /// When (RFC 3339).
+    changed_at: String,
+    /// Whether the node is on it.
+    in_sync: bool,
+    /// Why it may not be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
+}
+
+impl RulesAnswer {
+    /// The fields the answer adds to its document, which `PUT` ignores.
+    pub(super) const READ_ONLY: [&str; 8] = [
+        "version",
+        "source",
+        "follows",
+        "files",
+        "author",
+        "changed_at",
+        "in_sync",
+        "problem",
+    ];
+}
+
+/// `GET /v1/rules`: the configuration in force ([`RulesAnswer`]). Without the admin token, the
+/// secrets of its URLs are hidden ([`FileDoc::redact_urls`]); an admin sees them whole, so that
+/// an admin's round trip loses nothing.
+pub(super) async fn get_rules(
+    State(state): Shared,
+    headers: HeaderMap,
+) -> Result<Json<RulesAnswer>, ApiError> {
     let admin = authorized(&state, &headers).is_ok();
     let info = state.rules.info();
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
     let now = flowgate::store::Store::now(state.limiter.store());
-    let (docs, in_force): (Vec<RuleDoc>, Vec<_>) = rules
-        .rules()
-        .iter()
-        .map(|r| {
-            let v = RuleView::of(r, now);
-            (v.doc, (v.in_force, v.next_change))
-        })
-        .unzip();
     let shared = matches!(info.origin, RulesOrigin::Redis { .. });
     let mut doc = FileDoc {
-        rule: docs,
         // The breakers change with the rules, wherever they come from.
         breaker: state
             .limiter
@@ -64,7 +106,10 @@ pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Respo
             .defs()
             .iter()
             .map(BreakerDoc::of)
-            .collect(),
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            })?,
         ..FileDoc::default()
     };
     if shared {
@@ -87,40 +132,33 @@ pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Respo
     if !admin {
         doc.redact_urls();
     }
-    let list: Vec<RuleView> = std::mem::take(&mut doc.rule)
-        .into_iter()
-        .zip(in_force)
-        .map(|(doc, (in_force, next_change))| RuleView {
-            doc,
-            in_force,
-            next_change,
-        })
-        .collect();
-    let mut out = match serde_json::to_value(&doc) {
-        Ok(Value::Object(m)) => Value::Object(m),
-        _ => json!({}),
+    let shared = match &info.origin {
+        RulesOrigin::Redis {
+            author,
+            at_ms,
+            problem,
+            ..
+        } => Some(SharedVersion {
+            author: author.clone(),
+            changed_at: rfc3339(*at_ms),
+            in_sync: problem.is_none(),
+            problem: problem.clone(),
+        }),
+        _ => None,
     };
-    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
-    out["version"] = json!(info.version);
-    out["source"] = json!(info.source());
-    out["follows"] = json!(info.follows());
-    out["files"] = json!(files);
-    out["rule"] = json!(list);
-    if let RulesOrigin::Redis {
-        author,
-        at_ms,
-        problem,
-        ..
-    } = &info.origin
-    {
-        out["author"] = json!(author);
-        out["changed_at"] = json!(rfc3339(*at_ms));
-        out["in_sync"] = json!(problem.is_none());
-        if let Some(p) = problem {
-            out["problem"] = json!(p);
-        }
-    }
-    Json(out).into_response()
+    Ok(Json(RulesAnswer {
+        config: FileView {
+            rule: rules.rules().iter().map(|r| RuleView::of(r, now)).collect(),
+            queue: doc.queue,
+            alert: doc.alert,
+            breaker: doc.breaker,
+        },
+        version: info.version,
+        source: info.source(),
+        follows: info.follows(),
+        files: info.files.iter().map(|f| f.display().to_string()).collect(),
+        shared,
+    }))
 }
 
 fn follower(state: &AppState) -> Result<&Follower, ApiError> {
@@ -169,13 +207,24 @@ fn version_json(v: &Version, with_doc: bool) -> Value {
     out
 }
 
-/// An error in the TOML made from a JSON body names the JSON field, not a line of that TOML.
+/// An error in the TOML stored for a JSON body names the JSON field, not a line of that TOML.
 fn json_located(e: ConfigError) -> ConfigError {
-    ConfigError::new("the JSON body", None, e.field, e.message)
+    ConfigError::new(JSON_BODY, None, e.field, e.message)
 }
 
-/// The rules of a `PUT /v1/rules` body as one file, by its content type; whether it was JSON.
-fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiError> {
+/// How errors name a JSON body.
+const JSON_BODY: &str = "the JSON body";
+
+/// A `PUT /v1/rules` body.
+enum PutBody {
+    /// A TOML or YAML file, read as a configuration file is.
+    File(RulesDoc),
+    /// The schema as JSON, less what `GET` adds to it.
+    Json(Map<String, Value>),
+}
+
+/// The rules of a `PUT /v1/rules` body, by its content type.
+fn put_body(headers: &HeaderMap, bytes: &[u8]) -> Result<PutBody, ApiError> {
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -188,25 +237,16 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiErr
     let text =
         std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
     match ctype.as_str() {
-        "application/toml" | "text/toml" => Ok((RulesDoc::single("rules.toml", text), false)),
+        "application/toml" | "text/toml" => Ok(PutBody::File(RulesDoc::single("rules.toml", text))),
         "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
-            Ok((RulesDoc::single("rules.yaml", text), false))
+            Ok(PutBody::File(RulesDoc::single("rules.yaml", text)))
         }
         "application/json" => {
             let mut m: Map<String, Value> = body::parse(bytes)?;
-            for k in [
-                "version",
-                "source",
-                "files",
-                "follows",
-                "author",
-                "changed_at",
-                "in_sync",
-                "problem",
-            ] {
+            // What GET adds, read-only.
+            for k in RulesAnswer::READ_ONLY {
                 m.remove(k);
             }
-            // What GET adds to each rule, read-only.
             if let Some(Value::Array(rules)) = m.get_mut("rule") {
                 for r in rules.iter_mut().filter_map(Value::as_object_mut) {
                     for k in RuleView::READ_ONLY {
@@ -214,22 +254,7 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiErr
                     }
                 }
             }
-            let mut doc: FileDoc =
-                serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
-                    let field = e.path().to_string();
-                    ApiError::bad_request(format!(
-                        "the JSON body: field `{field}`: {}",
-                        e.into_inner()
-                    ))
-                })?;
-            if let Some(field) = doc.redacted_url() {
-                return Err(ApiError::bad_request(format!(
-                    "the JSON body: field `{field}`: this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole"
-                )));
-            }
-            let as_toml = toml::to_string(&doc)
-                .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
-            Ok((RulesDoc::single("rules.toml", &as_toml), true))
+            Ok(PutBody::Json(m))
         }
         _ => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -241,6 +266,10 @@ fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiErr
     }
 }
 
+fn invalid(e: ConfigError) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_rules", e.to_string())
+}
+
 /// `PUT /v1/rules`: replaces every rule, atomically. Following Redis, a new shared version;
 /// following files, this node's rules until the files change.
 pub(super) async fn put_rules(
@@ -250,49 +279,79 @@ pub(super) async fn put_rules(
 ) -> Result<Response, ApiError> {
     let author = authorized(&state, &headers)?;
     let bytes = body_bytes_within(body, MAX_RULES_BYTES)?;
-    let (doc, json) = put_doc(&headers, &bytes)?;
-    let locate = |e: ConfigError| if json { json_located(e) } else { e };
-    if let Some(f) = state.follower.as_deref() {
-        // One body replaces the whole shared configuration: refuse to drop its queues (and
-        // their jobs' release) as a side effect of editing the rules.
-        let declared = state.queue.specs().specs().len();
-        if declared > 0 && doc.load().is_ok_and(|l| l.queues.specs().is_empty()) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "queues_would_be_removed",
-                format!(
-                    "the version in force declares {declared} queues and this body none: push the whole configuration (`flowgate rules push`, POST /v1/rules/versions), queues included"
-                ),
-            ));
-        }
-        let changed = rules::change(&state.rules, f, doc, None, &author, "push")
-            .await
-            .map_err(|e| match e {
-                ChangeError::Invalid(c) => ChangeError::Invalid(locate(c)),
-                e => e,
-            })
-            .map_err(|e| refused(&state, e))?;
-        let v = &changed.version;
-        log_change(&changed, &author, "rules changed through the admin API");
-        let count = state.limiter.rules().rules().len();
-        return Ok(Json(json!({
-            "version": v.version,
-            "rules": count,
-            "summary": v.summary,
-            "unchanged": !changed.stored,
-        }))
-        .into_response());
+    let body = put_body(&headers, &bytes)?;
+    match state.follower.as_deref() {
+        Some(f) => put_shared(&state, f, body, &author).await,
+        None => put_own(&state, body, &author).await,
     }
-    let file = &doc.files[0];
-    let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
-    let parsed = config::parse_config("<api>", format, &file.text).map_err(locate);
+}
+
+/// A `PUT` on a node that follows Redis: the body stored as a new shared version (a JSON body
+/// as one `rules.toml`, the form versions keep).
+async fn put_shared(
+    state: &AppState,
+    f: &Follower,
+    body: PutBody,
+    author: &str,
+) -> Result<Response, ApiError> {
+    let (doc, loaded, json) = match body {
+        PutBody::File(doc) => {
+            let loaded = doc.load().ok();
+            (doc, loaded, false)
+        }
+        PutBody::Json(m) => {
+            let invalid = |e| refused(state, ChangeError::Invalid(e));
+            let (file, config) = flowgate_config::parse_json(JSON_BODY, &m).map_err(invalid)?;
+            let loaded = config.validate().map_err(invalid)?;
+            let text = toml::to_string(&file)
+                .map_err(|e| ApiError::bad_request(format!("the rules cannot be stored: {e}")))?;
+            (RulesDoc::single("rules.toml", &text), Some(loaded), true)
+        }
+    };
+    // One body replaces the whole shared configuration: refuse to drop its queues (and their
+    // jobs' release) as a side effect of editing the rules.
+    let declared = state.queue.specs().specs().len();
+    if declared > 0 && loaded.is_some_and(|l| l.queues.specs().is_empty()) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "queues_would_be_removed",
+            format!(
+                "the version in force declares {declared} queues and this body none: push the whole configuration (`flowgate rules push`, POST /v1/rules/versions), queues included"
+            ),
+        ));
+    }
+    let changed = rules::change(&state.rules, f, doc, None, author, "push")
+        .await
+        .map_err(|e| match e {
+            ChangeError::Invalid(c) if json => ChangeError::Invalid(json_located(c)),
+            e => e,
+        })
+        .map_err(|e| refused(state, e))?;
+    let v = &changed.version;
+    log_change(&changed, author, "rules changed through the admin API");
+    let count = state.limiter.rules().rules().len();
+    Ok(Json(json!({
+        "version": v.version,
+        "rules": count,
+        "summary": v.summary,
+        "unchanged": !changed.stored,
+    }))
+    .into_response())
+}
+
+/// A `PUT` on a node that follows its files: its rules and breakers until the files change.
+async fn put_own(state: &AppState, body: PutBody, author: &str) -> Result<Response, ApiError> {
+    let config = match body {
+        PutBody::File(doc) => {
+            let file = &doc.files[0];
+            let format = Format::of_path(std::path::Path::new(&file.name)).unwrap_or(Format::Toml);
+            flowgate_config::parse_config("<api>", format, &file.text)
+        }
+        PutBody::Json(m) => flowgate_config::parse_json(JSON_BODY, &m)
+            .and_then(|(_, config)| config.rules_and_breakers()),
+    };
     let change = state.rules.change().await;
-    let set = parsed.and_then(|c: Config| {
-        Ok((
-            c.rule_set().map_err(locate)?,
-            c.breaker_set().map_err(locate)?,
-        ))
-    });
+    let set = config.and_then(|c: Config| Ok((c.rule_set()?, c.breaker_set()?)));
     match set {
         Ok((set, breakers)) => {
             let count = set.rules().len();
@@ -303,11 +362,7 @@ pub(super) async fn put_rules(
         Err(e) => {
             state.rules.refused("api");
             tracing::warn!(error = %e, "rules refused by the admin API");
-            Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_rules",
-                e.to_string(),
-            ))
+            Err(invalid(e))
         }
     }
 }

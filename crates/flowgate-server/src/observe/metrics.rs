@@ -488,7 +488,7 @@ impl Metrics {
     }
 
     /// Copies the embedded store's counters into the metrics (when they are encoded).
-    pub(crate) fn memory_store(&self, s: flowgate_core::MemoryStats) {
+    pub(crate) fn memory_store(&self, s: flowgate::store::MemoryStats) {
         self.memory_keys
             .set(i64::try_from(s.keys).unwrap_or(i64::MAX));
         self.memory_max_keys
@@ -535,7 +535,7 @@ impl Metrics {
     pub(crate) fn encode(&self) -> String {
         let read = self.queue_read_at.load(Ordering::Relaxed);
         if read > 0 {
-            let age = flowgate_core::clock::system_now().saturating_sub(read);
+            let age = flowgate::clock::system_now().saturating_sub(read);
             self.queue_age.set(age as f64 / 1e6);
         }
         let mut out = String::with_capacity(4096);

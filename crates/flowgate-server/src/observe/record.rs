@@ -8,12 +8,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use flowgate::algorithm::DirectBucket;
 use flowgate::breakers::BreakerStatus;
 use flowgate::decision::Status;
 use flowgate::store::StoreError;
+use flowgate::{Algorithm, Descriptor, Limit, Quota, Rule, RuleSet};
 use flowgate::{Request, Verdict};
-use flowgate_core::Descriptor;
-use flowgate_core::{Algorithm, DirectBucket, Limit, Quota, Rule, RuleSet};
 use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;

@@ -5,6 +5,7 @@
 //! Series are per second, oldest first, aligned on whole seconds of the wall clock: `series.start`
 //! is the first second's Unix time, and the last entry is the last complete second (`at`).
 
+use flowgate_config::alert::AlertKind;
 use serde::{Deserialize, Serialize};
 
 /// Everything shown at one instant.
@@ -31,6 +32,7 @@ pub struct StatsView {
     /// them), this process's on the embedded store.
     #[serde(default)]
     pub breakers: Vec<BreakerView>,
+
     /// The rules' version and origin.
     pub rules_info: RulesInfoView,
     /// When the parts' figures were read, so that a reader can tell how old each is.
@@ -250,11 +252,38 @@ pub struct QueueStats {
 /// A queue whose due release nobody has taken for this long has no consumer.
 pub const NO_CONSUMER_AFTER_S: f64 = 5.0;
 
+/// The kind of the limiter's store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// The embedded memory store.
+    #[default]
+    Memory,
+    /// Redis (a single server or a cluster).
+    Redis,
+}
+
+impl StoreKind {
+    /// Its name in logs, metrics and JSON: `memory` or `redis`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The limiter's store.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct StoreStats {
-    /// `memory` or `redis`.
-    pub kind: String,
+    /// Which it is.
+    pub kind: StoreKind,
     /// Whether the last request that reached the store failed.
     pub degraded: bool,
     /// Decision latency at the store's median over the recent window, in milliseconds.
@@ -317,6 +346,28 @@ pub enum Watched {
     },
     /// The limiter's store.
     Store,
+}
+
+impl Watched {
+    /// What an alert of `kind` watches.
+    pub fn of(kind: &AlertKind) -> Self {
+        match kind {
+            AlertKind::Rule { domain, rule, .. } => Watched::Rule {
+                domain: domain.clone(),
+                name: rule.clone(),
+            },
+            AlertKind::QueueAge { domain, queue, .. }
+            | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
+                domain: domain.clone(),
+                name: queue.clone(),
+            },
+            AlertKind::StoreDegraded => Watched::Store,
+            AlertKind::Breaker { domain, breaker } => Watched::Breaker {
+                domain: domain.clone(),
+                name: breaker.clone(),
+            },
+        }
+    }
 }
 
 /// The rules' version and origin.

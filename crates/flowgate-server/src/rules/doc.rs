@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{self, ConfigError, Loaded, MAX_FILE_BYTES};
+use flowgate_config::{ConfigError, Loaded, MAX_FILE_BYTES};
 
 /// One configuration file: its name (whose extension gives the format: `.toml` Flowgate,
 /// `.yaml`/`.yml` envoyproxy/ratelimit) and its text.
@@ -42,7 +42,7 @@ impl RulesDoc {
     /// [`ConfigError`] when a file cannot be read.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let mut files = Vec::new();
-        for f in config::files(path)? {
+        for f in flowgate_config::files(path)? {
             let shown = f.display().to_string();
             let text = std::fs::read_to_string(&f)
                 .map_err(|e| ConfigError::new(&shown, None, "", format!("cannot read: {e}")))?;
@@ -93,7 +93,7 @@ impl RulesDoc {
             .iter()
             .map(|f| (f.name.clone(), f.text.clone()))
             .collect();
-        config::load_texts(&texts)
+        flowgate_config::load_texts(&texts)
     }
 
     /// The change from `old` to `self`: a unified diff per file that differs (a file added or

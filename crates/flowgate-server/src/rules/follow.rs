@@ -17,7 +17,7 @@ use tokio::sync::{Notify, watch};
 use super::doc::RulesDoc;
 use super::in_force::{RulesInForce, RulesOrigin};
 use super::shared::{Base, SharedError, SharedRules, Version, Written};
-use crate::config::Loaded;
+use flowgate_config::Loaded;
 
 /// How often a node checks the version in force, by default.
 pub(crate) const DEFAULT_CHECK: Duration = Duration::from_secs(1);

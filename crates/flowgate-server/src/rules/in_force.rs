@@ -13,7 +13,9 @@ use parking_lot::Mutex;
 
 use crate::backend::{Backend, QueueBackend};
 use crate::observe::Recorder;
-use crate::observe::alerts::{AlertSet, Alerts};
+use flowgate_config::alert::AlertSet;
+
+use crate::observe::alerts::Alerts;
 
 /// Where the rules in force came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! - `redis`: the rule set shared by the cluster ([`shared`]), a versioned document: every
 //!   change (`PUT /v1/rules`, `flowgate rules push`, `flowgate rules rollback`) is validated,
 //!   stored as a new version with its author, time and diff, and in force on every node within
-//!   the check period ([`follow`]). The node's files only seed the first version when Redis holds
+//!   the check period (`follow.rs`). The node's files only seed the first version when Redis holds
 //!   none, and are not watched: one source, never two fighting.
 
 pub mod doc;
@@ -21,7 +21,7 @@ pub(crate) use in_force::{RulesInForce, RulesInfo, RulesOrigin};
 use doc::RulesDoc;
 use shared::{Base, SharedError, Version, Written};
 
-use crate::config::ConfigError;
+use flowgate_config::ConfigError;
 
 /// What a node follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -3,13 +3,14 @@
 //! Keys (one hash tag, so one Redis Cluster slot): `flowgate:{rules}:version` holds the number of
 //! the version in force; `flowgate:{rules}:v:<n>` is version `n`, a hash of its document (JSON),
 //! author, time (Redis's clock, ms), action, diff from the version before and a summary. A new
-//! version is written by one script that checks the version it was based on (a push made on a
+//! version is written by one script (`flowgate-redis`'s `rules_push.lua`) that checks the version it was based on (a push made on a
 //! stale read is refused, never lost), stores it, moves `version` and publishes `n` on the
 //! channel `flowgate:rules`. The newest [`KEPT_VERSIONS`] versions are kept.
 
 use std::time::Duration;
 
-use flowgate_core::StoreError;
+use flowgate::store::StoreError;
+use flowgate_redis::scripts::RULES_PUSH;
 use flowgate_redis::{RedisConnection, RedisOptions, RedisTls};
 use serde::Serialize;
 
@@ -26,25 +27,6 @@ pub const KEPT_VERSIONS: u64 = 1000;
 
 /// How long one command may take (connecting included).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
-
-const PUSH: &str = r"
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local base = ARGV[1]
-if base == 'empty' then
-  if cur ~= 0 then return {cur, 0} end
-elseif base ~= '' and tonumber(base) ~= cur then
-  return {cur, -1}
-end
-local n = cur + 1
-local t = redis.call('TIME')
-local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-redis.call('HSET', ARGV[2] .. n, 'doc', ARGV[3], 'author', ARGV[4], 'action', ARGV[5],
-  'diff', ARGV[6], 'summary', ARGV[7], 'at_ms', at)
-redis.call('SET', KEYS[1], n)
-if n > tonumber(ARGV[9]) then redis.call('DEL', ARGV[2] .. (n - tonumber(ARGV[9]))) end
-redis.call('PUBLISH', ARGV[8], n)
-return {n, 1}
-";
 
 /// Why the shared rules cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -230,10 +212,8 @@ impl SharedRules {
             Base::Version(v) => v.to_string(),
             Base::Empty => "empty".to_owned(),
         };
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(PUSH)
-            .arg(1)
-            .arg(VERSION_KEY)
+        let mut call = RULES_PUSH.prepare_invoke();
+        call.key(VERSION_KEY)
             .arg(base_arg)
             .arg(VERSION_PREFIX)
             .arg(json)
@@ -244,7 +224,7 @@ impl SharedRules {
             .arg(CHANNEL)
             .arg(KEPT_VERSIONS);
         let conn = self.replicated.as_ref().map_or(&self.conn, |r| r.conn());
-        let (n, outcome): (u64, i64) = conn.query(&cmd).await?;
+        let (n, outcome): (u64, i64) = conn.query_script(&call).await?;
         match (outcome, base) {
             (1, _) => {
                 if let Some(r) = &self.replicated {

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use flowgate_core::ManualClock;
+use flowgate::clock::ManualClock;
 use flowgate_server::{Server, ServerConfig};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;

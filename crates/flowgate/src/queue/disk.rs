@@ -130,7 +130,7 @@ impl Drop for Inner {
     }
 }
 
-/// The embedded queue store. See the [module documentation](self).
+/// The embedded queue store. See the module documentation (`queue/disk.rs`).
 ///
 /// Cloning is cheap; clones share the database. One process at a time may open a data
 /// directory (redb locks the file).

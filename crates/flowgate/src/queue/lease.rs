@@ -41,7 +41,7 @@ pub(super) struct Local {
 
 impl<S: QueueStore> Queue<S> {
     /// Leases the next job of the instance of `descriptor`, waiting up to `wait` for one; the
-    /// answer comes at the job's release slot (see the [module documentation](self)). `None`
+    /// answer comes at the job's release slot (see this module's documentation). `None`
     /// when no job was released within `wait`.
     ///
     /// # Errors

@@ -28,7 +28,7 @@
 //!
 //! The rate is held where the channel sees it: the store answers a lease with its slot (on the
 //! store's clock), and the lease returns when that slot comes on this node's clock
-//! ([`offset`]). An answer that arrives later than its slot plus [`tolerance`] (a store that
+//! (`offset.rs`). An answer that arrives later than its slot plus [`tolerance`] (a store that
 //! stalled) is not delivered late: the job is given back, first in line, and the lease asks for
 //! the next slot. A lease dropped while it holds a job (its client went away) gives the job back
 //! at once, with no attempt counted, and its slot with it: the next lease takes that slot if it
@@ -52,8 +52,9 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 pub use flowgate_core::queue::{
-    DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, Nacked, NewJob, QueueError, QueueSet,
-    QueueSpec, QueueSpecError, QueueStore, Submitted, Token, instance_descriptor, instance_names,
+    DeadJob, InstanceStats, JobStatus, LeaseOutcome, Leased, MAX_DELAY, Nacked, NewJob, QueueError,
+    QueueSet, QueueSpec, QueueSpecError, QueueStore, Submitted, Token, instance_descriptor,
+    instance_names,
 };
 use flowgate_core::{Descriptor, Micros};
 use parking_lot::Mutex;

@@ -176,7 +176,7 @@ pub(crate) struct ServeArgs {
     pub(crate) redis_wait_timeout: std::time::Duration,
     /// The embedded store's cap on keys (limit states held in memory). At the cap a new key
     /// takes the place of the sampled key closest to empty; no request is refused for it.
-    #[arg(long, env = "FLOWGATE_MAX_KEYS", default_value_t = flowgate_core::memory::DEFAULT_MAX_KEYS, value_parser = parse_max_keys)]
+    #[arg(long, env = "FLOWGATE_MAX_KEYS", default_value_t = flowgate::store::DEFAULT_MAX_KEYS, value_parser = parse_max_keys)]
     pub(crate) max_keys: usize,
     /// This node's name on the dashboard and in the cluster's figures (default: the host's name
     /// and the HTTP port). Unique per node of a cluster.
@@ -228,15 +228,15 @@ fn parse_external_url(text: &str) -> Result<String, String> {
 }
 
 fn parse_alertmanager_url(text: &str) -> Result<String, String> {
-    flowgate_server::config::check_alertmanager_url(text.trim())
+    flowgate_config::check_alertmanager_url(text.trim())
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    flowgate_core::quota::parse_duration(text).map_err(|e| e.to_string())
+    flowgate::rule::parse_duration(text).map_err(|e| e.to_string())
 }
 
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
-    match flowgate_core::quota::parse_duration(text) {
+    match flowgate::rule::parse_duration(text) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err("the deadline must be longer than zero".into()),
         Err(e) => Err(e.to_string()),

@@ -141,7 +141,7 @@ impl Drop for Senders {
 /// POSTs the newest batch of `lane` to `url` whenever there is one (until aborted).
 async fn deliver(url: String, lane: Arc<Lane>, agent: ureq::Agent, metrics: Arc<Metrics>) {
     // Logged redacted: the URL may hold a password.
-    let shown = crate::config::redact_url(&url);
+    let shown = flowgate_config::redact_url(&url);
     let mut failing = false;
     loop {
         let next = lane.latest.lock().take();

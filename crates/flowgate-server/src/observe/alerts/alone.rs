@@ -19,8 +19,8 @@
 use std::collections::BTreeMap;
 
 use super::machine::Transition;
-use super::spec::AlertSpec;
 use super::{Announcement, Stored};
+use flowgate_config::alert::AlertSpec;
 
 /// Reads in a row that must miss an alert before its follower resolves it.
 const MISSES: u8 = 2;
@@ -188,7 +188,7 @@ mod tests {
     fn a_follower_resolves_what_it_alone_announced_after_two_misses() {
         let spec = |name: &str| AlertSpec {
             name: name.into(),
-            kind: super::super::AlertKind::StoreDegraded,
+            kind: flowgate_config::alert::AlertKind::StoreDegraded,
             for_ms: 0,
             webhooks: vec![],
             alertmanagers: vec![],

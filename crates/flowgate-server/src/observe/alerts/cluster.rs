@@ -5,15 +5,17 @@
 //! holder stops renewing it, then taken by the first other node that asks);
 //! `flowgate:{alerts}:state` is a hash of each alert's state (its phase, since when, the value
 //! last read) as JSON. The leader writes the states, fenced by its lease (a script writes only
-//! while the lease is the writer's), before it announces a transition; a node that takes the
+//! while the lease is the writer's), before it announces a transition; the two scripts are
+//! `flowgate-redis`'s `alerts_lease.lua` and `alerts_write.lua`; a node that takes the
 //! lease over starts from the states stored, so a firing alert is neither announced again nor
 //! forgotten unresolved. The other nodes read the states to show and export them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flowgate_core::StoreError;
+use flowgate::store::StoreError;
 use flowgate_redis::RedisConnection;
+use flowgate_redis::scripts::{ALERTS_LEASE, ALERTS_WRITE};
 
 use super::Stored;
 
@@ -26,31 +28,6 @@ pub const LEASE: Duration = Duration::from_secs(3);
 /// How long one of the evaluator's calls may wait for Redis: past it, the node evaluates alone
 /// this second rather than late.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// Takes or renews the lease. KEYS[1]: the lease; ARGV[1]: the evaluator's id; ARGV[2]: its
-/// length in ms. Answers 1 (renewed), 2 (taken now) or 0 (another holds it).
-const LEASE_SCRIPT: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 2
-end
-return 0
-";
-
-/// Replaces the states while the lease is the writer's. KEYS[1]: the lease; KEYS[2]: the
-/// states; ARGV[1]: the evaluator's id; ARGV[2..]: alert, state, alert, state, ... Answers 1
-/// (written) or 0 (the lease is another's: nothing written).
-const WRITE_SCRIPT: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[2])
-if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
-return 1
-";
 
 /// Whether this evaluator leads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,13 +63,11 @@ impl Cluster {
     /// # Errors
     /// [`StoreError`] when Redis does not answer.
     pub async fn lease(&self) -> Result<Lease, StoreError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(LEASE_SCRIPT)
-            .arg(1)
-            .arg(LEADER_KEY)
+        let mut call = ALERTS_LEASE.prepare_invoke();
+        call.key(LEADER_KEY)
             .arg(&self.id)
             .arg(LEASE.as_millis() as u64);
-        let r: i64 = self.conn.query(&cmd).await?;
+        let r: i64 = self.conn.query_script(&call).await?;
         Ok(match r {
             1 => Lease::Renewed,
             2 => Lease::Taken,
@@ -124,17 +99,13 @@ impl Cluster {
         &self,
         states: &BTreeMap<String, Stored>,
     ) -> Result<bool, StoreError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(WRITE_SCRIPT)
-            .arg(2)
-            .arg(LEADER_KEY)
-            .arg(STATE_KEY)
-            .arg(&self.id);
+        let mut call = ALERTS_WRITE.prepare_invoke();
+        call.key(LEADER_KEY).key(STATE_KEY).arg(&self.id);
         for (name, s) in states {
-            cmd.arg(name)
+            call.arg(name)
                 .arg(serde_json::to_string(s).unwrap_or_default());
         }
-        let r: i64 = self.conn.query(&cmd).await?;
+        let r: i64 = self.conn.query_script(&call).await?;
         Ok(r == 1)
     }
 }

@@ -16,8 +16,8 @@
 //!
 //! [`RuleStats::rejection_ratio`]: crate::observe::view::RuleStats::rejection_ratio
 
-use super::spec::AlertKind;
 use crate::observe::view::StatsView;
+use flowgate_config::alert::AlertKind;
 
 /// How many of the heaviest (rejected descriptors, breaker instances) a message names.
 pub const WHO_MAX: usize = 3;

@@ -110,7 +110,7 @@ impl Outbox {
             while q.len() >= self.policy.capacity.max(1) {
                 q.pop_front();
                 self.metrics.alert_notification("dropped");
-                tracing::warn!(target: "flowgate::alerts", webhook = %crate::config::redact_url(url), "alert outbox full: the oldest message is dropped");
+                tracing::warn!(target: "flowgate::alerts", webhook = %flowgate_config::redact_url(url), "alert outbox full: the oldest message is dropped");
             }
             q.push_back(body);
         }
@@ -184,7 +184,7 @@ async fn deliver(
     metrics: Arc<Metrics>,
 ) {
     // Logged redacted: a webhook's URL may hold a token.
-    let shown = crate::config::redact_url(&url);
+    let shown = flowgate_config::redact_url(&url);
     loop {
         let next = lane.queue.lock().pop_front();
         let Some(body) = next else {

@@ -3,13 +3,13 @@
 //! webhooks and to Alertmanagers through their API, logged (target `flowgate::alerts`),
 //! exported as `flowgate_alerts_firing{alert}` and shown in the views ([`Alerts::views`]).
 //!
-//! The parts: [`spec`] (what an alert watches), [`condition`] (reading it from a view, with
+//! The parts: what an alert watches ([`AlertSpec`], declared in the configuration), [`condition`] (reading it from a view, with
 //! its value in units and who it is about), [`machine`] (inactive → pending → firing →
 //! resolved, on time passed in), [`webhook`] (the webhook message), [`alertmanager`]
 //! (Alertmanager's API, re-sent while firing), [`delivery`] (the webhooks' outboxes),
-//! [`cluster`] (one evaluator per cluster on Redis), [`alone`] (each node on its own while no
+//! [`cluster`] (one evaluator per cluster on Redis), `alone` (each node on its own while no
 //! node can hold the cluster's lease, and the hand-back). [`Alerts`] ties them: it holds the
-//! alerts in force (changed with the rules, by [`RulesInForce`](crate::rules::RulesInForce)),
+//! alerts in force (changed with the rules, by the server's `RulesInForce`),
 //! their states, and evaluates on [`Alerts::tick`].
 
 pub mod alertmanager;
@@ -18,7 +18,6 @@ pub mod cluster;
 pub mod condition;
 pub mod delivery;
 pub mod machine;
-pub mod spec;
 pub mod webhook;
 
 use std::collections::BTreeMap;
@@ -36,9 +35,10 @@ use self::cluster::{Cluster, Lease};
 use self::condition::Reading;
 use self::delivery::{Delivery, Outbox};
 use self::machine::{Phase, Transition};
-pub use self::spec::{AlertKind, AlertSet, AlertSpec};
+use flowgate_config::alert::{AlertSet, AlertSpec};
+
 use crate::observe::metrics::Metrics;
-use crate::observe::view::{AlertView, StatsView};
+use crate::observe::view::{AlertView, StatsView, Watched};
 
 /// How often the alerts are evaluated (on each new view, which comes every second).
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -159,7 +159,7 @@ impl Alerts {
                     state: s.phase.name().to_owned(),
                     since_ms: s.phase.since_ms(),
                     value: s.value,
-                    watched: Some(a.kind.watched()),
+                    watched: Some(Watched::of(&a.kind)),
                 }
             })
             .collect()
@@ -359,7 +359,7 @@ impl Alerts {
     /// One evaluation on `view` at `now_ms` (Unix milliseconds). Alone (no `cluster`), this
     /// node evaluates and announces. With `cluster`, only the lease's holder does, after storing
     /// the new states (when it took the lease now, from the stored states merged with its own:
-    /// [`alone`]); the other nodes take the stored states. While Redis does not answer, every
+    /// `alone.rs`); the other nodes take the stored states. While Redis does not answer, every
     /// node evaluates alone on its own figures and announces, until it can lead or follow
     /// again.
     pub async fn tick(&self, view: &StatsView, now_ms: i64, cluster: Option<&Cluster>) {
@@ -421,7 +421,7 @@ impl Alerts {
 
     /// An evaluation while the cluster's lease cannot be had (`why`): this node evaluates its
     /// own figures from the states it knew, and announces on its own.
-    fn alone_tick(&self, view: &StatsView, now_ms: i64, why: &flowgate_core::StoreError) {
+    fn alone_tick(&self, view: &StatsView, now_ms: i64, why: &flowgate::store::StoreError) {
         if self.alone.lock().enter() {
             self.metrics.alerts_local.set(1);
             tracing::warn!(target: "flowgate::alerts", error = %why, "alerts: cannot reach Redis for the cluster's evaluation; this node evaluates its own figures and announces alone until it can");
@@ -435,7 +435,7 @@ impl Alerts {
 
 /// The wall clock, in Unix milliseconds.
 fn now_ms() -> i64 {
-    i64::try_from(flowgate_core::clock::system_now() / 1000).unwrap_or(i64::MAX)
+    i64::try_from(flowgate::clock::system_now() / 1000).unwrap_or(i64::MAX)
 }
 
 /// Evaluates `alerts` on each new view of `stats` (every second; every [`EVERY`] × 2 at the
@@ -477,7 +477,7 @@ pub(crate) fn spawn(
     node: &str,
     destinations: Destinations,
     shutdown: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, flowgate_core::StoreError> {
+) -> Result<tokio::task::JoinHandle<()>, flowgate::store::StoreError> {
     alerts.set_external_url(destinations.external_url);
     alerts.set_global_alertmanagers(destinations.alertmanagers);
     let cluster = match redis {
@@ -490,7 +490,7 @@ pub(crate) fn spawn(
             let id = format!(
                 "{node}/{}/{}",
                 std::process::id(),
-                flowgate_core::clock::system_now()
+                flowgate::clock::system_now()
             );
             Some(Cluster::new(conn, id))
         }

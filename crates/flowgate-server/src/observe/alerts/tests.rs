@@ -13,6 +13,7 @@ use super::cluster::{Cluster, LEADER_KEY};
 use super::delivery::Delivery;
 use super::*;
 use crate::observe::view::RuleStats;
+use flowgate_config::alert::{AlertKind, AlertSet};
 
 /// A webhook receiver on loopback: the messages it got, and its address.
 struct Receiver {

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::condition::Reading;
 use super::machine::Transition;
-use super::spec::AlertSpec;
+use flowgate_config::alert::AlertSpec;
 
 /// Alertmanager's zero time, the `endsAt` of a firing alert.
 pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -175,7 +175,7 @@ pub fn message(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::alerts::spec::AlertKind;
+    use flowgate_config::alert::AlertKind;
 
     fn alert() -> AlertSpec {
         AlertSpec {

@@ -145,12 +145,7 @@ fn summary(c: &[Counted]) -> Summary {
 impl Stats {
     /// This node's figures for the rules in force, as published: its seconds from `from` to
     /// `at`.
-    pub(super) fn snapshot(
-        &self,
-        at: i64,
-        from: i64,
-        rules: &flowgate_core::RuleSet,
-    ) -> NodeSnapshot {
+    pub(super) fn snapshot(&self, at: i64, from: i64, rules: &flowgate::RuleSet) -> NodeSnapshot {
         let span = usize::try_from(at - from + 1)
             .unwrap_or(1)
             .clamp(1, HISTORY_SECONDS);
@@ -413,7 +408,7 @@ impl Cluster {
     /// Publishes `mine` and reads every live node's figures.
     pub(super) async fn exchange(&self, mine: NodeSnapshot, at: i64) {
         let result = self.try_exchange(&mine).await;
-        let now_ms = (flowgate_core::clock::system_now() / 1000) as i64;
+        let now_ms = (flowgate::clock::system_now() / 1000) as i64;
         match result {
             Ok((nodes, snapshots)) => {
                 self.publishing.lock().succeeded(at);
@@ -439,7 +434,7 @@ impl Cluster {
         mine: &NodeSnapshot,
     ) -> Result<(Vec<NodeView>, Vec<NodeSnapshot>), String> {
         let json = serde_json::to_string(mine).map_err(|e| e.to_string())?;
-        let now_ms = (flowgate_core::clock::system_now() / 1000) as i64;
+        let now_ms = (flowgate::clock::system_now() / 1000) as i64;
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
             .arg(format!("{NODE_PREFIX}{}", mine.node))

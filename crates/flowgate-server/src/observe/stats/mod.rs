@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowgate_core::Rule;
+use flowgate::adaptive::AdaptiveView;
+use flowgate::breakers::BreakerView as BreakerInstance;
+use flowgate::{Rule, RuleSet};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
@@ -29,12 +31,31 @@ use cluster::Cluster;
 use latency::Latency;
 use refusals::Refusals;
 
-use crate::config::schema::LimitDoc;
 use crate::observe::view::{
     AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, ReadTimes,
-    RuleStats, RulesInfoView, Scope, Series, StatsView, StoreStats,
+    RuleStats, RulesInfoView, Scope, Series, StatsView, StoreKind, StoreStats,
 };
-use crate::state::AppState;
+
+/// What the figures read of the server besides what the recorder counts: the limiter's rules,
+/// clock, adaptive limits and breakers, the rules' version, the store's health. The server's
+/// state provides them, so that the figures know nothing of it.
+pub(crate) trait Sources: Send + Sync {
+    /// The rules in force.
+    fn rules(&self) -> Arc<RuleSet>;
+    /// Now, by the store's clock (µs since the Unix epoch).
+    fn now(&self) -> u64;
+    /// The adaptive limits of rule `rule` of `domain`, one per matched descriptor.
+    fn adaptive_limits(&self, domain: &str, rule: &str) -> Vec<AdaptiveView>;
+    /// Every circuit breaker instance.
+    fn breakers(&self) -> Vec<BreakerInstance>;
+    /// The rules' version and where they came from.
+    fn rules_info(&self) -> RulesInfoView;
+    /// Whether the store's last request failed (`flowgate_store_degraded`).
+    fn store_degraded(&self) -> bool;
+    /// Brings the store's health into its gauges.
+    fn refresh_store(&self);
+}
+use flowgate_config::schema::{LimitDoc, RuleDoc};
 
 /// Heavy keys shown per rule and list.
 pub(crate) const TOP: usize = 10;
@@ -61,7 +82,7 @@ pub(crate) struct Stats {
     node: String,
     /// When the node started (Unix seconds).
     started: i64,
-    store_kind: &'static str,
+    store_kind: StoreKind,
     /// By (domain, rule name): a rule keeps its figures across rule changes.
     cells: RwLock<HashMap<(String, String), Arc<RuleCell>>>,
     latency: Latency,
@@ -78,13 +99,13 @@ pub(crate) struct Stats {
 pub(crate) const SUBSCRIBER_WINDOW: usize = 60;
 
 /// Text of a limit: `20/1s, token_bucket, burst 20`.
-fn limit_text(l: Option<&flowgate_core::Limit>) -> Option<String> {
+fn limit_text(l: Option<&flowgate::Limit>) -> Option<String> {
     l?;
     let d = LimitDoc::of(l);
     let mut out = d.limit;
     if let Some(a) = d.algorithm {
         out.push_str(", ");
-        out.push_str(a);
+        out.push_str(flowgate::Algorithm::from(a).name());
     }
     if let Some(b) = d.burst {
         out.push_str(&format!(", burst {b}"));
@@ -94,7 +115,7 @@ fn limit_text(l: Option<&flowgate_core::Limit>) -> Option<String> {
 
 /// Text of a rule's schedule: each override's fields, `limit=50/s days=[sat, sun]; ...`.
 fn schedule_text(r: &Rule) -> String {
-    let doc = crate::config::schema::RuleDoc::of(r);
+    let doc = RuleDoc::of(r);
     doc.schedule
         .iter()
         .map(|o| match serde_json::to_value(o) {
@@ -152,7 +173,7 @@ impl Stats {
     /// through `redis` when given; decisions are counted when `on`.
     pub(crate) fn new(
         node: String,
-        store_kind: &'static str,
+        store_kind: StoreKind,
         redis: Option<flowgate_redis::RedisConnection>,
         on: bool,
     ) -> Self {
@@ -205,7 +226,7 @@ impl Stats {
     pub(crate) fn set_queues(&self, queues: Vec<QueueStats>) {
         let mut s = self.sampled.lock();
         s.queues = queues;
-        s.queues_read_ms = Some((flowgate_core::clock::system_now() / 1000) as i64);
+        s.queues_read_ms = Some((flowgate::clock::system_now() / 1000) as i64);
     }
 
     /// Closes second `at`: every rule's counts and summaries, the latency window, the store's
@@ -237,10 +258,15 @@ impl Stats {
 
     /// The view over the last `window` seconds (at most 900); the cluster's when the node is on
     /// Redis and `scope` allows it.
-    pub(crate) fn view(&self, state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
+    pub(crate) fn view(
+        &self,
+        state: &impl Sources,
+        window: usize,
+        scope: Option<Scope>,
+    ) -> StatsView {
         let window = window.clamp(1, HISTORY_SECONDS);
-        let rules = state.limiter.rules();
-        let now = flowgate::store::Store::now(state.limiter.store());
+        let rules = state.rules();
+        let now = state.now();
         let (at, latency, degraded, queues, queues_read_ms) = {
             let s = self.sampled.lock();
             (
@@ -345,9 +371,7 @@ impl Stats {
                 adaptive: match r.adaptive {
                     None => Vec::new(),
                     Some(_) => state
-                        .limiter
-                        .adaptive()
-                        .limits(&r.domain, &r.name)
+                        .adaptive_limits(&r.domain, &r.name)
                         .into_iter()
                         .map(|a| AdaptiveLimit {
                             key: a.key,
@@ -360,8 +384,8 @@ impl Stats {
             });
         }
         let node_store = StoreStats {
-            kind: self.store_kind.to_owned(),
-            degraded: state.metrics.store_degraded.get() != 0,
+            kind: self.store_kind,
+            degraded: state.store_degraded(),
             p50_ms: latency.map(|l| l.0),
             p99_ms: latency.map(|l| l.1),
             degraded_series: degraded.iter().map(|c| c.admitted.min(1) as u8).collect(),
@@ -382,7 +406,6 @@ impl Stats {
                 node_store,
             ),
         };
-        let info = state.rules.info();
         StatsView {
             at,
             scope,
@@ -393,10 +416,7 @@ impl Stats {
             store,
             alerts: Vec::new(),
             breakers: state
-                .limiter
                 .breakers()
-                .views()
-                .0
                 .iter()
                 .map(|b| {
                     let refused = match &cluster {
@@ -406,10 +426,7 @@ impl Stats {
                     super::breakers::view(b, rate(refused))
                 })
                 .collect(),
-            rules_info: RulesInfoView {
-                version: info.version,
-                source: info.source().to_owned(),
-            },
+            rules_info: state.rules_info(),
             read: ReadTimes {
                 queues_ms: queues_read_ms,
                 cluster_ms: cluster_read_ms,
@@ -421,15 +438,18 @@ impl Stats {
 
 /// The Unix second now, and how long until the next one starts.
 fn second_now() -> (i64, Duration) {
-    let us = flowgate_core::clock::system_now();
+    let us = flowgate::clock::system_now();
     let s = (us / 1_000_000) as i64;
     (s, Duration::from_micros(1_000_000 - us % 1_000_000))
 }
 
 /// Closes each second as it ends, until `shutdown`: samples the figures, shares them with the
 /// cluster, and sends the new view to the subscribers.
-pub(crate) async fn run(state: Arc<AppState>, mut shutdown: watch::Receiver<bool>) {
-    let stats = Arc::clone(&state.stats);
+pub(crate) async fn run(
+    state: Arc<impl Sources>,
+    stats: Arc<Stats>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let (_, wait) = second_now();
         tokio::select! {
@@ -441,16 +461,16 @@ pub(crate) async fn run(state: Arc<AppState>, mut shutdown: watch::Receiver<bool
         }
         let (now, _) = second_now();
         let at = now - 1;
-        let rules = state.limiter.rules();
+        let rules = state.rules();
         // The store's health as of now, not as of the last refresh (the store alert reads it).
-        crate::probes::refresh(&state);
-        let degraded = state.metrics.store_degraded.get() != 0;
+        state.refresh_store();
+        let degraded = state.store_degraded();
         stats.sample(at, degraded, rules.rules());
         if let Some(c) = &stats.cluster {
             let mine = stats.snapshot(at, c.publish_from(at), &rules);
             c.exchange(mine, at).await;
         }
-        let view = stats.view(&state, SUBSCRIBER_WINDOW, None);
+        let view = stats.view(state.as_ref(), SUBSCRIBER_WINDOW, None);
         stats.views.send_replace(Arc::new(view));
     }
 }

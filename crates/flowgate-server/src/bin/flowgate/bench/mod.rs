@@ -81,7 +81,7 @@ pub(crate) struct BenchArgs {
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
-    flowgate_core::quota::parse_duration(s).map_err(|e| e.to_string())
+    flowgate::rule::parse_duration(s).map_err(|e| e.to_string())
 }
 
 #[derive(Default)]
@@ -282,14 +282,14 @@ pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     };
     let library = match args.api {
         BenchApi::Library => {
-            let set = flowgate_server::config::load(&args.config)?.rules;
+            let set = flowgate_config::load(&args.config)?.rules;
             let backend = match &args.redis_url {
                 Some(url) => {
                     flowgate_server::Backend::redis(url, flowgate_redis::DEFAULT_DEADLINE).await?
                 }
                 None => flowgate_server::Backend::memory(
-                    flowgate_server::ServerClock::System(flowgate_core::SystemClock::new()),
-                    flowgate_core::memory::DEFAULT_MAX_KEYS,
+                    flowgate_server::ServerClock::System(flowgate::clock::SystemClock::new()),
+                    flowgate::store::DEFAULT_MAX_KEYS,
                 ),
             };
             Some(Arc::new(flowgate::Limiter::new(set, backend)))

@@ -3,14 +3,15 @@
 //! parameter, a path token such as Slack's `/services/T…/B…/…`), and the rules can be read with
 //! no token at all.
 //!
-//! [`FileDoc::urls_mut`] is the one list of those fields: redaction and the check of redacted
-//! URLs in a `PUT` body both read it, so a URL field added to the schema is one line there.
+//! [`FileDoc::urls_mut`] is the one list of those fields, so a URL field added to the schema is
+//! one line there. A URL shown redacted and sent back is refused where every URL field is
+//! checked, by the conversion of its field.
 
-use super::schema::FileDoc;
+use crate::schema::FileDoc;
 
 /// What stands for a hidden part of a URL. It is not a valid URL character, so a URL shown
 /// redacted and sent back is recognised (and refused) rather than stored.
-pub(crate) const REDACTED: &str = "<redacted>";
+pub const REDACTED: &str = "<redacted>";
 
 impl FileDoc {
     /// Every URL field of the document, with its path in the document (`alert[0].webhooks[1]`).
@@ -35,14 +36,6 @@ impl FileDoc {
             *url = redact(url);
         }
     }
-
-    /// The path of the first URL field shown redacted (holding [`REDACTED`]), if any.
-    pub fn redacted_url(&mut self) -> Option<String> {
-        self.urls_mut()
-            .into_iter()
-            .find(|(_, url)| url.contains(REDACTED))
-            .map(|(path, _)| path)
-    }
 }
 
 /// Adds the URLs of list field `path` to `out`.
@@ -57,7 +50,7 @@ fn list<'a>(out: &mut Vec<(String, &'a mut String)>, path: &str, urls: &'a mut [
 /// fragment, and each path segment that may be a token (16 characters or more, or 6 or more
 /// with a digit). The scheme, host, port and plain path segments (`/api/v2/alerts`) stay, so a
 /// reader still sees where notifications go. A text without `://` is hidden whole.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let (url, fragment) = match url.split_once('#') {
         Some((u, _)) => (u, Some(REDACTED)),
         None => (url, None),
@@ -114,7 +107,22 @@ fn may_be_token(segment: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::schema::AlertDoc;
+    use crate::schema::{AlertDoc, StoreCondition, Watch};
+
+    fn alert(name: &str) -> AlertDoc {
+        AlertDoc {
+            name: name.into(),
+            watch: Watch::Store {
+                store: StoreCondition::Degraded,
+            },
+            for_: None,
+            webhooks: None,
+            alertmanagers: None,
+            severity: None,
+            summary: None,
+            description: None,
+        }
+    }
 
     #[test]
     fn secrets_are_hidden_and_the_destination_stays() {
@@ -149,15 +157,11 @@ mod tests {
             alert_webhooks: vec!["http://u:p@a/h".into()],
             alertmanagers: vec!["http://am:9093".into()],
             alert: vec![
+                alert("x"),
                 AlertDoc {
-                    name: "x".into(),
-                    ..AlertDoc::default()
-                },
-                AlertDoc {
-                    name: "y".into(),
                     webhooks: Some(vec!["http://b/h?k=v".into(), "http://c/h".into()]),
                     alertmanagers: Some(vec!["http://admin:secret@am2:9093".into()]),
-                    ..AlertDoc::default()
+                    ..alert("y")
                 },
             ],
             ..FileDoc::default()
@@ -173,7 +177,6 @@ mod tests {
                 "alert[1].alertmanagers[0]"
             ]
         );
-        assert_eq!(doc.redacted_url(), None);
         doc.redact_urls();
         assert_eq!(doc.alert_webhooks, ["http://u:<redacted>@a/h"]);
         assert_eq!(
@@ -190,6 +193,5 @@ mod tests {
             doc.alert[1].alertmanagers.as_deref(),
             Some(&["http://admin:<redacted>@am2:9093".to_owned()][..])
         );
-        assert_eq!(doc.redacted_url().as_deref(), Some("alert_webhooks[0]"));
     }
 }

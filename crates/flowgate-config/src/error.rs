@@ -4,7 +4,7 @@ use std::fmt;
 
 /// An invalid configuration: which file, which line (when known), which field, and what is wrong.
 ///
-/// Displayed as `path:line: field `rule[2].limit`: `x/s` is not a quota ...`.
+/// Displayed as ``path:line: field `rule[2].limit`: `x/s` is not a quota ...``.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     /// The file (or `<api>` for rules sent to the admin API).

@@ -1,9 +1,7 @@
-//! What an alert watches: the declaration of `[[alert]]`, converted and validated by the
-//! configuration (`config::convert`), and the text that names it.
+//! What an alert watches: the declaration of `[[alert]]`, as the configuration converts and
+//! validates it, and the text that names it.
 
 use flowgate_core::quota::format_micros;
-
-use crate::observe::view::Watched;
 
 /// One declared alert.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,28 +67,6 @@ pub enum AlertKind {
         /// The breaker's name.
         breaker: String,
     },
-}
-
-impl AlertKind {
-    /// What it watches, by name.
-    pub fn watched(&self) -> Watched {
-        match self {
-            AlertKind::Rule { domain, rule, .. } => Watched::Rule {
-                domain: domain.clone(),
-                name: rule.clone(),
-            },
-            AlertKind::QueueAge { domain, queue, .. }
-            | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
-                domain: domain.clone(),
-                name: queue.clone(),
-            },
-            AlertKind::StoreDegraded => Watched::Store,
-            AlertKind::Breaker { domain, breaker } => Watched::Breaker {
-                domain: domain.clone(),
-                name: breaker.clone(),
-            },
-        }
-    }
 }
 
 impl AlertSpec {
@@ -162,7 +138,7 @@ pub struct AlertSet {
 
 impl AlertSet {
     /// The set of `alerts`, whose names the configuration checked unique.
-    pub(crate) fn new(alerts: Vec<AlertSpec>) -> Self {
+    pub fn new(alerts: Vec<AlertSpec>) -> Self {
         Self { alerts }
     }
 

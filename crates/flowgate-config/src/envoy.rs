@@ -34,19 +34,20 @@
 //! `share_threshold` (only on a wildcard value) makes the matching values of that entry, and of
 //! every rule below it, count together; `quota_mode` rules reject a request only when every
 //! quota-mode rule it matched is over its limit; `value_to_metric` and `detailed_metric` shape
-//! the `descriptor` label of `flowgate_decisions_total` (see [`crate::metrics`]). Every error its
+//! the `descriptor` label of `flowgate_decisions_total` (see the server's metrics). Every error its
 //! loader reports is reported here too, with file, line and field.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use flowgate_core::quota::format_micros;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::schema::{EntryDoc, FlaggedEntry, LimitField, Pattern, RuleDoc};
-use super::{ConfigError, LocatedRule};
+use flowgate_core::Rule;
+
+use crate::error::ConfigError;
+use crate::located::Located;
+use crate::schema::{AlgorithmDoc, EntryDoc, FlaggedEntry, LimitField, Pattern, RuleDoc};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,56 +103,22 @@ struct Replace {
     name: Option<String>,
 }
 
-/// The envoyproxy/ratelimit units and their lengths in seconds (month = 30 days, year = 365
-/// days, as there).
-const UNITS: [(Unit, &str, u64); 7] = [
-    (Unit::Second, "second", 1),
-    (Unit::Minute, "minute", 60),
-    (Unit::Hour, "hour", 3_600),
-    (Unit::Day, "day", 86_400),
-    (Unit::Week, "week", 604_800),
-    (Unit::Month, "month", 2_592_000),
-    (Unit::Year, "year", 31_536_000),
+/// envoyproxy/ratelimit's units as its YAML names them, and their lengths in seconds (month = 30
+/// days, year = 365 days, as there), in the order of Envoy's `RateLimit.Unit` from `SECOND`.
+pub const ENVOY_UNITS: [(&str, u64); 7] = [
+    ("second", 1),
+    ("minute", 60),
+    ("hour", 3_600),
+    ("day", 86_400),
+    ("week", 604_800),
+    ("month", 2_592_000),
+    ("year", 31_536_000),
 ];
-
-/// The length of an Envoy rate-limit unit in seconds; `None` for `UNKNOWN`.
-pub fn envoy_unit_seconds(unit: Unit) -> Option<u64> {
-    UNITS
-        .iter()
-        .find(|(u, _, _)| *u == unit)
-        .map(|(_, _, s)| *s)
-}
-
-/// How a limit of `limit` per `window` is reported in Envoy's `RateLimit { requests_per_unit,
-/// unit }`.
-///
-/// A window of exactly one unit is reported as is. Any other window (say `5/30s`, which Envoy's
-/// units cannot express) is reported in the unit nearest to it on a logarithmic scale, with the
-/// count scaled to that unit and rounded down, but at least 1 unless the limit is 0: `5/30s` is
-/// `10 per MINUTE`, `20/500ms` is `40 per SECOND`, `1000/90s` is `666 per MINUTE`. The count
-/// saturates at `u32::MAX`.
-pub fn envoy_unit(limit: u64, window: Duration) -> (Unit, u32) {
-    let w = window.as_secs_f64().max(1e-9);
-    let mut best = UNITS[0];
-    let mut best_dist = f64::INFINITY;
-    for u in UNITS {
-        let dist = (w.ln() - (u.2 as f64).ln()).abs();
-        if dist < best_dist {
-            best = u;
-            best_dist = dist;
-        }
-    }
-    let unit_us = u128::from(best.2) * 1_000_000;
-    let window_us = window.as_micros().max(1);
-    let scaled = u128::from(limit) * unit_us / window_us;
-    let scaled = if limit > 0 { scaled.max(1) } else { 0 };
-    (best.0, u32::try_from(scaled).unwrap_or(u32::MAX))
-}
 
 struct Ctx<'a> {
     file: &'a str,
     domain: String,
-    out: Vec<LocatedRule>,
+    out: Vec<Located<Rule>>,
 }
 
 impl Ctx<'_> {
@@ -164,13 +131,13 @@ impl Ctx<'_> {
 pub(crate) fn parse(
     file: &str,
     text: &str,
-) -> Result<((String, u64), Vec<LocatedRule>), ConfigError> {
+) -> Result<((String, u64), Vec<Located<Rule>>), ConfigError> {
     let root: Root = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         let line = loc.map(|l| l.line());
         let field = loc
             .and_then(|l| l.span().byte_offset())
-            .map(|off| super::key_on_line(text, off as usize))
+            .map(|off| crate::key_on_line(text, off as usize))
             .unwrap_or_default();
         let message = first_line(&e.to_string());
         ConfigError::new(file, line, field, message)
@@ -281,9 +248,9 @@ fn load(
             let unit = match &rl.unit {
                 None => None,
                 Some(u) => {
-                    let found = UNITS
+                    let found = ENVOY_UNITS
                         .iter()
-                        .find(|(_, n, _)| n.eq_ignore_ascii_case(u.value.trim()));
+                        .find(|(n, _)| n.eq_ignore_ascii_case(u.value.trim()));
                     match (found, rl.unlimited) {
                         (Some(_), true) => {
                             return Err(ctx.err(
@@ -309,7 +276,7 @@ fn load(
             let limit = if rl.unlimited {
                 None
             } else {
-                let Some((_, _, secs)) = unit else {
+                let Some((_, secs)) = unit else {
                     return Err(ctx.err(
                         rl_line,
                         &format!("{rl_field}.unit"),
@@ -349,7 +316,7 @@ fn load(
                 pattern: Pattern::Entries(pattern.clone()),
                 unlimited: limit.is_none(),
                 limit,
-                algorithm: Some("fixed_window".into()),
+                algorithm: Some(AlgorithmDoc::FixedWindow),
                 shadow: d.shadow_mode,
                 detailed_metric: d.detailed_metric,
                 quota_mode: d.quota_mode,
@@ -360,10 +327,11 @@ fn load(
             let rule = doc
                 .to_rule(None)
                 .map_err(|e| ctx.err(rl_line, &rl_field, e.message))?;
-            ctx.out.push(LocatedRule {
-                rule,
+            ctx.out.push(Located {
+                item: rule,
                 file: ctx.file.to_owned(),
                 line: Some(line),
+                target_line: None,
                 field: here.clone(),
             });
         }
@@ -378,28 +346,4 @@ fn load(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn units_for_envoy() {
-        let s = Duration::from_secs;
-        assert_eq!(envoy_unit(20, s(1)), (Unit::Second, 20));
-        assert_eq!(envoy_unit(5, s(60)), (Unit::Minute, 5));
-        assert_eq!(envoy_unit(5, s(30)), (Unit::Minute, 10));
-        assert_eq!(
-            envoy_unit(20, Duration::from_millis(500)),
-            (Unit::Second, 40)
-        );
-        assert_eq!(envoy_unit(1000, s(90)), (Unit::Minute, 666));
-        assert_eq!(envoy_unit(1, s(3600)), (Unit::Hour, 1));
-        assert_eq!(envoy_unit(1, s(2_592_000)), (Unit::Month, 1));
-        assert_eq!(envoy_unit(0, s(30)), (Unit::Minute, 0));
-        // Never rounds a non-zero limit down to zero.
-        assert_eq!(envoy_unit(1, s(172_800)), (Unit::Day, 1));
-        assert_eq!(envoy_unit(1, s(10)), (Unit::Minute, 6));
-    }
 }

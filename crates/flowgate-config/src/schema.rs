@@ -1,19 +1,19 @@
 //! The rule schema: the serde types that *are* Flowgate's configuration format. TOML files and
 //! JSON bodies are read by them, `GET /v1/rules` is written by them (so what it writes, `PUT`
-//! reads back), and envoyproxy/ratelimit's YAML is mapped onto them. [`convert`](super::convert)
-//! turns them into the core's [`Rule`] and [`QueueSpec`](flowgate_core::queue::QueueSpec) in one
-//! place; [`RuleDoc::of`] is the way back.
+//! reads back), and envoyproxy/ratelimit's YAML is mapped onto them. The crate's `convert`
+//! module turns each into the core's rule, queue, alert or breaker in one place, one file per
+//! kind, beside its way back (`RuleDoc::of`, ...).
 //!
-//! Adding a rule field touches three places: its field here (and in [`RuleDoc::of`]), its
-//! conversion in `convert.rs`, and `docs/rules.md`.
+//! Adding a rule field touches three places: its field here, its conversion and its way back in
+//! `convert/rule.rs`, and `docs/rules.md`.
 
-use flowgate_core::quota::format_micros;
-use flowgate_core::schedule::day_name;
-use flowgate_core::{Algorithm, FailurePolicy, Limit, Mode, Override, Rule, Tz, ValueMatch};
 use serde::{Deserialize, Serialize};
 
+use crate::convert::alert::AlertFields;
+
 /// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues,
-/// alerts, circuit breakers.
+/// alerts, circuit breakers. The readers read it one section at a time (`[[rule]]`, then
+/// `[[queue]]`, ...), so that an error is located in its table.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileDoc {
@@ -41,7 +41,7 @@ pub struct FileDoc {
 }
 
 /// One `[[breaker]]`: a circuit breaker per matched descriptor (see `docs/breakers.md`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerDoc {
     /// Its domain (else the file's).
@@ -52,8 +52,8 @@ pub struct BreakerDoc {
     /// The descriptor pattern, as a rule's: one breaker instance per matched descriptor.
     #[serde(rename = "match")]
     pub pattern: Pattern,
-    /// `error_ratio`, `slow_call_ratio` (with `slow_call`) or `error_count`.
-    pub strategy: String,
+    /// What makes a call bad (`slow_call_ratio` with `slow_call`).
+    pub strategy: StrategyDoc,
     /// `slow_call_ratio`: a call strictly slower than this is slow (`"800ms"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_call: Option<String>,
@@ -78,95 +78,148 @@ pub struct BreakerDoc {
     pub min_nodes: Option<u32>,
 }
 
-impl BreakerDoc {
-    /// The document of a breaker: converting it back gives the same breaker.
-    pub fn of(d: &flowgate::breakers::BreakerDef) -> Self {
-        use flowgate::breakers::Strategy;
-        let spec = &d.spec;
-        let (strategy, slow_call) = match spec.strategy() {
-            Strategy::ErrorRatio => ("error_ratio", None),
-            Strategy::SlowCallRatio { slow_call } => {
-                ("slow_call_ratio", Some(format_micros(slow_call)))
-            }
-            Strategy::ErrorCount => ("error_count", None),
-            // A strategy this schema does not know yet (a newer core).
-            _ => ("unknown", None),
-        };
-        BreakerDoc {
-            domain: Some(d.domain.clone()),
-            name: d.name.clone(),
-            pattern: Pattern::Entries(
-                d.pattern
-                    .iter()
-                    .map(|m| EntryDoc::Text(m.to_string()))
-                    .collect(),
-            ),
-            strategy: strategy.to_owned(),
-            slow_call,
-            threshold: spec.threshold(),
-            window: format_micros(spec.window()),
-            min_calls: spec.min_calls(),
-            open_for: format_micros(spec.open_for()),
-            probes: Some(spec.probes()),
-            probe_timeout: Some(format_micros(spec.probe_timeout())),
-            min_nodes: d.min_nodes,
-        }
-    }
-}
-
-/// One `[[alert]]`. Its kind is given by which key is present: `rule` (a rule's rejection
-/// ratio), `queue` (a queue's oldest age or depth) or `store` (the store degraded).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One `[[alert]]`: a name, what it watches ([`Watch`], whose keys sit beside the alert's own:
+/// which of `rule`, `queue`, `store` and `breaker` is present says what it is), and where its
+/// notifications go.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "AlertFields")]
 pub struct AlertDoc {
     /// Unique among the alerts; Alertmanager's `alertname`.
     pub name: String,
-    /// The domain of its rule or queue (else the file's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
-    /// A rule alert: the rule's name in its domain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// A rule alert: fires while more than this share of the rule's requests is rejected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejection_ratio: Option<f64>,
-    /// A rule alert: only at this many requests per second or more (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_rate: Option<f64>,
-    /// A queue alert: the queue's name in its domain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
-    /// A queue alert: fires while its oldest waiting job is older than this (`"5m"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oldest_age: Option<String>,
-    /// A queue alert: fires while more jobs than this wait.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub depth: Option<u64>,
-    /// A store alert: `"degraded"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store: Option<String>,
-    /// A breaker alert: the circuit breaker's name in its domain; fires while any of its
-    /// instances is open or half-open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<String>,
+    /// What it watches.
+    #[serde(flatten)]
+    pub watch: Watch,
     /// How long the condition must hold before the alert fires (default `0s`).
-    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
     pub for_: Option<String>,
     /// Where to POST its notifications (else the file's `alert_webhooks`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub webhooks: Option<Vec<String>>,
     /// The Alertmanagers to send it to (else the file's `alertmanagers`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub alertmanagers: Option<Vec<String>>,
     /// The `severity` label (`page`, `ticket`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub severity: Option<String>,
     /// The `summary` annotation (else one made from what it watches).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// The `description` annotation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+/// What an alert watches, written as keys of the alert itself. A rule, queue or breaker is named
+/// in its `domain` (else the file's).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Watch {
+    /// `rule`: fires while more than `rejection_ratio` of the rule's requests is rejected.
+    Rule {
+        /// The rule's domain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
+        /// The rule's name in its domain.
+        rule: String,
+        /// Fires while the share rejected is strictly above it.
+        rejection_ratio: f64,
+        /// Only at this many requests per second or more (default 1).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        min_rate: Option<f64>,
+    },
+    /// `queue` with `oldest_age`: fires while its oldest waiting job is older than this.
+    QueueAge {
+        /// The queue's domain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
+        /// The queue's name in its domain.
+        queue: String,
+        /// A duration (`"5m"`).
+        oldest_age: String,
+    },
+    /// `queue` with `depth`: fires while more jobs than this wait.
+    QueueDepth {
+        /// The queue's domain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
+        /// The queue's name in its domain.
+        queue: String,
+        /// The depth above which it fires.
+        depth: u64,
+    },
+    /// `store`: fires while the limiter's store is in this condition.
+    Store {
+        /// The condition.
+        store: StoreCondition,
+    },
+    /// `breaker`: fires while any instance of the circuit breaker is open or half-open.
+    Breaker {
+        /// The breaker's domain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
+        /// The breaker's name in its domain.
+        breaker: String,
+    },
+}
+
+/// A store alert's `store`: the condition it fires in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreCondition {
+    /// The store's last request failed.
+    Degraded,
+}
+
+/// A limit's `algorithm` (see `docs/algorithms.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlgorithmDoc {
+    /// Count per epoch-aligned window.
+    FixedWindow,
+    /// The timestamp and cost of each admitted request.
+    SlidingLog,
+    /// A ring of epoch-aligned counters (the default, but for calendar windows).
+    SlidingWindow,
+    /// GCRA with `burst` (default: the limit).
+    TokenBucket,
+    /// GCRA with `burst` 1 by default.
+    LeakyBucket,
+    /// Units in flight, each lease expiring after the window.
+    Concurrency,
+}
+
+/// A rule's `mode`: what happens to a request over the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeDoc {
+    /// Reject at once (the default).
+    Reject,
+    /// Wait for the next free slot, up to `max_wait` (token and leaky buckets).
+    Delay,
+}
+
+/// A rule's `failure`: what it does when its store cannot answer in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureDoc {
+    /// Admit (the default).
+    Open,
+    /// Reject.
+    Closed,
+    /// Decide on this node's memory store with the limit divided by `nodes`.
+    Local,
+}
+
+/// A circuit breaker's `strategy`: what makes a call bad, and how its threshold reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StrategyDoc {
+    /// The share of failed calls.
+    ErrorRatio,
+    /// The share of calls slower than `slow_call`.
+    SlowCallRatio,
+    /// The number of failed calls.
+    ErrorCount,
 }
 
 /// One `[[rule]]`.
@@ -190,10 +243,9 @@ pub struct RuleDoc {
     /// No limit.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unlimited: bool,
-    /// `fixed_window`, `sliding_log`, `sliding_window` (default), `token_bucket`,
-    /// `leaky_bucket`, `concurrency`.
+    /// The algorithm (default `sliding_window`; `fixed_window` for a calendar window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub algorithm: Option<String>,
+    pub algorithm: Option<AlgorithmDoc>,
     /// Token and leaky bucket size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
@@ -202,7 +254,7 @@ pub struct RuleDoc {
     pub buckets: Option<u32>,
     /// `reject` (default) or `delay`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<ModeDoc>,
     /// Delay mode: the longest wait before rejecting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<String>,
@@ -215,7 +267,7 @@ pub struct RuleDoc {
     pub cold_factor: Option<f64>,
     /// `open` (default), `closed` or `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
+    pub failure: Option<FailureDoc>,
     /// With `failure = "local"`: how many nodes share the limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
@@ -277,19 +329,6 @@ pub struct AdaptiveDoc {
     pub initial: Option<u64>,
 }
 
-impl AdaptiveDoc {
-    /// The document of an adaptive limit.
-    pub fn of(a: &flowgate_core::adaptive::AimdSpec) -> Self {
-        AdaptiveDoc {
-            min: Some(a.min),
-            max: a.max,
-            max_latency: format_micros(a.max_latency.round() as u64),
-            backoff: Some(a.backoff),
-            initial: Some(a.initial),
-        }
-    }
-}
-
 /// A rule's `trial`: a limit watched on live traffic before it is set.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -301,23 +340,10 @@ pub struct TrialDoc {
     pub window: Option<String>,
     /// Its algorithm (else the rule's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub algorithm: Option<String>,
+    pub algorithm: Option<AlgorithmDoc>,
     /// Its burst (else the rule's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
-}
-
-impl TrialDoc {
-    /// The document of a trial limit.
-    pub fn of(l: &Limit) -> Self {
-        let d = LimitDoc::of(Some(l));
-        TrialDoc {
-            limit: LimitField::Text(d.limit),
-            window: None,
-            algorithm: d.algorithm.map(str::to_owned),
-            burst: d.burst,
-        }
-    }
 }
 
 /// A rule's `match`: `"biz=PAY, channel"` or a list of entries.
@@ -380,7 +406,7 @@ pub struct OverrideDoc {
     pub limit: LimitField,
     /// Its algorithm (else the rule's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub algorithm: Option<String>,
+    pub algorithm: Option<AlgorithmDoc>,
     /// Its burst (else the rule's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
@@ -432,34 +458,6 @@ pub struct QueueDoc {
     pub key_retention: Option<String>,
 }
 
-impl QueueDoc {
-    /// The document of a queue: converting it back gives the same queue (bounds at their
-    /// defaults left out).
-    pub fn of(q: &flowgate_core::queue::QueueSpec) -> Self {
-        use flowgate_core::clock::micros;
-        use flowgate_core::queue as d;
-        let unless = |v: u64, default: u64| (v != default).then(|| format_micros(v));
-        QueueDoc {
-            domain: Some(q.domain.clone()),
-            name: q.name.clone(),
-            pattern: Pattern::Entries(
-                q.pattern
-                    .iter()
-                    .map(|m| EntryDoc::Text(m.to_string()))
-                    .collect(),
-            ),
-            rate: q.rate().to_string(),
-            burst: (q.burst() != 1).then(|| q.burst()),
-            max_depth: (q.max_depth() != d::DEFAULT_MAX_DEPTH).then(|| q.max_depth()),
-            lease: unless(q.lease(), micros(d::DEFAULT_LEASE)),
-            max_attempts: (q.max_attempts() != d::DEFAULT_MAX_ATTEMPTS).then(|| q.max_attempts()),
-            retry_backoff: unless(q.retry_backoff(), micros(d::DEFAULT_RETRY_BACKOFF)),
-            max_payload: (q.max_payload() != d::DEFAULT_MAX_PAYLOAD).then(|| q.max_payload()),
-            key_retention: unless(q.key_retention(), micros(d::DEFAULT_KEY_RETENTION)),
-        }
-    }
-}
-
 /// A limit as `GET /v1/rules` shows it in force: `{limit, algorithm, burst}`, `{limit:
 /// "unlimited"}` for none.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -468,128 +466,15 @@ pub struct LimitDoc {
     pub limit: String,
     /// The algorithm.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub algorithm: Option<&'static str>,
+    pub algorithm: Option<AlgorithmDoc>,
     /// Token and leaky bucket size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
 }
 
-impl LimitDoc {
-    /// The document of `limit` (`None`: unlimited).
-    pub fn of(limit: Option<&Limit>) -> Self {
-        match limit {
-            None => LimitDoc {
-                limit: "unlimited".into(),
-                algorithm: None,
-                burst: None,
-            },
-            Some(l) => LimitDoc {
-                limit: l.quota().to_string(),
-                algorithm: Some(l.algorithm().name()),
-                burst: matches!(
-                    l.algorithm(),
-                    Algorithm::TokenBucket | Algorithm::LeakyBucket
-                )
-                .then(|| l.burst()),
-            },
-        }
-    }
-}
-
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if takes a reference
 fn is_false(b: &bool) -> bool {
     !*b
-}
-
-impl RuleDoc {
-    /// The document of a rule: converting it back gives the same rule.
-    pub fn of(r: &Rule) -> Self {
-        let in_force = LimitDoc::of(r.limit.as_ref());
-        let wildcard = |v: &ValueMatch| matches!(v, ValueMatch::Wildcard(_));
-        let share_threshold = r.pattern.iter().any(|m| m.share)
-            && r.pattern.iter().all(|m| m.share || !wildcard(&m.value));
-        let value_to_metric = !r.pattern.is_empty() && r.pattern.iter().all(|m| m.value_to_metric);
-        let entries = r
-            .pattern
-            .iter()
-            .map(|m| {
-                let implied_share = share_threshold && wildcard(&m.value);
-                if m.share == implied_share && m.value_to_metric == value_to_metric {
-                    EntryDoc::Text(m.to_string())
-                } else {
-                    EntryDoc::Flagged(FlaggedEntry {
-                        entry: m.to_string(),
-                        share_threshold: m.share,
-                        value_to_metric: m.value_to_metric,
-                    })
-                }
-            })
-            .collect();
-        let (failure, nodes) = match r.failure {
-            FailurePolicy::Open => (None, None),
-            FailurePolicy::Closed => (Some("closed".to_owned()), None),
-            FailurePolicy::Local { nodes } => (Some("local".to_owned()), Some(nodes)),
-        };
-        let limit = r.limit.as_ref();
-        let delay = limit.filter(|l| l.mode() == Mode::Delay);
-        RuleDoc {
-            domain: Some(r.domain.clone()),
-            name: r.name.clone(),
-            pattern: Pattern::Entries(entries),
-            limit: Some(LimitField::Text(in_force.limit)),
-            window: None,
-            unlimited: false,
-            algorithm: in_force.algorithm.map(str::to_owned),
-            burst: in_force.burst,
-            buckets: limit
-                .filter(|l| l.algorithm() == Algorithm::SlidingWindow)
-                .map(Limit::buckets),
-            mode: delay.map(|_| "delay".to_owned()),
-            max_wait: delay.map(|l| format_micros(l.max_wait())),
-            warmup: limit
-                .and_then(Limit::warmup)
-                .map(|w| format_micros(w.period())),
-            cold_factor: limit
-                .and_then(Limit::warmup)
-                .map(|w| w.cold_factor())
-                .filter(|&c| c != flowgate_core::limit::DEFAULT_COLD_FACTOR),
-            failure,
-            nodes,
-            shadow: r.shadow,
-            replaces: r.replaces.clone(),
-            detailed_metric: r.detailed_metric,
-            value_to_metric,
-            share_threshold,
-            quota_mode: r.quota_mode,
-            metadata: r.metadata.as_ref().map(|m| {
-                serde_json::from_str(m).unwrap_or_else(|_| serde_json::Value::String(m.clone()))
-            }),
-            time_zone: (r.time_zone != Tz::UTC).then(|| r.time_zone.name().to_owned()),
-            schedule: r
-                .schedule
-                .as_ref()
-                .map(|s| s.overrides().iter().map(OverrideDoc::of).collect())
-                .unwrap_or_default(),
-            trial: r.trial.as_ref().map(TrialDoc::of),
-            adaptive: r.adaptive.as_ref().map(AdaptiveDoc::of),
-        }
-    }
-}
-
-impl OverrideDoc {
-    /// The document of a schedule's override.
-    pub fn of(o: &Override) -> Self {
-        let l = LimitDoc::of(o.limit.as_ref());
-        OverrideDoc {
-            limit: LimitField::Text(l.limit),
-            algorithm: l.algorithm.map(str::to_owned),
-            burst: l.burst,
-            dates: o.dates.as_ref().map(ToString::to_string),
-            days: (!o.days.is_empty())
-                .then(|| o.days.iter().map(|d| day_name(*d).to_owned()).collect()),
-            hours: o.hours.as_ref().map(ToString::to_string),
-        }
-    }
 }
 
 /// A rule as `GET /v1/rules` shows it: its document, and what `PUT` ignores
@@ -606,6 +491,24 @@ pub struct RuleView {
     pub next_change: Option<Option<NextChange>>,
 }
 
+/// The configuration in force as `GET /v1/rules` shows it: a [`FileDoc`] whose rules are
+/// [`RuleView`]s (each with what `PUT` ignores), every declaration with its domain named and its
+/// alerts' destinations written out, so that it has no file-wide defaults.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FileView {
+    /// The rules.
+    pub rule: Vec<RuleView>,
+    /// The queues (the shared document's; a node following its files shows none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queue: Vec<QueueDoc>,
+    /// The alerts (as the queues).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alert: Vec<AlertDoc>,
+    /// The circuit breakers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaker: Vec<BreakerDoc>,
+}
+
 /// When another limit comes into force, and which.
 #[derive(Clone, Debug, Serialize)]
 pub struct NextChange {
@@ -614,78 +517,4 @@ pub struct NextChange {
     pub limit: LimitDoc,
     /// RFC 3339, in the rule's zone.
     pub at: String,
-}
-
-impl RuleView {
-    /// The fields a view adds to its document, which `PUT` ignores.
-    pub const READ_ONLY: [&str; 2] = ["in_force", "next_change"];
-
-    /// The view of `r` at `now` (µs since the Unix epoch, by the store's clock).
-    pub fn of(r: &Rule, now: u64) -> Self {
-        RuleView {
-            doc: RuleDoc::of(r),
-            in_force: LimitDoc::of(r.limit_at(now)),
-            next_change: r.schedule.as_ref().map(|_| {
-                r.next_change(now).map(|(at, l)| NextChange {
-                    limit: LimitDoc::of(l),
-                    at: flowgate_core::calendar::rfc3339(r.time_zone, at),
-                })
-            }),
-        }
-    }
-}
-
-impl AlertDoc {
-    /// The document of an alert: converting it back gives the same alert (its webhooks and
-    /// Alertmanagers written out, its domain named).
-    pub fn of(a: &crate::observe::alerts::AlertSpec) -> Self {
-        use crate::observe::alerts::AlertKind;
-        let mut doc = AlertDoc {
-            name: a.name.clone(),
-            for_: (a.for_ms > 0).then(|| format_micros(a.for_ms.saturating_mul(1000))),
-            webhooks: Some(a.webhooks.clone()),
-            alertmanagers: Some(a.alertmanagers.clone()),
-            severity: a.severity.clone(),
-            summary: a.summary.clone(),
-            description: a.description.clone(),
-            ..AlertDoc::default()
-        };
-        match &a.kind {
-            AlertKind::Rule {
-                domain,
-                rule,
-                ratio,
-                min_rate,
-            } => {
-                doc.domain = Some(domain.clone());
-                doc.rule = Some(rule.clone());
-                doc.rejection_ratio = Some(*ratio);
-                doc.min_rate = Some(*min_rate);
-            }
-            AlertKind::QueueAge {
-                domain,
-                queue,
-                seconds,
-            } => {
-                doc.domain = Some(domain.clone());
-                doc.queue = Some(queue.clone());
-                doc.oldest_age = Some(format_micros((seconds * 1e6).round() as u64));
-            }
-            AlertKind::QueueDepth {
-                domain,
-                queue,
-                depth,
-            } => {
-                doc.domain = Some(domain.clone());
-                doc.queue = Some(queue.clone());
-                doc.depth = Some(*depth);
-            }
-            AlertKind::StoreDegraded => doc.store = Some("degraded".to_owned()),
-            AlertKind::Breaker { domain, breaker } => {
-                doc.domain = Some(domain.clone());
-                doc.breaker = Some(breaker.clone());
-            }
-        }
-        doc
-    }
 }
