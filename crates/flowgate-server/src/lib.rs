@@ -45,6 +45,7 @@
 //! certificates, mutual TLS, their reload without a restart). See `ARCHITECTURE.md`.
 
 mod backend;
+mod codes;
 pub mod config;
 mod eviction;
 mod grpc;
@@ -64,6 +65,7 @@ mod tls;
 pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
+pub use codes::ErrorCode;
 pub use config::ConfigError;
 /// The figures the dashboard, the alerts and `GET /v1/stats` show.
 pub use observe::alerts;

@@ -49,7 +49,7 @@ impl Lifecycle {
 }
 
 /// The store's health, as `GET /v1/store` and `/readyz` show it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct StoreView {
     /// `memory` or `redis`.
     pub kind: &'static str,

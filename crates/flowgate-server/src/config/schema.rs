@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues,
 /// alerts, circuit breakers.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileDoc {
     /// The domain of the rules and queues that name none.
@@ -41,7 +41,7 @@ pub struct FileDoc {
 }
 
 /// One `[[breaker]]`: a circuit breaker per matched descriptor (see `docs/breakers.md`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerDoc {
     /// Its domain (else the file's).
@@ -116,7 +116,7 @@ impl BreakerDoc {
 
 /// One `[[alert]]`. Its kind is given by which key is present: `rule` (a rule's rejection
 /// ratio), `queue` (a queue's oldest age or depth) or `store` (the store degraded).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertDoc {
     /// Unique among the alerts; Alertmanager's `alertname`.
@@ -170,7 +170,7 @@ pub struct AlertDoc {
 }
 
 /// One `[[rule]]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleDoc {
     /// Its domain (else the file's).
@@ -259,7 +259,7 @@ pub struct RuleDoc {
 }
 
 /// A `concurrency` rule's `adaptive = { min = 5, max = 200, max_latency = "250ms" }`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdaptiveDoc {
     /// The smallest limit, at least 1 (default 1).
@@ -291,7 +291,7 @@ impl AdaptiveDoc {
 }
 
 /// A rule's `trial`: a limit watched on live traffic before it is set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrialDoc {
     /// The quota tried, as the rule's `limit`.
@@ -321,7 +321,7 @@ impl TrialDoc {
 }
 
 /// A rule's `match`: `"biz=PAY, channel"` or a list of entries.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Pattern {
     /// Entries separated by commas.
@@ -338,7 +338,7 @@ impl Default for Pattern {
 
 /// One entry of a `match` list: `"key"`, `"key=value"`, `"key=prefix*"`, or a table that sets
 /// the entry's own flags.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum EntryDoc {
     /// The entry, with the rule's flags.
@@ -349,7 +349,7 @@ pub enum EntryDoc {
 }
 
 /// An entry with its own flags.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlaggedEntry {
     /// `key`, `key=value` or `key=prefix*`.
@@ -363,7 +363,7 @@ pub struct FlaggedEntry {
 }
 
 /// A `limit` field: a count or a text.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum LimitField {
     /// A count per `window` (per second without one); `-1`: unlimited.
@@ -373,7 +373,7 @@ pub enum LimitField {
 }
 
 /// One `[[rule.schedule]]` entry: a limit and when it applies.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OverrideDoc {
     /// The quota in force then, or `"unlimited"`.
@@ -396,7 +396,7 @@ pub struct OverrideDoc {
 }
 
 /// One `[[queue]]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueDoc {
     /// Its domain (else the file's).
@@ -462,7 +462,7 @@ impl QueueDoc {
 
 /// A limit as `GET /v1/rules` shows it in force: `{limit, algorithm, burst}`, `{limit:
 /// "unlimited"}` for none.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LimitDoc {
     /// The quota, or `"unlimited"`.
     pub limit: String,
@@ -594,7 +594,7 @@ impl OverrideDoc {
 
 /// A rule as `GET /v1/rules` shows it: its document, and what `PUT` ignores
 /// ([`RuleView::READ_ONLY`]): the limit in force now and, for a scheduled rule, the next change.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct RuleView {
     /// The rule.
     #[serde(flatten)]
@@ -607,7 +607,7 @@ pub struct RuleView {
 }
 
 /// When another limit comes into force, and which.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct NextChange {
     /// The limit then.
     #[serde(flatten)]

@@ -41,77 +41,74 @@
 mod api;
 mod body;
 mod dashboard;
+mod doc;
 mod error;
+mod extract;
 mod payload;
 mod queues;
 mod report;
 mod rules;
 mod stats;
+mod verdict;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(crate) use self::error::ApiError;
-use crate::limits::MAX_BODY_BYTES;
+pub(crate) use self::error::{ApiError, ErrorCode};
 use crate::state::AppState;
+
+/// The routes and their OpenAPI document, built together: a route is added here with its
+/// handler's `#[utoipa::path]`, so it cannot be served without being documented.
+fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::with_openapi(doc::head())
+        .routes(routes!(api::check))
+        .routes(routes!(api::acquire))
+        .routes(routes!(api::release))
+        .routes(routes!(report::report))
+        .routes(routes!(rules::get_rules, rules::put_rules))
+        .routes(routes!(rules::push))
+        .routes(routes!(rules::version))
+        .routes(routes!(rules::history))
+        .routes(routes!(rules::rollback))
+        .routes(routes!(queues::submit))
+        .routes(routes!(queues::lease))
+        .routes(routes!(queues::ack))
+        .routes(routes!(queues::nack))
+        .routes(routes!(queues::list))
+        .routes(routes!(queues::dead))
+        .routes(routes!(queues::requeue))
+        .routes(routes!(queues::purge_dead))
+        .routes(routes!(queues::purge))
+        .routes(routes!(api::livez))
+        .routes(routes!(api::healthz))
+        .routes(routes!(api::readyz))
+        .routes(routes!(api::store))
+        .routes(routes!(api::metrics))
+        .routes(routes!(stats::stats))
+        .routes(routes!(stats::stream))
+        .routes(routes!(dashboard::page))
+        .routes(routes!(dashboard::slash))
+        .routes(routes!(dashboard::asset))
+        .routes(routes!(doc::serve))
+}
 
 /// The router of the HTTP API.
 pub(crate) fn router(state: Arc<AppState>) -> Router {
-    // The figures need the dashboard token when the server has one.
-    let reader =
-        axum::middleware::from_fn_with_state(Arc::clone(&state), dashboard::require_reader);
-    Router::new()
-        .route("/v1/check", post(api::check))
-        .route("/v1/acquire", post(api::acquire))
-        .route("/v1/release", post(api::release))
-        .route("/v1/report", post(report::report))
-        .route(
-            "/v1/rules",
-            get(rules::get_rules)
-                .put(rules::put_rules)
-                .layer(DefaultBodyLimit::max(rules::MAX_RULES_BYTES)),
-        )
-        .route(
-            "/v1/rules/versions",
-            post(rules::push).layer(DefaultBodyLimit::max(rules::MAX_RULES_BYTES)),
-        )
-        .route("/v1/rules/versions/{n}", get(rules::version))
-        .route("/v1/rules/history", get(rules::history))
-        .route("/v1/rules/rollback", post(rules::rollback))
-        .route(
-            "/v1/queues/submit",
-            post(queues::submit).layer(DefaultBodyLimit::max(queues::MAX_SUBMIT_BYTES)),
-        )
-        .route("/v1/queues/lease", post(queues::lease))
-        .route("/v1/queues/ack", post(queues::ack))
-        .route("/v1/queues/nack", post(queues::nack))
-        .route("/v1/queues", get(queues::list))
-        .route("/v1/queues/dead", post(queues::dead))
-        .route("/v1/queues/dead/requeue", post(queues::requeue))
-        .route("/v1/queues/dead/purge", post(queues::purge_dead))
-        .route("/v1/queues/purge", post(queues::purge))
-        .route("/livez", get(api::livez))
-        .route("/healthz", get(api::livez))
-        .route("/readyz", get(api::readyz))
-        .route("/v1/store", get(api::store))
-        .route("/metrics", get(api::metrics))
-        .route("/v1/stats", get(stats::stats).route_layer(reader.clone()))
-        .route("/v1/stats/stream", get(stats::stream).route_layer(reader))
-        .route("/dashboard", get(dashboard::page))
-        .route("/dashboard/", get(dashboard::slash))
-        .route("/dashboard/{file}", get(dashboard::asset))
-        .fallback(async || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route"))
+    let (router, _) = routes().split_for_parts();
+    router
+        .fallback(async || {
+            ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such route")
+        })
         .method_not_allowed_fallback(async || {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 "this route does not accept that method",
             )
         })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }

@@ -4,17 +4,18 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
-use super::ApiError;
-use super::api::{authorized, body_bytes, body_bytes_within};
-use super::body;
+use super::doc::{AdminErrors, BadParameters, BodyErrors, Unavailable};
+use super::extract::{Admin, JsonBody, Params, RequestBody, Token};
+use super::error::ErrorBody;
+use super::{ApiError, ErrorCode};
 use crate::config::schema::{AlertDoc, BreakerDoc, FileDoc, QueueDoc, RuleDoc, RuleView};
 use crate::config::{self, Config, ConfigError, Format};
 use crate::rules::Changed;
@@ -35,13 +36,49 @@ fn rfc3339(ms: u64) -> String {
         .to_string()
 }
 
-/// `GET /v1/rules`: the configuration in force as one document that `PUT /v1/rules` takes back
-/// unchanged (following Redis, the whole shared document: rules, queues, alerts, breakers), with
-/// what the node follows. Without the admin token, the secrets of its URLs are hidden
+/// The rules in force, as `GET /v1/rules` answers them: the document `PUT /v1/rules` takes back
+/// unchanged, each rule with the limit in force now, and where the rules come from.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RulesAnswer {
+    /// The configuration (its `rule` list is the one below).
+    #[serde(flatten)]
+    doc: FileDoc,
+    /// The rules, each with the limit in force now (`in_force`) and its next change.
+    rule: Vec<RuleView>,
+    /// Following files: incremented on every change; following Redis: the shared version.
+    version: u64,
+    /// Where the rules in force came from: `file`, `api` or `redis`.
+    source: &'static str,
+    /// What the node follows: `files` or `redis`.
+    follows: &'static str,
+    /// The files read (empty when set through the API or Redis).
+    files: Vec<String>,
+    /// Following Redis: the version's author.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    author: Option<String>,
+    /// Following Redis: when the version was stored (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed_at: Option<String>,
+    /// Following Redis: whether the node is on the version in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_sync: Option<bool>,
+    /// Following Redis: why the node may be behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
+}
+
+/// The configuration in force as one document that `PUT /v1/rules` takes back unchanged
+/// (following Redis, the whole shared document: rules, queues, alerts, breakers), with what the
+/// node follows. Without the admin token the secrets of its URLs are hidden
 /// ([`FileDoc::redact_urls`]); an admin sees them whole, so that an admin's round trip loses
 /// nothing.
-pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Response {
-    let admin = authorized(&state, &headers).is_ok();
+#[utoipa::path(get, path = "/v1/rules", tag = "rules", security((), ("admin" = [])), responses(
+    (status = 200, description = "The rules in force.", body = RulesAnswer),
+))]
+pub(super) async fn get_rules(
+    State(state): Shared,
+    admin: Result<Token<Admin>, ApiError>,
+) -> Json<RulesAnswer> {
     let info = state.rules.info();
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
@@ -83,10 +120,10 @@ pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Respo
             .map(AlertDoc::of)
             .collect();
     }
-    if !admin {
+    if admin.is_err() {
         doc.redact_urls();
     }
-    let list: Vec<RuleView> = std::mem::take(&mut doc.rule)
+    let rule: Vec<RuleView> = std::mem::take(&mut doc.rule)
         .into_iter()
         .zip(in_force)
         .map(|(doc, (in_force, next_change))| RuleView {
@@ -95,16 +132,18 @@ pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Respo
             next_change,
         })
         .collect();
-    let mut out = match serde_json::to_value(&doc) {
-        Ok(Value::Object(m)) => Value::Object(m),
-        _ => json!({}),
+    let mut answer = RulesAnswer {
+        doc,
+        rule,
+        version: info.version,
+        source: info.source(),
+        follows: info.follows(),
+        files: info.files.iter().map(|f| f.display().to_string()).collect(),
+        author: None,
+        changed_at: None,
+        in_sync: None,
+        problem: None,
     };
-    let files: Vec<String> = info.files.iter().map(|f| f.display().to_string()).collect();
-    out["version"] = json!(info.version);
-    out["source"] = json!(info.source());
-    out["follows"] = json!(info.follows());
-    out["files"] = json!(files);
-    out["rule"] = json!(list);
     if let RulesOrigin::Redis {
         author,
         at_ms,
@@ -112,21 +151,19 @@ pub(super) async fn get_rules(State(state): Shared, headers: HeaderMap) -> Respo
         ..
     } = &info.origin
     {
-        out["author"] = json!(author);
-        out["changed_at"] = json!(rfc3339(*at_ms));
-        out["in_sync"] = json!(problem.is_none());
-        if let Some(p) = problem {
-            out["problem"] = json!(p);
-        }
+        answer.author = Some(author.clone());
+        answer.changed_at = Some(rfc3339(*at_ms));
+        answer.in_sync = Some(problem.is_none());
+        answer.problem = problem.clone();
     }
-    Json(out).into_response()
+    Json(answer)
 }
 
 fn follower(state: &AppState) -> Result<&Follower, ApiError> {
     state.follower.as_deref().ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
-            "follows_files",
+            ErrorCode::FollowsFiles,
             "this node follows its configuration files, which keep no versions: change the files (and keep their history in version control), or run the cluster with --rules-source redis",
         )
     })
@@ -135,37 +172,88 @@ fn follower(state: &AppState) -> Result<&Follower, ApiError> {
 fn change_error(e: ChangeError) -> ApiError {
     match e {
         ChangeError::Invalid(e) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_rules", e.to_string())
+            ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRules, e.to_string())
         }
-        ChangeError::Missing(_) => {
-            ApiError::new(StatusCode::NOT_FOUND, "version_not_found", e.to_string())
-        }
+        ChangeError::Missing(_) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::VersionNotFound,
+            e.to_string(),
+        ),
         ChangeError::Shared(SharedError::Conflict { .. }) => ApiError::new(
             StatusCode::CONFLICT,
-            "version_conflict",
+            ErrorCode::VersionConflict,
             format!("{e}: nothing changed; read the rules again and retry"),
         ),
         ChangeError::Shared(e) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
+            ErrorCode::StoreUnavailable,
             format!("{e}: nothing changed"),
         ),
     }
 }
 
-fn version_json(v: &Version, with_doc: bool) -> Value {
-    let mut out = json!({
-        "version": v.version,
-        "author": v.author,
-        "at": rfc3339(v.at_ms),
-        "action": v.action,
-        "summary": v.summary,
-    });
-    if with_doc {
-        out["diff"] = json!(v.diff);
-        out["files"] = json!(v.doc.files);
+/// A stored version of the shared rules.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct VersionInfo<'a> {
+    /// Its number (1, 2, ...).
+    version: u64,
+    /// Who stored it: the admin token's name, or `seed` for a cluster's first version.
+    author: &'a str,
+    /// When (RFC 3339, by Redis's clock).
+    at: String,
+    /// `push`, `rollback to N` or `seed from <files>`.
+    action: &'a str,
+    /// What changed from the version before (`+3 -1 lines`).
+    summary: &'a str,
+}
+
+impl<'a> VersionInfo<'a> {
+    fn of(v: &'a Version) -> Self {
+        VersionInfo {
+            version: v.version,
+            author: &v.author,
+            at: rfc3339(v.at_ms),
+            action: &v.action,
+            summary: &v.summary,
+        }
     }
-    out
+}
+
+/// A version with its files and its diff from the version before.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct VersionDetail<'a> {
+    /// The version.
+    #[serde(flatten)]
+    version: VersionInfo<'a>,
+    /// The unified diff from the version before.
+    diff: &'a str,
+    /// Its files.
+    files: &'a [DocFile],
+}
+
+/// A change of the shared rules: the version now in force.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ChangedAnswer<'a> {
+    /// The version.
+    #[serde(flatten)]
+    version: VersionInfo<'a>,
+    /// The rules were those in force already: nothing was stored.
+    unchanged: bool,
+}
+
+/// The answer to `PUT /v1/rules`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PutAnswer<'a> {
+    /// The version now in force.
+    version: u64,
+    /// The rules in force.
+    rules: usize,
+    /// Following Redis: what changed (`+3 -1 lines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a str>,
+    /// Following Redis: the rules were those in force already (nothing was stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unchanged: Option<bool>,
 }
 
 /// An error in the TOML made from a JSON body names the JSON field, not a line of that TOML.
@@ -173,83 +261,136 @@ fn json_located(e: ConfigError) -> ConfigError {
     ConfigError::new("the JSON body", None, e.field, e.message)
 }
 
-/// The rules of a `PUT /v1/rules` body as one file, by its content type; whether it was JSON.
-fn put_doc(headers: &HeaderMap, bytes: &[u8]) -> Result<(RulesDoc, bool), ApiError> {
-    let ctype = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let text =
-        std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
-    match ctype.as_str() {
-        "application/toml" | "text/toml" => Ok((RulesDoc::single("rules.toml", text), false)),
-        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
-            Ok((RulesDoc::single("rules.yaml", text), false))
+/// The JSON form of a `PUT /v1/rules` body: a [`FileDoc`], or what `GET /v1/rules` answered.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub(super) struct RulesJson(Map<String, Value>);
+
+impl RequestBody for RulesJson {
+    const MAX_BYTES: usize = MAX_RULES_BYTES;
+}
+
+/// A `PUT /v1/rules` body, by its `Content-Type`: Flowgate TOML, envoyproxy/ratelimit YAML, or
+/// the TOML schema as JSON (read as every JSON body is, [`JsonBody`]).
+#[derive(Debug)]
+pub(super) enum RulesBody {
+    /// `application/toml`, `text/toml`.
+    Toml(String),
+    /// `application/yaml`, `application/x-yaml`, `text/yaml`, `text/x-yaml`.
+    Yaml(String),
+    /// `application/json`.
+    Json(RulesJson),
+}
+
+impl<S: Send + Sync> FromRequest<S> for RulesBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let ctype = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let text = |bytes: axum::body::Bytes| {
+            String::from_utf8(bytes.to_vec())
+                .map_err(|_| ApiError::bad_request("the body is not UTF-8"))
+        };
+        match ctype.as_str() {
+            "application/toml" | "text/toml" => {
+                Ok(RulesBody::Toml(text(super::extract::read(req, MAX_RULES_BYTES).await?)?))
+            }
+            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
+                Ok(RulesBody::Yaml(text(super::extract::read(req, MAX_RULES_BYTES).await?)?))
+            }
+            "application/json" => {
+                let JsonBody(json) = JsonBody::from_request(req, state).await?;
+                Ok(RulesBody::Json(json))
+            }
+            _ => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::UnsupportedMediaType,
+                format!(
+                    "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
+                ),
+            )),
         }
-        "application/json" => {
-            let mut m: Map<String, Value> = body::parse(bytes)?;
-            for k in [
-                "version",
-                "source",
-                "files",
-                "follows",
-                "author",
-                "changed_at",
-                "in_sync",
-                "problem",
-            ] {
-                m.remove(k);
-            }
-            // What GET adds to each rule, read-only.
-            if let Some(Value::Array(rules)) = m.get_mut("rule") {
-                for r in rules.iter_mut().filter_map(Value::as_object_mut) {
-                    for k in RuleView::READ_ONLY {
-                        r.remove(k);
-                    }
-                }
-            }
-            let mut doc: FileDoc =
-                serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
-                    let field = e.path().to_string();
-                    ApiError::bad_request(format!(
-                        "the JSON body: field `{field}`: {}",
-                        e.into_inner()
-                    ))
-                })?;
-            if let Some(field) = doc.redacted_url() {
-                return Err(ApiError::bad_request(format!(
-                    "the JSON body: field `{field}`: this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole"
-                )));
-            }
-            let as_toml = toml::to_string(&doc)
-                .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
-            Ok((RulesDoc::single("rules.toml", &as_toml), true))
-        }
-        _ => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            format!(
-                "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
-            ),
-        )),
     }
 }
 
-/// `PUT /v1/rules`: replaces every rule, atomically. Following Redis, a new shared version;
-/// following files, this node's rules until the files change.
+/// The rules of a `PUT /v1/rules` body as one file; whether it was JSON.
+fn put_doc(body: RulesBody) -> Result<(RulesDoc, bool), ApiError> {
+    let RulesJson(mut m) = match body {
+        RulesBody::Toml(text) => return Ok((RulesDoc::single("rules.toml", &text), false)),
+        RulesBody::Yaml(text) => return Ok((RulesDoc::single("rules.yaml", &text), false)),
+        RulesBody::Json(json) => json,
+    };
+    for k in [
+        "version",
+        "source",
+        "files",
+        "follows",
+        "author",
+        "changed_at",
+        "in_sync",
+        "problem",
+    ] {
+        m.remove(k);
+    }
+    // What GET adds to each rule, read-only.
+    if let Some(Value::Array(rules)) = m.get_mut("rule") {
+        for r in rules.iter_mut().filter_map(Value::as_object_mut) {
+            for k in RuleView::READ_ONLY {
+                r.remove(k);
+            }
+        }
+    }
+    let mut doc: FileDoc = serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
+        let field = e.path().to_string();
+        ApiError::bad_request(format!(
+            "the JSON body: field `{field}`: {}",
+            e.into_inner()
+        ))
+    })?;
+    if let Some(field) = doc.redacted_url() {
+        return Err(ApiError::bad_request(format!(
+            "the JSON body: field `{field}`: this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole"
+        )));
+    }
+    let as_toml = toml::to_string(&doc)
+        .map_err(|e| ApiError::bad_request(format!("the rules cannot be read: {e}")))?;
+    Ok((RulesDoc::single("rules.toml", &as_toml), true))
+}
+
+/// Replace every rule, atomically. Following Redis, a new shared version; following files, this
+/// node's rules until the files change. The body is Flowgate TOML, envoyproxy/ratelimit YAML, or
+/// the TOML schema as JSON (what `GET /v1/rules` answers, which it takes back unchanged).
+#[utoipa::path(put, path = "/v1/rules", tag = "rules", security(("admin" = [])),
+    request_body(content(
+        (FileDoc = "application/json"),
+        (String = "application/toml"),
+        (String = "application/yaml"),
+    )),
+    responses(
+        (status = 200, description = "The rules in force.", body = PutAnswer),
+        (status = 400, description = "The rules are invalid (`invalid_rules`, nothing changed) or the body malformed.", body = ErrorBody),
+        (status = 409, description = "Following Redis: the body would remove every declared queue (`queues_would_be_removed`).", body = ErrorBody),
+        (status = 413, description = "The body is over 16 MiB.", body = ErrorBody),
+        (status = 415, description = "Another content type (`unsupported_media_type`).", body = ErrorBody),
+        AdminErrors,
+        Unavailable,
+    ),
+)]
 pub(super) async fn put_rules(
     State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Token(Admin(author)): Token<Admin>,
+    body: RulesBody,
 ) -> Result<Response, ApiError> {
-    let author = authorized(&state, &headers)?;
-    let bytes = body_bytes_within(body, MAX_RULES_BYTES)?;
-    let (doc, json) = put_doc(&headers, &bytes)?;
+    let (doc, json) = put_doc(body)?;
     let locate = |e: ConfigError| if json { json_located(e) } else { e };
     if let Some(f) = state.follower.as_deref() {
         // One body replaces the whole shared configuration: refuse to drop its queues (and
@@ -258,7 +399,7 @@ pub(super) async fn put_rules(
         if declared > 0 && doc.load().is_ok_and(|l| l.queues.specs().is_empty()) {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
-                "queues_would_be_removed",
+                ErrorCode::QueuesWouldBeRemoved,
                 format!(
                     "the version in force declares {declared} queues and this body none: push the whole configuration (`flowgate rules push`, POST /v1/rules/versions), queues included"
                 ),
@@ -274,12 +415,12 @@ pub(super) async fn put_rules(
         let v = &changed.version;
         log_change(&changed, &author, "rules changed through the admin API");
         let count = state.limiter.rules().rules().len();
-        return Ok(Json(json!({
-            "version": v.version,
-            "rules": count,
-            "summary": v.summary,
-            "unchanged": !changed.stored,
-        }))
+        return Ok(Json(PutAnswer {
+            version: v.version,
+            rules: count,
+            summary: Some(&v.summary),
+            unchanged: Some(!changed.stored),
+        })
         .into_response());
     }
     let file = &doc.files[0];
@@ -297,14 +438,20 @@ pub(super) async fn put_rules(
             let count = set.rules().len();
             let version = change.apply(set, None, None, breakers, RulesOrigin::Api, Vec::new());
             tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
-            Ok(Json(json!({"version": version, "rules": count})).into_response())
+            Ok(Json(PutAnswer {
+                version,
+                rules: count,
+                summary: None,
+                unchanged: None,
+            })
+            .into_response())
         }
         Err(e) => {
             state.rules.refused("api");
             tracing::warn!(error = %e, "rules refused by the admin API");
             Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_rules",
+                ErrorCode::InvalidRules,
                 e.to_string(),
             ))
         }
@@ -323,12 +470,14 @@ fn log_change(changed: &Changed, author: &str, what: &str) {
 /// A change's answer: 201 and the new version, or 200 and the version in force when nothing
 /// was stored (`unchanged: true`).
 fn changed_response(changed: &Changed) -> Response {
-    let mut body = version_json(&changed.version, false);
-    body["unchanged"] = json!(!changed.stored);
     let status = if changed.stored {
         StatusCode::CREATED
     } else {
         StatusCode::OK
+    };
+    let body = ChangedAnswer {
+        version: VersionInfo::of(&changed.version),
+        unchanged: !changed.stored,
     };
     (status, Json(body)).into_response()
 }
@@ -340,24 +489,48 @@ fn refused(state: &AppState, e: ChangeError) -> ApiError {
 }
 
 /// A `POST /v1/rules/versions` body: the files of the new version.
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PushBody {
+    /// The files, each named with its format's extension (`pay.toml`, `envoy.yaml`).
     files: Vec<DocFile>,
     /// The version this change is based on: refused (409) if another came after it.
     #[serde(default)]
     base_version: Option<u64>,
 }
 
-/// `POST /v1/rules/versions` (admin): stores the files as a new version, in force on every node.
+impl RequestBody for PushBody {
+    const MAX_BYTES: usize = MAX_RULES_BYTES;
+}
+
+/// The refusals of a change of the shared rules.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code, reason = "a description for the document: the route answers an ApiError")]
+pub(super) enum ChangeErrors {
+    /// The node follows its files (`follows_files`), another version came after
+    /// `base_version` (`version_conflict`), or nothing changed for another reason.
+    #[response(status = 409)]
+    Conflict(ErrorBody),
+}
+
+/// (Following Redis) Store files as a new version, in force on every node.
+#[utoipa::path(post, path = "/v1/rules/versions", tag = "rules", security(("admin" = [])),
+    request_body = PushBody,
+    responses(
+        (status = 201, description = "Stored, in force.", body = ChangedAnswer),
+        (status = 200, description = "The files are those in force: nothing stored.", body = ChangedAnswer),
+        BodyErrors,
+        ChangeErrors,
+        AdminErrors,
+        Unavailable,
+    ),
+)]
 pub(super) async fn push(
     State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Token(Admin(author)): Token<Admin>,
+    JsonBody(b): JsonBody<PushBody>,
 ) -> Result<Response, ApiError> {
-    let author = authorized(&state, &headers)?;
     let f = follower(&state)?;
-    let b: PushBody = body::parse(&body_bytes_within(body, MAX_RULES_BYTES)?)?;
     let doc = RulesDoc { files: b.files };
     let changed = rules::change(&state.rules, f, doc, b.base_version, &author, "push")
         .await
@@ -367,21 +540,34 @@ pub(super) async fn push(
 }
 
 /// A `POST /v1/rules/rollback` body.
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RollbackBody {
+    /// The version whose rules to store again.
     version: u64,
 }
 
-/// `POST /v1/rules/rollback` (admin): stores version `version`'s rules as a new version.
+impl RequestBody for RollbackBody {}
+
+/// (Following Redis) Store version `version`'s rules as a new version.
+#[utoipa::path(post, path = "/v1/rules/rollback", tag = "rules", security(("admin" = [])),
+    request_body = RollbackBody,
+    responses(
+        (status = 201, description = "Stored, in force.", body = ChangedAnswer),
+        (status = 200, description = "That version's rules are in force: nothing stored.", body = ChangedAnswer),
+        (status = 404, description = "No such version (`version_not_found`).", body = ErrorBody),
+        BodyErrors,
+        ChangeErrors,
+        AdminErrors,
+        Unavailable,
+    ),
+)]
 pub(super) async fn rollback(
     State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Token(Admin(author)): Token<Admin>,
+    JsonBody(b): JsonBody<RollbackBody>,
 ) -> Result<Response, ApiError> {
-    let author = authorized(&state, &headers)?;
     let f = follower(&state)?;
-    let b: RollbackBody = body::parse(&body_bytes(body)?)?;
     let changed = rules::rollback(&state.rules, f, b.version, &author)
         .await
         .map_err(|e| refused(&state, e))?;
@@ -389,45 +575,80 @@ pub(super) async fn rollback(
     Ok(changed_response(&changed))
 }
 
-/// `GET /v1/rules/history` query.
-#[derive(Deserialize)]
+/// `GET /v1/rules/history`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct HistoryQuery {
+    /// How many versions, newest first (default 50).
     #[serde(default)]
     limit: Option<u64>,
 }
 
-/// `GET /v1/rules/history` (admin): the newest versions, newest first.
+/// The newest versions.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct History<'a> {
+    /// The version in force.
+    current: u64,
+    /// The newest versions, newest first.
+    versions: Vec<VersionInfo<'a>>,
+}
+
+/// (Following Redis) The newest versions, newest first.
+#[utoipa::path(get, path = "/v1/rules/history", tag = "rules", security(("admin" = [])),
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "The versions.", body = History),
+        (status = 409, description = "The node follows its files (`follows_files`).", body = ErrorBody),
+        BadParameters,
+        AdminErrors,
+        Unavailable,
+    ),
+)]
 pub(super) async fn history(
     State(state): Shared,
-    headers: HeaderMap,
-    q: Result<Query<HistoryQuery>, QueryRejection>,
+    _: Token<Admin>,
+    q: Result<Params<HistoryQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
-    authorized(&state, &headers)?;
-    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Params(q) = q?;
     let f = follower(&state)?;
     let (current, versions) = f
         .shared
         .history(q.limit.unwrap_or(50).max(1))
         .await
         .map_err(|e| change_error(ChangeError::Shared(e)))?;
-    let list: Vec<Value> = versions.iter().map(|v| version_json(v, false)).collect();
-    Ok(Json(json!({"current": current, "versions": list})).into_response())
+    let versions = versions.iter().map(VersionInfo::of).collect();
+    Ok(Json(History { current, versions }).into_response())
 }
 
-/// `GET /v1/rules/versions/{n}` (admin): one version, with its files and its diff.
+/// (Following Redis) One version: its files and its diff from the version before.
+#[utoipa::path(get, path = "/v1/rules/versions/{n}", tag = "rules", security(("admin" = [])),
+    params(("n" = u64, Path, description = "The version's number.")),
+    responses(
+        (status = 200, description = "The version.", body = VersionDetail),
+        (status = 404, description = "No such version (`version_not_found`).", body = ErrorBody),
+        (status = 409, description = "The node follows its files (`follows_files`).", body = ErrorBody),
+        BadParameters,
+        AdminErrors,
+        Unavailable,
+    ),
+)]
 pub(super) async fn version(
     State(state): Shared,
-    headers: HeaderMap,
+    _: Token<Admin>,
     n: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    authorized(&state, &headers)?;
     let Path(n) = n.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let f = follower(&state)?;
     let n: u64 = n
         .parse()
         .map_err(|_| ApiError::bad_request(format!("`{n}` is not a version number")))?;
     match f.shared.get(n).await {
-        Ok(Some(v)) => Ok(Json(version_json(&v, true)).into_response()),
+        Ok(Some(v)) => Ok(Json(VersionDetail {
+            version: VersionInfo::of(&v),
+            diff: &v.diff,
+            files: &v.doc.files,
+        })
+        .into_response()),
         Ok(None) => Err(change_error(ChangeError::Missing(n))),
         Err(e) => Err(change_error(ChangeError::Shared(e))),
     }

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Everything shown at one instant.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StatsView {
     /// The last complete second (Unix seconds) the figures cover.
     pub at: i64,
@@ -47,7 +47,7 @@ pub struct StatsView {
 /// When each part's figures were last read (Unix milliseconds; none before the first read). A
 /// part that cannot be read keeps its last figures, which grow old: a reader compares these with
 /// `at` to mark them stale.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReadTimes {
     /// The queues' state, read from the queues' store every second.
     pub queues_ms: Option<i64>,
@@ -56,7 +56,7 @@ pub struct ReadTimes {
 }
 
 /// Whose figures a view holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// This process's.
@@ -67,7 +67,7 @@ pub enum Scope {
 }
 
 /// A node of the cluster.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeView {
     /// Its identifier.
     pub id: String,
@@ -81,7 +81,7 @@ pub struct NodeView {
 }
 
 /// Decisions counted in one second, or since a node started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Counts {
     /// Requests the rule admitted.
     pub admitted: u64,
@@ -100,7 +100,7 @@ pub struct Counts {
 }
 
 /// Per-second series of [`Counts`], column by column.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Series {
     /// The first second's Unix time.
     pub start: i64,
@@ -118,7 +118,7 @@ pub struct Series {
 }
 
 /// One descriptor among a rule's heaviest, over the recent window.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Hitter {
     /// The descriptor's entries as `key=value, key=value`.
     pub descriptor: String,
@@ -129,7 +129,7 @@ pub struct Hitter {
 }
 
 /// One rule's figures.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleStats {
     /// Its domain.
     pub domain: String,
@@ -179,7 +179,7 @@ pub struct RuleStats {
 }
 
 /// One key's adaptive concurrency limit.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AdaptiveLimit {
     /// The key (the rule's state key for the descriptor).
     pub key: String,
@@ -197,7 +197,7 @@ pub struct AdaptiveLimit {
 pub const RECENT_SECONDS: u32 = 5;
 
 /// A scheduled change of a rule's limit.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NextChange {
     /// When (Unix milliseconds).
     pub at_ms: i64,
@@ -206,7 +206,7 @@ pub struct NextChange {
 }
 
 /// One node's recent rates for a rule.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeRates {
     /// The node.
     pub node: String,
@@ -217,7 +217,7 @@ pub struct NodeRates {
 }
 
 /// One queue instance's state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueStats {
     /// The instance's key.
     pub instance: String,
@@ -251,7 +251,7 @@ pub struct QueueStats {
 pub const NO_CONSUMER_AFTER_S: f64 = 5.0;
 
 /// The limiter's store.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StoreStats {
     /// `memory` or `redis`.
     pub kind: String,
@@ -273,7 +273,7 @@ pub struct StoreStats {
 }
 
 /// An alert's state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AlertView {
     /// Its name.
     pub name: String,
@@ -291,7 +291,7 @@ pub struct AlertView {
 }
 
 /// What an alert watches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Watched {
     /// A rule.
@@ -320,7 +320,7 @@ pub enum Watched {
 }
 
 /// The rules' version and origin.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RulesInfoView {
     /// The version in force.
     pub version: u64,
@@ -329,7 +329,7 @@ pub struct RulesInfoView {
 }
 
 /// A circuit breaker instance's state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BreakerView {
     /// The breaker's domain.
     pub domain: String,
