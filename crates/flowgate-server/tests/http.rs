@@ -54,7 +54,8 @@ async fn check_headers_and_429() {
     assert_eq!(r.header("ratelimit-remaining"), Some("1"));
     assert_eq!(r.header("ratelimit-reset"), Some("10"));
     let j = r.json();
-    assert_eq!(j["allowed"], true);
+    assert_eq!((&j["allowed"], &j["code"]), (&json!(true), &json!("OK")));
+    assert!(j.get("reason").is_none(), "an admitted request has no reason: {j}");
     assert_eq!(j["statuses"][0]["rule"], "per-client");
     assert_eq!(j["statuses"][0]["remaining"], 1);
     assert_eq!(j["statuses"][0]["quota"], "2/10s");
@@ -66,8 +67,8 @@ async fn check_headers_and_429() {
     assert_eq!(r.header("retry-after"), Some("6"));
     let j = r.json();
     assert_eq!(
-        (j["allowed"].clone(), j["code"].clone()),
-        (json!(false), json!("OVER_LIMIT"))
+        (j["allowed"].clone(), j["code"].clone(), j["reason"].clone()),
+        (json!(false), json!("OVER_LIMIT"), json!("over_limit"))
     );
     assert_eq!(j["retry_after_ms"], 6000.0);
     // Envoy's JSON form, with hits_addend; cost 0 only looks.
