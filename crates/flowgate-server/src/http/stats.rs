@@ -32,6 +32,18 @@ pub(super) struct StatsQuery {
     scope: Option<Scope>,
 }
 
+/// One event of the stream (the document's description of it: the stream writes [`Event`]s).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code, reason = "only its schema is used")]
+pub(super) struct StatsEvent {
+    /// Always `stats`.
+    #[schema(pattern = "^stats$")]
+    event: String,
+    /// A `StatsView`, as JSON text.
+    #[schema(content_media_type = "application/json")]
+    data: String,
+}
+
 fn query(q: Result<Params<StatsQuery>, ApiError>) -> Result<StatsQuery, ApiError> {
     let Params(q) = q?;
     if let Some(w) = q.window
@@ -78,7 +90,7 @@ pub(super) async fn stats(
     params(StatsQuery),
     responses(
         (status = 200, description = "`event: stats` with a `StatsView` as its `data`, each second.",
-            content_type = "text/event-stream", body = String),
+            content_type = "text/event-stream", body = StatsEvent),
         BadParameters,
         ReaderErrors,
     ),
