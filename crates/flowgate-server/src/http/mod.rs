@@ -50,6 +50,7 @@ mod report;
 mod rules;
 mod stats;
 mod verdict;
+mod versions;
 
 use std::sync::Arc;
 
@@ -70,19 +71,19 @@ fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(api::release))
         .routes(routes!(report::report))
         .routes(routes!(rules::get_rules, rules::put_rules))
-        .routes(routes!(rules::push))
-        .routes(routes!(rules::version))
-        .routes(routes!(rules::history))
-        .routes(routes!(rules::rollback))
-        .routes(routes!(queues::submit))
-        .routes(routes!(queues::lease))
-        .routes(routes!(queues::ack))
-        .routes(routes!(queues::nack))
+        .routes(routes!(versions::push))
+        .routes(routes!(versions::version))
+        .routes(routes!(versions::history))
+        .routes(routes!(versions::rollback))
+        .routes(routes!(queues::submit::submit))
+        .routes(routes!(queues::delivery::lease))
+        .routes(routes!(queues::delivery::ack))
+        .routes(routes!(queues::delivery::nack))
         .routes(routes!(queues::list))
-        .routes(routes!(queues::dead))
-        .routes(routes!(queues::requeue))
-        .routes(routes!(queues::purge_dead))
-        .routes(routes!(queues::purge))
+        .routes(routes!(queues::dead::dead))
+        .routes(routes!(queues::dead::requeue))
+        .routes(routes!(queues::dead::purge_dead))
+        .routes(routes!(queues::dead::purge))
         .routes(routes!(api::livez))
         .routes(routes!(api::healthz))
         .routes(routes!(api::readyz))
