@@ -64,7 +64,7 @@ count() {
   # (over HTTP the hot key is mostly refused, 429: every request must be done, not 2xx)
   local ok="$N succeeded"
   if [ "$label" = flowgate-http ]; then ok="$N done"; fi
-  grep -q "$ok" <<<"$out" || { echo "$label: not every request succeeded" >&2; exit 1; }
+  grep -q "$ok" <<<"$out" || { echo "$label: not every request succeeded: $out" >&2; exit 1; }
   kill "$pid"; wait "$pid" 2>/dev/null || true
   if [ -n "${PROFILES:-}" ]; then mkdir -p "$PROFILES" && cp "$WORK/$label".* "$PROFILES/"; fi
   total=$(for f in "$WORK/$label".*; do callgrind_annotate "$f" 2>/dev/null; done \

@@ -200,6 +200,28 @@ async fn errors_are_json_and_say_what_is_wrong() {
             400,
             "missing field `lease`",
         ),
+        // A field of another route is refused, saying where it belongs.
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": ["a=1"], "hold": true}"#,
+            400,
+            "`hold`: only /v1/acquire holds its answer",
+        ),
+        (
+            "POST",
+            "/v1/queues/ack",
+            r#"{"token": "t", "retry_after_ms": 5}"#,
+            400,
+            "`retry_after_ms` is for nack",
+        ),
+        (
+            "POST",
+            "/v1/queues/dead",
+            r#"{"domain": "api", "descriptor": "a=1", "ids": [1]}"#,
+            400,
+            "`ids` is for requeue and purge",
+        ),
     ];
     for (method, path, body, status, needle) in cases {
         let r = http(
@@ -245,6 +267,16 @@ async fn errors_are_json_and_say_what_is_wrong() {
     )
     .await;
     assert_eq!(r.status, 400);
+    // A body is read whatever its content type (`curl -d` sends a form's).
+    let r = http(
+        t.http(),
+        "POST",
+        "/v1/check",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        r#"{"domain": "api", "descriptors": ["client=form"]}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
     t.server.shutdown().await.unwrap();
 }
 
