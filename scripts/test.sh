@@ -3,7 +3,8 @@
 # (tests start their own servers on free loopback ports), promtool, prometheus-alertmanager
 # (the alerts' end-to-end test) and chromium with chromedriver (the dashboard's browser test),
 # then formatting, lints, the docs, and every test (unit, property, conformance
-# against memory, Redis and Redis Cluster, integration, doc tests).
+# against memory, Redis and Redis Cluster, integration, doc tests), and last schemathesis against
+# a real server, from the API's OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +39,16 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertman
 fi
 (prometheus-alertmanager --version 2>&1 || alertmanager --version 2>&1) | head -1
 
+# schemathesis (crates/flowgate-server/scripts/schemathesis.sh) is installed by pip into a
+# virtualenv under target/, which needs Python's venv and ensurepip (Debian's python3-venv).
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
+  echo "== installing python3 and python3-venv (Debian packages; schemathesis's virtualenv)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+fi
+
 # The dashboard's browser test drives a headless Chromium through chromedriver.
 if ! command -v chromedriver >/dev/null 2>&1; then
   echo "== installing chromium and chromium-driver (Debian packages; the dashboard's browser test)"
@@ -60,3 +71,5 @@ echo "== cargo doc (warnings, broken and private links included, are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== schemathesis: the HTTP API against its OpenAPI document"
+crates/flowgate-server/scripts/schemathesis.sh

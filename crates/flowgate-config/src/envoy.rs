@@ -127,11 +127,14 @@ impl Ctx<'_> {
     }
 }
 
+/// A YAML file's domain and the line it is on.
+type DomainLine = (String, u64);
+
 /// Parses an envoyproxy/ratelimit YAML file: its domain (and that line) and its rules.
 pub(crate) fn parse(
     file: &str,
     text: &str,
-) -> Result<((String, u64), Vec<Located<Rule>>), ConfigError> {
+) -> Result<(DomainLine, Vec<Located<Rule>>), ConfigError> {
     let root: Root = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         let line = loc.map(|l| l.line());

@@ -186,11 +186,14 @@ pub(crate) fn read(tree: &impl Tree) -> Result<Declared, ConfigError> {
     })
 }
 
+/// A section's documents and what they declare, located.
+type SectionRead<S> = (Vec<S>, Vec<Located<<S as Section>::Item>>);
+
 /// The documents of section `S` and what they declare, located.
 fn section<S: Section>(
     tree: &impl Tree,
     file: &FileContext<'_>,
-) -> Result<(Vec<S>, Vec<Located<S::Item>>), ConfigError> {
+) -> Result<SectionRead<S>, ConfigError> {
     let n = tree.count(S::KEY)?;
     let (mut docs, mut items) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {

@@ -14,7 +14,7 @@ use crate::convert::alert::AlertFields;
 /// A configuration file, or a JSON body of `PUT /v1/rules`: a default domain, rules, queues,
 /// alerts, circuit breakers. The readers read it one section at a time (`[[rule]]`, then
 /// `[[queue]]`, ...), so that an error is located in its table.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileDoc {
     /// The domain of the rules and queues that name none.
@@ -41,7 +41,7 @@ pub struct FileDoc {
 }
 
 /// One `[[breaker]]`: a circuit breaker per matched descriptor (see `docs/breakers.md`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerDoc {
     /// Its domain (else the file's).
@@ -81,7 +81,7 @@ pub struct BreakerDoc {
 /// One `[[alert]]`: a name, what it watches ([`Watch`], whose keys sit beside the alert's own:
 /// which of `rule`, `queue`, `store` and `breaker` is present says what it is), and where its
 /// notifications go.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(try_from = "AlertFields")]
 pub struct AlertDoc {
     /// Unique among the alerts; Alertmanager's `alertname`.
@@ -111,7 +111,7 @@ pub struct AlertDoc {
 
 /// What an alert watches, written as keys of the alert itself. A rule, queue or breaker is named
 /// in its `domain` (else the file's).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Watch {
     /// `rule`: fires while more than `rejection_ratio` of the rule's requests is rejected.
@@ -163,7 +163,7 @@ pub enum Watch {
 }
 
 /// A store alert's `store`: the condition it fires in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StoreCondition {
     /// The store's last request failed.
@@ -171,7 +171,7 @@ pub enum StoreCondition {
 }
 
 /// A limit's `algorithm` (see `docs/algorithms.md`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AlgorithmDoc {
     /// Count per epoch-aligned window.
@@ -189,7 +189,7 @@ pub enum AlgorithmDoc {
 }
 
 /// A rule's `mode`: what happens to a request over the limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ModeDoc {
     /// Reject at once (the default).
@@ -199,7 +199,7 @@ pub enum ModeDoc {
 }
 
 /// A rule's `failure`: what it does when its store cannot answer in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureDoc {
     /// Admit (the default).
@@ -211,7 +211,7 @@ pub enum FailureDoc {
 }
 
 /// A circuit breaker's `strategy`: what makes a call bad, and how its threshold reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StrategyDoc {
     /// The share of failed calls.
@@ -223,7 +223,7 @@ pub enum StrategyDoc {
 }
 
 /// One `[[rule]]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleDoc {
     /// Its domain (else the file's).
@@ -311,7 +311,7 @@ pub struct RuleDoc {
 }
 
 /// A `concurrency` rule's `adaptive = { min = 5, max = 200, max_latency = "250ms" }`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdaptiveDoc {
     /// The smallest limit, at least 1 (default 1).
@@ -330,7 +330,7 @@ pub struct AdaptiveDoc {
 }
 
 /// A rule's `trial`: a limit watched on live traffic before it is set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrialDoc {
     /// The quota tried, as the rule's `limit`.
@@ -347,7 +347,7 @@ pub struct TrialDoc {
 }
 
 /// A rule's `match`: `"biz=PAY, channel"` or a list of entries.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Pattern {
     /// Entries separated by commas.
@@ -364,7 +364,7 @@ impl Default for Pattern {
 
 /// One entry of a `match` list: `"key"`, `"key=value"`, `"key=prefix*"`, or a table that sets
 /// the entry's own flags.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum EntryDoc {
     /// The entry, with the rule's flags.
@@ -375,7 +375,7 @@ pub enum EntryDoc {
 }
 
 /// An entry with its own flags.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlaggedEntry {
     /// `key`, `key=value` or `key=prefix*`.
@@ -389,7 +389,7 @@ pub struct FlaggedEntry {
 }
 
 /// A `limit` field: a count or a text.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum LimitField {
     /// A count per `window` (per second without one); `-1`: unlimited.
@@ -399,7 +399,7 @@ pub enum LimitField {
 }
 
 /// One `[[rule.schedule]]` entry: a limit and when it applies.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OverrideDoc {
     /// The quota in force then, or `"unlimited"`.
@@ -422,7 +422,7 @@ pub struct OverrideDoc {
 }
 
 /// One `[[queue]]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueDoc {
     /// Its domain (else the file's).
@@ -460,7 +460,7 @@ pub struct QueueDoc {
 
 /// A limit as `GET /v1/rules` shows it in force: `{limit, algorithm, burst}`, `{limit:
 /// "unlimited"}` for none.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LimitDoc {
     /// The quota, or `"unlimited"`.
     pub limit: String,
@@ -479,7 +479,7 @@ fn is_false(b: &bool) -> bool {
 
 /// A rule as `GET /v1/rules` shows it: its document, and what `PUT` ignores
 /// ([`RuleView::READ_ONLY`]): the limit in force now and, for a scheduled rule, the next change.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct RuleView {
     /// The rule.
     #[serde(flatten)]
@@ -494,7 +494,7 @@ pub struct RuleView {
 /// The configuration in force as `GET /v1/rules` shows it: a [`FileDoc`] whose rules are
 /// [`RuleView`]s (each with what `PUT` ignores), every declaration with its domain named and its
 /// alerts' destinations written out, so that it has no file-wide defaults.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, utoipa::ToSchema)]
 pub struct FileView {
     /// The rules.
     pub rule: Vec<RuleView>,
@@ -510,7 +510,7 @@ pub struct FileView {
 }
 
 /// When another limit comes into force, and which.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct NextChange {
     /// The limit then.
     #[serde(flatten)]

@@ -37,6 +37,7 @@ use flowgate::{Descriptor, Entry, Limit, Request, Verdict};
 use flowgate_config::ENVOY_UNITS;
 use tonic::{Response, Status as GrpcStatus};
 
+use crate::codes::ErrorCode;
 use crate::limits::{self, MAX_BODY_BYTES};
 use crate::state::{Api, AppState};
 
@@ -220,7 +221,12 @@ pub(crate) fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
             .into_iter()
             // A refusal by a circuit breaker always says why, and when to retry.
             .filter(|(key, _)| headers || *key == "retry-after")
-            .chain(circuit_open.then(|| ("x-flowgate-reason", "circuit_open".to_owned())))
+            .chain(circuit_open.then(|| {
+                (
+                    "x-flowgate-reason",
+                    ErrorCode::CircuitOpen.as_str().to_owned(),
+                )
+            }))
             .map(|(key, value)| HeaderValue {
                 key: key.to_owned(),
                 value,

@@ -45,6 +45,7 @@
 //! certificates, mutual TLS, their reload without a restart). See `ARCHITECTURE.md`.
 
 mod backend;
+mod codes;
 mod eviction;
 mod grpc;
 mod grpc_conn;
@@ -63,6 +64,7 @@ mod tls;
 pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
+pub use codes::ErrorCode;
 /// The figures the dashboard, the alerts and `GET /v1/stats` show.
 pub use observe::alerts;
 pub use observe::view as stats;

@@ -50,7 +50,7 @@ impl Lifecycle {
 }
 
 /// The store's health, as `GET /v1/store` and `/readyz` show it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct StoreView {
     /// Which store it is.
     pub kind: StoreKind,

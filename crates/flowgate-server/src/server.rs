@@ -545,7 +545,7 @@ fn serve_grpc(
     first_byte: Duration,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> JoinHandle<Result<(), ServerError>> {
-    let reports = crate::grpc_report::ReportsServer::new(Arc::clone(&state));
+    let reports = crate::grpc_report::server(Arc::clone(&state));
     let svc = RlsService::new(state).into_server();
     tokio::spawn(async move {
         let incoming = crate::grpc_conn::incoming(listener, max_connections, first_byte, tls);

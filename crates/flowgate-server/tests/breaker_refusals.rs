@@ -51,7 +51,7 @@ async fn check(addr: SocketAddr) -> common::HttpResponse {
 }
 
 fn refused(r: &common::HttpResponse) -> bool {
-    r.status == 429 && r.json()["code"] == "circuit_open"
+    r.status == 429 && r.json()["reason"] == "circuit_open"
 }
 
 /// Three calls succeed, then three fail: the breaker opens at the sixth, 3 bad of 6 (however

@@ -80,7 +80,10 @@ async fn reported_errors_open_the_breaker_over_http_and_grpc_until_a_probe_close
     let r = check(&s, "WPG").await;
     assert_eq!(r.status, 429, "{}", r.body);
     let body = r.json();
-    assert_eq!(body["code"], "circuit_open");
+    assert_eq!(
+        (&body["code"], &body["reason"]),
+        (&"OVER_LIMIT".into(), &"circuit_open".into())
+    );
     assert_eq!(body["breaker"]["name"], "channel");
     assert_eq!(body["breaker"]["key"], "pay:channel:channel=WPG");
     assert_eq!(body["retry_after_ms"], 29_000.0);
@@ -132,7 +135,7 @@ async fn reported_errors_open_the_breaker_over_http_and_grpc_until_a_probe_close
     let lease = probe.json()["probes"][0]["probe"].clone();
     assert!(lease.is_u64(), "{}", probe.body);
     let second = check(&s, "WPG").await;
-    assert_eq!(second.json()["code"], "circuit_open");
+    assert_eq!(second.json()["reason"], "circuit_open");
     assert_eq!(second.header("retry-after"), Some("5"), "the lease's time");
     let r = report(
         &s,
@@ -374,5 +377,5 @@ async fn reports_over_grpc_open_the_breaker_and_bad_ones_name_their_field() {
     s.clock.advance(Duration::from_secs(1));
     let r = check(&s, "WPG").await;
     assert_eq!(r.status, 429, "{}", r.body);
-    assert_eq!(r.json()["code"], "circuit_open");
+    assert_eq!(r.json()["reason"], "circuit_open");
 }

@@ -75,7 +75,7 @@ async fn report(p: &Proc, outcome: &str, n: usize, probe: Option<&Value>) {
 }
 
 fn refused(r: &common::HttpResponse) -> bool {
-    r.status == 429 && r.json()["code"] == "circuit_open"
+    r.status == 429 && r.json()["reason"] == "circuit_open"
 }
 
 /// Checks `p` every 5 ms until `want` holds of the answer; answers how long it took.

@@ -398,7 +398,7 @@ async fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
         json!({"domain": "api", "descriptors": ["upstream=u"]}),
     )
     .await;
-    assert_eq!(r.json()["code"], "circuit_open", "{}", r.body);
+    assert_eq!(r.json()["reason"], "circuit_open", "{}", r.body);
     // The queue gauges come from a state read, the alerts from an evaluation, once a second.
     let ready = wait_until(Duration::from_secs(10), || async {
         let text = metrics(&s).await;

@@ -1,9 +1,11 @@
 //! Fuzzing the server's inputs on stable Rust: structure-aware generators (proptest) of
 //! well-formed-but-hostile documents and of mutations of valid ones, for
 //!
-//! - the HTTP API: every route's JSON body, against a real server on loopback (`PUT
-//!   /v1/rules` with the configuration documents of `generate/`, whose readers
-//!   `tests/fuzz_config.rs` fuzzes);
+//! - the HTTP API, against a real server on loopback: every route whose body is JSON and every
+//!   GET route, both taken from the server's own OpenAPI document (`GET /openapi.json`), each
+//!   body generated from its schema there, so that a new route or field is fuzzed as it is
+//!   added; `PUT /v1/rules` with the configuration documents of `generate/`, whose readers
+//!   `tests/fuzz_config.rs` fuzzes;
 //! - the gRPC API: generated `RateLimitRequest`s against the real tonic service, and raw bytes
 //!   as the protobuf message.
 //!
@@ -19,6 +21,7 @@ use flowgate_testkit::fuzz::{self, hostile_number, hostile_text};
 use generate::{file_doc, mutated_seed, opt, toml_seeds, yaml_doc, yaml_seeds};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
+use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
 // HTTP bodies
@@ -77,141 +80,199 @@ max_depth = 1000
 
 const ADMIN: &str = "fuzz-admin-token";
 
-/// What a body field holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+/// What a body field holds, as the API's OpenAPI document describes it.
+#[derive(Clone, Debug, PartialEq)]
+enum Shape {
     /// A string.
     Str,
-    /// An unsigned integer.
-    U64,
+    /// Base64 text (`contentEncoding: base64`).
+    B64,
+    /// One of these strings.
+    Enum(Vec<String>),
+    /// An unsigned integer, at most `max` (a bounded wait: a case never long-polls).
+    U64 { max: Option<u64> },
+    /// A number.
+    Num,
     /// A boolean.
     Bool,
-    /// A descriptor: text or Envoy's object.
+    /// Any JSON (a job's payload).
+    Any,
+    /// A descriptor: text or Envoy's object (the document's `Descriptor`).
     Desc,
-    /// A list of descriptors.
-    Descs,
-    /// A job's payload: any JSON.
-    Payload,
-    /// Base64 text.
-    B64,
-    /// A list of job ids.
-    Ids,
-    /// A list of jobs.
-    Jobs,
-    /// A long-poll wait (bounded here, so that a case never waits long).
-    WaitMs,
+    /// A list.
+    List(Box<Shape>),
+    /// An object: its fields.
+    Object(Vec<Field>),
 }
 
-/// A JSON route: its path, whether it takes the admin token, its fields (name, kind, required).
+/// A field of an object: its name, shape and whether it is required.
+#[derive(Clone, Debug, PartialEq)]
+struct Field {
+    name: String,
+    shape: Shape,
+    required: bool,
+}
+
+/// A JSON route of the document: its path, whether it takes the admin token, its body.
+#[derive(Clone, Debug)]
 struct Route {
-    path: &'static str,
+    path: String,
     admin: bool,
-    fields: &'static [(&'static str, Kind, bool)],
+    fields: Vec<Field>,
 }
 
-const ROUTES: &[Route] = &[
-    Route {
-        path: "/v1/check",
-        admin: false,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptors", Kind::Descs, true),
-            ("hits_addend", Kind::U64, false),
-            ("cost", Kind::U64, false),
-        ],
-    },
-    Route {
-        path: "/v1/acquire",
-        admin: false,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptors", Kind::Descs, true),
-            ("hits_addend", Kind::U64, false),
-            ("cost", Kind::U64, false),
-            ("hold", Kind::Bool, false),
-        ],
-    },
-    Route {
-        path: "/v1/release",
-        admin: false,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-            ("lease", Kind::U64, true),
-        ],
-    },
-    Route {
-        path: "/v1/queues/submit",
-        admin: false,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-            ("payload", Kind::Payload, false),
-            ("payload_base64", Kind::B64, false),
-            ("key", Kind::Str, false),
-            ("not_before_ms", Kind::U64, false),
-            ("jobs", Kind::Jobs, false),
-        ],
-    },
-    Route {
-        path: "/v1/queues/lease",
-        admin: false,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-            ("wait_ms", Kind::WaitMs, false),
-        ],
-    },
-    Route {
-        path: "/v1/queues/ack",
-        admin: false,
-        fields: &[("token", Kind::Str, true)],
-    },
-    Route {
-        path: "/v1/queues/nack",
-        admin: false,
-        fields: &[
-            ("token", Kind::Str, true),
-            ("retry_after_ms", Kind::U64, false),
-        ],
-    },
-    Route {
-        path: "/v1/queues/dead",
-        admin: false,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-            ("offset", Kind::U64, false),
-            ("limit", Kind::U64, false),
-        ],
-    },
-    Route {
-        path: "/v1/queues/dead/requeue",
-        admin: true,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-            ("ids", Kind::Ids, false),
-        ],
-    },
-    Route {
-        path: "/v1/queues/dead/purge",
-        admin: true,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-            ("ids", Kind::Ids, false),
-        ],
-    },
-    Route {
-        path: "/v1/queues/purge",
-        admin: true,
-        fields: &[
-            ("domain", Kind::Str, true),
-            ("descriptor", Kind::Desc, true),
-        ],
-    },
-];
+/// `schema` with its `$ref` followed (the name of the component it named, if any).
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> (&'a Value, Option<&'a str>) {
+    match schema["$ref"].as_str() {
+        Some(r) => {
+            let name = r.rsplit('/').next().unwrap_or("");
+            (&doc["components"]["schemas"][name], Some(name))
+        }
+        None => (schema, None),
+    }
+}
+
+impl Shape {
+    /// The shape of `schema` in `doc`.
+    fn of(doc: &Value, schema: &Value) -> Shape {
+        let (s, name) = resolve(doc, schema);
+        if name == Some("Descriptor") {
+            return Shape::Desc;
+        }
+        // `T | null` (an `Option`): the shape of `T`.
+        if let Some(any) = s["oneOf"].as_array().or(s["anyOf"].as_array()) {
+            let not_null: Vec<&Value> = any.iter().filter(|x| x["type"] != "null").collect();
+            if let [one] = not_null[..] {
+                return Shape::of(doc, one);
+            }
+        }
+        let ty = match &s["type"] {
+            Value::Array(types) => types
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|t| *t != "null")
+                .unwrap_or(""),
+            t => t.as_str().unwrap_or(""),
+        };
+        match ty {
+            "string" if s["contentEncoding"] == "base64" => Shape::B64,
+            "string" => match s["enum"].as_array() {
+                Some(values) => Shape::Enum(
+                    values
+                        .iter()
+                        .filter_map(|v| Some(v.as_str()?.to_owned()))
+                        .collect(),
+                ),
+                None => Shape::Str,
+            },
+            "integer" => Shape::U64 {
+                max: s["maximum"].as_u64(),
+            },
+            "number" => Shape::Num,
+            "boolean" => Shape::Bool,
+            "array" => Shape::List(Box::new(Shape::of(doc, &s["items"]))),
+            "object" => Shape::Object(fields(doc, s)),
+            _ => Shape::Any,
+        }
+    }
+}
+
+/// The fields of the object schema `s`.
+fn fields(doc: &Value, s: &Value) -> Vec<Field> {
+    let required: Vec<&str> = s["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = s["properties"].as_object() else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, p)| Field {
+            name: name.clone(),
+            shape: Shape::of(doc, p),
+            required: required.contains(&name.as_str()),
+        })
+        .collect()
+}
+
+/// Every operation of the document whose body is JSON only, with its body's fields: the
+/// routes a generated body is sent to (`PUT /v1/rules`, which also reads TOML and YAML, has a
+/// target of its own).
+fn json_routes(doc: &Value) -> Vec<Route> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (_, op) in item.as_object().into_iter().flatten() {
+            let content = &op["requestBody"]["content"];
+            let Some(types) = content.as_object() else {
+                continue;
+            };
+            if types.len() != 1 || !types.contains_key("application/json") {
+                continue;
+            }
+            let (body, _) = resolve(doc, &content["application/json"]["schema"]);
+            let admin = op["security"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s.get("admin").is_some());
+            out.push(Route {
+                path: path.clone(),
+                admin,
+                fields: fields(doc, body),
+            });
+        }
+    }
+    out
+}
+
+/// The document, read from a running server.
+fn document(rt: &tokio::runtime::Runtime, t: &common::TestServer) -> Value {
+    let r = rt.block_on(send(t, "GET", "/openapi.json", "text/plain", false, ""));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+#[test]
+fn every_json_route_of_the_document_is_fuzzed() {
+    let (rt, t) = server();
+    let routes = json_routes(&document(&rt, &t));
+    let paths: Vec<&str> = routes.iter().map(|r| r.path.as_str()).collect();
+    // The routes the hand-written table of before missed, and one of each kind.
+    for path in [
+        "/v1/check",
+        "/v1/report",
+        "/v1/rules/versions",
+        "/v1/rules/rollback",
+        "/v1/queues/submit",
+        "/v1/queues/purge",
+    ] {
+        assert!(paths.contains(&path), "{path} is not among {paths:?}");
+    }
+    let check = routes.iter().find(|r| r.path == "/v1/check");
+    let shapes: Vec<(&str, &Shape, bool)> = check
+        .map(|r| {
+            r.fields
+                .iter()
+                .map(|f| (f.name.as_str(), &f.shape, f.required))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(shapes.contains(&("descriptors", &Shape::List(Box::new(Shape::Desc)), true)));
+    assert!(shapes.contains(&("hits_addend", &Shape::U64 { max: None }, false)));
+    let lease = routes.iter().find(|r| r.path == "/v1/queues/lease");
+    assert!(lease.is_some_and(|r| {
+        r.fields
+            .iter()
+            .any(|f| f.name == "wait_ms" && f.shape == Shape::U64 { max: Some(60_000) })
+    }));
+    assert!(
+        routes
+            .iter()
+            .filter(|r| r.path.contains("/purge") || r.path.starts_with("/v1/rules"))
+            .all(|r| r.admin)
+    );
+}
 
 /// A JSON string of `s`.
 fn json_str(s: &str) -> String {
@@ -283,72 +344,85 @@ fn descriptor_json() -> impl Strategy<Value = String> + Clone {
     ]
 }
 
-/// A well-typed value of `kind` (its content may still be refused: hostile strings, numbers
+/// An object of `fields`: each required one, and each other one two times in five.
+fn object_value(fields: &[Field]) -> BoxedStrategy<String> {
+    let values: Vec<BoxedStrategy<Option<String>>> = fields
+        .iter()
+        .map(|f| {
+            let name = json_str(&f.name);
+            let v = valid_value(&f.shape).prop_map(move |v| format!("{name}:{v}"));
+            if f.required {
+                v.prop_map(Some).boxed()
+            } else {
+                prop::option::weighted(0.4, v).boxed()
+            }
+        })
+        .collect();
+    values
+        .prop_map(|v| {
+            format!(
+                "{{{}}}",
+                v.into_iter().flatten().collect::<Vec<_>>().join(",")
+            )
+        })
+        .boxed()
+}
+
+/// A well-typed value of `shape` (its content may still be refused: hostile strings, numbers
 /// out of range, too many descriptors).
-fn valid_value(kind: Kind) -> BoxedStrategy<String> {
-    match kind {
-        Kind::Str => prop_oneof![
+fn valid_value(shape: &Shape) -> BoxedStrategy<String> {
+    match shape {
+        Shape::Str => prop_oneof![
             3 => Just("api".to_owned()),
             1 => hostile_text(),
         ]
         .prop_map(|s| json_str(&s))
         .boxed(),
-        Kind::U64 => prop_oneof![0u64..100, any::<u64>()]
-            .prop_map(|n| n.to_string())
-            .boxed(),
-        Kind::Bool => any::<bool>().prop_map(|b| b.to_string()).boxed(),
-        Kind::Desc => descriptor_json().boxed(),
-        Kind::Descs => prop_oneof![
-            8 => prop::collection::vec(descriptor_json(), 0..4),
-            1 => prop::collection::vec(descriptor_json(), 60..70),
-        ]
-        .prop_map(|v| format!("[{}]", v.join(",")))
-        .boxed(),
-        Kind::Payload => any_json().boxed(),
-        Kind::B64 => prop_oneof![
+        Shape::B64 => prop_oneof![
             Just("aGVsbG8=".to_owned()),
             Just("".to_owned()),
             hostile_text(),
         ]
         .prop_map(|s| json_str(&s))
         .boxed(),
-        Kind::Ids => prop::collection::vec(any::<u64>(), 0..4)
-            .prop_map(|v| serde_json::to_string(&v).unwrap_or_default())
-            .boxed(),
-        Kind::Jobs => prop::collection::vec(
-            (
-                any_json(),
-                opt(hostile_text()),
-                opt(0u64..2_000_000_000_000),
-            ),
-            0..4,
-        )
-        .prop_map(|jobs| {
-            let jobs: Vec<String> = jobs
-                .into_iter()
-                .map(|(p, k, t)| {
-                    let mut f = vec![format!(r#""payload":{p}"#)];
-                    if let Some(k) = k {
-                        f.push(format!(r#""key":{}"#, json_str(&k)));
-                    }
-                    if let Some(t) = t {
-                        f.push(format!(r#""not_before_ms":{t}"#));
-                    }
-                    format!("{{{}}}", f.join(","))
-                })
-                .collect();
-            format!("[{}]", jobs.join(","))
-        })
+        Shape::Enum(values) => prop_oneof![
+            3 => prop::sample::select(values.clone()),
+            1 => hostile_text(),
+        ]
+        .prop_map(|s| json_str(&s))
         .boxed(),
-        // Up to 30 ms, or above the 60 s maximum: a case never long-polls.
-        Kind::WaitMs => prop_oneof![0u64..30, 60_001u64..u64::MAX]
+        Shape::U64 { max: None } => prop_oneof![0u64..100, any::<u64>()]
             .prop_map(|n| n.to_string())
             .boxed(),
+        // Up to 30, or above the maximum: a wait never lasts long.
+        Shape::U64 { max: Some(max) } => prop_oneof![0u64..30, max.saturating_add(1)..u64::MAX]
+            .prop_map(|n| n.to_string())
+            .boxed(),
+        Shape::Num => prop_oneof![
+            (0u32..100_000).prop_map(|n| format!("{n}.5")),
+            hostile_number(),
+        ]
+        .boxed(),
+        Shape::Bool => any::<bool>().prop_map(|b| b.to_string()).boxed(),
+        Shape::Any => any_json().boxed(),
+        Shape::Desc => descriptor_json().boxed(),
+        // A list of descriptors is also sent over its bound of 64.
+        Shape::List(inner) if **inner == Shape::Desc => prop_oneof![
+            8 => prop::collection::vec(descriptor_json(), 0..4),
+            1 => prop::collection::vec(descriptor_json(), 60..70),
+        ]
+        .prop_map(|v| format!("[{}]", v.join(",")))
+        .boxed(),
+        Shape::List(inner) => prop::collection::vec(valid_value(inner), 0..4)
+            .prop_map(|v| format!("[{}]", v.join(",")))
+            .boxed(),
+        Shape::Object(fields) => object_value(fields),
     }
 }
 
-/// A value no field of `kind` takes (a wrong JSON type, or a number out of range).
-fn wrong_value(kind: Kind) -> BoxedStrategy<String> {
+/// A value no field of `shape` takes (a wrong JSON type, or a number out of range); `None` for
+/// any JSON.
+fn wrong_value(shape: &Shape) -> Option<BoxedStrategy<String>> {
     let not_string = prop_oneof![
         Just("7".to_owned()),
         Just("true".to_owned()),
@@ -366,11 +440,18 @@ fn wrong_value(kind: Kind) -> BoxedStrategy<String> {
         Just("[1]".to_owned()),
         Just("{}".to_owned()),
     ];
-    match kind {
-        Kind::Str | Kind::B64 => not_string.boxed(),
-        Kind::U64 | Kind::WaitMs => not_number.boxed(),
-        Kind::Bool => prop_oneof![Just("1".to_owned()), Just("\"yes\"".to_owned())].boxed(),
-        Kind::Desc => prop_oneof![
+    Some(match shape {
+        Shape::Str | Shape::B64 | Shape::Enum(_) => not_string.boxed(),
+        Shape::U64 { .. } => not_number.boxed(),
+        Shape::Num => prop_oneof![
+            Just("\"5\"".to_owned()),
+            Just("true".to_owned()),
+            Just("[1]".to_owned()),
+            Just("{}".to_owned()),
+        ]
+        .boxed(),
+        Shape::Bool => prop_oneof![Just("1".to_owned()), Just("\"yes\"".to_owned())].boxed(),
+        Shape::Desc => prop_oneof![
             Just("7".to_owned()),
             Just("true".to_owned()),
             Just("[\"a=b\"]".to_owned()),
@@ -379,34 +460,54 @@ fn wrong_value(kind: Kind) -> BoxedStrategy<String> {
             Just("{\"entries\":[],\"extra\":1}".to_owned()),
         ]
         .boxed(),
-        Kind::Descs | Kind::Ids | Kind::Jobs => prop_oneof![
+        Shape::List(_) => prop_oneof![
             Just("7".to_owned()),
             Just("\"a=b\"".to_owned()),
             Just("{}".to_owned()),
             Just("[true]".to_owned()),
         ]
         .boxed(),
+        Shape::Object(_) => prop_oneof![
+            Just("7".to_owned()),
+            Just("\"x\"".to_owned()),
+            Just("[]".to_owned()),
+        ]
+        .boxed(),
         // Every JSON value is a payload.
-        Kind::Payload => Just("null".to_owned()).boxed(),
-    }
+        Shape::Any => return None,
+    })
 }
 
-/// A value of `kind` that its route takes: the other fields of a body with a field at fault,
+/// A value of `shape` that its route takes: the other fields of a body with a field at fault,
 /// so that the fault is the first error.
-fn clean_value(kind: Kind) -> BoxedStrategy<String> {
-    match kind {
-        Kind::Str => Just("\"api\"".to_owned()).boxed(),
-        Kind::U64 => (0u64..5).prop_map(|n| n.to_string()).boxed(),
-        Kind::WaitMs => Just("0".to_owned()).boxed(),
-        Kind::Bool => any::<bool>().prop_map(|b| b.to_string()).boxed(),
-        Kind::Desc => prop::sample::select(&["\"client=a\"", "\"biz=JOB, channel=x\""][..])
+fn clean_value(shape: &Shape) -> BoxedStrategy<String> {
+    match shape {
+        Shape::Str => Just("\"api\"".to_owned()).boxed(),
+        Shape::B64 => Just("\"aGVsbG8=\"".to_owned()).boxed(),
+        Shape::Enum(values) => Just(json_str(values.first().map_or("", String::as_str))).boxed(),
+        Shape::U64 { .. } => (0u64..5).prop_map(|n| n.to_string()).boxed(),
+        Shape::Num => Just("1.5".to_owned()).boxed(),
+        Shape::Bool => any::<bool>().prop_map(|b| b.to_string()).boxed(),
+        Shape::Any => Just("{\"n\":1}".to_owned()).boxed(),
+        Shape::Desc => prop::sample::select(&["\"client=a\"", "\"biz=JOB, channel=x\""][..])
             .prop_map(str::to_owned)
             .boxed(),
-        Kind::Descs => Just("[\"client=a\", \"user=u\"]".to_owned()).boxed(),
-        Kind::Payload => Just("{\"n\":1}".to_owned()).boxed(),
-        Kind::B64 => Just("\"aGVsbG8=\"".to_owned()).boxed(),
-        Kind::Ids => Just("[1, 2]".to_owned()).boxed(),
-        Kind::Jobs => Just("[{\"payload\": 1}]".to_owned()).boxed(),
+        Shape::List(inner) => clean_value(inner).prop_map(|v| format!("[{v}]")).boxed(),
+        Shape::Object(fields) => {
+            let required: Vec<BoxedStrategy<String>> = fields
+                .iter()
+                .filter(|f| f.required)
+                .map(|f| {
+                    let name = json_str(&f.name);
+                    clean_value(&f.shape)
+                        .prop_map(move |v| format!("{name}:{v}"))
+                        .boxed()
+                })
+                .collect();
+            required
+                .prop_map(|v| format!("{{{}}}", v.join(",")))
+                .boxed()
+        }
     }
 }
 
@@ -428,54 +529,62 @@ enum Fault {
 /// A case: a route, its fields' values (`None`: left out), clean values, and a fault.
 #[derive(Clone, Debug)]
 struct Case {
-    route: usize,
+    route: Route,
     values: Vec<Option<String>>,
     clean: Vec<String>,
     fault: Fault,
 }
 
-fn case() -> impl Strategy<Value = Case> {
-    (0..ROUTES.len()).prop_flat_map(|r| {
-        let route = &ROUTES[r];
+fn case(routes: Vec<Route>) -> impl Strategy<Value = Case> {
+    prop::sample::select(routes).prop_flat_map(|route| {
         let values: Vec<BoxedStrategy<Option<String>>> = route
             .fields
             .iter()
-            .map(|&(_, kind, required)| {
-                if required {
-                    valid_value(kind).prop_map(Some).boxed()
+            .map(|f| {
+                if f.required {
+                    valid_value(&f.shape).prop_map(Some).boxed()
                 } else {
-                    prop::option::weighted(0.4, valid_value(kind)).boxed()
+                    prop::option::weighted(0.4, valid_value(&f.shape)).boxed()
                 }
             })
             .collect();
         let n = route.fields.len();
         let wrong: Vec<BoxedStrategy<Fault>> = (0..n)
-            .filter(|&i| route.fields[i].1 != Kind::Payload)
-            .map(|i| {
-                wrong_value(route.fields[i].1)
-                    .prop_map(move |v| Fault::WrongType(i, v))
-                    .boxed()
+            .filter_map(|i| {
+                let w = wrong_value(&route.fields[i].shape)?;
+                Some(w.prop_map(move |v| Fault::WrongType(i, v)).boxed())
             })
             .collect();
-        let fault = prop_oneof![
-            3 => Just(Fault::None),
-            3 => prop::strategy::Union::new(wrong),
-            1 => (0..n).prop_map(Fault::Missing),
-            1 => prop_oneof![Just("zzz"), Just("Domain"), Just(""), Just("\u{0}")]
-                .prop_map(|k| Fault::Unknown(k.to_owned())),
-            2 => fuzz::mutation().prop_map(Fault::Text),
+        let mut faults: Vec<(u32, BoxedStrategy<Fault>)> = vec![
+            (3, Just(Fault::None).boxed()),
+            (
+                1,
+                prop_oneof![Just("zzz"), Just("Domain"), Just(""), Just("\u{0}")]
+                    .prop_map(|k| Fault::Unknown(k.to_owned()))
+                    .boxed(),
+            ),
+            (2, fuzz::mutation().prop_map(Fault::Text).boxed()),
         ];
-        let clean: Vec<BoxedStrategy<String>> = route
-            .fields
-            .iter()
-            .map(|&(_, k, _)| clean_value(k))
-            .collect();
-        (Just(r), values, clean, fault).prop_map(|(route, values, clean, fault)| Case {
-            route,
+        if !wrong.is_empty() {
+            faults.push((3, prop::strategy::Union::new(wrong).boxed()));
+        }
+        if n > 0 {
+            faults.push((1, (0..n).prop_map(Fault::Missing).boxed()));
+        }
+        let clean: Vec<BoxedStrategy<String>> =
+            route.fields.iter().map(|f| clean_value(&f.shape)).collect();
+        (
+            Just(route),
             values,
             clean,
-            fault,
-        })
+            prop::strategy::Union::new_weighted(faults),
+        )
+            .prop_map(|(route, values, clean, fault)| Case {
+                route,
+                values,
+                clean,
+                fault,
+            })
     })
 }
 
@@ -483,7 +592,6 @@ impl Case {
     /// The body's text, and the field whose name the error must give (none when the fault says
     /// nothing about a field, or when the body may be valid).
     fn body(&self) -> (String, Option<String>) {
-        let route = &ROUTES[self.route];
         let mut fields: Vec<(String, String)> = Vec::new();
         let mut named = None;
         // A field at fault among clean fields: its error is the first, and must name it.
@@ -496,22 +604,22 @@ impl Case {
         } else {
             self.values.clone()
         };
-        for (i, ((name, _, required), v)) in route.fields.iter().zip(&values).enumerate() {
+        for (i, (f, v)) in self.route.fields.iter().zip(&values).enumerate() {
             let v = match &self.fault {
                 Fault::WrongType(j, w) if *j == i => {
-                    named = Some((*name).to_owned());
+                    named = Some(f.name.clone());
                     Some(w.clone())
                 }
                 Fault::Missing(j) if *j == i => {
-                    if *required {
-                        named = Some((*name).to_owned());
+                    if f.required {
+                        named = Some(f.name.clone());
                     }
                     None
                 }
                 _ => v.clone(),
             };
             if let Some(v) = v {
-                fields.push((json_str(name), v));
+                fields.push((json_str(&f.name), v));
             }
         }
         if let Fault::Unknown(k) = &self.fault {
@@ -627,19 +735,20 @@ async fn send(
 #[test]
 fn http_bodies_of_every_json_route() {
     let (rt, t) = server();
+    let routes = json_routes(&document(&rt, &t));
     let mut runner = TestRunner::new(fuzz::config(400));
-    let result = runner.run(&case(), |c| {
-        let route = &ROUTES[c.route];
+    let result = runner.run(&case(routes), |c| {
+        let route = &c.route;
         let (body, named) = c.body();
         let r = rt.block_on(send(
             &t,
             "POST",
-            route.path,
+            &route.path,
             "application/json",
             route.admin,
             &body,
         ));
-        let detail = clear_answer(route.path, &body, &r)?;
+        let detail = clear_answer(&route.path, &body, &r)?;
         if let Some(field) = named {
             prop_assert_eq!(r.status, 400, "{} {:?}: {}", route.path, body, r.body);
             let detail = detail.unwrap_or_default();
@@ -697,36 +806,113 @@ fn http_rules_put_in_every_format() {
     }
 }
 
-/// The routes read with GET, with hostile paths and queries.
-fn get_request() -> impl Strategy<Value = String> {
+/// Every GET operation of the document: its path (a template) and its query's parameters.
+fn get_operations(doc: &Value) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        let Some(op) = item.get("get") else {
+            continue;
+        };
+        let query: Vec<String> = op["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["in"] == "query")
+            .filter_map(|p| Some(p["name"].as_str()?.to_owned()))
+            .collect();
+        out.push((path.clone(), query));
+    }
+    out
+}
+
+/// A GET request of one of `operations`, with hostile path parameters and queries.
+fn get_request(operations: Vec<(String, Vec<String>)>) -> impl Strategy<Value = String> {
     let junk = prop_oneof![hostile_text(), hostile_number()]
         .prop_map(|t| t.bytes().map(|b| format!("%{b:02X}")).collect::<String>());
-    prop_oneof![
-        prop::sample::select(
-            &[
-                "/v1/rules",
-                "/v1/queues",
-                "/healthz",
-                "/readyz",
-                "/metrics",
-                "/v1/rules/history",
-            ][..]
+    let op = prop::sample::select(operations).prop_flat_map(move |(path, query)| {
+        let names: Vec<String> = query.into_iter().chain(["zzz".to_owned()]).collect();
+        (
+            Just(path),
+            junk.clone(),
+            prop::option::weighted(0.5, (prop::sample::select(names), junk.clone())),
         )
-        .prop_map(str::to_owned),
-        junk.clone().prop_map(|j| format!("/v1/rules/versions/{j}")),
-        junk.clone()
-            .prop_map(|j| format!("/v1/rules/history?limit={j}")),
-        junk.clone().prop_map(|j| format!("/v1/rules/history?{j}")),
-        junk.prop_map(|j| format!("/v1/{j}")),
-    ]
+            .prop_map(|(path, value, query)| {
+                // Each `{parameter}` of the path takes the hostile value.
+                let mut out = String::new();
+                let mut rest = path.as_str();
+                while let Some((before, after)) = rest.split_once('{') {
+                    out.push_str(before);
+                    out.push_str(&value);
+                    rest = after.split_once('}').map_or("", |(_, a)| a);
+                }
+                out.push_str(rest);
+                match query {
+                    Some((name, v)) => format!("{out}?{name}={v}"),
+                    None => out,
+                }
+            })
+    });
+    let junk = prop_oneof![hostile_text(), hostile_number()]
+        .prop_map(|t| t.bytes().map(|b| format!("%{b:02X}")).collect::<String>());
+    prop_oneof![4 => op, 1 => junk.prop_map(|j| format!("/v1/{j}"))]
+}
+
+/// One GET on a fresh connection: the answer's status, headers and body; an event stream's
+/// body is not read (it lasts while the server runs).
+async fn get(addr: std::net::SocketAddr, path: &str) -> common::HttpResponse {
+    use http_body_util::BodyExt as _;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(conn);
+    let auth = format!("Bearer {ADMIN}");
+    let req = hyper::Request::get(path)
+        .header("host", addr.to_string())
+        .header("authorization", auth)
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let resp = sender
+        .send_request(req)
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let streaming = headers
+        .get("content-type")
+        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
+    let body = if streaming {
+        String::new()
+    } else {
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    common::HttpResponse {
+        status,
+        headers,
+        body,
+    }
 }
 
 #[test]
 fn http_get_routes_with_hostile_paths_and_queries() {
     let (rt, t) = server();
+    let operations = get_operations(&document(&rt, &t));
     let mut runner = TestRunner::new(fuzz::config(200));
-    let result = runner.run(&get_request(), |path| {
-        let r = rt.block_on(send(&t, "GET", &path, "text/plain", true, ""));
+    let result = runner.run(&get_request(operations), |path| {
+        let r = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(10), get(t.http(), &path))
+                .await
+                .unwrap_or_else(|_| panic!("GET {path}: no answer within 10 s"))
+        });
         clear_answer("GET", &path, &r)?;
         Ok(())
     });

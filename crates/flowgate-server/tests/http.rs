@@ -54,7 +54,11 @@ async fn check_headers_and_429() {
     assert_eq!(r.header("ratelimit-remaining"), Some("1"));
     assert_eq!(r.header("ratelimit-reset"), Some("10"));
     let j = r.json();
-    assert_eq!(j["allowed"], true);
+    assert_eq!((&j["allowed"], &j["code"]), (&json!(true), &json!("OK")));
+    assert!(
+        j.get("reason").is_none(),
+        "an admitted request has no reason: {j}"
+    );
     assert_eq!(j["statuses"][0]["rule"], "per-client");
     assert_eq!(j["statuses"][0]["remaining"], 1);
     assert_eq!(j["statuses"][0]["quota"], "2/10s");
@@ -66,8 +70,8 @@ async fn check_headers_and_429() {
     assert_eq!(r.header("retry-after"), Some("6"));
     let j = r.json();
     assert_eq!(
-        (j["allowed"].clone(), j["code"].clone()),
-        (json!(false), json!("OVER_LIMIT"))
+        (j["allowed"].clone(), j["code"].clone(), j["reason"].clone()),
+        (json!(false), json!("OVER_LIMIT"), json!("over_limit"))
     );
     assert_eq!(j["retry_after_ms"], 6000.0);
     // Envoy's JSON form, with hits_addend; cost 0 only looks.
@@ -199,6 +203,28 @@ async fn errors_are_json_and_say_what_is_wrong() {
             400,
             "missing field `lease`",
         ),
+        // A field of another route is refused, saying where it belongs.
+        (
+            "POST",
+            "/v1/check",
+            r#"{"domain": "api", "descriptors": ["a=1"], "hold": true}"#,
+            400,
+            "`hold`: only /v1/acquire holds its answer",
+        ),
+        (
+            "POST",
+            "/v1/queues/ack",
+            r#"{"token": "t", "retry_after_ms": 5}"#,
+            400,
+            "`retry_after_ms` is for nack",
+        ),
+        (
+            "POST",
+            "/v1/queues/dead",
+            r#"{"domain": "api", "descriptor": "a=1", "ids": [1]}"#,
+            400,
+            "`ids` is for requeue and purge",
+        ),
     ];
     for (method, path, body, status, needle) in cases {
         let r = http(
@@ -244,6 +270,16 @@ async fn errors_are_json_and_say_what_is_wrong() {
     )
     .await;
     assert_eq!(r.status, 400);
+    // A body is read whatever its content type (`curl -d` sends a form's).
+    let r = http(
+        t.http(),
+        "POST",
+        "/v1/check",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        r#"{"domain": "api", "descriptors": ["client=form"]}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
     t.server.shutdown().await.unwrap();
 }
 

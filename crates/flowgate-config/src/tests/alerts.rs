@@ -240,7 +240,7 @@ fn json_errors_name_the_field() {
         let serde_json::Value::Object(m) = body else {
             panic!("not an object")
         };
-        parse_json("the JSON body", &m).err().expect("refused")
+        parse_json("the JSON body", &m).expect_err("refused")
     };
     for (body, field, says) in [
         (

@@ -1,175 +1,89 @@
-//! The HTTP handlers and their JSON.
+//! The decision routes (`POST /v1/check`, `/v1/acquire`, `/v1/release`) and the node's health
+//! and figures for machines (`GET /livez` and `/healthz`, `/readyz`, `/v1/store`, `/metrics`).
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use flowgate::{Request, Verdict};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use super::ApiError;
-use super::body::{self, DescriptorField};
+use super::body::DescriptorField;
+use super::doc::{BodyErrors, Unavailable};
 use super::error::{DEFAULT_RETRY_AFTER, retry_after_secs};
+use super::extract::{JsonBody, RequestBody};
+use super::verdict::VerdictAnswer;
+use super::{ApiError, ErrorCode};
 use crate::limits;
+use crate::probes::{Phase, StoreView};
 use crate::state::{Api, AppState};
 
 type Shared = State<Arc<AppState>>;
 
-/// The body of a route that takes at most [`limits::MAX_BODY_BYTES`] (64 KiB).
-pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body_bytes_within(body, limits::MAX_BODY_BYTES)
-}
-
-/// The body of a route that takes at most `max` bytes (its `DefaultBodyLimit`): a body over it
-/// is a 413 naming `max`.
-pub(super) fn body_bytes_within(
-    body: Result<Bytes, BytesRejection>,
-    max: usize,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        let status = e.status();
-        let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "payload_too_large"
-        } else {
-            "bad_request"
-        };
-        ApiError::new(
-            status,
-            kind,
-            format!(
-                "{} (the largest body of this route is {})",
-                e.body_text(),
-                size(max)
-            ),
-        )
-    })
-}
-
-/// A size in bytes, also in KiB or MiB when it is a whole number of them.
-fn size(bytes: usize) -> String {
-    match bytes {
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB ({b} bytes)", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB ({b} bytes)", b >> 10),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// A check or acquire body.
-#[derive(Deserialize)]
+/// A check: the request to decide.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CheckBody {
+pub(super) struct CheckBody {
+    /// The domain of the rules (at most 1024 bytes).
     domain: String,
+    /// The request's descriptors, each `"k=v, k2=v2"` text or Envoy's object (at most 64).
     descriptors: Vec<DescriptorField>,
     /// Envoy's request cost: 0 or none means 1.
     #[serde(default)]
     hits_addend: Option<u64>,
-    /// The cost, exactly (0 only looks).
+    /// The cost, exactly (0 only looks); over `hits_addend`.
     #[serde(default)]
     cost: Option<u64>,
-    /// (acquire) Whether to answer only once the reserved slot comes.
+    /// (acquire's, refused here naming where it belongs)
+    #[serde(default)]
+    #[schema(ignore)]
+    hold: Option<IgnoredAny>,
+}
+
+impl RequestBody for CheckBody {}
+
+/// An acquire: a check that, in `delay` mode, may hold its answer until the slot reserved.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AcquireBody {
+    /// The domain of the rules (at most 1024 bytes).
+    domain: String,
+    /// The request's descriptors, each `"k=v, k2=v2"` text or Envoy's object (at most 64).
+    descriptors: Vec<DescriptorField>,
+    /// Envoy's request cost: 0 or none means 1.
+    #[serde(default)]
+    hits_addend: Option<u64>,
+    /// The cost, exactly (0 only looks); over `hits_addend`.
+    #[serde(default)]
+    cost: Option<u64>,
+    /// Answer only once the reserved slot comes, rather than with its `wait_ms`.
     #[serde(default)]
     hold: Option<bool>,
 }
 
-/// A check or acquire body: the request (validated), and whether to hold the answer until the
-/// slot.
-fn parse_check(bytes: &[u8], allow_hold: bool) -> Result<(Request, bool), ApiError> {
-    let b: CheckBody = body::parse(bytes)?;
-    if b.hold.is_some() && !allow_hold {
-        return Err(ApiError::bad_request(
-            "unknown field `hold`: only /v1/acquire holds its answer",
-        ));
-    }
+impl RequestBody for AcquireBody {}
+
+/// A request from a body's parts, validated.
+fn request(
+    domain: String,
+    descriptors: Vec<DescriptorField>,
+    hits_addend: Option<u64>,
+    cost: Option<u64>,
+) -> Result<Request, ApiError> {
     let req = Request {
-        domain: b.domain,
-        descriptors: b.descriptors.into_iter().map(|d| d.0).collect(),
-        cost: b
-            .cost
-            .unwrap_or_else(|| limits::request_cost(b.hits_addend)),
+        domain,
+        descriptors: descriptors.into_iter().map(|d| d.0).collect(),
+        cost: cost.unwrap_or_else(|| limits::request_cost(hits_addend)),
     };
     limits::validate(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok((req, b.hold.unwrap_or(false)))
+    Ok(req)
 }
 
-fn ms(d: std::time::Duration) -> f64 {
-    d.as_micros() as f64 / 1000.0
-}
-
-fn verdict_json(v: &Verdict) -> Value {
-    let statuses: Vec<Value> = v
-        .statuses
-        .iter()
-        .map(|s| {
-            let d = &s.decision;
-            let limited = s.is_limited();
-            let rule = s.rule.as_ref();
-            json!({
-                "code": if s.over_limit() { "OVER_LIMIT" } else { "OK" },
-                "rule": rule.map(|r| r.name.as_str()),
-                "shadow": rule.is_some_and(|r| r.shadow),
-                "quota_mode": s.quota,
-                "over_limit": !d.allowed,
-                "limit": limited.then_some(d.limit),
-                "quota": s.limit.as_ref().map(|l| l.quota().to_string()),
-                "remaining": limited.then_some(d.remaining),
-                "reset_after_ms": limited.then(|| ms(d.reset_after)),
-                "retry_after_ms": d.retry_after.map(ms),
-                "wait_ms": ms(d.wait),
-                "lease": d.lease,
-                "error": s.error.as_ref().map(|e| e.to_string()),
-                "breaker": s.breaker.as_ref().map(|b| b.name.as_str()),
-                "circuit_open": s.breaker.as_ref().is_some_and(|b| b.open),
-            })
-        })
-        .collect();
-    let leases: Vec<Value> = v
-        .statuses
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            s.decision
-                .lease
-                .map(|l| json!({"descriptor": i, "lease": l}))
-        })
-        .collect();
-    // Half-open breakers' probe leases, to send back with the call's report.
-    let probes: Vec<Value> = v
-        .statuses
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let b = s.breaker.as_ref()?;
-            b.probe
-                .map(|p| json!({"descriptor": i, "breaker": b.name, "probe": p}))
-        })
-        .collect();
-    let code = match (v.allowed, v.circuit_open()) {
-        (true, _) => "OK",
-        (false, Some(_)) => "circuit_open",
-        (false, None) => "OVER_LIMIT",
-    };
-    let mut out = json!({
-        "allowed": v.allowed,
-        "code": code,
-        "wait_ms": ms(v.wait),
-        "retry_after_ms": v.retry_after().map(ms),
-        "leases": leases,
-        "statuses": statuses,
-    });
-    if !probes.is_empty() {
-        out["probes"] = json!(probes);
-    }
-    if let Some(b) = v.circuit_open() {
-        out["breaker"] = json!({"domain": b.domain, "name": b.name, "key": b.key});
-    }
-    out
-}
-
+/// The verdict as HTTP: 200 or 429, with the `RateLimit-*` headers and, on 429, `Retry-After`.
 fn verdict_response(v: &Verdict) -> Response {
     let status = if v.allowed {
         StatusCode::OK
@@ -189,22 +103,16 @@ fn verdict_response(v: &Verdict) -> Response {
         let secs = v.retry_after().map_or(1, retry_after_secs);
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    (status, headers, Json(verdict_json(v))).into_response()
+    (status, headers, Json(VerdictAnswer::of(v))).into_response()
 }
 
+/// Decides `req`, counted as invalid when it could not be read; holds the answer until the
+/// slot when `hold`.
 async fn decide(
     state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    allow_hold: bool,
+    req: Result<(Request, bool), ApiError>,
 ) -> Result<Response, ApiError> {
-    let parsed = body_bytes(body).and_then(|b| parse_check(&b, allow_hold));
-    let (req, hold) = match parsed {
-        Ok(p) => p,
-        Err(e) => {
-            state.invalid(Api::Http);
-            return Err(e);
-        }
-    };
+    let (req, hold) = req.inspect_err(|_| state.invalid(Api::Http))?;
     let verdict = state.decide(Api::Http, &req).await;
     if hold && verdict.allowed && !verdict.wait.is_zero() {
         tokio::time::sleep(verdict.wait).await;
@@ -212,132 +120,254 @@ async fn decide(
     Ok(verdict_response(&verdict))
 }
 
-/// `POST /v1/check`.
+/// Decide a request: 200 when admitted, 429 when refused.
+#[utoipa::path(
+    post,
+    path = "/v1/check",
+    tag = "decisions",
+    request_body = CheckBody,
+    responses(
+        (status = 200, description = "Admitted.", body = VerdictAnswer, headers(
+            ("RateLimit-Limit" = Option<u64>, description = "The binding limit's units."),
+            ("RateLimit-Remaining" = Option<u64>, description = "Its units left."),
+            ("RateLimit-Reset" = Option<u64>, description = "Seconds until it resets, rounded up."),
+        )),
+        (status = 429, description = "Refused: over a limit, or by a circuit breaker (`reason`).", body = VerdictAnswer, headers(
+            ("Retry-After" = u64, description = "Seconds, rounded up, at least 1."),
+        )),
+        BodyErrors,
+    )
+)]
 pub(super) async fn check(
     State(state): Shared,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<JsonBody<CheckBody>, ApiError>,
 ) -> Result<Response, ApiError> {
-    decide(&state, body, false).await
+    let req = body.and_then(|JsonBody(b)| {
+        if b.hold.is_some() {
+            return Err(ApiError::bad_request(
+                "unknown field `hold`: only /v1/acquire holds its answer",
+            ));
+        }
+        Ok((
+            request(b.domain, b.descriptors, b.hits_addend, b.cost)?,
+            false,
+        ))
+    });
+    decide(&state, req).await
 }
 
-/// `POST /v1/acquire`.
+/// As check; in `delay` mode the answer carries the `wait_ms` before the reserved slot (or, with
+/// `"hold": true`, is sent after it); 429 when the wait would exceed `max_wait`.
+#[utoipa::path(
+    post,
+    path = "/v1/acquire",
+    tag = "decisions",
+    request_body = AcquireBody,
+    responses(
+        (status = 200, description = "Admitted (in `delay` mode, after `wait_ms`).", body = VerdictAnswer, headers(
+            ("RateLimit-Limit" = Option<u64>, description = "The binding limit's units."),
+            ("RateLimit-Remaining" = Option<u64>, description = "Its units left."),
+            ("RateLimit-Reset" = Option<u64>, description = "Seconds until it resets, rounded up."),
+        )),
+        (status = 429, description = "Refused.", body = VerdictAnswer, headers(
+            ("Retry-After" = u64, description = "Seconds, rounded up, at least 1."),
+        )),
+        BodyErrors,
+    )
+)]
 pub(super) async fn acquire(
     State(state): Shared,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<JsonBody<AcquireBody>, ApiError>,
 ) -> Result<Response, ApiError> {
-    decide(&state, body, true).await
+    let req = body.and_then(|JsonBody(b)| {
+        Ok((
+            request(b.domain, b.descriptors, b.hits_addend, b.cost)?,
+            b.hold.unwrap_or(false),
+        ))
+    });
+    decide(&state, req).await
 }
 
-/// A release body.
-#[derive(Deserialize)]
+/// A release: a concurrency lease given back.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ReleaseBody {
+pub(super) struct ReleaseBody {
+    /// The domain of the request that took the lease.
     domain: String,
+    /// The descriptor that took it.
     descriptor: DescriptorField,
+    /// The lease (a check's `leases[].lease`).
     lease: u64,
 }
 
-/// `POST /v1/release`.
+impl RequestBody for ReleaseBody {}
+
+/// The answer to a release.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Released {
+    /// Whether the lease was held (false: already released, or expired).
+    released: bool,
+}
+
+/// Release a concurrency lease.
+#[utoipa::path(
+    post,
+    path = "/v1/release",
+    tag = "decisions",
+    request_body = ReleaseBody,
+    responses(
+        (status = 200, description = "Released, or nothing to release.", body = Released),
+        BodyErrors,
+        Unavailable,
+    )
+)]
 pub(super) async fn release(
     State(state): Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let b: ReleaseBody = body::parse(&body_bytes(body)?)?;
+    JsonBody(b): JsonBody<ReleaseBody>,
+) -> Result<Json<Released>, ApiError> {
     let probe = Request::new(b.domain, vec![b.descriptor.0]);
     limits::validate(&probe).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let lease = b.lease;
     let released = state
         .limiter
-        .release(&probe.domain, &probe.descriptors[0], lease)
+        .release(&probe.domain, &probe.descriptors[0], b.lease)
         .await
         .map_err(|e| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
+                ErrorCode::StoreUnavailable,
                 e.to_string(),
             )
         })?;
-    Ok(Json(json!({ "released": released })).into_response())
+    Ok(Json(Released { released }))
 }
 
-/// The name of the admin token presented (`Authorization: Bearer <token>`).
-pub(super) fn authorized(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
-    if state.admin.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "admin_disabled",
-            "the admin API is disabled: start the server with --admin-token (FLOWGATE_ADMIN_TOKEN) or --admin-tokens-file (FLOWGATE_ADMIN_TOKENS_FILE)",
-        ));
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    state
-        .admin
-        .authenticate(given)
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or wrong admin token: send `Authorization: Bearer <token>`",
-            )
-        })
+/// The liveness answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Live {
+    /// Always `ok`.
+    #[schema(value_type = String, pattern = "^ok$")]
+    status: &'static str,
 }
 
-/// `GET /livez` (and `GET /healthz`): 200 while the process runs and answers HTTP.
-pub(super) async fn livez() -> Response {
-    Json(json!({"status": "ok"})).into_response()
+async fn live() -> Json<Live> {
+    Json(Live { status: "ok" })
 }
 
-/// `GET /readyz`: 200 while the node can answer decisions, the store down included (the rules'
-/// failure policies then decide); 503 while it starts or drains. The body also says what the
-/// rules follow, their version and whether the node may be behind (`rules`), the store's health
-/// (`store`), and what may go wrong (`warnings`).
+/// 200 while the process runs and answers HTTP: the liveness probe.
+#[utoipa::path(get, path = "/livez", tag = "probes",
+    responses((status = 200, description = "The process runs.", body = Live)))]
+pub(super) async fn livez() -> Json<Live> {
+    live().await
+}
+
+/// The same as `/livez`.
+#[utoipa::path(get, path = "/healthz", tag = "probes",
+    responses((status = 200, description = "The process runs.", body = Live)))]
+pub(super) async fn healthz() -> Json<Live> {
+    live().await
+}
+
+/// What the node's rules follow, and whether it may be behind.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RulesState<'a> {
+    /// `files` or `redis`.
+    follows: &'static str,
+    /// The version in force.
+    version: u64,
+    /// Whether the node is on the version in force (false: see `problem`).
+    in_sync: bool,
+    /// Why the node may be behind; `null` when in sync.
+    problem: Option<&'a str>,
+}
+
+/// The readiness answer while the node serves.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Ready<'a> {
+    /// Always `ready`.
+    #[schema(value_type = String, pattern = "^ready$")]
+    status: &'static str,
+    /// The store's health (its outage does not make the node unready).
+    store: StoreView,
+    /// The rules.
+    rules: RulesState<'a>,
+    /// What may go wrong (an evicting Redis allowed by `--redis-allow-eviction`).
+    warnings: Vec<String>,
+}
+
+/// The readiness answer while the node starts or drains.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct NotReady<'a> {
+    /// `not_ready`.
+    error: ErrorCode,
+    /// Starting or draining.
+    detail: &'static str,
+    /// The store's health.
+    store: StoreView,
+    /// The rules.
+    rules: RulesState<'a>,
+}
+
+/// 200 while the node can answer decisions, a store outage included (the failure policies
+/// decide); 503 while it starts or drains: the readiness probe.
+#[utoipa::path(get, path = "/readyz", tag = "probes", responses(
+    (status = 200, description = "Ready.", body = Ready),
+    (status = 503, description = "Starting or draining.", body = NotReady, headers(
+        ("Retry-After" = u64, description = "Seconds."),
+    )),
+))]
 pub(super) async fn readyz(State(state): Shared) -> Response {
     let info = state.rules.info();
-    let rules = json!({
-        "follows": info.follows(),
-        "version": info.version,
-        "in_sync": info.problem().is_none(),
-        "problem": info.problem(),
-    });
-    let warnings: Vec<String> = state.eviction.warning().into_iter().collect();
+    let rules = RulesState {
+        follows: info.follows(),
+        version: info.version,
+        in_sync: info.problem().is_none(),
+        problem: info.problem(),
+    };
     let store = crate::probes::store_view(state.limiter.store());
-    let why = match state.lifecycle.phase() {
-        crate::probes::Phase::Serving => {
-            return Json(json!({
-                "status": "ready",
-                "store": store,
-                "rules": rules,
-                "warnings": warnings,
-            }))
+    let detail = match state.lifecycle.phase() {
+        Phase::Serving => {
+            let warnings = state.eviction.warning().into_iter().collect();
+            return Json(Ready {
+                status: "ready",
+                store,
+                rules,
+                warnings,
+            })
             .into_response();
         }
-        crate::probes::Phase::Starting => "starting: the node is not serving yet",
-        crate::probes::Phase::Draining => "draining: the node is shutting down",
+        Phase::Starting => "starting: the node is not serving yet",
+        Phase::Draining => "draining: the node is shutting down",
     };
+    unavailable(NotReady {
+        error: ErrorCode::NotReady,
+        detail,
+        store,
+        rules,
+    })
+}
+
+/// A 503 with `body` and `Retry-After`.
+fn unavailable(body: impl Serialize) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(
             header::RETRY_AFTER,
             HeaderValue::from(retry_after_secs(DEFAULT_RETRY_AFTER)),
         )],
-        Json(json!({
-            "error": "not_ready",
-            "detail": why,
-            "store": store,
-            "rules": rules,
-        })),
+        Json(body),
     )
         .into_response()
 }
 
-/// `GET /v1/store`: the store's health; 200 while it answers (a `PING` within the decisions'
-/// deadline, unless it is known down), 503 while it fails or is known down (decisions then
-/// follow the rules' failure policies).
+/// The store's health: 200 while it answers (a `PING` within the decisions' deadline, unless it
+/// is known down), 503 while it fails or is known down (decisions then follow the rules'
+/// failure policies).
+#[utoipa::path(get, path = "/v1/store", tag = "probes", responses(
+    (status = 200, description = "The store answers.", body = StoreView),
+    (status = 503, description = "The store fails or is known down.", body = StoreView, headers(
+        ("Retry-After" = u64, description = "Seconds."),
+    )),
+))]
 pub(super) async fn store(State(state): Shared) -> Response {
     // The PING is counted as a call: it clears the degraded flag, or adds a failure.
     let pinged = state.limiter.store().ready().await;
@@ -349,18 +379,14 @@ pub(super) async fn store(State(state): Shared) -> Response {
     if view.up {
         return Json(view).into_response();
     }
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(
-            header::RETRY_AFTER,
-            HeaderValue::from(retry_after_secs(DEFAULT_RETRY_AFTER)),
-        )],
-        Json(view),
-    )
-        .into_response()
+    unavailable(view)
 }
 
-/// `GET /metrics`.
+/// The metrics, in Prometheus's OpenMetrics text format.
+#[utoipa::path(get, path = "/metrics", tag = "probes", responses(
+    (status = 200, description = "OpenMetrics text.", body = String,
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+))]
 pub(super) async fn metrics(State(state): Shared) -> Response {
     crate::probes::refresh(&state);
     if let Some(stats) = state.limiter.store().memory_stats() {

@@ -37,21 +37,61 @@ pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 
 /// A descriptor as a body gives it: `"k=v, k2=v2"` text, or Envoy's
 /// `{"entries": [{"key": …, "value": …}], "hits_addend": …}`.
+#[derive(Debug)]
 pub(super) struct DescriptorField(pub(super) Descriptor);
 
+/// A descriptor's two forms, as the document describes them (read by hand, below, so that an
+/// error names the form's own fault).
+#[derive(utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code, reason = "only its schema is used")]
+enum DescriptorForms {
+    /// `"key=value, key2=value2"`; an entry without `=` has an empty value.
+    Text(String),
+    /// Envoy's form.
+    Envoy(EnvoyDescriptor),
+}
+
+impl utoipa::PartialSchema for DescriptorField {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        <DescriptorForms as utoipa::PartialSchema>::schema()
+    }
+}
+
+impl utoipa::ToSchema for DescriptorField {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Descriptor".into()
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <DescriptorForms as utoipa::ToSchema>::schemas(schemas);
+    }
+}
+
 /// Envoy's form of a descriptor.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EnvoyDescriptor {
+    /// Its entries, in order.
     entries: Vec<EntryField>,
+    /// This descriptor's own cost (0 only looks), over the request's.
     #[serde(default)]
     hits_addend: Option<u64>,
 }
 
-#[derive(Deserialize)]
+/// An entry of Envoy's form.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Entry)]
 struct EntryField {
+    /// Its key.
     key: String,
+    /// Its value (none: empty).
     #[serde(default)]
     value: Option<String>,
 }

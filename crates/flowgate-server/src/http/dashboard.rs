@@ -10,22 +10,21 @@
 //! clients' text).
 //!
 //! Reading the figures needs no token unless the server has a dashboard token
-//! (`--dashboard-token`): then the data routes ([`require_reader`]) want `Authorization: Bearer`
-//! with it or with an admin token. The page itself is public: it holds no data and asks for the
-//! token when the data routes answer 401.
+//! (`--dashboard-token`): then the data routes (their [`super::extract::Reader`]) want
+//! `Authorization: Bearer` with it or with an admin token. The page itself is public: it holds
+//! no data and asks for the token when the data routes answer 401.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use axum::body::Body;
+use axum::extract::Path;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest as _, Sha256};
 
-use super::ApiError;
-use crate::state::AppState;
+use super::error::ErrorBody;
+use super::{ApiError, ErrorCode};
 
 /// The page's content security policy: everything from this origin only, nothing inline, no
 /// framing, and DOM sinks that parse HTML refused (Trusted Types).
@@ -118,7 +117,7 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
     let Some(i) = ASSETS.iter().position(|a| a.name == name) else {
         return ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("the dashboard has no file `{name}`"),
         )
         .into_response();
@@ -169,13 +168,20 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
     response
 }
 
-/// `GET /dashboard`: the page.
+/// The dashboard, a page that shows the figures of `/v1/stats` live.
+#[utoipa::path(get, path = "/dashboard", tag = "figures", responses(
+    (status = 200, description = "The page.", content_type = "text/html; charset=utf-8", body = String),
+    (status = 304, description = "The browser's copy is current (`If-None-Match`)."),
+))]
 pub(super) async fn page(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
 }
 
-/// `GET /dashboard/`: to the page, whose assets are named relative to `/dashboard` (so the
-/// dashboard works behind a proxy that serves it under a prefix).
+/// To the page, whose assets are named relative to `/dashboard` (so the dashboard works behind
+/// a proxy that serves it under a prefix).
+#[utoipa::path(get, path = "/dashboard/", tag = "figures", responses(
+    (status = 308, description = "To `../dashboard`.", headers(("Location" = String))),
+))]
 pub(super) async fn slash() -> Response {
     (
         StatusCode::PERMANENT_REDIRECT,
@@ -184,7 +190,23 @@ pub(super) async fn slash() -> Response {
         .into_response()
 }
 
-/// `GET /dashboard/{file}`: one of the page's files.
+/// One of the page's files (its scripts, styles, icon, licence).
+#[utoipa::path(get, path = "/dashboard/{file}", tag = "figures",
+    params(("file" = String, Path, description = "The file's name.")),
+    responses(
+        (status = 200, description = "The file, with its content type.", content(
+            (String = "text/javascript"),
+            (String = "text/css"),
+            (String = "text/html"),
+            (String = "image/svg+xml"),
+            (String = "text/plain"),
+        )),
+        (status = 304, description = "The browser's copy is current (`If-None-Match`)."),
+        (status = 308, description = "`index.html`: to the page.", headers(("Location" = String))),
+        (status = 400, description = "A path that is not UTF-8.", body = ErrorBody),
+        (status = 404, description = "No such file (`not_found`).", body = ErrorBody),
+    ),
+)]
 pub(super) async fn asset(
     headers: HeaderMap,
     file: Result<Path<String>, PathRejection>,
@@ -194,36 +216,6 @@ pub(super) async fn asset(
         Ok(Path(name)) if name == "index.html" => slash().await,
         Ok(Path(name)) => serve(&name, &headers),
         Err(e) => ApiError::bad_request(e.body_text()).into_response(),
-    }
-}
-
-/// Middleware of the data routes the dashboard reads: with a dashboard token configured, a
-/// request needs `Authorization: Bearer` with it or with an admin token (401 otherwise).
-pub(super) async fn require_reader(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if state.dashboard.is_empty() {
-        return next.run(request).await;
-    }
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let reader = state.dashboard.authenticate(given).is_some();
-    let admin = state.admin.authenticate(given).is_some();
-    if reader || admin {
-        next.run(request).await
-    } else {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "this server's figures need a token: send `Authorization: Bearer <token>` with the dashboard token (--dashboard-token) or an admin token",
-        )
-        .into_response()
     }
 }
 

@@ -1,22 +1,35 @@
-//! Errors as JSON: `{"error": "<kind>", "detail": "<what is wrong>"}`; a 429 or 503 also carries
-//! `Retry-After`, so that a client backs off instead of retrying at once.
+//! Errors as JSON: `{"error": "<code>", "detail": "<what is wrong>"}` ([`ErrorBody`], its code
+//! one of [`ErrorCode`]); a 429 or 503 also carries `Retry-After`, so that a client backs off
+//! instead of retrying at once.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+pub(crate) use crate::codes::ErrorCode;
 
 /// The `Retry-After` of a 429 or 503 that names no better time.
 pub(crate) const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Every HTTP error's body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody {
+    /// What went wrong, for programs: one of the documented codes.
+    pub(crate) error: ErrorCode,
+    /// What is wrong, for people (it names the field at fault, the bound exceeded, ...).
+    pub(crate) detail: String,
+}
 
 /// An HTTP error with a JSON body.
 #[derive(Debug)]
 pub(crate) struct ApiError {
     /// The status.
     pub(crate) status: StatusCode,
-    /// A short, stable kind (`bad_request`, `unauthorized`, ...).
-    pub(crate) error: &'static str,
+    /// What went wrong, for programs.
+    pub(crate) error: ErrorCode,
     /// What is wrong, for people.
     pub(crate) detail: String,
     /// When to try again (429 and 503 only; [`DEFAULT_RETRY_AFTER`] when `None`).
@@ -26,11 +39,11 @@ pub(crate) struct ApiError {
 impl ApiError {
     /// A 400.
     pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", detail)
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, detail)
     }
 
     /// Any status.
-    pub(crate) fn new(status: StatusCode, error: &'static str, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, error: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
             status,
             error,
@@ -56,7 +69,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (
             self.status,
-            Json(serde_json::json!({"error": self.error, "detail": self.detail})),
+            Json(ErrorBody {
+                error: self.error,
+                detail: self.detail,
+            }),
         )
             .into_response();
         if matches!(
@@ -87,10 +103,14 @@ mod tests {
 
     #[test]
     fn only_429_and_503_carry_retry_after() {
-        let r = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "x")
-            .into_response();
+        let r = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::StoreUnavailable,
+            "x",
+        )
+        .into_response();
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
-        let r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", "x")
+        let r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::QueueFull, "x")
             .retry_after(Duration::from_millis(2500))
             .into_response();
         assert_eq!(r.headers()[header::RETRY_AFTER], "3");

@@ -19,7 +19,6 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Serialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// The first stored byte of a payload submitted as `payload_base64`.
@@ -70,11 +69,15 @@ pub(super) fn from_bytes(decoded: &[u8]) -> Vec<u8> {
 }
 
 /// A payload as an answer carries it: exactly one of its two fields.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(super) struct Payload<'a> {
+    /// The payload submitted as `payload`: its JSON text, as submitted.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
     payload: Option<&'a RawValue>,
+    /// The payload submitted as `payload_base64` (or bytes that are no one JSON text).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(content_encoding = "base64")]
     payload_base64: Option<String>,
 }
 
@@ -100,31 +103,24 @@ pub(super) fn answer(stored: &[u8]) -> Payload<'_> {
     }
 }
 
-/// An answer's JSON object: its other fields, and the payload.
-#[derive(Debug, Serialize)]
-pub(super) struct WithPayload<'a> {
-    #[serde(flatten)]
-    fields: Value,
-    #[serde(flatten)]
-    payload: Payload<'a>,
-}
-
-/// `fields` (an object) with the payload of `stored` added.
-pub(super) fn with_payload(fields: Value, stored: &[u8]) -> WithPayload<'_> {
-    WithPayload {
-        fields,
-        payload: answer(stored),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
+    /// An answer with a field beside the payload, as the routes write them.
+    #[derive(Serialize)]
+    struct WithId<'a> {
+        id: u32,
+        #[serde(flatten)]
+        payload: Payload<'a>,
+    }
+
     fn answered(stored: &[u8]) -> String {
-        serde_json::to_string(&with_payload(json!({"id": 1}), stored)).unwrap()
+        serde_json::to_string(&WithId {
+            id: 1,
+            payload: answer(stored),
+        })
+        .unwrap()
     }
 
     #[test]

@@ -18,43 +18,84 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
-use axum::response::{IntoResponse, Response};
 use flowgate::breakers::Outcome;
 use flowgate::{Descriptor, Request};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::ApiError;
-use super::api::body_bytes;
-use super::body::{self, DescriptorField};
+use super::body::DescriptorField;
+use super::doc::BodyErrors;
+use super::extract::{JsonBody, RequestBody};
 use crate::limits;
 use crate::reports::{self, MAX_REPORTS, Report};
 use crate::state::AppState;
 
-/// One report.
-#[derive(Deserialize)]
+/// A call's outcome, as a report names it.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(
+    dead_code,
+    reason = "only its schema is used: the field is read as text, so that its error says what it expects"
+)]
+enum OutcomeName {
+    /// The call succeeded.
+    Ok,
+    /// The call failed.
+    Error,
+}
+
+/// One report: every field is required (each missing one is named).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ReportBody {
+pub(super) struct ReportBody {
+    /// The domain of the breakers.
     domain: Option<String>,
+    /// The call's descriptors.
     descriptors: Option<Vec<DescriptorField>>,
+    /// `ok` or `error`.
+    #[schema(value_type = Option<OutcomeName>)]
     outcome: Option<String>,
+    /// The call's latency, in milliseconds, from 0 to a day.
+    #[schema(minimum = 0, maximum = 86_400_000)]
     latency_ms: Option<f64>,
+    /// The lease a half-open breaker admitted the call with (`/v1/check`'s `probes`).
     probe: Option<u64>,
 }
 
-/// A report or a batch.
-#[derive(Deserialize)]
+/// One report (its fields at the top) or a batch (`reports`, up to 1,000), not both.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Body {
+pub(super) struct Body {
+    /// The domain of the breakers.
     domain: Option<String>,
+    /// The call's descriptors.
     descriptors: Option<Vec<DescriptorField>>,
+    /// `ok` or `error`.
+    #[schema(value_type = Option<OutcomeName>)]
     outcome: Option<String>,
+    /// The call's latency, in milliseconds, from 0 to a day.
+    #[schema(minimum = 0, maximum = 86_400_000)]
     latency_ms: Option<f64>,
+    /// The lease a half-open breaker admitted the call with (`/v1/check`'s `probes`).
     probe: Option<u64>,
+    /// A batch of reports (at most 1,000), checked whole before any counts.
+    #[schema(max_items = 1000)]
     reports: Option<Vec<ReportBody>>,
+}
+
+impl RequestBody for Body {}
+
+/// What a body's reports reached.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Tallied {
+    /// Reports counted by a breaker or an adaptive limit.
+    counted: u64,
+    /// Reports that matched neither (dropped).
+    no_breaker: u64,
+    /// Reports dropped at a breaker's cap on instances.
+    dropped: u64,
 }
 
 fn field(at: &str, name: &str, message: impl std::fmt::Display) -> ApiError {
@@ -104,8 +145,7 @@ fn check(b: ReportBody, at: &str) -> Result<Report, ApiError> {
 }
 
 /// The reports of a body, checked whole.
-fn parse(bytes: &[u8]) -> Result<Vec<Report>, ApiError> {
-    let b: Body = body::parse(bytes)?;
+fn reports_of(b: Body) -> Result<Vec<Report>, ApiError> {
     let one = ReportBody {
         domain: b.domain,
         descriptors: b.descriptors,
@@ -136,17 +176,20 @@ fn parse(bytes: &[u8]) -> Result<Vec<Report>, ApiError> {
     }
 }
 
-/// `POST /v1/report`.
+/// Report protected calls' outcomes to the circuit breakers and adaptive limits they match.
+#[utoipa::path(post, path = "/v1/report", tag = "breakers", request_body = Body, responses(
+    (status = 200, description = "Counted.", body = Tallied),
+    BodyErrors,
+))]
 pub(super) async fn report(
     State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let reports = parse(&body_bytes(body)?)?;
+    JsonBody(body): JsonBody<Body>,
+) -> Result<Json<Tallied>, ApiError> {
+    let reports = reports_of(body)?;
     let t = reports::record(&state, &reports);
-    Ok(Json(json!({
-        "counted": t.counted,
-        "no_breaker": t.no_breaker,
-        "dropped": t.dropped,
+    Ok(Json(Tallied {
+        counted: t.counted,
+        no_breaker: t.no_breaker,
+        dropped: t.dropped,
     }))
-    .into_response())
 }

@@ -1,25 +1,25 @@
-//! The rules routes: the rules in force, changing them, and (when the node follows Redis) their
-//! versions: history, one version, rollback.
+//! The rules in force (`GET /v1/rules`) and replacing them (`PUT /v1/rules`); the helpers the
+//! versions' routes share ([`super::versions`]).
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
-use super::ApiError;
-use super::api::{authorized, body_bytes, body_bytes_within};
-use super::body;
+use super::doc::{AdminErrors, Unavailable};
+use super::error::ErrorBody;
+use super::extract::{Admin, JsonBody, RequestBody, Token};
+use super::{ApiError, ErrorCode};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
-use crate::rules::doc::{DocFile, RulesDoc};
+use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
-use crate::rules::shared::{SharedError, Version};
+use crate::rules::shared::SharedError;
 use crate::rules::{self, ChangeError};
 use crate::state::AppState;
 use flowgate_config::schema::{AlertDoc, BreakerDoc, FileDoc, FileView, QueueDoc, RuleView};
@@ -30,21 +30,21 @@ type Shared = State<Arc<AppState>>;
 /// The largest rules body (the configuration's bound).
 pub(super) const MAX_RULES_BYTES: usize = flowgate_config::MAX_FILE_BYTES as usize;
 
-fn rfc3339(ms: u64) -> String {
+pub(super) fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
         .to_string()
 }
 
-/// `GET /v1/rules`'s answer: the configuration in force as one document that `PUT /v1/rules`
-/// takes back unchanged (less the fields it ignores, [`RulesAnswer::READ_ONLY`]), and where it
-/// comes from.
-#[derive(Serialize)]
+/// The rules in force, as `GET /v1/rules` answers them: the document `PUT /v1/rules` takes back
+/// unchanged (less the fields it ignores, [`RulesAnswer::READ_ONLY`]), each rule with the limit
+/// in force now, and where the rules come from.
+#[derive(Debug, Serialize, ToSchema)]
 pub(super) struct RulesAnswer {
     /// The rules in force (following Redis, the whole shared document: rules, queues, alerts,
     /// breakers).
     #[serde(flatten)]
     config: FileView,
-    /// The version in force.
+    /// Following files: incremented on every change; following Redis: the shared version.
     version: u64,
     /// Where the rules in force came from: `file`, `api` or `redis`.
     source: &'static str,
@@ -52,21 +52,16 @@ pub(super) struct RulesAnswer {
     follows: &'static str,
     /// The files read (empty when set through the API or Redis).
     files: Vec<String>,
-    /// Following Redis: who stored the version in force, when, and whether the node is on it.
-    #[serde(flatten)]
-    shared: Option<SharedVersion>,
-}
-
-/// The version of the shared rules in force.
-#[derive(Serialize)]
-struct SharedVersion {
-    /// Who stored it.
-    author: String,
-    /// When (RFC 3339).
-    changed_at: String,
-    /// Whether the node is on it.
-    in_sync: bool,
-    /// Why it may not be.
+    /// Following Redis: the version's author.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    author: Option<String>,
+    /// Following Redis: when the version was stored (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed_at: Option<String>,
+    /// Following Redis: whether the node is on the version in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_sync: Option<bool>,
+    /// Following Redis: why the node may be behind.
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<String>,
 }
@@ -85,14 +80,18 @@ impl RulesAnswer {
     ];
 }
 
-/// `GET /v1/rules`: the configuration in force ([`RulesAnswer`]). Without the admin token, the
-/// secrets of its URLs are hidden ([`FileDoc::redact_urls`]); an admin sees them whole, so that
-/// an admin's round trip loses nothing.
+/// The configuration in force as one document that `PUT /v1/rules` takes back unchanged
+/// (following Redis, the whole shared document: rules, queues, alerts, breakers), with what the
+/// node follows. Without the admin token the secrets of its URLs are hidden
+/// ([`FileDoc::redact_urls`]); an admin sees them whole, so that an admin's round trip loses
+/// nothing.
+#[utoipa::path(get, path = "/v1/rules", tag = "rules", security((), ("admin" = [])), responses(
+    (status = 200, description = "The rules in force.", body = RulesAnswer),
+))]
 pub(super) async fn get_rules(
     State(state): Shared,
-    headers: HeaderMap,
+    admin: Result<Token<Admin>, ApiError>,
 ) -> Result<Json<RulesAnswer>, ApiError> {
-    let admin = authorized(&state, &headers).is_ok();
     let info = state.rules.info();
     let rules = state.limiter.rules();
     // The limit in force now, by the store's clock (Redis's, on Redis).
@@ -108,7 +107,11 @@ pub(super) async fn get_rules(
             .map(BreakerDoc::of)
             .collect::<Result<_, _>>()
             .map_err(|e| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ErrorCode::Internal,
+                    e.to_string(),
+                )
             })?,
         ..FileDoc::default()
     };
@@ -129,24 +132,10 @@ pub(super) async fn get_rules(
             .map(AlertDoc::of)
             .collect();
     }
-    if !admin {
+    if admin.is_err() {
         doc.redact_urls();
     }
-    let shared = match &info.origin {
-        RulesOrigin::Redis {
-            author,
-            at_ms,
-            problem,
-            ..
-        } => Some(SharedVersion {
-            author: author.clone(),
-            changed_at: rfc3339(*at_ms),
-            in_sync: problem.is_none(),
-            problem: problem.clone(),
-        }),
-        _ => None,
-    };
-    Ok(Json(RulesAnswer {
+    let mut answer = RulesAnswer {
         config: FileView {
             rule: rules.rules().iter().map(|r| RuleView::of(r, now)).collect(),
             queue: doc.queue,
@@ -157,54 +146,74 @@ pub(super) async fn get_rules(
         source: info.source(),
         follows: info.follows(),
         files: info.files.iter().map(|f| f.display().to_string()).collect(),
-        shared,
-    }))
+        author: None,
+        changed_at: None,
+        in_sync: None,
+        problem: None,
+    };
+    if let RulesOrigin::Redis {
+        author,
+        at_ms,
+        problem,
+        ..
+    } = &info.origin
+    {
+        answer.author = Some(author.clone());
+        answer.changed_at = Some(rfc3339(*at_ms));
+        answer.in_sync = Some(problem.is_none());
+        answer.problem = problem.clone();
+    }
+    Ok(Json(answer))
 }
 
-fn follower(state: &AppState) -> Result<&Follower, ApiError> {
+pub(super) fn follower(state: &AppState) -> Result<&Follower, ApiError> {
     state.follower.as_deref().ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
-            "follows_files",
+            ErrorCode::FollowsFiles,
             "this node follows its configuration files, which keep no versions: change the files (and keep their history in version control), or run the cluster with --rules-source redis",
         )
     })
 }
 
-fn change_error(e: ChangeError) -> ApiError {
+pub(super) fn change_error(e: ChangeError) -> ApiError {
     match e {
-        ChangeError::Invalid(e) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_rules", e.to_string())
-        }
-        ChangeError::Missing(_) => {
-            ApiError::new(StatusCode::NOT_FOUND, "version_not_found", e.to_string())
-        }
+        ChangeError::Invalid(e) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRules,
+            e.to_string(),
+        ),
+        ChangeError::Missing(_) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::VersionNotFound,
+            e.to_string(),
+        ),
         ChangeError::Shared(SharedError::Conflict { .. }) => ApiError::new(
             StatusCode::CONFLICT,
-            "version_conflict",
+            ErrorCode::VersionConflict,
             format!("{e}: nothing changed; read the rules again and retry"),
         ),
         ChangeError::Shared(e) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
+            ErrorCode::StoreUnavailable,
             format!("{e}: nothing changed"),
         ),
     }
 }
 
-fn version_json(v: &Version, with_doc: bool) -> Value {
-    let mut out = json!({
-        "version": v.version,
-        "author": v.author,
-        "at": rfc3339(v.at_ms),
-        "action": v.action,
-        "summary": v.summary,
-    });
-    if with_doc {
-        out["diff"] = json!(v.diff);
-        out["files"] = json!(v.doc.files);
-    }
-    out
+/// The answer to `PUT /v1/rules`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PutAnswer<'a> {
+    /// The version now in force.
+    version: u64,
+    /// The rules in force.
+    rules: usize,
+    /// Following Redis: what changed (`+3 -1 lines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a str>,
+    /// Following Redis: the rules were those in force already (nothing was stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unchanged: Option<bool>,
 }
 
 /// An error in the TOML stored for a JSON body names the JSON field, not a line of that TOML.
@@ -215,7 +224,68 @@ fn json_located(e: ConfigError) -> ConfigError {
 /// How errors name a JSON body.
 const JSON_BODY: &str = "the JSON body";
 
-/// A `PUT /v1/rules` body.
+/// The JSON form of a `PUT /v1/rules` body: a [`FileDoc`], or what `GET /v1/rules` answered.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub(super) struct RulesJson(Map<String, Value>);
+
+impl RequestBody for RulesJson {
+    const MAX_BYTES: usize = MAX_RULES_BYTES;
+}
+
+/// A `PUT /v1/rules` body, by its `Content-Type`: Flowgate TOML, envoyproxy/ratelimit YAML, or
+/// the TOML schema as JSON (read as every JSON body is, [`JsonBody`]).
+#[derive(Debug)]
+pub(super) enum RulesBody {
+    /// `application/toml`, `text/toml`.
+    Toml(String),
+    /// `application/yaml`, `application/x-yaml`, `text/yaml`, `text/x-yaml`.
+    Yaml(String),
+    /// `application/json`.
+    Json(RulesJson),
+}
+
+impl<S: Send + Sync> FromRequest<S> for RulesBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let ctype = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let text = |bytes: axum::body::Bytes| {
+            String::from_utf8(bytes.to_vec())
+                .map_err(|_| ApiError::bad_request("the body is not UTF-8"))
+        };
+        match ctype.as_str() {
+            "application/toml" | "text/toml" => Ok(RulesBody::Toml(text(
+                super::extract::read(req, MAX_RULES_BYTES).await?,
+            )?)),
+            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Ok(
+                RulesBody::Yaml(text(super::extract::read(req, MAX_RULES_BYTES).await?)?),
+            ),
+            "application/json" => {
+                let JsonBody(json) = JsonBody::from_request(req, state).await?;
+                Ok(RulesBody::Json(json))
+            }
+            _ => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::UnsupportedMediaType,
+                format!(
+                    "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
+                ),
+            )),
+        }
+    }
+}
+
+/// A `PUT /v1/rules` body, read.
 enum PutBody {
     /// A TOML or YAML file, read as a configuration file is.
     File(RulesDoc),
@@ -223,63 +293,61 @@ enum PutBody {
     Json(Map<String, Value>),
 }
 
-/// The rules of a `PUT /v1/rules` body, by its content type.
-fn put_body(headers: &HeaderMap, bytes: &[u8]) -> Result<PutBody, ApiError> {
-    let ctype = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let text =
-        std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
-    match ctype.as_str() {
-        "application/toml" | "text/toml" => Ok(PutBody::File(RulesDoc::single("rules.toml", text))),
-        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
-            Ok(PutBody::File(RulesDoc::single("rules.yaml", text)))
+impl From<RulesBody> for PutBody {
+    fn from(body: RulesBody) -> Self {
+        let RulesJson(mut m) = match body {
+            RulesBody::Toml(text) => return PutBody::File(RulesDoc::single("rules.toml", &text)),
+            RulesBody::Yaml(text) => return PutBody::File(RulesDoc::single("rules.yaml", &text)),
+            RulesBody::Json(json) => json,
+        };
+        // What GET adds, read-only.
+        for k in RulesAnswer::READ_ONLY {
+            m.remove(k);
         }
-        "application/json" => {
-            let mut m: Map<String, Value> = body::parse(bytes)?;
-            // What GET adds, read-only.
-            for k in RulesAnswer::READ_ONLY {
-                m.remove(k);
-            }
-            if let Some(Value::Array(rules)) = m.get_mut("rule") {
-                for r in rules.iter_mut().filter_map(Value::as_object_mut) {
-                    for k in RuleView::READ_ONLY {
-                        r.remove(k);
-                    }
+        if let Some(Value::Array(rules)) = m.get_mut("rule") {
+            for r in rules.iter_mut().filter_map(Value::as_object_mut) {
+                for k in RuleView::READ_ONLY {
+                    r.remove(k);
                 }
             }
-            Ok(PutBody::Json(m))
         }
-        _ => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            format!(
-                "Content-Type `{ctype}`: send application/toml (Flowgate), application/yaml (envoyproxy/ratelimit) or application/json"
-            ),
-        )),
+        PutBody::Json(m)
     }
 }
 
 fn invalid(e: ConfigError) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "invalid_rules", e.to_string())
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        ErrorCode::InvalidRules,
+        e.to_string(),
+    )
 }
 
-/// `PUT /v1/rules`: replaces every rule, atomically. Following Redis, a new shared version;
-/// following files, this node's rules until the files change.
+/// Replace every rule, atomically. Following Redis, a new shared version; following files, this
+/// node's rules until the files change. The body is Flowgate TOML, envoyproxy/ratelimit YAML, or
+/// the TOML schema as JSON (what `GET /v1/rules` answers, which it takes back unchanged).
+#[utoipa::path(put, path = "/v1/rules", tag = "rules", security(("admin" = [])),
+    request_body(content(
+        (FileDoc = "application/json"),
+        (String = "application/toml"),
+        (String = "application/yaml"),
+    )),
+    responses(
+        (status = 200, description = "The rules in force.", body = PutAnswer),
+        (status = 400, description = "The rules are invalid (`invalid_rules`, nothing changed) or the body malformed.", body = ErrorBody),
+        (status = 409, description = "Following Redis: the body would remove every declared queue (`queues_would_be_removed`).", body = ErrorBody),
+        (status = 413, description = "The body is over 16 MiB.", body = ErrorBody),
+        (status = 415, description = "Another content type (`unsupported_media_type`).", body = ErrorBody),
+        AdminErrors,
+        Unavailable,
+    ),
+)]
 pub(super) async fn put_rules(
     State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Token(Admin(author)): Token<Admin>,
+    body: RulesBody,
 ) -> Result<Response, ApiError> {
-    let author = authorized(&state, &headers)?;
-    let bytes = body_bytes_within(body, MAX_RULES_BYTES)?;
-    let body = put_body(&headers, &bytes)?;
+    let body = PutBody::from(body);
     match state.follower.as_deref() {
         Some(f) => put_shared(&state, f, body, &author).await,
         None => put_own(&state, body, &author).await,
@@ -314,7 +382,7 @@ async fn put_shared(
     if declared > 0 && loaded.is_some_and(|l| l.queues.specs().is_empty()) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            "queues_would_be_removed",
+            ErrorCode::QueuesWouldBeRemoved,
             format!(
                 "the version in force declares {declared} queues and this body none: push the whole configuration (`flowgate rules push`, POST /v1/rules/versions), queues included"
             ),
@@ -330,12 +398,12 @@ async fn put_shared(
     let v = &changed.version;
     log_change(&changed, author, "rules changed through the admin API");
     let count = state.limiter.rules().rules().len();
-    Ok(Json(json!({
-        "version": v.version,
-        "rules": count,
-        "summary": v.summary,
-        "unchanged": !changed.stored,
-    }))
+    Ok(Json(PutAnswer {
+        version: v.version,
+        rules: count,
+        summary: Some(&v.summary),
+        unchanged: Some(!changed.stored),
+    })
     .into_response())
 }
 
@@ -357,7 +425,13 @@ async fn put_own(state: &AppState, body: PutBody, author: &str) -> Result<Respon
             let count = set.rules().len();
             let version = change.apply(set, None, None, breakers, RulesOrigin::Api, Vec::new());
             tracing::info!(version, rules = count, %author, "rules replaced through the admin API");
-            Ok(Json(json!({"version": version, "rules": count})).into_response())
+            Ok(Json(PutAnswer {
+                version,
+                rules: count,
+                summary: None,
+                unchanged: None,
+            })
+            .into_response())
         }
         Err(e) => {
             state.rules.refused("api");
@@ -367,7 +441,7 @@ async fn put_own(state: &AppState, body: PutBody, author: &str) -> Result<Respon
     }
 }
 
-fn log_change(changed: &Changed, author: &str, what: &str) {
+pub(super) fn log_change(changed: &Changed, author: &str, what: &str) {
     let v = &changed.version;
     if changed.stored {
         tracing::info!(version = v.version, %author, action = %v.action, summary = %v.summary, "{what}");
@@ -376,115 +450,8 @@ fn log_change(changed: &Changed, author: &str, what: &str) {
     }
 }
 
-/// A change's answer: 201 and the new version, or 200 and the version in force when nothing
-/// was stored (`unchanged: true`).
-fn changed_response(changed: &Changed) -> Response {
-    let mut body = version_json(&changed.version, false);
-    body["unchanged"] = json!(!changed.stored);
-    let status = if changed.stored {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    (status, Json(body)).into_response()
-}
-
-fn refused(state: &AppState, e: ChangeError) -> ApiError {
+pub(super) fn refused(state: &AppState, e: ChangeError) -> ApiError {
     state.rules.refused("redis");
     tracing::warn!(error = %e, "rules change refused; nothing changed");
     change_error(e)
-}
-
-/// A `POST /v1/rules/versions` body: the files of the new version.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct PushBody {
-    files: Vec<DocFile>,
-    /// The version this change is based on: refused (409) if another came after it.
-    #[serde(default)]
-    base_version: Option<u64>,
-}
-
-/// `POST /v1/rules/versions` (admin): stores the files as a new version, in force on every node.
-pub(super) async fn push(
-    State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let author = authorized(&state, &headers)?;
-    let f = follower(&state)?;
-    let b: PushBody = body::parse(&body_bytes_within(body, MAX_RULES_BYTES)?)?;
-    let doc = RulesDoc { files: b.files };
-    let changed = rules::change(&state.rules, f, doc, b.base_version, &author, "push")
-        .await
-        .map_err(|e| refused(&state, e))?;
-    log_change(&changed, &author, "rules pushed");
-    Ok(changed_response(&changed))
-}
-
-/// A `POST /v1/rules/rollback` body.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RollbackBody {
-    version: u64,
-}
-
-/// `POST /v1/rules/rollback` (admin): stores version `version`'s rules as a new version.
-pub(super) async fn rollback(
-    State(state): Shared,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let author = authorized(&state, &headers)?;
-    let f = follower(&state)?;
-    let b: RollbackBody = body::parse(&body_bytes(body)?)?;
-    let changed = rules::rollback(&state.rules, f, b.version, &author)
-        .await
-        .map_err(|e| refused(&state, e))?;
-    log_change(&changed, &author, "rules rolled back");
-    Ok(changed_response(&changed))
-}
-
-/// `GET /v1/rules/history` query.
-#[derive(Deserialize)]
-pub(super) struct HistoryQuery {
-    #[serde(default)]
-    limit: Option<u64>,
-}
-
-/// `GET /v1/rules/history` (admin): the newest versions, newest first.
-pub(super) async fn history(
-    State(state): Shared,
-    headers: HeaderMap,
-    q: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Response, ApiError> {
-    authorized(&state, &headers)?;
-    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let f = follower(&state)?;
-    let (current, versions) = f
-        .shared
-        .history(q.limit.unwrap_or(50).max(1))
-        .await
-        .map_err(|e| change_error(ChangeError::Shared(e)))?;
-    let list: Vec<Value> = versions.iter().map(|v| version_json(v, false)).collect();
-    Ok(Json(json!({"current": current, "versions": list})).into_response())
-}
-
-/// `GET /v1/rules/versions/{n}` (admin): one version, with its files and its diff.
-pub(super) async fn version(
-    State(state): Shared,
-    headers: HeaderMap,
-    n: Result<Path<String>, PathRejection>,
-) -> Result<Response, ApiError> {
-    authorized(&state, &headers)?;
-    let Path(n) = n.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let f = follower(&state)?;
-    let n: u64 = n
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("`{n}` is not a version number")))?;
-    match f.shared.get(n).await {
-        Ok(Some(v)) => Ok(Json(version_json(&v, true)).into_response()),
-        Ok(None) => Err(change_error(ChangeError::Missing(n))),
-        Err(e) => Err(change_error(ChangeError::Shared(e))),
-    }
 }

@@ -6,31 +6,46 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::ApiError;
+use super::doc::{BadParameters, ReaderErrors};
+use super::extract::{Params, Reader, Token};
 use crate::observe::view::{Scope, StatsView};
 use crate::state::AppState;
 
 type Shared = State<Arc<AppState>>;
 
 /// The query of both routes.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct StatsQuery {
     /// Seconds of series (1 to 900; default 900 for `/v1/stats`, 1 for the stream).
+    #[param(minimum = 1, maximum = 900)]
     window: Option<usize>,
     /// `node` for this node's own figures; default: the cluster's on Redis.
     scope: Option<Scope>,
 }
 
-fn query(q: Result<Query<StatsQuery>, QueryRejection>) -> Result<StatsQuery, ApiError> {
-    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+/// One event of the stream (the document's description of it: the stream writes [`Event`]s).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code, reason = "only its schema is used")]
+pub(super) struct StatsEvent {
+    /// Always `stats`.
+    #[schema(pattern = "^stats$")]
+    event: String,
+    /// A `StatsView`, as JSON text.
+    #[schema(content_media_type = "application/json")]
+    data: String,
+}
+
+fn query(q: Result<Params<StatsQuery>, ApiError>) -> Result<StatsQuery, ApiError> {
+    let Params(q) = q?;
     if let Some(w) = q.window
         && !(1..=900).contains(&w)
     {
@@ -48,19 +63,42 @@ fn view(state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
     }
 }
 
-/// `GET /v1/stats`.
+/// The dashboard's figures: per rule, admitted and rejected per second, rejection ratio,
+/// heaviest keys; queues; the store; breakers; alerts.
+#[utoipa::path(get, path = "/v1/stats", tag = "figures",
+    security((), ("dashboard" = []), ("admin" = [])),
+    params(StatsQuery),
+    responses(
+        (status = 200, description = "The figures.", body = StatsView),
+        BadParameters,
+        ReaderErrors,
+    ),
+)]
 pub(super) async fn stats(
     State(state): Shared,
-    q: Result<Query<StatsQuery>, QueryRejection>,
-) -> Result<Response, ApiError> {
+    _: Token<Reader>,
+    q: Result<Params<StatsQuery>, ApiError>,
+) -> Result<Json<StatsView>, ApiError> {
     let q = query(q)?;
-    Ok(Json(view(&state, q.window.unwrap_or(900), q.scope)).into_response())
+    Ok(Json(view(&state, q.window.unwrap_or(900), q.scope)))
 }
 
-/// `GET /v1/stats/stream`.
+/// The same figures as Server-Sent Events: an event `stats` each second, its data a
+/// `StatsView` (`window` default 1: the newest second). The stream ends when the server stops.
+#[utoipa::path(get, path = "/v1/stats/stream", tag = "figures",
+    security((), ("dashboard" = []), ("admin" = [])),
+    params(StatsQuery),
+    responses(
+        (status = 200, description = "`event: stats` with a `StatsView` as its `data`, each second.",
+            content_type = "text/event-stream", body = StatsEvent),
+        BadParameters,
+        ReaderErrors,
+    ),
+)]
 pub(super) async fn stream(
     State(state): Shared,
-    q: Result<Query<StatsQuery>, QueryRejection>,
+    _: Token<Reader>,
+    q: Result<Params<StatsQuery>, ApiError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let q = query(q)?;
     let window = q.window.unwrap_or(1);

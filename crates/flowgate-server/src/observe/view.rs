@@ -9,7 +9,7 @@ use flowgate_config::alert::AlertKind;
 use serde::{Deserialize, Serialize};
 
 /// Everything shown at one instant.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StatsView {
     /// The last complete second (Unix seconds) the figures cover.
     pub at: i64,
@@ -49,7 +49,7 @@ pub struct StatsView {
 /// When each part's figures were last read (Unix milliseconds; none before the first read). A
 /// part that cannot be read keeps its last figures, which grow old: a reader compares these with
 /// `at` to mark them stale.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReadTimes {
     /// The queues' state, read from the queues' store every second.
     pub queues_ms: Option<i64>,
@@ -58,7 +58,7 @@ pub struct ReadTimes {
 }
 
 /// Whose figures a view holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// This process's.
@@ -69,7 +69,7 @@ pub enum Scope {
 }
 
 /// A node of the cluster.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeView {
     /// Its identifier.
     pub id: String,
@@ -83,7 +83,7 @@ pub struct NodeView {
 }
 
 /// Decisions counted in one second, or since a node started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Counts {
     /// Requests the rule admitted.
     pub admitted: u64,
@@ -102,7 +102,7 @@ pub struct Counts {
 }
 
 /// Per-second series of [`Counts`], column by column.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Series {
     /// The first second's Unix time.
     pub start: i64,
@@ -120,7 +120,7 @@ pub struct Series {
 }
 
 /// One descriptor among a rule's heaviest, over the recent window.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Hitter {
     /// The descriptor's entries as `key=value, key=value`.
     pub descriptor: String,
@@ -131,7 +131,7 @@ pub struct Hitter {
 }
 
 /// One rule's figures.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleStats {
     /// Its domain.
     pub domain: String,
@@ -181,7 +181,7 @@ pub struct RuleStats {
 }
 
 /// One key's adaptive concurrency limit.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AdaptiveLimit {
     /// The key (the rule's state key for the descriptor).
     pub key: String,
@@ -199,7 +199,7 @@ pub struct AdaptiveLimit {
 pub const RECENT_SECONDS: u32 = 5;
 
 /// A scheduled change of a rule's limit.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NextChange {
     /// When (Unix milliseconds).
     pub at_ms: i64,
@@ -208,7 +208,7 @@ pub struct NextChange {
 }
 
 /// One node's recent rates for a rule.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeRates {
     /// The node.
     pub node: String,
@@ -219,7 +219,7 @@ pub struct NodeRates {
 }
 
 /// One queue instance's state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueStats {
     /// The instance's key.
     pub instance: String,
@@ -253,7 +253,7 @@ pub struct QueueStats {
 pub const NO_CONSUMER_AFTER_S: f64 = 5.0;
 
 /// The kind of the limiter's store.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StoreKind {
     /// The embedded memory store.
@@ -280,7 +280,7 @@ impl std::fmt::Display for StoreKind {
 }
 
 /// The limiter's store.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StoreStats {
     /// Which it is.
     pub kind: StoreKind,
@@ -302,7 +302,7 @@ pub struct StoreStats {
 }
 
 /// An alert's state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AlertView {
     /// Its name.
     pub name: String,
@@ -320,7 +320,7 @@ pub struct AlertView {
 }
 
 /// What an alert watches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Watched {
     /// A rule.
@@ -371,7 +371,7 @@ impl Watched {
 }
 
 /// The rules' version and origin.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RulesInfoView {
     /// The version in force.
     pub version: u64,
@@ -380,7 +380,7 @@ pub struct RulesInfoView {
 }
 
 /// A circuit breaker instance's state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BreakerView {
     /// The breaker's domain.
     pub domain: String,

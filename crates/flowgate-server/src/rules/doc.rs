@@ -9,7 +9,7 @@ use flowgate_config::{ConfigError, Loaded, MAX_FILE_BYTES};
 
 /// One configuration file: its name (whose extension gives the format: `.toml` Flowgate,
 /// `.yaml`/`.yml` envoyproxy/ratelimit) and its text.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DocFile {
     /// The file's name, e.g. `pay.toml`.
     pub name: String,
@@ -18,7 +18,7 @@ pub struct DocFile {
 }
 
 /// A rule set as files (rules and queues).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RulesDoc {
     /// The files, in the order they are read.
     pub files: Vec<DocFile>,
