@@ -6,10 +6,10 @@
 #
 # The server runs on free loopback ports with an admin token (so the admin operations are
 # reached), rules of each kind, a breaker and a queue, and is stopped by its PID at the end.
-# schemathesis is installed into a virtualenv under target/ when missing, with the newest of
-# python3.13, python3.12 and python3 found: CPython 3.11's parser fails on schemathesis's own
-# source now and then ("SystemError: AST constructor recursion depth mismatch"), so 3.12 or later
-# is preferred.
+# schemathesis is installed into a virtualenv under target/ when missing, with the first Python
+# that runs (a pyenv shim may name a version it cannot run) of python3.13, python3.12, pyenv's
+# 3.12 or later, and python3: CPython 3.11's parser fails on schemathesis's own source now and
+# then ("SystemError: AST constructor recursion depth mismatch"), so 3.12 or later is preferred.
 #
 # Usage: crates/flowgate-server/scripts/schemathesis.sh
 # Environment: FLOWGATE_BIN (default target/debug/flowgate, built when missing),
@@ -22,8 +22,9 @@ VERSION=4.32.5
 VENV=$TARGET/schemathesis
 if ! "$VENV/bin/st" --version 2>/dev/null | grep -q "version $VERSION\$"; then
   PYTHON=""
-  for p in python3.13 python3.12 python3; do
-    if command -v "$p" >/dev/null 2>&1; then PYTHON=$p; break; fi
+  PYENV_PYTHONS=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV || true)
+  for p in python3.13 python3.12 $PYENV_PYTHONS python3; do
+    if "$p" -c "import venv, ensurepip" >/dev/null 2>&1; then PYTHON=$p; break; fi
   done
   if [ -z "$PYTHON" ]; then echo "schemathesis needs python3 (3.12 or later preferred)" >&2; exit 1; fi
   echo "== installing schemathesis $VERSION into $VENV ($($PYTHON --version))"
