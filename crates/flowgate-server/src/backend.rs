@@ -10,7 +10,7 @@ use flowgate::store::{Decisions, Item, Store, StoreError};
 use flowgate::{Limit, MemoryStore};
 use flowgate_redis::RedisQueueStore;
 
-use crate::observe::view::StoreKind;
+use flowgate_observe::view::StoreKind;
 
 /// The clock of the embedded store: the real one, or a manual one for tests.
 #[derive(Clone, Debug)]

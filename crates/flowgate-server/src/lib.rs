@@ -36,11 +36,11 @@
 //!
 //! # Parts
 //! The library's public surface is what the binary and the integration tests use: [`Server`]
-//! and [`ServerConfig`], [`rules`] (the shared
-//! rules' store and documents) and [`tokens`]; the rule schema and its readers are the `flowgate-config` crate. Inside, the server is made of named parts:
-//! `state.rs` composes the limiter and the queues, the rules in force (`rules::RulesInForce`,
-//! which alone changes them), the recording of decisions (`observe`: metrics and logs, where the
-//! dashboard and alerts belong) and the admin tokens; `grpc.rs` and `http/` translate the
+//! and [`ServerConfig`], [`rules`] (the shared rules' store and documents) and [`tokens`]; the
+//! rule schema and its readers are the `flowgate-config` crate, the metrics, figures and alerts
+//! the `flowgate-observe` crate. Inside, the server is made of named parts: `state.rs` composes
+//! the limiter and the queues, the rules in force (`rules::RulesInForce`, which alone changes
+//! them), the recording of decisions (`flowgate_observe::Recorder`) and the admin tokens; `grpc.rs` and `http/` translate the
 //! protocols; `server.rs` starts the services, over TLS when configured (`tls.rs`: the
 //! certificates, mutual TLS, their reload without a restart). See `ARCHITECTURE.md`.
 
@@ -52,7 +52,6 @@ mod grpc_conn;
 pub mod grpc_report;
 mod http;
 mod limits;
-mod observe;
 mod probes;
 mod queue_watch;
 mod reload;
@@ -66,8 +65,8 @@ pub mod tokens;
 pub use backend::{Backend, QueueBackend, ServerClock};
 pub use codes::ErrorCode;
 /// The figures the dashboard, the alerts and `GET /v1/stats` show.
-pub use observe::alerts;
-pub use observe::view as stats;
+pub use flowgate_observe::alerts;
+pub use flowgate_observe::view as stats;
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
     DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,

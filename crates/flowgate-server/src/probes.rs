@@ -15,8 +15,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::backend::Backend;
-use crate::observe::view::StoreKind;
 use crate::state::AppState;
+use flowgate_observe::view::StoreKind;
 
 /// Where the node is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

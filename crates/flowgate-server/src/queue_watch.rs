@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use flowgate::queue::{InstanceInfo, instance_names};
 
-use crate::observe::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
-use crate::observe::view::{NO_CONSUMER_AFTER_S, QueueStats};
 use crate::state::AppState;
+use flowgate_observe::metrics::{InstanceLabels, JobLabels, MAX_QUEUE_SERIES};
+use flowgate_observe::view::{NO_CONSUMER_AFTER_S, QueueStats};
 
 /// How often the state is read.
 pub(crate) const INTERVAL: Duration = Duration::from_secs(1);

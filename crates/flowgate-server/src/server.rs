@@ -13,7 +13,6 @@ use tokio::task::JoinHandle;
 
 use crate::backend::{Backend, QueueBackend, ServerClock};
 use crate::grpc::RlsService;
-use crate::observe::view::StoreKind;
 use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
 use crate::rules::shared::SharedRules;
@@ -21,6 +20,7 @@ use crate::rules::{RulesInfo, RulesOrigin, RulesSource};
 use crate::state::AppState;
 use crate::tokens::AdminTokens;
 use flowgate_config::{ConfigError, Loaded};
+use flowgate_observe::view::StoreKind;
 
 /// The default HTTP address (loopback).
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
@@ -276,7 +276,7 @@ fn stats(
     cfg: &ServerConfig,
     store: StoreKind,
     http_addr: SocketAddr,
-) -> Result<crate::observe::Stats, ServerError> {
+) -> Result<flowgate_observe::Stats, ServerError> {
     let redis = match (&cfg.redis_url, store) {
         (Some(url), StoreKind::Redis) => Some(
             flowgate_redis::RedisConnection::connect_lazy(
@@ -289,7 +289,7 @@ fn stats(
         ),
         _ => None,
     };
-    Ok(crate::observe::Stats::new(
+    Ok(flowgate_observe::Stats::new(
         node_id(cfg, http_addr),
         store,
         redis,
@@ -692,12 +692,12 @@ impl Server {
         // On the sampler's views: on Redis, the cluster's figures.
         let redis_alerts = cfg.redis_url.as_deref().map(|u| (u, redis_options(&cfg)));
         background.push(
-            crate::observe::alerts::spawn(
+            flowgate_observe::alerts::spawn(
                 Arc::clone(&state.alerts),
                 state.stats.subscribe(),
                 redis_alerts.as_ref().map(|(u, o)| (*u, o)),
                 &node_id(&cfg, http_addr),
-                crate::observe::alerts::Destinations {
+                flowgate_observe::alerts::Destinations {
                     external_url: cfg
                         .external_url
                         .clone()
@@ -709,7 +709,7 @@ impl Server {
             .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
         );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
-        background.push(tokio::spawn(crate::observe::stats::run(
+        background.push(tokio::spawn(flowgate_observe::stats::run(
             Arc::clone(&state),
             Arc::clone(&state.stats),
             rx.clone(),

@@ -9,17 +9,17 @@ use flowgate::{Limiter, Request, Verdict};
 
 use crate::backend::{Backend, QueueBackend};
 use crate::eviction::Eviction;
-pub(crate) use crate::observe::Api;
 use flowgate_config::alert::AlertSet;
+pub(crate) use flowgate_observe::Api;
 
-use crate::observe::alerts::Alerts;
-use crate::observe::metrics::Metrics;
-use crate::observe::stats::Sources;
-use crate::observe::view::RulesInfoView;
-use crate::observe::{Recorder, Stats};
 use crate::rules::follow::Follower;
 use crate::rules::{RulesInForce, RulesInfo};
 use crate::tokens::AdminTokens;
+use flowgate_observe::alerts::Alerts;
+use flowgate_observe::metrics::Metrics;
+use flowgate_observe::stats::Sources;
+use flowgate_observe::view::RulesInfoView;
+use flowgate_observe::{Recorder, Stats};
 
 /// The server's shared state.
 pub(crate) struct AppState {
@@ -74,7 +74,7 @@ impl AppState {
         let recorder = Arc::new(Recorder::new(Arc::clone(&metrics), Arc::clone(&stats)));
         let alerts = Arc::new(Alerts::new(
             alerts,
-            crate::observe::alerts::delivery::Delivery::default(),
+            flowgate_observe::alerts::delivery::Delivery::default(),
             Arc::clone(&metrics),
         ));
         let rules = Arc::new(RulesInForce::new(

@@ -9,16 +9,25 @@ use std::path::Path;
 /// The product's crates, lowest first, and the crates of the workspace each may depend on
 /// (normal, optional and dev dependencies alike; `flowgate-testkit`, test support, is a
 /// dev-dependency of any).
-const LAYERS: [(&str, &[&str]); 5] = [
+const LAYERS: [(&str, &[&str]); 6] = [
     ("flowgate-core", &[]),
     ("flowgate-redis", &["flowgate-core"]),
     ("flowgate", &["flowgate-core", "flowgate-redis"]),
     ("flowgate-config", &["flowgate-core", "flowgate"]),
+    (
+        "flowgate-observe",
+        &["flowgate", "flowgate-redis", "flowgate-config"],
+    ),
     // The server names core types through `flowgate` (its `rule`, `store`, `clock`, ...
     // modules): one path per type.
     (
         "flowgate-server",
-        &["flowgate", "flowgate-redis", "flowgate-config"],
+        &[
+            "flowgate",
+            "flowgate-redis",
+            "flowgate-config",
+            "flowgate-observe",
+        ],
     ),
 ];
 

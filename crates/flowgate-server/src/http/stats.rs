@@ -15,8 +15,8 @@ use utoipa::IntoParams;
 use super::ApiError;
 use super::doc::{BadParameters, ReaderErrors};
 use super::extract::{Params, Reader, Token};
-use crate::observe::view::{Scope, StatsView};
 use crate::state::AppState;
+use flowgate_observe::view::{Scope, StatsView};
 
 type Shared = State<Arc<AppState>>;
 

@@ -12,10 +12,10 @@ use flowgate::{Limiter, RuleSet};
 use parking_lot::Mutex;
 
 use crate::backend::{Backend, QueueBackend};
-use crate::observe::Recorder;
 use flowgate_config::alert::AlertSet;
+use flowgate_observe::Recorder;
 
-use crate::observe::alerts::Alerts;
+use flowgate_observe::alerts::Alerts;
 
 /// Where the rules in force came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

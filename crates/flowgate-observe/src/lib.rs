@@ -4,12 +4,12 @@
 //! what is recorded here.
 
 pub mod alerts;
-pub(crate) mod breakers;
+pub mod breakers;
 mod envoy_names;
-pub(crate) mod metrics;
+pub mod metrics;
 mod record;
-pub(crate) mod stats;
+pub mod stats;
 pub mod view;
 
-pub(crate) use record::{Api, Recorder};
-pub(crate) use stats::Stats;
+pub use record::{Api, Recorder};
+pub use stats::Stats;

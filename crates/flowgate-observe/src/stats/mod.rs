@@ -2,18 +2,18 @@
 //! each second (admitted, rejected, would-be rejections in shadow and of a trial limit, failure
 //! policy, refused by a circuit breaker) over 15 minutes, and the heaviest keys admitted and
 //! rejected (a bounded heavy-hitter [`sketch`] per rule, never one series per key); the requests
-//! each breaker instance refused ([`refusals`]); the decision latency; the queues' state.
+//! each breaker instance refused (`refusals.rs`); the decision latency; the queues' state.
 //!
 //! A decision pays a few relaxed increments and one summary update ([`cell`]). Once a second
 //! [`run`] closes the second: each rule's counts go to its history, the summaries to the recent
-//! window; on Redis the node publishes its figures and reads every live node's ([`cluster`]),
+//! window; on Redis the node publishes its figures and reads every live node's (`cluster.rs`),
 //! and a new [`StatsView`] goes to the subscribers (the alerts, the stream).
 
-pub(crate) mod cell;
+pub mod cell;
 mod cluster;
 mod latency;
 mod refusals;
-pub(crate) mod sketch;
+pub mod sketch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,12 +26,12 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
 use cell::{HISTORY_SECONDS, History};
-pub(crate) use cell::{Outcome, RuleCell};
+pub use cell::{Outcome, RuleCell};
 use cluster::Cluster;
 use latency::Latency;
 use refusals::Refusals;
 
-use crate::observe::view::{
+use crate::view::{
     AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, ReadTimes,
     RuleStats, RulesInfoView, Scope, Series, StatsView, StoreKind, StoreStats,
 };
@@ -39,7 +39,7 @@ use crate::observe::view::{
 /// What the figures read of the server besides what the recorder counts: the limiter's rules,
 /// clock, adaptive limits and breakers, the rules' version, the store's health. The server's
 /// state provides them, so that the figures know nothing of it.
-pub(crate) trait Sources: Send + Sync {
+pub trait Sources: Send + Sync {
     /// The rules in force.
     fn rules(&self) -> Arc<RuleSet>;
     /// Now, by the store's clock (µs since the Unix epoch).
@@ -58,7 +58,7 @@ pub(crate) trait Sources: Send + Sync {
 use flowgate_config::schema::{LimitDoc, RuleDoc};
 
 /// Heavy keys shown per rule and list.
-pub(crate) const TOP: usize = 10;
+pub const TOP: usize = 10;
 
 /// What the sampler keeps of the node as a whole.
 #[derive(Default)]
@@ -76,9 +76,9 @@ struct NodeSampled {
 }
 
 /// The server's figures.
-pub(crate) struct Stats {
+pub struct Stats {
     /// Whether decisions are counted (`--no-stats` turns it off).
-    pub(crate) on: bool,
+    pub on: bool,
     node: String,
     /// When the node started (Unix seconds).
     started: i64,
@@ -96,7 +96,7 @@ pub(crate) struct Stats {
 }
 
 /// The window of the view sent to subscribers each second.
-pub(crate) const SUBSCRIBER_WINDOW: usize = 60;
+pub const SUBSCRIBER_WINDOW: usize = 60;
 
 /// Text of a limit: `20/1s, token_bucket, burst 20`.
 fn limit_text(l: Option<&flowgate::Limit>) -> Option<String> {
@@ -171,7 +171,7 @@ fn series(start: i64, w: &[Counts]) -> Series {
 impl Stats {
     /// Figures of node `node`, whose limiter's store is `store_kind`; shared with the cluster
     /// through `redis` when given; decisions are counted when `on`.
-    pub(crate) fn new(
+    pub fn new(
         node: String,
         store_kind: StoreKind,
         redis: Option<flowgate_redis::RedisConnection>,
@@ -193,17 +193,17 @@ impl Stats {
     }
 
     /// A new view each second (window [`SUBSCRIBER_WINDOW`], alerts not filled).
-    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<StatsView>> {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<StatsView>> {
         self.views.subscribe()
     }
 
     /// Turns `true` when the server shuts down.
-    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
+    pub fn closed(&self) -> watch::Receiver<bool> {
         self.closed.subscribe()
     }
 
     /// The figures of `rule` (made on first use).
-    pub(crate) fn cell(&self, domain: &str, rule: &str) -> Arc<RuleCell> {
+    pub fn cell(&self, domain: &str, rule: &str) -> Arc<RuleCell> {
         let key = (domain.to_owned(), rule.to_owned());
         if let Some(c) = self.cells.read().get(&key) {
             return Arc::clone(c);
@@ -213,17 +213,17 @@ impl Stats {
 
     /// Counts a decision's latency.
     #[inline]
-    pub(crate) fn latency(&self, d: Duration) {
+    pub fn latency(&self, d: Duration) {
         self.latency.record(d);
     }
 
     /// Counts a request refused by circuit breaker instance `key`.
-    pub(crate) fn breaker_refused(&self, key: &str) {
+    pub fn breaker_refused(&self, key: &str) {
         self.refusals.count(key);
     }
 
     /// The queues' state, as just read.
-    pub(crate) fn set_queues(&self, queues: Vec<QueueStats>) {
+    pub fn set_queues(&self, queues: Vec<QueueStats>) {
         let mut s = self.sampled.lock();
         s.queues = queues;
         s.queues_read_ms = Some((flowgate::clock::system_now() / 1000) as i64);
@@ -258,12 +258,7 @@ impl Stats {
 
     /// The view over the last `window` seconds (at most 900); the cluster's when the node is on
     /// Redis and `scope` allows it.
-    pub(crate) fn view(
-        &self,
-        state: &impl Sources,
-        window: usize,
-        scope: Option<Scope>,
-    ) -> StatsView {
+    pub fn view(&self, state: &impl Sources, window: usize, scope: Option<Scope>) -> StatsView {
         let window = window.clamp(1, HISTORY_SECONDS);
         let rules = state.rules();
         let now = state.now();
@@ -445,11 +440,7 @@ fn second_now() -> (i64, Duration) {
 
 /// Closes each second as it ends, until `shutdown`: samples the figures, shares them with the
 /// cluster, and sends the new view to the subscribers.
-pub(crate) async fn run(
-    state: Arc<impl Sources>,
-    stats: Arc<Stats>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn run(state: Arc<impl Sources>, stats: Arc<Stats>, mut shutdown: watch::Receiver<bool>) {
     loop {
         let (_, wait) = second_now();
         tokio::select! {

@@ -27,10 +27,10 @@ use serde::{Deserialize, Serialize};
 use super::cell::{self, HISTORY_SECONDS, History};
 use super::sketch::{Counter, Summary};
 use super::{RuleCell, Stats, rate};
-use crate::observe::view::{Counts, NodeRates, NodeView, RECENT_SECONDS, StoreStats};
+use crate::view::{Counts, NodeRates, NodeView, RECENT_SECONDS, StoreStats};
 
 /// A node's figures expire, and it leaves the live list, this long after it last published.
-pub(crate) const EXPIRY_MS: i64 = 5_000;
+pub(super) const EXPIRY_MS: i64 = 5_000;
 /// A node that stopped is listed (as not live) this long.
 const FORGET_MS: i64 = 15 * 60 * 1000;
 /// The sorted set of nodes by last-seen time (Unix ms).
@@ -242,7 +242,7 @@ pub(super) struct ClusterState {
     /// Since when the exchanges fail (Unix ms): this node cannot reach Redis.
     pub(super) failing_since_ms: Option<i64>,
     /// Every node seen within [`FORGET_MS`].
-    pub(super) nodes: Vec<crate::observe::view::NodeView>,
+    pub(super) nodes: Vec<crate::view::NodeView>,
     /// Per rule, the cluster's count per second.
     pub(super) history: HashMap<(String, String), History>,
     /// The oldest second that the last read changed among those a node carried after failed

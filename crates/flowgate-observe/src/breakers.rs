@@ -17,33 +17,33 @@ use super::view::BreakerView;
 
 /// Labels of a breaker's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct BreakerLabels {
+pub struct BreakerLabels {
     /// The breaker's domain.
-    pub(crate) domain: String,
+    pub domain: String,
     /// The breaker's name.
-    pub(crate) breaker: String,
+    pub breaker: String,
 }
 
 /// Labels of `flowgate_breaker_transitions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct TransitionLabels {
+pub struct TransitionLabels {
     /// The breaker's domain.
-    pub(crate) domain: String,
+    pub domain: String,
     /// The breaker's name.
-    pub(crate) breaker: String,
+    pub breaker: String,
     /// The phase entered: `open`, `half_open` or `closed`.
-    pub(crate) to: &'static str,
+    pub to: &'static str,
 }
 
 /// Labels of `flowgate_breaker_reports_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReportLabels {
+pub struct ReportLabels {
     /// `counted`, `no_breaker`, `dropped` or `unsent`.
-    pub(crate) result: &'static str,
+    pub result: &'static str,
 }
 
 /// The breakers' metric families.
-pub(crate) struct BreakerMetrics {
+pub struct BreakerMetrics {
     transitions: Family<TransitionLabels, Counter>,
     open: Family<BreakerLabels, Gauge>,
     reports: Family<ReportLabels, Counter>,
@@ -57,7 +57,7 @@ pub(crate) struct BreakerMetrics {
 
 impl BreakerMetrics {
     /// The families, registered in `registry`.
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry) -> Self {
         let m = Self {
             transitions: Family::default(),
             open: Family::default(),
@@ -107,7 +107,7 @@ impl BreakerMetrics {
     }
 
     /// Counts a transition.
-    pub(crate) fn transition(&self, e: &BreakerEvent) {
+    pub fn transition(&self, e: &BreakerEvent) {
         self.transitions
             .get_or_create(&TransitionLabels {
                 domain: e.domain.clone(),
@@ -118,7 +118,7 @@ impl BreakerMetrics {
     }
 
     /// Counts `n` reports with `result`.
-    pub(crate) fn reports(&self, result: &'static str, n: u64) {
+    pub fn reports(&self, result: &'static str, n: u64) {
         if n > 0 {
             self.reports
                 .get_or_create(&ReportLabels { result })
@@ -127,7 +127,7 @@ impl BreakerMetrics {
     }
 
     /// Counts a request refused by breaker `name` of `domain`.
-    pub(crate) fn refused(&self, domain: &str, name: &str) {
+    pub fn refused(&self, domain: &str, name: &str) {
         self.refused
             .get_or_create(&BreakerLabels {
                 domain: domain.to_owned(),
@@ -138,7 +138,7 @@ impl BreakerMetrics {
 
     /// Brings `result="unsent"` up to the limiter's count
     /// ([`flowgate::breakers::Breakers::unsent`]).
-    pub(crate) fn unsent(&self, total: u64) {
+    pub fn unsent(&self, total: u64) {
         let counter = self
             .reports
             .get_or_create(&ReportLabels { result: "unsent" });
@@ -147,19 +147,19 @@ impl BreakerMetrics {
 
     /// Brings `flowgate_adaptive_reports_unsent` up to the limiter's count
     /// ([`flowgate::adaptive::Adaptive::unsent`]).
-    pub(crate) fn adaptive_unsent(&self, total: u64) {
+    pub fn adaptive_unsent(&self, total: u64) {
         follow(&self.adaptive_unsent, &self.adaptive_unsent_seen, total);
     }
 
     /// Sets whether the breakers are shared now ([`flowgate::breakers::Breakers::shared`]).
-    pub(crate) fn shared(&self, shared: Option<bool>) {
+    pub fn shared(&self, shared: Option<bool>) {
         self.shared.set(i64::from(shared == Some(true)));
     }
 
     /// Sets the open instances of every breaker in force (and drops the series of the others);
     /// gives each its transitions' series, at 0 until its first (a counter that first appears
     /// at 1 shows no increase to `increase()`, and the first opening would be missed).
-    pub(crate) fn open_instances(&self, counts: &[(BreakerDef, usize)]) {
+    pub fn open_instances(&self, counts: &[(BreakerDef, usize)]) {
         self.open.clear();
         for (d, n) in counts {
             for to in Phase::ALL.map(Phase::name) {
@@ -180,7 +180,7 @@ impl BreakerMetrics {
 }
 
 /// An instance as `GET /v1/stats` shows it, refusing `refused_rate` requests per second.
-pub(crate) fn view(i: &Instance, refused_rate: f64) -> BreakerView {
+pub fn view(i: &Instance, refused_rate: f64) -> BreakerView {
     BreakerView {
         domain: i.domain.clone(),
         name: i.breaker.clone(),

@@ -11,30 +11,30 @@
 //! item itself, which would format and allocate the descriptor on every decision.
 
 /// Counters per summary.
-pub(crate) const CAPACITY: usize = 32;
+pub const CAPACITY: usize = 32;
 
 /// One counted key.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Counter {
+pub struct Counter {
     /// The key's hash.
-    pub(crate) hash: u64,
+    pub hash: u64,
     /// The key's text (its descriptor).
-    pub(crate) label: Box<str>,
+    pub label: Box<str>,
     /// Its count: at least its true count, at most `error` more.
-    pub(crate) count: u64,
+    pub count: u64,
     /// The most `count` may exceed the true count.
-    pub(crate) error: u64,
+    pub error: u64,
 }
 
 /// A Space-Saving summary of at most [`CAPACITY`] counters.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Summary {
+pub struct Summary {
     counters: Vec<Counter>,
 }
 
 impl Summary {
     /// Counts `n` for the key hashed `hash`; `label` makes its text when it enters the summary.
-    pub(crate) fn add(&mut self, hash: u64, n: u64, label: impl FnOnce() -> String) {
+    pub fn add(&mut self, hash: u64, n: u64, label: impl FnOnce() -> String) {
         if let Some(c) = self.counters.iter_mut().find(|c| c.hash == hash) {
             c.count += n;
             return;
@@ -60,17 +60,17 @@ impl Summary {
     }
 
     /// Takes the counters, leaving the summary empty.
-    pub(crate) fn take(&mut self) -> Summary {
+    pub fn take(&mut self) -> Summary {
         std::mem::take(self)
     }
 
     /// Whether no key was counted.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.counters.is_empty()
     }
 
     /// The counters, in no order.
-    pub(crate) fn counters(&self) -> &[Counter] {
+    pub fn counters(&self) -> &[Counter] {
         &self.counters
     }
 
@@ -86,7 +86,7 @@ impl Summary {
     /// The merge of `summaries`: counts and errors added; a key absent from a full summary may
     /// have reached that summary's floor there, which is added to its error (and its count, so
     /// the count stays an upper bound). The largest [`CAPACITY`] are kept.
-    pub(crate) fn merge<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Summary {
+    pub fn merge<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Summary {
         let summaries: Vec<&Summary> = summaries.into_iter().collect();
         let mut out: Vec<Counter> = Vec::new();
         for (i, s) in summaries.iter().enumerate() {
@@ -122,7 +122,7 @@ impl Summary {
     }
 
     /// A summary of these counters (as read from another node).
-    pub(crate) fn from_counters(mut counters: Vec<Counter>) -> Summary {
+    pub fn from_counters(mut counters: Vec<Counter>) -> Summary {
         counters.sort_by_key(|c| std::cmp::Reverse(c.count));
         counters.truncate(CAPACITY);
         Summary { counters }
@@ -130,13 +130,13 @@ impl Summary {
 
     /// The bytes it holds: its counters and their texts.
     #[cfg(test)]
-    pub(crate) fn footprint(&self) -> usize {
+    pub fn footprint(&self) -> usize {
         self.counters.capacity() * std::mem::size_of::<Counter>()
             + self.counters.iter().map(|c| c.label.len()).sum::<usize>()
     }
 
     /// The `n` heaviest counters, heaviest first.
-    pub(crate) fn top(&self, n: usize) -> Vec<&Counter> {
+    pub fn top(&self, n: usize) -> Vec<&Counter> {
         let mut all: Vec<&Counter> = self.counters.iter().collect();
         all.sort_by(|a, b| b.count.cmp(&a.count).then(a.label.cmp(&b.label)));
         all.truncate(n);

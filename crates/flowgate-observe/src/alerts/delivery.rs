@@ -18,7 +18,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::observe::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// How messages are delivered.
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// Outboxes delivering as `policy` says, counting into `metrics`.
-    pub(crate) fn new(policy: Delivery, metrics: Arc<Metrics>) -> Self {
+    pub fn new(policy: Delivery, metrics: Arc<Metrics>) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(policy.timeout))
@@ -86,7 +86,7 @@ impl Outbox {
 
     /// Queues `body` (JSON) for `url`, dropping that webhook's oldest message when its outbox
     /// is full. Starts the webhook's delivery task on first use (on the current runtime).
-    pub(crate) fn push(&self, url: &str, body: Arc<str>) {
+    pub fn push(&self, url: &str, body: Arc<str>) {
         let lane = {
             let mut lanes = self.lanes.lock();
             let worker = lanes.entry(url.to_owned()).or_insert_with(|| {
@@ -118,7 +118,7 @@ impl Outbox {
     }
 
     /// The HTTP client deliveries use (Alertmanager's API too).
-    pub(crate) fn agent(&self) -> ureq::Agent {
+    pub fn agent(&self) -> ureq::Agent {
         self.agent.clone()
     }
 

@@ -53,11 +53,11 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The most distinct `descriptor` labels of one rule; beyond, `_other`.
-pub(crate) const MAX_DESCRIPTOR_LABELS: usize = 1_000;
+pub const MAX_DESCRIPTOR_LABELS: usize = 1_000;
 
 /// The `descriptor` label of a decision of `rule` on `descriptor`: `None` unless the rule has
 /// `detailed_metric` or `value_to_metric` (see the module documentation).
-pub(crate) fn descriptor_label(
+pub fn descriptor_label(
     rule: &flowgate::Rule,
     descriptor: &flowgate::Descriptor,
 ) -> Option<String> {
@@ -96,105 +96,109 @@ pub(crate) fn descriptor_label(
 
 /// The most queue instances with series (beyond, instances are left out of the metrics; they
 /// stay in `GET /v1/queues`).
-pub(crate) const MAX_QUEUE_SERIES: usize = 1_000;
+pub const MAX_QUEUE_SERIES: usize = 1_000;
 
 /// Labels of a queue instance's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct InstanceLabels {
+pub struct InstanceLabels {
     /// The domain.
-    pub(crate) domain: String,
+    pub domain: String,
     /// The queue.
-    pub(crate) queue: String,
+    pub queue: String,
     /// The instance's key.
-    pub(crate) instance: String,
+    pub instance: String,
 }
 
 /// Labels of `flowgate_queue_jobs`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct JobLabels {
+pub struct JobLabels {
     /// The domain.
-    pub(crate) domain: String,
+    pub domain: String,
     /// The queue.
-    pub(crate) queue: String,
+    pub queue: String,
     /// The instance's key.
-    pub(crate) instance: String,
+    pub instance: String,
     /// `ready`, `delayed`, `in_flight` or `dead`.
-    pub(crate) state: &'static str,
+    pub state: &'static str,
 }
 
 /// Labels of `flowgate_queue_operations_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct OpLabels {
+pub struct OpLabels {
     /// The operation.
-    pub(crate) op: &'static str,
+    pub op: &'static str,
     /// Its result.
-    pub(crate) result: &'static str,
+    pub result: &'static str,
 }
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// Labels of `flowgate_decisions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct DecisionLabels {
+pub struct DecisionLabels {
     /// The domain (`_unknown` when it has no rules).
-    pub(crate) domain: String,
+    pub domain: String,
     /// The rule's name (empty when none matched).
-    pub(crate) rule: String,
+    pub rule: String,
     /// `ok`, `over_limit`, `shadow_over_limit`, `unlimited` or `no_rule`.
-    pub(crate) outcome: &'static str,
+    pub outcome: &'static str,
     /// The descriptor, only for rules with `detailed_metric`.
-    pub(crate) descriptor: String,
+    pub descriptor: String,
 }
 
 /// Labels of `flowgate_shadow_hits_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct RuleLabels {
+pub struct RuleLabels {
     /// The domain.
-    pub(crate) domain: String,
+    pub domain: String,
     /// The rule.
-    pub(crate) rule: String,
+    pub rule: String,
 }
 
 /// Labels of `flowgate_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct RequestLabels {
+pub struct RequestLabels {
     /// `grpc` or `http`.
-    pub(crate) api: &'static str,
+    pub api: &'static str,
     /// `ok`, `over_limit` or `invalid`.
-    pub(crate) code: &'static str,
+    pub code: &'static str,
 }
 
 /// Labels of `flowgate_decision_duration_seconds`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ApiLabels {
+pub struct ApiLabels {
     /// `grpc` or `http`.
-    pub(crate) api: &'static str,
+    pub api: &'static str,
 }
 
 /// Labels of `flowgate_store_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct KindLabels {
+pub struct KindLabels {
     /// The kind of error.
-    pub(crate) kind: &'static str,
+    pub kind: &'static str,
+}
+
+/// Labels of an alert's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertLabels {
+    /// The alert's name.
+    pub alert: String,
+}
+
+/// Labels of a series counted by result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// What came of it.
+    pub result: &'static str,
 }
 
 /// Labels of `flowgate_config_reloads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct AlertLabels {
-    pub(crate) alert: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ResultLabels {
-    pub(crate) result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReloadLabels {
+pub struct ReloadLabels {
     /// `file` or `api`.
-    pub(crate) source: &'static str,
+    pub source: &'static str,
     /// `success` or `failure`.
-    pub(crate) result: &'static str,
+    pub result: &'static str,
 }
 
 type HistogramFamily = Family<ApiLabels, Histogram, fn() -> Histogram>;
@@ -205,50 +209,50 @@ fn latency_histogram() -> Histogram {
 }
 
 /// The server's metrics and their registry.
-pub(crate) struct Metrics {
+pub struct Metrics {
     registry: Registry,
     /// Decisions per descriptor.
-    pub(crate) decisions: Family<DecisionLabels, Counter>,
+    pub decisions: Family<DecisionLabels, Counter>,
     /// Shadow rules that would have rejected.
-    pub(crate) shadow_hits: Family<RuleLabels, Counter>,
+    pub shadow_hits: Family<RuleLabels, Counter>,
     /// Requests by API and result.
-    pub(crate) requests: Family<RequestLabels, Counter>,
+    pub requests: Family<RequestLabels, Counter>,
     /// Decision latency.
-    pub(crate) latency: HistogramFamily,
+    pub latency: HistogramFamily,
     /// Store errors by kind.
-    pub(crate) store_errors: Family<KindLabels, Counter>,
+    pub store_errors: Family<KindLabels, Counter>,
     /// 1 while degraded.
-    pub(crate) store_degraded: Gauge,
+    pub store_degraded: Gauge,
     /// 1 while the store is known down (decisions go straight to the failure policies).
-    pub(crate) store_down: Gauge,
+    pub store_down: Gauge,
     /// Reloads.
-    pub(crate) reloads: Family<ReloadLabels, Counter>,
+    pub reloads: Family<ReloadLabels, Counter>,
     /// Rules in force.
-    pub(crate) rules: Gauge,
+    pub rules: Gauge,
     /// Rejection log lines dropped.
-    pub(crate) logs_suppressed: Counter<u64, AtomicU64>,
+    pub logs_suppressed: Counter<u64, AtomicU64>,
     /// Queues declared.
-    pub(crate) queues: Gauge,
+    pub queues: Gauge,
     /// Jobs per queue instance and state.
-    pub(crate) queue_jobs: Family<JobLabels, Gauge>,
+    pub queue_jobs: Family<JobLabels, Gauge>,
     /// Age of each instance's oldest waiting job.
-    pub(crate) queue_oldest: Family<InstanceLabels, FloatGauge>,
+    pub queue_oldest: Family<InstanceLabels, FloatGauge>,
     /// Time to drain each instance.
-    pub(crate) queue_drain: Family<InstanceLabels, FloatGauge>,
+    pub queue_drain: Family<InstanceLabels, FloatGauge>,
     /// Measured release rate of each instance.
-    pub(crate) queue_rate: Family<InstanceLabels, FloatGauge>,
+    pub queue_rate: Family<InstanceLabels, FloatGauge>,
     /// Queue operations through this node.
-    pub(crate) queue_ops: Family<OpLabels, Counter>,
+    pub queue_ops: Family<OpLabels, Counter>,
     /// 1 while the queues' store fails (set from the queue's own record when encoded).
-    pub(crate) queue_degraded: Gauge,
+    pub queue_degraded: Gauge,
     /// 1 while Redis's eviction policy may evict keys without expiry.
-    pub(crate) redis_eviction_risk: Gauge,
+    pub redis_eviction_risk: Gauge,
     /// 1 while an alert fires.
     alerts_firing: Family<AlertLabels, Gauge>,
     /// Alert webhook messages by result.
     alert_notifications: Family<ResultLabels, Counter>,
     /// 1 while this node evaluates the alerts alone.
-    pub(crate) alerts_local: Gauge,
+    pub alerts_local: Gauge,
     /// Keys held by the embedded store.
     memory_keys: Gauge,
     /// The embedded store's cap.
@@ -260,7 +264,7 @@ pub(crate) struct Metrics {
     /// When the queues' state was last read (µs since the epoch; 0: never).
     queue_read_at: AtomicU64,
     /// The circuit breakers' series.
-    pub(crate) breakers: super::breakers::BreakerMetrics,
+    pub breakers: super::breakers::BreakerMetrics,
     /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
     /// nor exposed.
     envoy: std::sync::OnceLock<super::envoy_names::EnvoyNames>,
@@ -274,7 +278,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Registers every metric.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         let mut registry = Registry::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
         let shadow_hits = Family::<RuleLabels, Counter>::default();
@@ -468,27 +472,27 @@ impl Metrics {
     }
 
     /// Records and exposes envoyproxy/ratelimit's series from now on.
-    pub(crate) fn enable_envoy_names(&self) {
+    pub fn enable_envoy_names(&self) {
         let _ = self.envoy.set(super::envoy_names::EnvoyNames::default());
     }
 
     /// envoyproxy/ratelimit's series, when enabled.
-    pub(crate) fn envoy_names(&self) -> Option<&super::envoy_names::EnvoyNames> {
+    pub fn envoy_names(&self) -> Option<&super::envoy_names::EnvoyNames> {
         self.envoy.get()
     }
 
     /// Records that the queues' state was read, at `at` (µs since the epoch).
-    pub(crate) fn queue_state_read(&self, at: u64) {
+    pub fn queue_state_read(&self, at: u64) {
         self.queue_read_at.store(at, Ordering::Relaxed);
     }
 
     /// Counts a queue operation.
-    pub(crate) fn queue_op(&self, op: &'static str, result: &'static str) {
+    pub fn queue_op(&self, op: &'static str, result: &'static str) {
         self.queue_ops.get_or_create(&OpLabels { op, result }).inc();
     }
 
     /// Copies the embedded store's counters into the metrics (when they are encoded).
-    pub(crate) fn memory_store(&self, s: flowgate::store::MemoryStats) {
+    pub fn memory_store(&self, s: flowgate::store::MemoryStats) {
         self.memory_keys
             .set(i64::try_from(s.keys).unwrap_or(i64::MAX));
         self.memory_max_keys
@@ -499,7 +503,7 @@ impl Metrics {
     }
 
     /// Counts a reload.
-    pub(crate) fn reload(&self, source: &'static str, ok: bool) {
+    pub fn reload(&self, source: &'static str, ok: bool) {
         self.reloads
             .get_or_create(&ReloadLabels {
                 source,
@@ -509,7 +513,7 @@ impl Metrics {
     }
 
     /// Sets whether `alert` fires.
-    pub(crate) fn alert_firing(&self, alert: &str, firing: bool) {
+    pub fn alert_firing(&self, alert: &str, firing: bool) {
         self.alerts_firing
             .get_or_create(&AlertLabels {
                 alert: alert.to_owned(),
@@ -518,21 +522,21 @@ impl Metrics {
     }
 
     /// Drops the series of an alert no longer declared.
-    pub(crate) fn alert_gone(&self, alert: &str) {
+    pub fn alert_gone(&self, alert: &str) {
         self.alerts_firing.remove(&AlertLabels {
             alert: alert.to_owned(),
         });
     }
 
     /// Counts an alert message `sent`, `failed` or `dropped`.
-    pub(crate) fn alert_notification(&self, result: &'static str) {
+    pub fn alert_notification(&self, result: &'static str) {
         self.alert_notifications
             .get_or_create(&ResultLabels { result })
             .inc();
     }
 
     /// The metrics in Prometheus' text format.
-    pub(crate) fn encode(&self) -> String {
+    pub fn encode(&self) -> String {
         let read = self.queue_read_at.load(Ordering::Relaxed);
         if read > 0 {
             let age = flowgate::clock::system_now().saturating_sub(read);

@@ -30,7 +30,7 @@ fn upper(i: usize) -> u64 {
 }
 
 /// The decision latency counters.
-pub(crate) struct Latency {
+pub(super) struct Latency {
     counts: Box<[AtomicU64]>,
     /// The sampler's: the counts at the last sample, and the recent seconds' increments.
     window: parking_lot::Mutex<(Vec<u64>, VecDeque<Vec<u64>>)>,
@@ -39,7 +39,7 @@ pub(crate) struct Latency {
 
 impl Latency {
     /// Counters whose quantiles cover the last `seconds` samples.
-    pub(crate) fn new(seconds: usize) -> Self {
+    pub(super) fn new(seconds: usize) -> Self {
         Self {
             counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             window: parking_lot::Mutex::new((vec![0; BUCKETS], VecDeque::new())),
@@ -49,14 +49,14 @@ impl Latency {
 
     /// Counts one decision that took `d`.
     #[inline]
-    pub(crate) fn record(&self, d: Duration) {
+    pub(super) fn record(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.counts[bucket(ns)].fetch_add(1, Relaxed);
     }
 
     /// Closes a second; returns the window's p50 and p99 in milliseconds (none without
     /// decisions).
-    pub(crate) fn sample(&self) -> Option<(f64, f64)> {
+    pub(super) fn sample(&self) -> Option<(f64, f64)> {
         let now: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
         let mut w = self.window.lock();
         let second: Vec<u64> = now.iter().zip(&w.0).map(|(a, b)| a - b.min(a)).collect();

@@ -242,7 +242,7 @@ type RuleSeries = (Arc<Rule>, Arc<Counts>);
 
 /// envoyproxy/ratelimit's series, recorded from decisions and exposed under its names.
 #[derive(Default)]
-pub(crate) struct EnvoyNames {
+pub struct EnvoyNames {
     /// Every series, by labels (sorted for a stable exposition).
     series: RwLock<BTreeMap<Labels, Arc<Counts>>>,
     /// The series of rules whose stat key is one per rule, by the rule's address (the `Arc`
@@ -252,7 +252,7 @@ pub(crate) struct EnvoyNames {
 
 impl EnvoyNames {
     /// Records a decision of `rule` on `descriptor` for `hits` units.
-    pub(crate) fn record(
+    pub fn record(
         &self,
         domain: &str,
         rule: &Arc<Rule>,
@@ -280,7 +280,7 @@ impl EnvoyNames {
     }
 
     /// Forgets the rules cached by address (the series stay: counters never go back).
-    pub(crate) fn rules_changed(&self) {
+    pub fn rules_changed(&self) {
         self.by_rule.write().clear();
     }
 
@@ -300,7 +300,7 @@ impl EnvoyNames {
     }
 
     /// The families in OpenMetrics text, appended to `out`.
-    pub(crate) fn encode(&self, out: &mut String) {
+    pub fn encode(&self, out: &mut String) {
         let series = self.series.read();
         for (i, (name, help)) in FAMILIES.iter().enumerate() {
             let _ = writeln!(out, "# HELP {name} {help}.");

@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::webhook::rfc3339;
-use crate::observe::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// How far ahead of now a firing alert's `endsAt` is set.
 pub const VALIDITY: Duration = Duration::from_secs(60);
@@ -93,7 +93,7 @@ pub struct Senders {
 
 impl Senders {
     /// Senders POSTing with `agent` (its timeout bounds each POST), counting into `metrics`.
-    pub(crate) fn new(agent: ureq::Agent, metrics: Arc<Metrics>) -> Self {
+    pub fn new(agent: ureq::Agent, metrics: Arc<Metrics>) -> Self {
         Self {
             lanes: Mutex::new(HashMap::new()),
             agent,
@@ -103,7 +103,7 @@ impl Senders {
 
     /// Sends `alerts` to the Alertmanager at `url` (its base: `http://am:9093`), replacing a
     /// batch not yet sent. Starts its task on first use (on the current runtime).
-    pub(crate) fn send(&self, url: &str, alerts: &[PostableAlert]) {
+    pub fn send(&self, url: &str, alerts: &[PostableAlert]) {
         let Ok(body) = serde_json::to_string(alerts) else {
             return;
         };

@@ -37,8 +37,8 @@ use self::delivery::{Delivery, Outbox};
 use self::machine::{Phase, Transition};
 use flowgate_config::alert::{AlertSet, AlertSpec};
 
-use crate::observe::metrics::Metrics;
-use crate::observe::view::{AlertView, StatsView, Watched};
+use crate::metrics::Metrics;
+use crate::view::{AlertView, StatsView, Watched};
 
 /// How often the alerts are evaluated (on each new view, which comes every second).
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -97,7 +97,7 @@ pub struct Alerts {
 
 impl Alerts {
     /// Alerts in force from `set`, delivering as `delivery` says, exporting into `metrics`.
-    pub(crate) fn new(set: AlertSet, delivery: Delivery, metrics: Arc<Metrics>) -> Self {
+    pub fn new(set: AlertSet, delivery: Delivery, metrics: Arc<Metrics>) -> Self {
         let outbox = Outbox::new(delivery, Arc::clone(&metrics));
         let alertmanagers = Senders::new(outbox.agent(), Arc::clone(&metrics));
         Self {
@@ -115,7 +115,7 @@ impl Alerts {
     }
 
     /// Puts `set` in force (from the next evaluation).
-    pub(crate) fn set_alerts(&self, set: AlertSet) {
+    pub fn set_alerts(&self, set: AlertSet) {
         self.set.store(Arc::new(set));
     }
 
@@ -126,12 +126,12 @@ impl Alerts {
 
     /// The address messages link to (`externalURL`, `generatorURL`): `--external-url`, else the
     /// server's HTTP address.
-    pub(crate) fn set_external_url(&self, url: String) {
+    pub fn set_external_url(&self, url: String) {
         *self.external_url.lock() = url.trim_end_matches('/').to_owned();
     }
 
     /// Alertmanagers every alert is sent to, beside its own (`--alertmanager-url`).
-    pub(crate) fn set_global_alertmanagers(&self, urls: Vec<String>) {
+    pub fn set_global_alertmanagers(&self, urls: Vec<String>) {
         *self.global_alertmanagers.lock() = urls;
     }
 
@@ -458,7 +458,7 @@ pub async fn run(
 }
 
 /// Where the alerts' messages go beside each alert's own destinations, and how they link back.
-pub(crate) struct Destinations {
+pub struct Destinations {
     /// `--external-url`, else the server's HTTP address: `externalURL`, `generatorURL`.
     pub external_url: String,
     /// `--alertmanager-url`: Alertmanagers every alert is sent to.
@@ -470,7 +470,7 @@ pub(crate) struct Destinations {
 ///
 /// # Errors
 /// When the Redis URL is invalid.
-pub(crate) fn spawn(
+pub fn spawn(
     alerts: Arc<Alerts>,
     stats: watch::Receiver<Arc<StatsView>>,
     redis: Option<(&str, &flowgate_redis::RedisOptions)>,

@@ -79,7 +79,7 @@ impl Cluster {
     ///
     /// # Errors
     /// [`StoreError`] when Redis does not answer.
-    pub(crate) async fn states(&self) -> Result<BTreeMap<String, Stored>, StoreError> {
+    pub async fn states(&self) -> Result<BTreeMap<String, Stored>, StoreError> {
         let raw: BTreeMap<String, String> = self
             .conn
             .query(redis::cmd("HGETALL").arg(STATE_KEY))
@@ -95,10 +95,7 @@ impl Cluster {
     ///
     /// # Errors
     /// [`StoreError`] when Redis does not answer (then nothing or all was written).
-    pub(crate) async fn write(
-        &self,
-        states: &BTreeMap<String, Stored>,
-    ) -> Result<bool, StoreError> {
+    pub async fn write(&self, states: &BTreeMap<String, Stored>) -> Result<bool, StoreError> {
         let mut call = ALERTS_WRITE.prepare_invoke();
         call.key(LEADER_KEY).key(STATE_KEY).arg(&self.id);
         for (name, s) in states {

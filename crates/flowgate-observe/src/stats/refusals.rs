@@ -11,16 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::observe::view::RECENT_SECONDS;
+use crate::view::RECENT_SECONDS;
 
 /// The most instances counted on a node: in one second (beyond, a further instance's refusals
 /// are not counted per instance; its rules count them still), and in the recent window (the
 /// most refusing are kept).
-pub(crate) const MAX_INSTANCES: usize = flowgate::breakers::MAX_INSTANCES;
+pub(super) const MAX_INSTANCES: usize = flowgate::breakers::MAX_INSTANCES;
 
 /// The most instances a node publishes to the cluster: the most refusing, as many as a view
 /// lists.
-pub(crate) const MAX_PUBLISHED: usize = flowgate::breakers::MAX_VIEWS;
+pub(super) const MAX_PUBLISHED: usize = flowgate::breakers::MAX_VIEWS;
 
 /// Maps by instance key (foldhash, as the breakers' own: the keys are clients' descriptors, and
 /// the seed is random per map).
@@ -45,7 +45,7 @@ impl Recent {
 
 /// The refusals of each breaker instance on this node.
 #[derive(Default)]
-pub(crate) struct Refusals {
+pub(super) struct Refusals {
     /// Refusals in the second being counted.
     counting: RwLock<ByKey<AtomicU64>>,
     /// The recent window, per instance with a refusal in it.
@@ -54,7 +54,7 @@ pub(crate) struct Refusals {
 
 impl Refusals {
     /// Counts a request refused by instance `key`.
-    pub(crate) fn count(&self, key: &str) {
+    pub(super) fn count(&self, key: &str) {
         if let Some(n) = self.counting.read().get(key) {
             n.fetch_add(1, Relaxed);
             return;
@@ -71,7 +71,7 @@ impl Refusals {
 
     /// Closes a second: each instance's count into its recent window. An instance with no
     /// refusal in the window is forgotten.
-    pub(crate) fn sample(&self) {
+    pub(super) fn sample(&self) {
         let mut second = std::mem::take(&mut *self.counting.write());
         let mut recent = self.recent.lock();
         for (key, r) in recent.iter_mut() {
@@ -92,12 +92,12 @@ impl Refusals {
     }
 
     /// Instance `key`'s refusals over the recent window.
-    pub(crate) fn recent(&self, key: &str) -> u64 {
+    pub(super) fn recent(&self, key: &str) -> u64 {
         self.recent.lock().get(key).map_or(0, |r| r.sum)
     }
 
     /// The refusals over the recent window of the [`MAX_PUBLISHED`] most refusing instances.
-    pub(crate) fn published(&self) -> Vec<(String, u64)> {
+    pub(super) fn published(&self) -> Vec<(String, u64)> {
         let mut all: Vec<(String, u64)> = self
             .recent
             .lock()

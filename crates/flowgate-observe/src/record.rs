@@ -26,7 +26,7 @@ use super::stats::{Outcome, RuleCell, Stats};
 
 /// Which front end a request came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Api {
+pub enum Api {
     /// Envoy's rate-limit service over gRPC.
     Grpc,
     /// The HTTP/JSON API.
@@ -35,7 +35,7 @@ pub(crate) enum Api {
 
 impl Api {
     /// The metric label.
-    pub(crate) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Api::Grpc => "grpc",
             Api::Http => "http",
@@ -87,7 +87,7 @@ static KEY_HASH: foldhash::fast::FixedState = foldhash::fast::FixedState::with_s
 const REJECTION_LOGS_PER_SECOND: u64 = 10;
 
 /// Records decisions into the metrics and the rejection log.
-pub(crate) struct Recorder {
+pub struct Recorder {
     metrics: Arc<Metrics>,
     stats: Arc<Stats>,
     hot: Hot,
@@ -98,7 +98,7 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// A recorder into `metrics`.
-    pub(crate) fn new(metrics: Arc<Metrics>, stats: Arc<Stats>) -> Self {
+    pub fn new(metrics: Arc<Metrics>, stats: Arc<Stats>) -> Self {
         let log_bucket = Quota::per_second(REJECTION_LOGS_PER_SECOND)
             .ok()
             .and_then(|q| {
@@ -118,12 +118,12 @@ impl Recorder {
     }
 
     /// The metrics recorded into.
-    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
+    pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
     /// Forgets the series cached for the rules of the set that was in force.
-    pub(crate) fn rules_changed(&self) {
+    pub fn rules_changed(&self) {
         self.hot.rules.write().clear();
         if let Some(envoy) = self.metrics.envoy_names() {
             envoy.rules_changed();
@@ -131,7 +131,7 @@ impl Recorder {
     }
 
     /// Counts a request refused as invalid.
-    pub(crate) fn invalid(&self, api: Api) {
+    pub fn invalid(&self, api: Api) {
         self.count_request(api, 2);
     }
 
@@ -213,7 +213,7 @@ impl Recorder {
 
     /// Records a decision of `request` that took `elapsed`; `rules` are the rules in force
     /// (asked only when no rule matched, or when a circuit breaker refused the request).
-    pub(crate) fn record(
+    pub fn record(
         &self,
         api: Api,
         request: &Request,

@@ -8,17 +8,17 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use parking_lot::Mutex;
 
 use super::sketch::Summary;
-use crate::observe::view::{Counts, RECENT_SECONDS};
+use crate::view::{Counts, RECENT_SECONDS};
 
 /// Seconds of history kept (15 minutes).
-pub(crate) const HISTORY_SECONDS: usize = 900;
+pub const HISTORY_SECONDS: usize = 900;
 
 /// Summary shards per outcome: decisions on different threads update different shards.
 const SHARDS: usize = 4;
 
 /// What a decision did under a rule, as counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Admitted.
     Admitted = 0,
     /// Rejected.
@@ -58,16 +58,16 @@ impl Shards {
 
 /// Per-second [`Counts`], the newest last.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct History {
+pub struct History {
     /// The seconds, oldest first.
-    pub(crate) seconds: VecDeque<Counts>,
+    pub seconds: VecDeque<Counts>,
     /// The Unix second of the newest (0 while empty).
-    pub(crate) end: i64,
+    pub end: i64,
 }
 
 impl History {
     /// Records `counts` as second `at`; seconds skipped since the newest count as zero.
-    pub(crate) fn push(&mut self, at: i64, counts: Counts) {
+    pub fn push(&mut self, at: i64, counts: Counts) {
         if !self.seconds.is_empty() && at <= self.end {
             // A second already recorded (the clock stepped back): add to the newest.
             if let Some(last) = self.seconds.back_mut() {
@@ -92,7 +92,7 @@ impl History {
     /// or among the seconds already recorded (counts that reached this history late, such as
     /// another node's after an outage), filling with zeros back to it; a second older than
     /// [`HISTORY_SECONDS`] before the newest is dropped.
-    pub(crate) fn add(&mut self, at: i64, counts: Counts) {
+    pub fn add(&mut self, at: i64, counts: Counts) {
         if self.seconds.is_empty() || at > self.end {
             self.push(at, counts);
             return;
@@ -113,7 +113,7 @@ impl History {
     }
 
     /// The last `n` seconds ending at `at` (zeros where none were recorded), oldest first.
-    pub(crate) fn last(&self, n: usize, at: i64) -> Vec<Counts> {
+    pub fn last(&self, n: usize, at: i64) -> Vec<Counts> {
         let mut out = vec![Counts::default(); n];
         for (i, c) in self.seconds.iter().rev().enumerate() {
             let second = self.end - i as i64;
@@ -134,7 +134,7 @@ impl History {
 }
 
 /// `a += b`.
-pub(crate) fn add(a: &mut Counts, b: &Counts) {
+pub fn add(a: &mut Counts, b: &Counts) {
     a.admitted += b.admitted;
     a.rejected += b.rejected;
     a.shadow_rejected += b.shadow_rejected;
@@ -144,7 +144,7 @@ pub(crate) fn add(a: &mut Counts, b: &Counts) {
 }
 
 /// `a − b`, each field floored at 0.
-pub(crate) fn minus(a: &Counts, b: &Counts) -> Counts {
+pub fn minus(a: &Counts, b: &Counts) -> Counts {
     Counts {
         admitted: a.admitted.saturating_sub(b.admitted),
         rejected: a.rejected.saturating_sub(b.rejected),
@@ -157,34 +157,35 @@ pub(crate) fn minus(a: &Counts, b: &Counts) -> Counts {
 
 /// What the sampler keeps of a rule between two seconds.
 #[derive(Default)]
-pub(crate) struct Sampled {
+pub struct Sampled {
     /// The cumulative counts at the last sample.
-    pub(crate) last: Counts,
+    pub last: Counts,
     /// Per second.
-    pub(crate) history: History,
+    pub history: History,
     /// The last [`RECENT_SECONDS`] seconds' summaries of admitted and of rejected keys.
     recent: VecDeque<(Summary, Summary)>,
-    /// Their merges: the recent window's heaviest admitted and rejected keys.
-    pub(crate) top_admitted: Summary,
-    pub(crate) top_rejected: Summary,
+    /// Their merges: the recent window's heaviest admitted keys,
+    pub top_admitted: Summary,
+    /// and its heaviest rejected keys.
+    pub top_rejected: Summary,
 }
 
 /// One rule's figures on this node.
 #[derive(Default)]
-pub(crate) struct RuleCell {
+pub struct RuleCell {
     /// Cumulative counts: admitted, rejected, shadow-rejected, trial-rejected, failure policy,
     /// refused by a circuit breaker.
     counts: [AtomicU64; 6],
     admitted: Shards,
     rejected: Shards,
     /// The sampler's.
-    pub(crate) sampled: Mutex<Sampled>,
+    pub sampled: Mutex<Sampled>,
 }
 
 impl RuleCell {
     /// Counts a decision under the rule, and the key (`hash`, its text from `label`) it was for.
     #[inline]
-    pub(crate) fn count(&self, outcome: Outcome, hash: u64, label: impl FnOnce() -> String) {
+    pub fn count(&self, outcome: Outcome, hash: u64, label: impl FnOnce() -> String) {
         self.counts[outcome as usize].fetch_add(1, Relaxed);
         match outcome {
             Outcome::Admitted => self.admitted.add(hash, label),
@@ -194,23 +195,23 @@ impl RuleCell {
 
     /// Counts a would-be rejection of the rule's trial limit.
     #[inline]
-    pub(crate) fn trial_rejected(&self) {
+    pub fn trial_rejected(&self) {
         self.counts[3].fetch_add(1, Relaxed);
     }
 
     /// Counts a decision taken by the rule's failure policy.
     #[inline]
-    pub(crate) fn failure_policy(&self) {
+    pub fn failure_policy(&self) {
         self.counts[4].fetch_add(1, Relaxed);
     }
 
     /// Counts a request the rule would have decided, refused by an open circuit breaker.
-    pub(crate) fn circuit_open(&self) {
+    pub fn circuit_open(&self) {
         self.counts[5].fetch_add(1, Relaxed);
     }
 
     /// The cumulative counts.
-    pub(crate) fn totals(&self) -> Counts {
+    pub fn totals(&self) -> Counts {
         let c = |i: usize| self.counts[i].load(Relaxed);
         Counts {
             admitted: c(0),
@@ -224,7 +225,7 @@ impl RuleCell {
 
     /// The bytes its summaries and history hold (bounded whatever the number of keys).
     #[cfg(test)]
-    pub(crate) fn footprint(&self) -> usize {
+    pub fn footprint(&self) -> usize {
         let shards: usize = [&self.admitted, &self.rejected]
             .iter()
             .flat_map(|s| s.0.iter())
@@ -242,7 +243,7 @@ impl RuleCell {
     }
 
     /// Closes second `at`: its counts into the history, its summaries into the recent window.
-    pub(crate) fn sample(&self, at: i64) {
+    pub fn sample(&self, at: i64) {
         let totals = self.totals();
         let admitted = self.admitted.drain();
         let rejected = self.rejected.drain();

@@ -3,20 +3,20 @@
 //!
 //! - A rule alert reads the rule's [`RuleStats::rejection_ratio`] and its request rate
 //!   (`admitted_rate + rejected_rate`), both over the last
-//!   [`RECENT_SECONDS`](crate::observe::view::RECENT_SECONDS): it holds while the ratio is
+//!   [`RECENT_SECONDS`](crate::view::RECENT_SECONDS): it holds while the ratio is
 //!   strictly above the threshold and the rate is at least `min_rate`.
 //! - A queue alert reads the oldest age (or the depth) of the queue's instances, the largest:
 //!   it holds while that is strictly above the threshold.
-//! - A store alert holds while [`StoreStats::degraded`](crate::observe::view::StoreStats).
+//! - A store alert holds while [`StoreStats::degraded`](crate::view::StoreStats).
 //! - A breaker alert holds while any instance of the breaker is open or half-open; its value is
 //!   the number of such instances.
 //!
 //! A rule or queue absent from the view (no figures yet, or not declared any more) does not
 //! hold.
 //!
-//! [`RuleStats::rejection_ratio`]: crate::observe::view::RuleStats::rejection_ratio
+//! [`RuleStats::rejection_ratio`]: crate::view::RuleStats::rejection_ratio
 
-use crate::observe::view::StatsView;
+use crate::view::StatsView;
 use flowgate_config::alert::AlertKind;
 
 /// How many of the heaviest (rejected descriptors, breaker instances) a message names.
@@ -120,7 +120,7 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
             who: None,
         },
         AlertKind::Breaker { domain, breaker } => {
-            let open: Vec<&crate::observe::view::BreakerView> = view
+            let open: Vec<&crate::view::BreakerView> = view
                 .breakers
                 .iter()
                 .filter(|b| &b.domain == domain && &b.name == breaker && b.phase != "closed")
@@ -192,7 +192,7 @@ fn queues<'v>(
     view: &'v StatsView,
     domain: &'v str,
     queue: &'v str,
-) -> impl Iterator<Item = &'v crate::observe::view::QueueStats> {
+) -> impl Iterator<Item = &'v crate::view::QueueStats> {
     view.queues
         .iter()
         .filter(move |q| q.domain == domain && q.queue == queue)
@@ -201,7 +201,7 @@ fn queues<'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::view::{QueueStats, RuleStats};
+    use crate::view::{QueueStats, RuleStats};
 
     fn rule_view(admitted_rate: f64, rejected_rate: f64) -> StatsView {
         let total = admitted_rate + rejected_rate;
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_breaker_alert_holds_while_an_instance_is_not_closed() {
-        use crate::observe::view::BreakerView;
+        use crate::view::BreakerView;
         let kind = AlertKind::Breaker {
             domain: "payments".into(),
             breaker: "wpg".into(),
@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn messages_name_who_with_units() {
-        use crate::observe::view::Hitter;
+        use crate::view::Hitter;
         let mut v = rule_view(7.5, 12.5);
         v.rules[0].top_rejected = ["client=hot", "client=7", "client=9", "client=1"]
             .iter()
@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn a_breaker_message_names_its_instances() {
-        use crate::observe::view::BreakerView;
+        use crate::view::BreakerView;
         let kind = AlertKind::Breaker {
             domain: "payments".into(),
             breaker: "wpg".into(),

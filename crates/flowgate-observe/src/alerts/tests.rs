@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::cluster::{Cluster, LEADER_KEY};
 use super::delivery::Delivery;
 use super::*;
-use crate::observe::view::RuleStats;
+use crate::view::RuleStats;
 use flowgate_config::alert::{AlertKind, AlertSet};
 
 /// A webhook receiver on loopback: the messages it got, and its address.
