@@ -80,6 +80,12 @@ static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// that was not re-slotted after the half-second stall would be up to 500 ms late.
 const LATE: Duration = Duration::from_millis(150);
 
+/// How early before its slot an answer may reach its worker: the server holds it until the slot
+/// by its estimate of the store's clock, which is uncertain by about half a round trip to the
+/// store (well under a millisecond on loopback, a few on 2 busy cores). A server that did not
+/// hold answers would send them up to [`flowgate::queue::MAX_HORIZON`] (1 s) early.
+const EARLY: Duration = Duration::from_millis(10);
+
 /// This machine's wall clock, in µs since the epoch (the clock `released_at_us` is on).
 fn wall_us() -> u64 {
     flowgate::clock::system_now()
@@ -91,9 +97,12 @@ fn wall_us() -> u64 {
 /// - No answer reached its worker more than [`LATE`] after its slot: one that comes too late
 ///   for its slot is re-slotted, not sent. (The store's clock is this machine's: Redis on
 ///   loopback, or the embedded store.)
-/// - No second with more than 21 answers, and no two answers closer than half the spacing at
-///   the workers, but for one pair: on 2 cores, a server that resumes after a freeze can hold
-///   the other one's answer up for tens of milliseconds after its last check.
+/// - No answer reached its worker before its slot, less [`EARLY`]: the server holds each answer
+///   until its slot, so that two answers leave a spacing apart. This is measured against the
+///   store's own clock (the slots), not as gaps between arrivals at the workers: on 2 busy cores
+///   a worker that was not scheduled for a while reads two answers together that the server
+///   sent a spacing apart.
+/// - No second with more than 21 answers at the workers.
 async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + Send + 'static) {
     let _timed = TIMED.lock().await;
     let jobs: Vec<Value> = (0..200).map(|i| json!({"payload": i})).collect();
@@ -155,16 +164,16 @@ async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + 
         late.iter().all(|&l| l <= LATE.as_micros() as u64),
         "an answer reached its worker more than {LATE:?} after its slot (µs late): {late:?}"
     );
+    let early: Vec<u64> = seen.iter().map(|a| a.2.saturating_sub(a.1)).collect();
+    assert!(
+        early.iter().all(|&e| e <= EARLY.as_micros() as u64),
+        "an answer reached its worker more than {EARLY:?} before its slot (µs early): {early:?}"
+    );
     let gaps: Vec<u128> = seen
         .windows(2)
         .map(|w| (w[1].0 - w[0].0).as_micros())
         .collect();
     let min = gaps.iter().min().copied().unwrap_or(0);
-    let close = gaps.iter().filter(|&&g| g < 25_000).count();
-    assert!(
-        close <= 1,
-        "{close} pairs of answers closer than 25 ms: {gaps:?}"
-    );
     let mut most = 0;
     for (i, (t, ..)) in seen.iter().enumerate() {
         let within = seen[i..]
