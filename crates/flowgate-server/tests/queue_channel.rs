@@ -80,11 +80,13 @@ static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// that was not re-slotted after the half-second stall would be up to 500 ms late.
 const LATE: Duration = Duration::from_millis(150);
 
-/// How early before its slot an answer may reach its worker: the server holds it until the slot
-/// by its estimate of the store's clock, which is uncertain by about half a round trip to the
-/// store (well under a millisecond on loopback, a few on 2 busy cores). A server that did not
-/// hold answers would send them up to [`flowgate::queue::MAX_HORIZON`] (1 s) early.
-const EARLY: Duration = Duration::from_millis(10);
+/// How early before its slot an answer may reach its worker: half the spacing (two answers
+/// then leave at least half a spacing apart). The server holds each answer until its slot by its
+/// estimate of the store's clock, which is off by at most half its fastest round trip to the
+/// store: well under a millisecond on a quiet loopback, 16.5 ms seen with both cores kept busy
+/// by another process. A server that did not hold answers would send them up to
+/// [`flowgate::queue::MAX_HORIZON`] (1 s) early.
+const EARLY: Duration = Duration::from_millis(25);
 
 /// This machine's wall clock, in µs since the epoch (the clock `released_at_us` is on).
 fn wall_us() -> u64 {
@@ -98,7 +100,7 @@ fn wall_us() -> u64 {
 ///   for its slot is re-slotted, not sent. (The store's clock is this machine's: Redis on
 ///   loopback, or the embedded store.)
 /// - No answer reached its worker before its slot, less [`EARLY`]: the server holds each answer
-///   until its slot, so that two answers leave a spacing apart. This is measured against the
+///   until its slot, so that two answers leave about a spacing apart. This is measured against the
 ///   store's own clock (the slots), not as gaps between arrivals at the workers: on 2 busy cores
 ///   a worker that was not scheduled for a while reads two answers together that the server
 ///   sent a spacing apart.
