@@ -331,6 +331,9 @@ async fn a_log_written_in_place_moves_its_expiry() {
         let mut expiries = Vec::new();
         for i in 0..4 {
             if i > 0 {
+                // 600 ms apart on purpose: the entry before stays live (its window is 1 s, a
+                // 400 ms margin for the calls in between), and the four span 1.8 s, over a
+                // whole second. The entries' times and the expiry are Redis's own.
                 tokio::time::sleep(Duration::from_millis(600)).await;
             }
             let d = store
@@ -395,6 +398,9 @@ async fn a_key_shared_by_a_call_moves_its_expiry() {
             let mut expiries = Vec::new();
             for i in 0..8 {
                 if i > 0 {
+                    // 300 ms apart on purpose: the bucket's TAT stays 0.5 s or more ahead, so
+                    // its key outlives each gap by at least 200 ms; the states and expiries
+                    // compared are Redis's own.
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
                 let got = store

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::bounded;
+use common::{bounded, wait_for};
 use flowgate_core::{Algorithm, Item, Limit, Quota, Store, StoreError};
 use flowgate_redis::{RedisOptions, RedisStore};
 use flowgate_testkit::redis::RedisServer;
@@ -74,15 +74,21 @@ async fn outage(coalesce: bool) {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        oks.load(Ordering::Relaxed) > 0,
-        "decisions before the outage"
-    );
+    wait_for(
+        "decisions before the outage",
+        Duration::from_secs(10),
+        || oks.load(Ordering::Relaxed) > 0,
+    )
+    .await;
     assert!(!store.is_degraded());
 
     server.stop();
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    wait_for(
+        "failed calls and the store degraded after Redis stopped",
+        Duration::from_secs(10),
+        || errors.load(Ordering::Relaxed) > 0 && store.is_degraded(),
+    )
+    .await;
     let errors_during = errors.load(Ordering::Relaxed);
     assert!(errors_during > 0, "calls fail while Redis is down");
     assert!(store.is_degraded(), "the store says it is degraded");
@@ -103,6 +109,7 @@ async fn outage(coalesce: bool) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The load goes on for 200 ms after the first decision, timed as the others.
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {

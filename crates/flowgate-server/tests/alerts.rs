@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use axum::Router;
 use axum::routing::post;
-use common::{TestServer, config, http, post_json, spawn_server, wait_until, write};
+use common::{TestServer, config, http, metric, post_json, spawn_server, wait_until, write};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -167,6 +167,8 @@ severity = "page"
         .await,
         "no resolved message"
     );
+    // Nothing further comes: no event marks "would have sent a duplicate", so the receiver is
+    // watched for 3 s more, three of the follower's one-second reads of the stored states.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let got = r.got.lock().clone();
     assert_eq!(statuses(&got), ["firing", "resolved"], "{got:#?}");
@@ -334,12 +336,21 @@ async fn alerts_follow_file_reloads_and_invalid_ones_are_refused_with_their_plac
         "rule api/per-client rejection ratio > 0.5 at >= 1/s"
     );
     assert_eq!(v["alerts"][0]["state"], "inactive");
-    // An alert naming no rule is refused; the last good alerts stay.
+    // An alert naming no rule is refused; the last good alerts stay. The assertion runs once
+    // the server counts the failed reload of the edited file.
+    let failed = ["source=\"file\"", "result=\"failure\""];
+    let failures = metric(s.http(), "flowgate_config_reloads_total", &failed).await;
     write(
         &s.path("a.toml"),
         &format!("{RULE}[[alert]]\nname = \"three\"\nrule = \"nope\"\nrejection_ratio = 0.5\n"),
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            metric(s.http(), "flowgate_config_reloads_total", &failed).await > failures
+        })
+        .await,
+        "the server never counted a failed reload of the edited file"
+    );
     assert_eq!(alert_names(s.http()).await, ["two"]);
 
     // The binary names the file, the line and the field.

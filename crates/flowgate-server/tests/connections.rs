@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{http, spawn_server};
+use common::{http, spawn_server, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -29,6 +29,7 @@ fn server_with(flag: &str, value: &str) -> (tempfile::TempDir, common::Proc) {
 async fn slow_clients_are_closed_and_cannot_hold_the_server() {
     let (_dir, p) = server_with("--http-max-connections", "50");
     let addr = p.http;
+    let before = open_fds(p.child.id());
     // 50 clients send half a request header and wait: every connection the server takes.
     let mut slow = Vec::new();
     for _ in 0..50 {
@@ -38,7 +39,7 @@ async fn slow_clients_are_closed_and_cannot_hold_the_server() {
             .unwrap();
         slow.push(s);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    held(&p, before, 50).await;
     // A normal request waits for room: the slow ones are closed after their second, then it
     // is answered.
     let started = Instant::now();
@@ -84,11 +85,12 @@ async fn idle_grpc_connections_are_closed_and_cannot_hold_the_server() {
     use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
     let (_dir, p) = server_with("--grpc-max-connections", "20");
     let addr = p.grpc;
+    let before = open_fds(p.child.id());
     let mut idle = Vec::new();
     for _ in 0..20 {
         idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    held(&p, before, 20).await;
     let started = Instant::now();
     let call = async {
         let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
@@ -122,6 +124,21 @@ async fn idle_grpc_connections_are_closed_and_cannot_hold_the_server() {
 /// Descriptors the process `pid` has open.
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// Waits until server `p` holds `n` more descriptors than `before`: it has accepted the `n`
+/// connections just made (the cap's worth), so their header timeout runs from now.
+async fn held(p: &common::Proc, before: usize, n: usize) {
+    let pid = p.child.id();
+    let ok = wait_until(Duration::from_secs(10), || async {
+        open_fds(pid) >= before + n
+    })
+    .await;
+    assert!(
+        ok,
+        "the server never accepted the {n} connections: descriptors {before} -> {}",
+        open_fds(pid)
+    );
 }
 
 /// The scenario at its size, on the default cap: 3,000 clients send half a header.

@@ -69,7 +69,8 @@ async fn dashboard_in_a_real_browser() {
     )
     .await;
     assert!(half, "the ratio shown is {ratio}, not 0.4–0.6");
-    // And it stays there (not a value passed through on the way up).
+    // And it stays there (not a value passed through on the way up): read again after 2 s more
+    // of the same load, a fixed span by design.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let ratio = js(&c, &rule_fig("api/per-client", "ratio")).await;
     assert!(
@@ -302,11 +303,18 @@ async fn dashboard_in_a_real_browser() {
     assert!(after["rule"][0].get("trial").is_none(), "{after}");
 
     // A phone-sized window has no horizontal scroll.
+    // The charts follow their boxes' width through a ResizeObserver, a frame or more after the
+    // window's: the widths are read once the window is phone-sized and nothing overflows it,
+    // or after 10 s, whichever comes first.
     c.set_window_size(375, 740).await.expect("resized");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let widths = js(
+    let (_, widths) = poll(
         &c,
+        Duration::from_secs(10),
         "return [document.documentElement.scrollWidth, window.innerWidth];",
+        |w| {
+            let (scroll, inner) = (w[0].as_u64(), w[1].as_u64());
+            inner.is_some_and(|i| i > 300 && i <= 400) && scroll <= inner
+        },
     )
     .await;
     let (scroll, inner) = (

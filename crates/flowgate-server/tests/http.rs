@@ -595,7 +595,8 @@ async fn file_reload_replaces_rules_set_through_the_admin_api() {
         "domain = \"api\"\n[[rule]]\nname = \"admin\"\nmatch = \"client\"\nlimit = \"9/m\"\n";
     assert_eq!(http(a, "PUT", "/v1/rules", &auth, admin).await.status, 200);
     let rules = || async move { http(a, "GET", "/v1/rules", &[], "").await.json() };
-    // Several poll periods (200 ms here) with the file unchanged: the admin rules stay.
+    // Several poll periods (200 ms here) with the file unchanged: the admin rules stay. A poll
+    // leaves no trace to wait on, so 700 ms (three whole periods and more) are let pass.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let j = rules().await;
     assert_eq!(

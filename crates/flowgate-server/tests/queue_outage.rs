@@ -70,7 +70,15 @@ async fn every_waiting_lease_is_told_the_store_is_down_and_the_node_logs_it_once
     let waiting: Vec<_> = (0..5)
         .map(|_| tokio::spawn(lease(addr, "WPG", 1_500)))
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The sixth asks once the node has met the failure (it logs it), while the five wait.
+    assert!(
+        common::wait_until(Duration::from_secs(10), || async {
+            !lines(&p, FAILED).is_empty()
+        })
+        .await,
+        "no line says the queues' store fails: {:#?}",
+        p.log.lock().unwrap()
+    );
     let at_once = lease(addr, "WPG", 0).await;
     let mut waited = Vec::new();
     for w in waiting {

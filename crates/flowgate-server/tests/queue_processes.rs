@@ -129,6 +129,16 @@ async fn drain(
     (seen, acks)
 }
 
+/// The `crash` queue's `acked_total`, as server `addr` reports it (0 before it is listed).
+async fn crash_acked(addr: SocketAddr) -> u64 {
+    let q = http(addr, "GET", "/v1/queues", &[], "").await.json();
+    q["instances"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["queue"] == "crash"))
+        .and_then(|i| i["acked_total"].as_u64())
+        .unwrap_or(0)
+}
+
 /// A POST that answers `None` when the server cannot be reached.
 async fn try_post(addr: SocketAddr, path: &str, body: Value) -> Option<(u16, Value)> {
     let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
@@ -227,9 +237,18 @@ async fn a_killed_server_and_a_vanished_worker_lose_no_job() {
     .unwrap();
     assert_eq!(status, 200);
     let held_id = held["id"].as_u64().unwrap();
-    // Workers on both servers; server A is killed (SIGKILL) after a second of draining.
+    // Workers on both servers; server A is killed (SIGKILL) mid-drain, once the store counts
+    // 5 of the 30 jobs acked (at 10/s, some 2.5 s before the drain would end).
     let workers = tokio::spawn(drain(vec![a, b], 4, "CRASH", 30, Duration::from_secs(40)));
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let draining = common::wait_until(Duration::from_secs(20), || async {
+        crash_acked(b).await >= 5
+    })
+    .await;
+    assert!(
+        draining,
+        "the workers never acked 5 jobs; the queues: {}",
+        http(b, "GET", "/v1/queues", &[], "").await.body
+    );
     let mut killed = procs.remove(0);
     killed.child.kill().unwrap();
     killed.child.wait().unwrap();

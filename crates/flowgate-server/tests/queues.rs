@@ -391,6 +391,9 @@ async fn a_long_poll_is_answered_by_a_submission_and_metrics_show_the_queue() {
         )
         .await
     });
+    // The submission is meant to come while the lease waits; a waiting lease shows nowhere
+    // (not in `/v1/queues`, not in the metrics), so it is given 200 ms to start waiting. Were
+    // the submission first, the lease would still be answered at once.
     tokio::time::sleep(Duration::from_millis(200)).await;
     post_json(
         s.http(),

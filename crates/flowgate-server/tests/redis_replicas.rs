@@ -93,8 +93,14 @@ async fn writes_wait_for_the_replica_and_fail_without_it() {
         let r = post_json(addr, "/v1/queues/submit", submit_body()).await;
         (r, started.elapsed())
     });
-    // Decisions meanwhile are not held behind the WAIT.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Decisions meanwhile are not held behind the WAIT: the check goes once Redis shows a client
+    // blocked in it.
+    let port = primary.port();
+    let in_wait = common::wait_until(Duration::from_secs(10), || async {
+        raw_command(port, "CLIENT LIST").is_ok_and(|l| l.contains("cmd=wait"))
+    })
+    .await;
+    assert!(in_wait, "the submit never reached its WAIT on Redis");
     let check_started = Instant::now();
     let check = post_json(
         p.http,

@@ -275,9 +275,14 @@ async fn three_nodes_follow_every_change_within_a_second() {
         "a push on a stale version is refused: {}",
         r.body
     );
-    // The nodes follow Redis: an edit of their files is not applied.
+    // The nodes follow Redis: an edit of their files is not applied. Each node logs that it
+    // saw the edit and ignored it; the assertions run once all three have.
+    const IGNORED: &str = "the configuration files changed, but this node follows the rules";
+    let before: Vec<usize> = [&a, &b, &c].iter().map(|p| p.logged(IGNORED)).collect();
     common::write(&s.config, &rules("2/s"));
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for (p, n) in [&a, &b, &c].into_iter().zip(before) {
+        p.wait_logged(IGNORED, n, Duration::from_secs(20)).await;
+    }
     for p in [&a, &b, &c] {
         assert_eq!(version(p).await, 4);
         assert_eq!(enforced(p).await, "5");

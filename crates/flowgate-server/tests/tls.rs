@@ -462,6 +462,9 @@ async fn client_certificates_are_required_with_a_client_ca() {
     assert_eq!(should(&mut grpc, "x").await.unwrap(), Code::Ok as i32);
 }
 
+/// What the server logs when the certificate files on disk cannot be put in force.
+const REFUSED: &str = "TLS certificate files cannot be used";
+
 /// The server certificate a new HTTPS connection sees (None when it cannot connect).
 async fn seen(pki: &Pki, addr: SocketAddr) -> Option<CertificateDer<'static>> {
     https_get(&pki.connector(None, &[b"http/1.1"]), addr, "/healthz")
@@ -500,16 +503,22 @@ async fn rotated_certificates_are_taken_and_broken_ones_refused() {
     assert_eq!(should(&mut fresh, "k").await.unwrap(), Code::Ok as i32);
 
     // Broken replacements: a certificate that is not PEM, then a key of another certificate.
+    // Each is checked once the server has logged why it cannot use the files (each failure
+    // differs from the one before, so each is logged).
+    let refusals = || p.logged(REFUSED);
+    let before = refusals();
     pki.write("server.pem", "-----BEGIN CERTIFICATE-----\nnot base64\n");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    p.wait_logged(REFUSED, before, STEP).await;
     assert_eq!(seen(&pki, p.http).await, Some(second.der.clone()));
     let third = pki.server("flowgate-3");
+    let before = refusals();
     pki.write("server.pem", &third.cert); // with the second's key
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    p.wait_logged(REFUSED, before, STEP).await;
     assert_eq!(seen(&pki, p.http).await, Some(second.der.clone()));
     // A missing key file, as during a careless rotation.
+    let before = refusals();
     std::fs::remove_file(pki.path("server.key")).unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    p.wait_logged(REFUSED, before, STEP).await;
     assert_eq!(seen(&pki, p.http).await, Some(second.der.clone()));
 
     // The key arrives: the third pair is taken.
@@ -532,6 +541,8 @@ async fn sighup_reloads_the_certificate_at_once() {
     assert_eq!(seen(&pki, p.http).await, Some(first.der.clone()));
     let second = pki.server("flowgate-2");
     pki.write_leaf("server", &second);
+    // Nothing marks a reload that did not happen: the new files are given 300 ms to be
+    // (wrongly) taken.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         seen(&pki, p.http).await,
@@ -724,6 +735,14 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
     );
     // A second node that checks the version only hourly takes a change at once: it is
     // notified through its subscription, over TLS too.
+    let subscribers = || {
+        redis
+            .cli(&["PUBSUB", "NUMSUB", "flowgate:rules"])
+            .ok()
+            .and_then(|out| out.lines().last()?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = subscribers();
     let follower = spawn_server(
         &cfg,
         &[
@@ -740,7 +759,10 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
         ],
     );
     assert!(wait_until(STEP, || ready(follower.http)).await);
-    tokio::time::sleep(Duration::from_millis(500)).await; // its subscription is made
+    assert!(
+        wait_until(STEP, || async { subscribers() > before }).await,
+        "the follower never subscribed to the rules' channel"
+    );
     let changed = RULES.replace("3/1m", "1/1m");
     let r = common::http(
         p.http,
@@ -773,6 +795,8 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
         &cfg,
         &["--redis-deadline", "2s", "--redis-url", &redis.url()],
     );
+    // Never ready: no event marks a handshake refused, so the node is given 500 ms (its first
+    // connection attempt is immediate) before it is asked.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !ready(untrusting.http).await,
@@ -801,6 +825,8 @@ async fn mutual_tls_to_redis() {
             ca.to_str().unwrap(),
         ],
     );
+    // Never ready: no event marks a handshake refused, so the node is given 500 ms (its first
+    // connection attempt is immediate) before it is asked.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !ready(anonymous.http).await,

@@ -78,3 +78,16 @@ pub async fn bounded<F: Future>(secs: u64, f: F) -> F::Output {
         .await
         .unwrap_or_else(|_| panic!("test did not finish within {secs} s"))
 }
+
+/// Polls `cond` every 20 ms until it holds; panics naming `what` if it does not within
+/// `within`.
+pub async fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let end = tokio::time::Instant::now() + within;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "{what}: not within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -174,6 +174,23 @@ where
     }
 }
 
+/// The sum of the samples of metric `name` whose labels include every one of `labels` (each
+/// written `key="value"`), as `GET /metrics` on `addr` shows them now; 0 when there are none.
+pub async fn metric(addr: SocketAddr, name: &str, labels: &[&str]) -> f64 {
+    let body = http(addr, "GET", "/metrics", &[], "").await.body;
+    body.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (labelset, value) = match rest.strip_prefix('{') {
+                Some(r) => r.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            let labelled = labels.iter().all(|l| labelset.split(',').any(|x| x == *l));
+            labelled.then(|| value.trim().parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
 /// `text` as `flowgate.toml` in a fresh directory (kept while the `TempDir` lives).
 pub fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -204,6 +221,29 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// How many lines it has logged so far contain `needle`.
+    pub fn logged(&self, needle: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// Waits (up to `within`) until more than `before` of its lines contain `needle`; panics,
+    /// naming the line, if that never happens.
+    pub async fn wait_logged(&self, needle: &str, before: usize, within: Duration) {
+        let ok = wait_until(within, || async { self.logged(needle) > before }).await;
+        assert!(
+            ok,
+            "server {} never logged {needle:?} within {within:?}",
+            self.http
+        );
     }
 }
 
