@@ -146,11 +146,11 @@ async fn held(p: &common::Proc, before: usize, n: usize) {
 /// timeout, and the server's descriptors go back to where they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
-    // An 8 s header timeout: long enough that all 3,000 are connected (and held) before the
-    // first is closed, even on a machine loaded by the rest of the suite (at 4 s, one full run
-    // saw the first ones closed before the last were accepted).
+    // A 20 s header timeout: long enough that all 3,000 are connected (and held) before the
+    // first is closed, even with both cores kept busy by other processes, where this client
+    // alone has taken over 7 s to open them.
     let (_dir, cfg) = common::config(RULES);
-    let p = spawn_server(&cfg, &["--http-header-timeout", "8s"]);
+    let p = spawn_server(&cfg, &["--http-header-timeout", "20s"]);
     let addr = p.http;
     let pid = p.child.id();
     let before = open_fds(pid);
@@ -164,10 +164,10 @@ async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
         slow.push(s);
     }
     // The server has taken them all: it accepts as fast as it can, which on a loaded machine
-    // takes seconds; wait for the last ones, up to 7 s after the first connected (the first
-    // are closed at 8 s).
+    // takes seconds; wait for the last ones, up to 19 s after the first connected (the first
+    // are closed at 20 s).
     let mut held = open_fds(pid);
-    while held < before + 3_000 && connecting.elapsed() < Duration::from_secs(7) {
+    while held < before + 3_000 && connecting.elapsed() < Duration::from_secs(19) {
         tokio::time::sleep(Duration::from_millis(20)).await;
         held = open_fds(pid);
     }
@@ -186,7 +186,7 @@ async fn three_thousand_slow_clients_are_closed_and_normal_requests_answered() {
     let closing = Instant::now();
     for mut s in slow {
         let mut buf = [0u8; 256];
-        let n = tokio::time::timeout(Duration::from_secs(15), s.read(&mut buf))
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf))
             .await
             .expect("a slow connection is still open")
             .unwrap_or(0);
