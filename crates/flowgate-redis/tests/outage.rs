@@ -83,10 +83,15 @@ async fn outage(coalesce: bool) {
     assert!(!store.is_degraded());
 
     server.stop();
+    // Until Redis is known down: calls then fail at once (asserted below).
     wait_for(
-        "failed calls and the store degraded after Redis stopped",
+        "failed calls, the store degraded and known down after Redis stopped",
         Duration::from_secs(10),
-        || errors.load(Ordering::Relaxed) > 0 && store.is_degraded(),
+        || {
+            errors.load(Ordering::Relaxed) > 0
+                && store.is_degraded()
+                && store.stats().fast_failures > 0
+        },
     )
     .await;
     let errors_during = errors.load(Ordering::Relaxed);
