@@ -247,9 +247,9 @@ impl RuleDoc {
         rule.quota_mode = self.quota_mode;
         rule.metadata = self
             .metadata
-            .as_ref()
-            .filter(|m| !m.is_null())
-            .map(ToString::to_string);
+            .clone()
+            .and_then(without_nulls)
+            .map(|m| m.to_string());
         rule.time_zone = time_zone;
         rule.schedule = schedule;
         rule.trial = trial;
@@ -582,5 +582,25 @@ impl RuleView {
                 })
             }),
         }
+    }
+}
+
+/// A rule's metadata as TOML can hold it, with no null: a null member or list element is
+/// dropped, as a key left out would be (Envoy's YAML writes `owner:` for one), so that every
+/// rule can be written back as a TOML file; a null alone is no metadata.
+fn without_nulls(v: serde_json::Value) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    match v {
+        Value::Null => None,
+        Value::Array(items) => Some(Value::Array(
+            items.into_iter().filter_map(without_nulls).collect(),
+        )),
+        Value::Object(members) => Some(Value::Object(
+            members
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, without_nulls(v)?)))
+                .collect(),
+        )),
+        v => Some(v),
     }
 }

@@ -119,3 +119,26 @@ fn envoy_numeric_values_and_null_lists_load() {
     assert_eq!(rules[0].item.name, "code_200");
     assert_eq!(rules[0].item.limit.as_ref().unwrap().limit(), 3);
 }
+
+/// Envoy's YAML may hold a null in a rule's metadata (`owner:`); TOML has none, so the rule keeps
+/// its metadata without it, and is written back as TOML and read back the same (the fuzzer found
+/// a YAML file whose rules could not be written as TOML).
+#[test]
+fn a_null_in_metadata_is_dropped_and_the_rule_written_back_as_toml() {
+    let yaml = "domain: metadata\ndescriptors:\n  - key: key1\n    rate_limit: { unit: second, requests_per_unit: 5 }\n    metadata:\n      name: service_1\n      tags: [a, ~, b]\n      owner:\n";
+    let config = read_texts(&[("m.yaml".to_owned(), yaml.to_owned())]).unwrap();
+    let rule = &config.rules[0].item;
+    let metadata: serde_json::Value =
+        serde_json::from_str(rule.metadata.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        metadata,
+        serde_json::json!({"name": "service_1", "tags": ["a", "b"]})
+    );
+    let doc = crate::schema::FileDoc {
+        rule: vec![crate::schema::RuleDoc::of(rule)],
+        ..Default::default()
+    };
+    let text = ::toml::to_string(&doc).unwrap();
+    let back = read_texts(&[("back.toml".to_owned(), text)]).unwrap();
+    assert_eq!(back.rules[0].item.metadata, rule.metadata);
+}
