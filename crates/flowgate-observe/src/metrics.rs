@@ -31,6 +31,7 @@
 //! | `flowgate_breaker_reports_total` | `result` | reports of calls' outcomes: `counted` (by at least one breaker instance), `no_breaker` (matched none: dropped), `dropped` (a breaker at its cap on instances), `unsent` (counted, but in a batch Redis could not take: they fed only this node's fallback) |
 //! | `flowgate_adaptive_reports_unsent_total` | | reports to adaptive concurrency limits this node could not send to Redis (too many waiting, Redis unreachable, or a flush that failed): they moved only this node's limits |
 //! | `flowgate_breaker_rejections_total` | `domain`, `breaker` | requests refused because the breaker was open (`circuit_open`) |
+//! | `flowgate_auth_failures_total` | `scope`, `reason` | requests refused for their credential, by the scope the route needs and why: `missing` (none presented), `wrong` (a token no credential has), `forbidden` (a credential without the scope), `slowed` (refused unread: the source used up its failed attempts) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
@@ -120,6 +121,15 @@ pub struct JobLabels {
     pub instance: String,
     /// `ready`, `delayed`, `in_flight` or `dead`.
     pub state: &'static str,
+}
+
+/// Labels of `flowgate_auth_failures_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthLabels {
+    /// The scope the route needs.
+    pub scope: &'static str,
+    /// Why the credential was refused.
+    pub reason: &'static str,
 }
 
 /// Labels of `flowgate_queue_operations_total`.
@@ -243,6 +253,8 @@ pub struct Metrics {
     pub queue_rate: Family<InstanceLabels, FloatGauge>,
     /// Queue operations through this node.
     pub queue_ops: Family<OpLabels, Counter>,
+    /// Requests refused for their credential.
+    pub auth_failures: Family<AuthLabels, Counter>,
     /// 1 while the queues' store fails (set from the queue's own record when encoded).
     pub queue_degraded: Gauge,
     /// 1 while Redis's eviction policy may evict keys without expiry.
@@ -306,6 +318,12 @@ impl Metrics {
         let queue_drain = Family::<InstanceLabels, FloatGauge>::default();
         let queue_rate = Family::<InstanceLabels, FloatGauge>::default();
         let queue_ops = Family::<OpLabels, Counter>::default();
+        let auth_failures = Family::<AuthLabels, Counter>::default();
+        registry.register(
+            "flowgate_auth_failures",
+            "Requests refused for their credential, by the scope the route needs and why",
+            auth_failures.clone(),
+        );
         let queue_degraded = Gauge::default();
         let redis_eviction_risk = Gauge::default();
         registry.register(
@@ -457,6 +475,7 @@ impl Metrics {
             queue_drain,
             queue_rate,
             queue_ops,
+            auth_failures,
             queue_degraded,
             redis_eviction_risk,
             alerts_firing,

@@ -87,9 +87,9 @@ cat > "$WORK/schemathesis.toml" <<'TOML'
 max-stream-events = 2
 TOML
 
-TOKEN=schemathesis-admin-token
-FLOWGATE_LOG=info "$BIN" serve --config "$WORK/rules.toml" --no-watch --data-dir "$WORK/data" \
-  --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --admin-token "$TOKEN" 2>"$WORK/log" &
+TOKEN=schemathesis-admin-token-0123456789abcdef
+FLOWGATE_ADMIN_TOKEN="$TOKEN" FLOWGATE_LOG=info "$BIN" serve --config "$WORK/rules.toml" --no-watch --data-dir "$WORK/data" \
+  --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 2>"$WORK/log" &
 PID=$!
 ADDR=""
 for _ in $(seq 300); do

@@ -14,20 +14,25 @@
 use serde::{Deserialize, Serialize};
 
 /// The code of an error or a refusal (see the module's documentation): `bad_request` (400),
-/// `unauthorized` (401), `admin_disabled` (403), `not_found`, `unknown_queue`,
+/// `unauthorized` (401), `admin_disabled`, `forbidden` (403), `not_found`, `unknown_queue`,
 /// `version_not_found` (404), `method_not_allowed` (405), `not_held`, `not_dead`, `key_conflict`,
 /// `version_conflict`, `follows_files`, `queues_would_be_removed` (409), `payload_too_large`
 /// (413), `unsupported_media_type` (415), `invalid_rules`, `bad_token` (400), `over_limit`,
-/// `circuit_open`, `queue_full` (429), `store_unavailable`, `not_ready` (503), `internal` (500).
+/// `circuit_open`, `queue_full`, `too_many_failed_credentials` (429), `store_unavailable`, `not_ready` (503), `internal` (500).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The request is malformed: a body, a field, a query or a path the route does not take.
     BadRequest,
-    /// The admin or dashboard token is missing or wrong.
+    /// The route needs a credential, and none or a wrong one came.
     Unauthorized,
-    /// The admin API is off: the server has no admin token.
+    /// The admin API is off: the server has no admin credential.
     AdminDisabled,
+    /// The credential presented does not have the scope the route needs.
+    Forbidden,
+    /// This source presented too many wrong tokens: its credentials are refused unread until
+    /// `Retry-After`.
+    TooManyFailedCredentials,
     /// No such route, or no such dashboard file.
     NotFound,
     /// The route does not take that method.
@@ -72,10 +77,12 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the enum.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::AdminDisabled,
+        ErrorCode::Forbidden,
+        ErrorCode::TooManyFailedCredentials,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::PayloadTooLarge,
@@ -104,6 +111,8 @@ impl ErrorCode {
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::AdminDisabled => "admin_disabled",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::TooManyFailedCredentials => "too_many_failed_credentials",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::PayloadTooLarge => "payload_too_large",

@@ -37,6 +37,7 @@ use flowgate::{Descriptor, Entry, Limit, Request, Verdict};
 use flowgate_config::ENVOY_UNITS;
 use tonic::{Response, Status as GrpcStatus};
 
+use crate::auth::{Presented, Refusal, Scope};
 use crate::codes::ErrorCode;
 use crate::limits::{self, MAX_BODY_BYTES};
 use crate::state::{Api, AppState};
@@ -254,6 +255,7 @@ impl RateLimitService for RlsService {
         &self,
         request: tonic::Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, GrpcStatus> {
+        authorize(&self.state, Scope::Decide, &request, SHOULD_RATE_LIMIT)?;
         let req = match to_request(request.into_inner()) {
             Ok(r) => r,
             Err(msg) => {
@@ -266,6 +268,54 @@ impl RateLimitService for RlsService {
             &verdict,
             self.state.response_headers,
         )))
+    }
+}
+
+/// The method's path, for the log of a refused credential.
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// Lets `request` call a method of `scope` ([`crate::auth::Auth::authorize`]: a bearer token in
+/// the `authorization` metadata, or the connection's client certificate), or refuses it:
+/// `UNAUTHENTICATED` when missing or wrong, `PERMISSION_DENIED` when the credential lacks the
+/// scope, `RESOURCE_EXHAUSTED` while the source is slowed for its wrong tokens.
+pub(crate) fn authorize<T>(
+    state: &AppState,
+    scope: Scope,
+    request: &tonic::Request<T>,
+    method: &str,
+) -> Result<(), GrpcStatus> {
+    if state.auth.is_open(scope) {
+        return Ok(());
+    }
+    let peer = request.extensions().get::<crate::peer::Peer>();
+    let bearer = request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let presented = Presented {
+        bearer,
+        cert_names: peer.map_or(&[], |p| p.cert_names()),
+        source: peer
+            .and_then(|p| p.addr())
+            .or_else(|| request.remote_addr())
+            .map(|a| a.ip()),
+        route: method,
+    };
+    match state.auth.authorize(scope, &presented) {
+        Ok(_) => Ok(()),
+        Err(r @ (Refusal::Missing | Refusal::Wrong)) => Err(GrpcStatus::unauthenticated(format!(
+            "{}: this method needs a credential with the `{scope}` scope: send `authorization: Bearer <token>`",
+            r.reason()
+        ))),
+        Err(Refusal::Forbidden(name)) => Err(GrpcStatus::permission_denied(format!(
+            "the credential `{name}` does not have the `{scope}` scope"
+        ))),
+        Err(Refusal::AdminOff) => Err(GrpcStatus::permission_denied("no admin credential")),
+        Err(Refusal::Slowed(wait)) => Err(GrpcStatus::resource_exhausted(format!(
+            "too many wrong credentials from this address: try again in {} ms",
+            wait.as_millis()
+        ))),
     }
 }
 

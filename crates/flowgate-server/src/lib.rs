@@ -36,14 +36,15 @@
 //!
 //! # Parts
 //! The library's public surface is what the binary and the integration tests use: [`Server`]
-//! and [`ServerConfig`], [`rules`] (the shared rules' store and documents) and [`tokens`]; the
+//! and [`ServerConfig`], [`rules`] (the shared rules' store and documents) and [`auth`] (credentials and scopes); the
 //! rule schema and its readers are the `flowgate-config` crate, the metrics, figures and alerts
 //! the `flowgate-observe` crate. Inside, the server is made of named parts: `state.rs` composes
 //! the limiter and the queues, the rules in force (`rules::RulesInForce`, which alone changes
-//! them), the recording of decisions (`flowgate_observe::Recorder`) and the admin tokens; `grpc.rs` and `http/` translate the
-//! protocols; `server.rs` starts the services, over TLS when configured (`tls.rs`: the
+//! them), the recording of decisions (`flowgate_observe::Recorder`) and who may do what (`auth/`:
+//! credentials, scopes, failed attempts); `grpc.rs` and `http/` translate the protocols; `server.rs` starts the services, over TLS when configured (`tls.rs`: the
 //! certificates, mutual TLS, their reload without a restart). See `ARCHITECTURE.md`.
 
+pub mod auth;
 mod backend;
 mod codes;
 mod eviction;
@@ -52,6 +53,7 @@ mod grpc_conn;
 pub mod grpc_report;
 mod http;
 mod limits;
+mod peer;
 mod probes;
 mod queue_watch;
 mod reload;
@@ -60,7 +62,6 @@ pub mod rules;
 mod server;
 mod state;
 mod tls;
-pub mod tokens;
 
 pub use backend::{Backend, QueueBackend, ServerClock};
 pub use codes::ErrorCode;

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::Credentials;
 use crate::backend::{Backend, QueueBackend, ServerClock};
 use crate::grpc::RlsService;
 use crate::rules::doc::RulesDoc;
@@ -18,7 +19,6 @@ use crate::rules::follow::Follower;
 use crate::rules::shared::SharedRules;
 use crate::rules::{RulesInfo, RulesOrigin, RulesSource};
 use crate::state::AppState;
-use crate::tokens::AdminTokens;
 use flowgate_config::{ConfigError, Loaded};
 use flowgate_observe::view::StoreKind;
 
@@ -51,13 +51,12 @@ pub struct ServerConfig {
     pub redis_down_after: u32,
     /// How often the probe of a Redis known down sends `PING`.
     pub redis_probe_every: Duration,
-    /// An admin token, named `admin` (beside `admin_tokens`).
-    pub admin_token: Option<String>,
-    /// The admin API's named tokens; with none (and no `admin_token`) the admin API is off.
-    pub admin_tokens: crate::tokens::AdminTokens,
-    /// A token for reading the dashboard's figures (`/v1/stats*`), beside the admin tokens;
-    /// `None`: they need no token.
-    pub dashboard_token: Option<String>,
+    /// The credentials given at start (flags and environment), each with its scopes: a scope
+    /// no credential names is open, except `admin`, which is then off (see [`crate::auth`]).
+    pub credentials: crate::auth::Credentials,
+    /// A file of credentials (`name:scopes:secret` lines) beside [`ServerConfig::credentials`],
+    /// read again on `SIGHUP` and every 5 s.
+    pub credentials_file: Option<PathBuf>,
     /// What the node's rules follow: its files, or the rules shared through Redis.
     pub rules_source: crate::rules::RulesSource,
     /// How often a node following Redis checks the version in force.
@@ -144,9 +143,8 @@ impl ServerConfig {
             redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
             redis_down_after: flowgate_redis::DEFAULT_DOWN_AFTER,
             redis_probe_every: flowgate_redis::DEFAULT_PROBE_EVERY,
-            admin_token: None,
-            admin_tokens: crate::tokens::AdminTokens::new(),
-            dashboard_token: None,
+            credentials: crate::auth::Credentials::new(),
+            credentials_file: None,
             rules_source: crate::rules::RulesSource::Files,
             rules_check: crate::rules::follow::DEFAULT_CHECK,
             watch: true,
@@ -345,26 +343,21 @@ async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerErr
     Ok((listener, local))
 }
 
-/// The admin tokens: `--admin-tokens-file`'s, and `--admin-token` named `admin`.
-fn admin_tokens(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
-    let mut admin = cfg.admin_tokens.clone();
-    if let Some(t) = cfg.admin_token.as_deref().filter(|t| !t.is_empty()) {
-        admin
-            .add("admin", t)
-            .map_err(|e| ServerError::Config(ConfigError::new("--admin-token", None, "", e)))?;
-    }
-    Ok(admin)
-}
-
-/// The dashboard's reading token, named `dashboard`.
-fn dashboard_token(cfg: &ServerConfig) -> Result<AdminTokens, ServerError> {
-    let mut tokens = AdminTokens::new();
-    if let Some(t) = cfg.dashboard_token.as_deref().filter(|t| !t.is_empty()) {
-        tokens
-            .add("dashboard", t)
-            .map_err(|e| ServerError::Config(ConfigError::new("--dashboard-token", None, "", e)))?;
-    }
-    Ok(tokens)
+/// The credentials in force at start: the flags' and the file's, and the file's follower.
+async fn credentials(
+    cfg: &ServerConfig,
+) -> Result<(Credentials, Option<crate::auth::reload::Reloader>), ServerError> {
+    let Some(path) = &cfg.credentials_file else {
+        return Ok((cfg.credentials.clone(), None));
+    };
+    let invalid =
+        |e: String| ServerError::Config(ConfigError::new("--credentials-file", None, "", e));
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+    let all = crate::auth::reload::combine(&cfg.credentials, path, &text).map_err(invalid)?;
+    let reloader = crate::auth::reload::Reloader::new(cfg.credentials.clone(), path.clone(), text);
+    Ok((all, Some(reloader)))
 }
 
 /// The configuration files, loaded, and their fingerprint (taken before loading: an edit in
@@ -588,8 +581,7 @@ impl Server {
     /// [`ServerError`] when the configuration is invalid (naming file, line and field), an
     /// address cannot be bound, or the store cannot be set up.
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
-        let admin = admin_tokens(&cfg)?;
-        let dashboard = dashboard_token(&cfg)?;
+        let (credentials, follow_credentials) = credentials(&cfg).await?;
         let tls = match &cfg.tls {
             Some(files) => Some(crate::tls::Tls::load(files).await?),
             None => None,
@@ -645,9 +637,8 @@ impl Server {
             limiter.adaptive().share(r);
         }
         let stats = stats(&cfg, store, http_addr)?;
-        let mut state = AppState::new(limiter, queue, loaded.alerts, info, admin, stats);
+        let mut state = AppState::new(limiter, queue, loaded.alerts, info, credentials, stats);
         state.response_headers = cfg.response_headers;
-        state.dashboard = dashboard;
         if cfg.envoy_metric_names {
             state.metrics.enable_envoy_names();
         }
@@ -675,6 +666,9 @@ impl Server {
         let tls_on = tls.is_some();
         if let Some(tls) = tls {
             background.push(tls.reloader.spawn(rx.clone()));
+        }
+        if let Some(r) = follow_credentials {
+            background.push(r.spawn(Arc::clone(&state.auth), rx.clone()));
         }
         if let Some(f) = &follower {
             background.extend(Arc::clone(f).spawn(Arc::clone(&state.rules), rx.clone()));

@@ -12,9 +12,9 @@ use crate::eviction::Eviction;
 use flowgate_config::alert::AlertSet;
 pub(crate) use flowgate_observe::Api;
 
+use crate::auth::{Auth, Credentials};
 use crate::rules::follow::Follower;
 use crate::rules::{RulesInForce, RulesInfo};
-use crate::tokens::AdminTokens;
 use flowgate_observe::alerts::Alerts;
 use flowgate_observe::metrics::Metrics;
 use flowgate_observe::stats::Sources;
@@ -37,11 +37,8 @@ pub(crate) struct AppState {
     pub(crate) stats: Arc<Stats>,
     /// The metrics (those the recorder records into).
     pub(crate) metrics: Arc<Metrics>,
-    /// The admin API's tokens; the admin API is disabled without one.
-    pub(crate) admin: AdminTokens,
-    /// The dashboard's reading token (`--dashboard-token`): with one, the figures it reads need
-    /// it or an admin token; without, they are public.
-    pub(crate) dashboard: AdminTokens,
+    /// The credentials in force, and who may call which route.
+    pub(crate) auth: Arc<Auth>,
     /// The rules shared through Redis, when the node follows them.
     pub(crate) follower: Option<Arc<Follower>>,
     /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
@@ -59,7 +56,7 @@ impl AppState {
         queue: Queue<QueueBackend>,
         alerts: AlertSet,
         info: RulesInfo,
-        admin: AdminTokens,
+        credentials: Credentials,
         stats: Stats,
     ) -> Self {
         let queue = Arc::new(queue);
@@ -91,9 +88,8 @@ impl AppState {
             alerts,
             recorder,
             stats,
+            auth: Arc::new(Auth::new(credentials, Arc::clone(&metrics))),
             metrics,
-            admin,
-            dashboard: AdminTokens::new(),
             follower: None,
             response_headers: false,
             eviction,

@@ -302,19 +302,20 @@ impl Reloader {
     }
 }
 
-/// `SIGHUP`, where there is one (and its handler could be installed).
-struct Hangup {
+/// `SIGHUP`, where there is one (and its handler could be installed): what makes the TLS files
+/// and the credentials file be read again at once.
+pub(crate) struct Hangup {
     #[cfg(unix)]
     signal: Option<tokio::signal::unix::Signal>,
 }
 
 impl Hangup {
-    fn listen() -> Self {
+    pub(crate) fn listen() -> Self {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
             let signal = signal(SignalKind::hangup())
-                .inspect_err(|e| tracing::warn!(error = %e, "cannot handle SIGHUP: the TLS certificate files are only polled"))
+                .inspect_err(|e| tracing::warn!(error = %e, "cannot handle SIGHUP: the TLS and credentials files are only polled"))
                 .ok();
             Self { signal }
         }
@@ -325,7 +326,7 @@ impl Hangup {
     }
 
     /// Until the next `SIGHUP` (never, without one).
-    async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         #[cfg(unix)]
         if let Some(s) = self.signal.as_mut()
             && s.recv().await.is_some()

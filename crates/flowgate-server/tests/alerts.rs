@@ -379,12 +379,21 @@ async fn alerts_follow_the_shared_rules_and_a_put_of_what_get_shows_keeps_them()
     let s = TestServer::start_with(&[("a.toml", RULE)], |mut c| {
         c.redis_url = Some(url.clone());
         c.rules_source = flowgate_server::rules::RulesSource::Redis;
-        c.admin_token = Some("secret".into());
+        c.credentials
+            .add_token(
+                "admin",
+                flowgate_server::auth::Scope::Admin,
+                "secret-0123456789abcdef0123456789abcdef",
+            )
+            .unwrap();
         c
     })
     .await;
     let auth = [
-        ("authorization", "Bearer secret"),
+        (
+            "authorization",
+            "Bearer secret-0123456789abcdef0123456789abcdef",
+        ),
         ("content-type", "application/toml"),
     ];
     let with_alert = format!(
@@ -402,7 +411,10 @@ async fn alerts_follow_the_shared_rules_and_a_put_of_what_get_shows_keeps_them()
         "PUT",
         "/v1/rules",
         &[
-            ("authorization", "Bearer secret"),
+            (
+                "authorization",
+                "Bearer secret-0123456789abcdef0123456789abcdef",
+            ),
             ("content-type", "application/json"),
         ],
         &got.to_string(),

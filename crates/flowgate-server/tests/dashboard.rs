@@ -26,7 +26,9 @@ use tokio::time::Instant;
 async fn dashboard_in_a_real_browser() {
     let ts = TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
         c.clock = None;
-        c.admin_token = Some(ADMIN.into());
+        c.credentials
+            .add_token("admin", flowgate_server::auth::Scope::Admin, ADMIN)
+            .unwrap();
         c
     })
     .await;
@@ -337,8 +339,12 @@ async fn dashboard_in_a_real_browser() {
     let shared = cluster_rules();
     let guarded = TestServer::start_with(&[("rules.toml", &shared)], |mut c| {
         c.clock = None;
-        c.admin_token = Some(ADMIN.into());
-        c.dashboard_token = Some(READER.into());
+        c.credentials
+            .add_token("admin", flowgate_server::auth::Scope::Admin, ADMIN)
+            .unwrap();
+        c.credentials
+            .add_token("dashboard", flowgate_server::auth::Scope::Reader, READER)
+            .unwrap();
         c.redis_url = Some(url);
         c.rules_source = RulesSource::Redis;
         c

@@ -115,7 +115,9 @@ async fn a_redis_outage_under_load_on_two_nodes() {
         async move {
             TestServer::start_with(&[("rules.toml", &shared)], move |mut c| {
                 c.clock = None;
-                c.admin_token = Some(ADMIN.into());
+                c.credentials
+                    .add_token("admin", flowgate_server::auth::Scope::Admin, ADMIN)
+                    .unwrap();
                 c.redis_url = Some(url);
                 c.rules_source = RulesSource::Redis;
                 c.node_id = Some(node.to_owned());

@@ -397,21 +397,35 @@ fn pages_named_in_the_sources_exist() {
 const QUEUE_PAGES: [&str; 2] = ["README.md", "docs/queues.md"];
 
 /// The admin token that stands for `<token>` in a server command and in `Bearer <token>`.
-const ADMIN_TOKEN: &str = "docs-test-admin-token";
+const ADMIN_TOKEN: &str = "docs-test-admin-token-0123456789abcdef0123456789abcdef";
 
 /// The arguments of a server command a page shows (`flowgate serve …`, or
-/// `cargo run … -p flowgate-server -- serve …`), after `flowgate`; `None` for any other line.
+/// `cargo run … -p flowgate-server -- serve …`), after `flowgate`, preceded by the variables it
+/// sets (`FLOWGATE_ADMIN_TOKEN=<token> flowgate serve …`); `None` for any other line.
 fn server_command(line: &str) -> Option<Vec<String>> {
     let line = line.split(" #").next().unwrap_or("").trim();
-    let args = if let Some(rest) = line.strip_prefix("flowgate ") {
-        rest
-    } else if line.starts_with("cargo run") && line.contains("-p flowgate-server") {
-        line.split_once(" -- ")?.1
+    let mut words: Vec<&str> = line.split_whitespace().collect();
+    let vars = words
+        .iter()
+        .take_while(|w| w.split_once('=').is_some_and(|(k, _)| is_variable(k)))
+        .count();
+    let assignments: Vec<String> = words.drain(..vars).map(str::to_owned).collect();
+    let rest = words.join(" ");
+    let args = if let Some(rest) = rest.strip_prefix("flowgate ") {
+        rest.to_owned()
+    } else if rest.starts_with("cargo run") && rest.contains("-p flowgate-server") {
+        rest.split_once(" -- ")?.1.to_owned()
     } else {
         return None;
     };
     let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
-    (args.first().map(String::as_str) == Some("serve")).then_some(args)
+    (args.first().map(String::as_str) == Some("serve"))
+        .then(|| assignments.into_iter().chain(args).collect())
+}
+
+/// Whether `name` is a shell variable's name as the pages write them (`FLOWGATE_ADMIN_TOKEN`).
+fn is_variable(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
 }
 
 /// A `flowgate serve` process started as a page shows it, killed on drop.
@@ -431,9 +445,15 @@ impl Drop for Served {
 /// Starts the server with `args` as a reader would from the repository's root, except for:
 /// ephemeral loopback ports, a fresh working directory (for its data directory; paths that name
 /// a file of the repository are made absolute), and `<token>` replaced by [`ADMIN_TOKEN`].
-fn serve(args: &[String]) -> Result<Served, String> {
+fn serve(command: &[String]) -> Result<Served, String> {
     let cwd = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let args: Vec<String> = args
+    let vars = command.iter().take_while(|a| a.as_str() != "serve").count();
+    let env: Vec<(String, String)> = command[..vars]
+        .iter()
+        .filter_map(|a| a.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.replace("<token>", ADMIN_TOKEN)))
+        .collect();
+    let args: Vec<String> = command[vars..]
         .iter()
         .map(|a| {
             if a.contains(['"', '\'', '$', '`']) {
@@ -455,6 +475,7 @@ fn serve(args: &[String]) -> Result<Served, String> {
         .env("FLOWGATE_LOG", "info")
         .env_remove("FLOWGATE_ADMIN_TOKEN")
         .env_remove("FLOWGATE_REDIS_URL")
+        .envs(env)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -622,8 +643,8 @@ fn server_commands_are_read_from_either_form() {
         Some("serve --config x.toml".into())
     );
     assert_eq!(
-        args("flowgate serve --config x.toml --admin-token <token>"),
-        Some("serve --config x.toml --admin-token <token>".into())
+        args("FLOWGATE_ADMIN_TOKEN=<token> flowgate serve --config x.toml"),
+        Some("FLOWGATE_ADMIN_TOKEN=<token> serve --config x.toml".into())
     );
     assert_eq!(args("flowgate bench --duration 2s"), None);
     assert_eq!(args("./scripts/test.sh"), None);

@@ -35,7 +35,13 @@ algorithm = "concurrency"
 
 async fn server() -> TestServer {
     TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
-        c.admin_token = Some("s3cret".into());
+        c.credentials
+            .add_token(
+                "admin",
+                flowgate_server::auth::Scope::Admin,
+                "s3cret-0123456789abcdef0123456789abcdef",
+            )
+            .unwrap();
         c
     })
     .await
@@ -372,7 +378,10 @@ async fn admin_put_rules_token_refused_and_accepted() {
     );
     let auth = [
         ("content-type", "application/toml"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     // Invalid rules are refused, naming line and field; the old ones stay.
     let r = http(
@@ -415,14 +424,20 @@ async fn admin_put_rules_token_refused_and_accepted() {
     // YAML and JSON bodies; GET's output can be sent back.
     let yaml = [
         ("content-type", "application/yaml"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let r = http(t.http(), "PUT", "/v1/rules", &yaml, "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: second, requests_per_unit: 7}\n").await;
     assert_eq!(r.status, 200, "{}", r.body);
     let got = http(t.http(), "GET", "/v1/rules", &[], "").await.body;
     let jsn = [
         ("content-type", "application/json"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -441,7 +456,10 @@ async fn admin_put_rules_token_refused_and_accepted() {
         "/v1/rules",
         &[
             ("content-type", "text/plain"),
-            ("authorization", "Bearer s3cret"),
+            (
+                "authorization",
+                "Bearer s3cret-0123456789abcdef0123456789abcdef",
+            ),
         ],
         "x",
     )
@@ -563,7 +581,10 @@ async fn metrics_count_exactly_per_rule_and_outcome_across_rule_changes() {
     // A new rule set: its rule counts under its own series; the old series keep their counts.
     let auth = [
         ("content-type", "application/toml"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let renamed =
         "domain = \"api\"\n[[rule]]\nname = \"renamed\"\nmatch = \"client\"\nlimit = \"1/m\"\n";
@@ -589,7 +610,10 @@ async fn file_reload_replaces_rules_set_through_the_admin_api() {
     let a = t.http();
     let auth = [
         ("content-type", "application/toml"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let admin =
         "domain = \"api\"\n[[rule]]\nname = \"admin\"\nmatch = \"client\"\nlimit = \"9/m\"\n";
@@ -626,7 +650,10 @@ async fn rules_show_and_take_a_time_zone() {
     let t = server().await;
     let auth = [
         ("content-type", "application/toml"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let rules = "domain = \"sms\"\n[[rule]]\nname = \"daily\"\nmatch = \"user\"\nlimit = \"500/day\"\ntime_zone = \"Asia/Shanghai\"\n[[rule]]\nname = \"monthly\"\nmatch = \"carrier\"\nlimit = \"1000/month\"\n";
     let r = http(t.http(), "PUT", "/v1/rules", &auth, rules).await;
@@ -640,7 +667,10 @@ async fn rules_show_and_take_a_time_zone() {
     assert!(j["rule"][1].get("time_zone").is_none(), "{j}");
     let jsn = [
         ("content-type", "application/json"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got.body).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -666,7 +696,10 @@ async fn rules_show_the_limit_in_force_and_the_next_change() {
     let t = server().await;
     let auth = [
         ("content-type", "application/toml"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     // The clock starts at 2027-01-15T16:00+08:00, a Friday.
     let rules = r#"
@@ -728,7 +761,10 @@ limit = "5/s"
     // The output goes back in.
     let jsn = [
         ("content-type", "application/json"),
-        ("authorization", "Bearer s3cret"),
+        (
+            "authorization",
+            "Bearer s3cret-0123456789abcdef0123456789abcdef",
+        ),
     ];
     let r = http(t.http(), "PUT", "/v1/rules", &jsn, &got.body).await;
     assert_eq!(r.status, 200, "{}", r.body);

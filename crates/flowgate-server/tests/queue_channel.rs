@@ -437,7 +437,7 @@ async fn a_key_resubmitted_with_another_payload_is_a_conflict() {
             "--data-dir",
             data.to_str().unwrap(),
             "--admin-token",
-            "secret-token-1",
+            "secret-token-1-0123456789abcdef0123456789abcdef",
         ],
     );
     let submit = |payload: Value| json!({"domain": "payments", "descriptor": "channel=SLOW", "payload": payload, "key": "R-1"});
@@ -478,7 +478,10 @@ async fn a_key_resubmitted_with_another_payload_is_a_conflict() {
         "POST",
         "/v1/queues/purge",
         &[
-            ("authorization", "Bearer secret-token-1"),
+            (
+                "authorization",
+                "Bearer secret-token-1-0123456789abcdef0123456789abcdef",
+            ),
             ("content-type", "application/json"),
         ],
         &json!({"domain": "payments", "descriptor": "channel=SLOW"}).to_string(),

@@ -29,7 +29,13 @@ fn wpg() -> Value {
 
 async fn start() -> TestServer {
     TestServer::start_with(&[("queues.toml", QUEUES)], |mut c| {
-        c.admin_token = Some("secret".into());
+        c.credentials
+            .add_token(
+                "admin",
+                flowgate_server::auth::Scope::Admin,
+                "secret-0123456789abcdef0123456789abcdef",
+            )
+            .unwrap();
         c
     })
     .await
@@ -51,7 +57,10 @@ async fn admin(s: &TestServer, path: &str, body: Value) -> common::HttpResponse 
         path,
         &[
             ("content-type", "application/json"),
-            ("authorization", "Bearer secret"),
+            (
+                "authorization",
+                "Bearer secret-0123456789abcdef0123456789abcdef",
+            ),
         ],
         &body.to_string(),
     )

@@ -26,7 +26,7 @@ match = ["channel"]
 rate = "100/s"
 "#;
 
-const TOKEN: &str = "s3cret-admin-token";
+const TOKEN: &str = "s3cret-admin-token-0123456789abcdef0123456789abcdef";
 
 async fn put_rules(addr: std::net::SocketAddr, limit: &str) -> common::HttpResponse {
     let auth = format!("Bearer {TOKEN}");

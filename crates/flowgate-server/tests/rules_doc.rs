@@ -62,7 +62,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 100}
 ";
 
-const ADMIN: &str = "admin-secret";
+const ADMIN: &str = "admin-secret-0123456789abcdef0123456789abcdef";
 
 /// The secrets written in [`PAY`]'s URLs.
 const SECRETS: [&str; 5] = [
@@ -114,7 +114,9 @@ async fn the_shared_document_round_trips_and_its_secrets_are_an_admins() {
     let ts = TestServer::start_with(&[("pay.toml", PAY), ("api.yaml", ENVOY)], move |mut c| {
         c.redis_url = Some(url);
         c.rules_source = RulesSource::Redis;
-        c.admin_token = Some(ADMIN.into());
+        c.credentials
+            .add_token("admin", flowgate_server::auth::Scope::Admin, ADMIN)
+            .unwrap();
         c
     })
     .await;

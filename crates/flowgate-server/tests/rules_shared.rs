@@ -15,8 +15,8 @@ use common::{HttpResponse, Proc, TestServer, http, spawn_server, wait_until};
 use flowgate_testkit::redis::{RedisServer, raw_command};
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice-token-0123456789";
-const CI: &str = "ci-token-0123456789";
+const ALICE: &str = "alice-token-0123456789-0123456789abcdef";
+const CI: &str = "ci-token-0123456789-0123456789abcdef";
 
 fn rules(limit: &str) -> String {
     format!(
@@ -412,11 +412,17 @@ async fn limit_in_rules(p: &Proc) -> String {
 #[tokio::test]
 async fn a_node_following_files_has_no_versions_and_tokens_have_names() {
     let t = TestServer::start_with(&[("r.toml", &rules("5/s"))], |mut c| {
-        c.admin_tokens.add("ops", "ops-token").unwrap();
+        c.credentials
+            .add_token(
+                "ops",
+                flowgate_server::auth::Scope::Admin,
+                "ops-token-0123456789abcdef0123456789abcdef",
+            )
+            .unwrap();
         c
     })
     .await;
-    let auth = "Bearer ops-token";
+    let auth = "Bearer ops-token-0123456789abcdef0123456789abcdef";
     let r = http(
         t.http(),
         "GET",

@@ -318,7 +318,10 @@ async fn edit_rule(
         "/v1/rules",
         &[
             ("content-type", "application/json"),
-            ("authorization", "Bearer secret"),
+            (
+                "authorization",
+                "Bearer secret-0123456789abcdef0123456789abcdef",
+            ),
         ],
         &doc.to_string(),
     )
@@ -338,7 +341,13 @@ async fn a_trial_limit_on_redis() {
 
 async fn trial_then_promote(redis: Option<String>) {
     let s = TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
-        c.admin_token = Some("secret".into());
+        c.credentials
+            .add_token(
+                "admin",
+                flowgate_server::auth::Scope::Admin,
+                "secret-0123456789abcdef0123456789abcdef",
+            )
+            .unwrap();
         c.redis_url = redis;
         c
     })
@@ -406,7 +415,13 @@ async fn trial_then_promote(redis: Option<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looser_trial_counts_its_rejections_whatever_the_rule_decided() {
     let s = TestServer::start_with(&[("rules.toml", RULES)], |mut c| {
-        c.admin_token = Some("secret".into());
+        c.credentials
+            .add_token(
+                "admin",
+                flowgate_server::auth::Scope::Admin,
+                "secret-0123456789abcdef0123456789abcdef",
+            )
+            .unwrap();
         c
     })
     .await;

@@ -716,7 +716,7 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
             "--rules-source",
             "redis",
             "--admin-token",
-            "s3cret",
+            "s3cret-0123456789abcdef0123456789abcdef",
         ],
     );
     assert!(
@@ -770,7 +770,10 @@ async fn limits_and_shared_rules_through_a_tls_redis() {
         "/v1/rules",
         &[
             ("content-type", "application/toml"),
-            ("authorization", "Bearer s3cret"),
+            (
+                "authorization",
+                "Bearer s3cret-0123456789abcdef0123456789abcdef",
+            ),
         ],
         &changed,
     )

@@ -93,6 +93,12 @@ impl generated::reports_server::Reports for Reports {
         &self,
         request: tonic::Request<ReportRequest>,
     ) -> Result<tonic::Response<ReportResponse>, tonic::Status> {
+        crate::grpc::authorize(
+            &self.0,
+            crate::auth::Scope::Reporter,
+            &request,
+            "/flowgate.v1.Reports/Report",
+        )?;
         report(&self.0, request.into_inner()).map(tonic::Response::new)
     }
 }

@@ -14,8 +14,9 @@ use utoipa::ToSchema;
 
 use super::body::DescriptorField;
 use super::doc::{BodyErrors, Unavailable};
+use super::doc::{CredentialErrors, DecideErrors};
 use super::error::{DEFAULT_RETRY_AFTER, retry_after_secs};
-use super::extract::{JsonBody, RequestBody};
+use super::extract::{Caller, Decide, JsonBody, Reader, RequestBody};
 use super::verdict::VerdictAnswer;
 use super::{ApiError, ErrorCode};
 use crate::limits;
@@ -125,8 +126,8 @@ async fn decide(
     post,
     path = "/v1/check",
     tag = "decisions",
-    request_body = CheckBody,
-    responses(
+    security(("decide" = [])), request_body = CheckBody,
+    responses(DecideErrors,
         (status = 200, description = "Admitted.", body = VerdictAnswer, headers(
             ("RateLimit-Limit" = Option<u64>, description = "The binding limit's units."),
             ("RateLimit-Remaining" = Option<u64>, description = "Its units left."),
@@ -140,6 +141,7 @@ async fn decide(
 )]
 pub(super) async fn check(
     State(state): Shared,
+    _: Caller<Decide>,
     body: Result<JsonBody<CheckBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     let req = body.and_then(|JsonBody(b)| {
@@ -162,8 +164,8 @@ pub(super) async fn check(
     post,
     path = "/v1/acquire",
     tag = "decisions",
-    request_body = AcquireBody,
-    responses(
+    security(("decide" = [])), request_body = AcquireBody,
+    responses(DecideErrors,
         (status = 200, description = "Admitted (in `delay` mode, after `wait_ms`).", body = VerdictAnswer, headers(
             ("RateLimit-Limit" = Option<u64>, description = "The binding limit's units."),
             ("RateLimit-Remaining" = Option<u64>, description = "Its units left."),
@@ -177,6 +179,7 @@ pub(super) async fn check(
 )]
 pub(super) async fn acquire(
     State(state): Shared,
+    _: Caller<Decide>,
     body: Result<JsonBody<AcquireBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     let req = body.and_then(|JsonBody(b)| {
@@ -214,8 +217,8 @@ pub(super) struct Released {
     post,
     path = "/v1/release",
     tag = "decisions",
-    request_body = ReleaseBody,
-    responses(
+    security(("decide" = [])), request_body = ReleaseBody,
+    responses(CredentialErrors,
         (status = 200, description = "Released, or nothing to release.", body = Released),
         BodyErrors,
         Unavailable,
@@ -223,6 +226,7 @@ pub(super) struct Released {
 )]
 pub(super) async fn release(
     State(state): Shared,
+    _: Caller<Decide>,
     JsonBody(b): JsonBody<ReleaseBody>,
 ) -> Result<Json<Released>, ApiError> {
     let probe = Request::new(b.domain, vec![b.descriptor.0]);
@@ -255,14 +259,14 @@ async fn live() -> Json<Live> {
 
 /// 200 while the process runs and answers HTTP: the liveness probe.
 #[utoipa::path(get, path = "/livez", tag = "probes",
-    responses((status = 200, description = "The process runs.", body = Live)))]
+    security(()), responses((status = 200, description = "The process runs.", body = Live)))]
 pub(super) async fn livez() -> Json<Live> {
     live().await
 }
 
 /// The same as `/livez`.
 #[utoipa::path(get, path = "/healthz", tag = "probes",
-    responses((status = 200, description = "The process runs.", body = Live)))]
+    security(()), responses((status = 200, description = "The process runs.", body = Live)))]
 pub(super) async fn healthz() -> Json<Live> {
     live().await
 }
@@ -309,7 +313,7 @@ pub(super) struct NotReady<'a> {
 
 /// 200 while the node can answer decisions, a store outage included (the failure policies
 /// decide); 503 while it starts or drains: the readiness probe.
-#[utoipa::path(get, path = "/readyz", tag = "probes", responses(
+#[utoipa::path(get, path = "/readyz", tag = "probes", security(()), responses(
     (status = 200, description = "Ready.", body = Ready),
     (status = 503, description = "Starting or draining.", body = NotReady, headers(
         ("Retry-After" = u64, description = "Seconds."),
@@ -362,7 +366,7 @@ fn unavailable(body: impl Serialize) -> Response {
 /// The store's health: 200 while it answers (a `PING` within the decisions' deadline, unless it
 /// is known down), 503 while it fails or is known down (decisions then follow the rules'
 /// failure policies).
-#[utoipa::path(get, path = "/v1/store", tag = "probes", responses(
+#[utoipa::path(get, path = "/v1/store", tag = "probes", security(()), responses(
     (status = 200, description = "The store answers.", body = StoreView),
     (status = 503, description = "The store fails or is known down.", body = StoreView, headers(
         ("Retry-After" = u64, description = "Seconds."),
@@ -383,11 +387,11 @@ pub(super) async fn store(State(state): Shared) -> Response {
 }
 
 /// The metrics, in Prometheus's OpenMetrics text format.
-#[utoipa::path(get, path = "/metrics", tag = "probes", responses(
+#[utoipa::path(get, path = "/metrics", tag = "probes", security(("reader" = [])), responses(CredentialErrors,
     (status = 200, description = "OpenMetrics text.", body = String,
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
 ))]
-pub(super) async fn metrics(State(state): Shared) -> Response {
+pub(super) async fn metrics(State(state): Shared, _: Caller<Reader>) -> Response {
     crate::probes::refresh(&state);
     if let Some(stats) = state.limiter.store().memory_stats() {
         state.metrics.memory_store(stats);

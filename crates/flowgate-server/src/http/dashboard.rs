@@ -169,7 +169,7 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
 }
 
 /// The dashboard, a page that shows the figures of `/v1/stats` live.
-#[utoipa::path(get, path = "/dashboard", tag = "figures", responses(
+#[utoipa::path(get, path = "/dashboard", tag = "figures", security(()), responses(
     (status = 200, description = "The page.", content_type = "text/html; charset=utf-8", body = String),
     (status = 304, description = "The browser's copy is current (`If-None-Match`)."),
 ))]
@@ -179,7 +179,7 @@ pub(super) async fn page(headers: HeaderMap) -> Response {
 
 /// To the page, whose assets are named relative to `/dashboard` (so the dashboard works behind
 /// a proxy that serves it under a prefix).
-#[utoipa::path(get, path = "/dashboard/", tag = "figures", responses(
+#[utoipa::path(get, path = "/dashboard/", tag = "figures", security(()), responses(
     (status = 308, description = "To `../dashboard`.", headers(("Location" = String))),
 ))]
 pub(super) async fn slash() -> Response {
@@ -192,7 +192,7 @@ pub(super) async fn slash() -> Response {
 
 /// One of the page's files (its scripts, styles, icon, licence).
 #[utoipa::path(get, path = "/dashboard/{file}", tag = "figures",
-    params(("file" = String, Path, description = "The file's name.")),
+    security(()), params(("file" = String, Path, description = "The file's name.")),
     responses(
         (status = 200, description = "The file, with its content type.", content(
             (String = "text/javascript"),

@@ -3,8 +3,8 @@
 //! the router itself ([`super::routes`]) so that no route is served undocumented. It is served at
 //! `GET /openapi.json` and kept at `docs/openapi.json` (a test fails when the two differ).
 //!
-//! Here: the document's head (title, tags, the two bearer tokens) and the refusals shared by
-//! many routes, as response sets the routes list ([`BodyErrors`], [`AdminErrors`], ...).
+//! Here: the document's head (title, tags, a bearer scheme per scope) and the refusals shared by
+//! many routes, as response sets the routes list ([`BodyErrors`], [`CredentialErrors`], ...).
 
 use std::sync::LazyLock;
 
@@ -16,6 +16,7 @@ use utoipa::{IntoResponses, Modify, OpenApi as _};
 
 use super::ErrorCode;
 use super::error::ErrorBody;
+use crate::auth::Scope;
 
 /// The head of the document; the paths are added by the router.
 #[derive(utoipa::OpenApi)]
@@ -38,25 +39,27 @@ use super::error::ErrorBody;
 )]
 pub(super) struct Head;
 
-/// The bearer tokens: `admin` (the admin API) and `dashboard` (the figures, when the server has
-/// a dashboard token).
+/// One bearer scheme per scope ([`Scope`]); a route lists the one it needs in its `security`,
+/// a route anyone may call lists `{}`.
 struct Tokens;
 
 impl Modify for Tokens {
     fn modify(&self, doc: &mut OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
-        for (name, what) in [
-            (
-                "admin",
-                "An admin token (`--admin-token`, `--admin-tokens-file`).",
-            ),
-            (
-                "dashboard",
-                "The dashboard token (`--dashboard-token`); an admin token does as well.",
-            ),
-        ] {
+        for scope in Scope::ALL {
+            let what = format!(
+                "A credential with the `{scope}` scope ({}): `Authorization: Bearer <token>`, or a client certificate that a `subject:` credential maps to the scope (mutual TLS). {}",
+                scope.routes(),
+                match scope {
+                    Scope::Admin =>
+                        "Without an admin credential the admin routes are off (403 `admin_disabled`).",
+                    Scope::Reader =>
+                        "An admin credential holds it too. While no credential names the scope, its routes are open.",
+                    _ => "While no credential names the scope, its routes are open.",
+                }
+            );
             components.add_security_scheme(
-                name,
+                scope.name(),
                 SecurityScheme::Http(
                     HttpBuilder::new()
                         .scheme(HttpAuthScheme::Bearer)
@@ -84,31 +87,40 @@ pub(super) enum BodyErrors {
     TooLarge(ErrorBody),
 }
 
-/// The refusals of a route that needs an admin token.
+/// The refusals of a route that needs a credential.
 #[derive(IntoResponses)]
 #[allow(
     dead_code,
     reason = "a description for the document: the route answers an ApiError"
 )]
-pub(super) enum AdminErrors {
-    /// The token is missing or wrong (`unauthorized`).
+pub(super) enum CredentialErrors {
+    /// The credential is missing or wrong (`unauthorized`).
     #[response(status = 401)]
     Unauthorized(ErrorBody),
-    /// The server has no admin token: the admin API is off (`admin_disabled`).
+    /// The credential lacks the route's scope (`forbidden`), or the route is an admin route and
+    /// the server has no admin credential (`admin_disabled`).
     #[response(status = 403)]
-    Disabled(ErrorBody),
+    Forbidden(ErrorBody),
+    /// This address presented too many wrong tokens: credentials from it are refused unread
+    /// until `Retry-After` (`too_many_failed_credentials`).
+    #[response(status = 429, headers(("Retry-After" = u64, description = "Seconds.")))]
+    Slowed(ErrorBody),
 }
 
-/// The refusal of a route that needs the dashboard token when the server has one.
+/// The refusals of a decision's credential (a decision's own 429 says what the route's 429
+/// bodies are: a verdict, or `too_many_failed_credentials` while the address is slowed).
 #[derive(IntoResponses)]
 #[allow(
     dead_code,
     reason = "a description for the document: the route answers an ApiError"
 )]
-pub(super) enum ReaderErrors {
-    /// The token is missing or wrong (`unauthorized`).
+pub(super) enum DecideErrors {
+    /// The credential is missing or wrong (`unauthorized`).
     #[response(status = 401)]
     Unauthorized(ErrorBody),
+    /// The credential lacks the `decide` scope (`forbidden`).
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
 }
 
 /// The store could not answer (`store_unavailable`): try again after `Retry-After`.
@@ -148,7 +160,7 @@ pub(crate) fn document_text() -> String {
 static TEXT: LazyLock<String> = LazyLock::new(document_text);
 
 /// This document.
-#[utoipa::path(get, path = "/openapi.json", tag = "probes", responses(
+#[utoipa::path(get, path = "/openapi.json", tag = "probes", security(()), responses(
     (status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json",
         body = Object),
 ))]

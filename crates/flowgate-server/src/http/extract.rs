@@ -5,21 +5,24 @@
 //!   Bodies are read whatever their `Content-Type`, as they always were: `curl -d` sends
 //!   `application/x-www-form-urlencoded`.
 //! - [`Params`]: a query string of a typed struct (400 naming the parameter).
-//! - [`Token`]: `Authorization: Bearer <token>`, checked against the admin tokens
-//!   ([`Admin`]: 403 when the server has none, 401 when missing or wrong) or the dashboard's
-//!   ([`Reader`]: an admin token too; free when the server has no dashboard token).
+//! - [`Caller`]: a credential with the scope the route needs (`Caller<Worker>`, ...): a bearer
+//!   token or a client certificate, decided by [`crate::auth::Auth::authorize`]. 401 when
+//!   missing or wrong, 403 when the credential lacks the scope (or, for `admin`, when the server
+//!   has no admin credential), 429 while the source is slowed for its wrong tokens.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 
 use super::{ApiError, ErrorCode, body};
+use crate::auth::{Grant, Presented, Refusal, Scope};
 use crate::limits;
 use crate::state::AppState;
 
@@ -98,83 +101,125 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
     }
 }
 
-/// Who a token may be.
-pub(super) trait Role: Send + Sync + 'static {
-    /// What a request presenting `given` is granted, or why it is refused.
-    fn check(state: &AppState, given: &str) -> Result<Self, ApiError>
-    where
-        Self: Sized;
+/// A scope a route needs, as a type: `Caller<Worker>` in a handler's arguments.
+pub(super) trait Needs: Send + Sync + 'static {
+    /// The scope.
+    const SCOPE: Scope;
 }
 
-/// The token presented, and what it grants: `Token<Admin>` or `Token<Reader>`.
-#[derive(Debug)]
-pub(super) struct Token<R>(pub(super) R);
+macro_rules! needs {
+    ($($(#[$doc:meta])* $marker:ident => $scope:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub(super) struct $marker;
+        impl Needs for $marker {
+            const SCOPE: Scope = Scope::$scope;
+        }
+    )*};
+}
 
-/// An admin: the name of the token presented (the author of a rule change).
-#[derive(Debug)]
-pub(super) struct Admin(pub(super) String);
+needs! {
+    /// The `admin` scope: rules changes, requeue, purge.
+    Admin => Admin,
+    /// The `worker` scope: queue submit, lease, ack, nack.
+    Worker => Worker,
+    /// The `reporter` scope: breaker reports.
+    Reporter => Reporter,
+    /// The `reader` scope: figures, metrics, listings, the rules, dead letters.
+    Reader => Reader,
+    /// The `decide` scope: decisions.
+    Decide => Decide,
+}
 
-/// A reader of the dashboard's figures.
+/// A caller let into a route of `N`'s scope ([`crate::auth::Auth::authorize`]): who it is.
 #[derive(Debug)]
-pub(super) struct Reader;
+pub(super) struct Caller<N>(pub(super) Grant, pub(super) PhantomData<N>);
 
-/// The token of `Authorization: Bearer <token>`; empty when there is none.
-fn bearer(headers: &HeaderMap) -> &str {
+/// The token of `Authorization: Bearer <token>`.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("")
 }
 
-impl Role for Admin {
-    fn check(state: &AppState, given: &str) -> Result<Self, ApiError> {
-        if state.admin.is_empty() {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                ErrorCode::AdminDisabled,
-                "the admin API is disabled: start the server with --admin-token (FLOWGATE_ADMIN_TOKEN) or --admin-tokens-file (FLOWGATE_ADMIN_TOKENS_FILE)",
-            ));
-        }
-        state
-            .admin
-            .authenticate(given)
-            .map(|name| Admin(name.to_owned()))
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    ErrorCode::Unauthorized,
-                    "missing or wrong admin token: send `Authorization: Bearer <token>`",
-                )
-            })
+/// What a request presents: its token, its connection's certificate and address, its route.
+pub(super) fn presented(parts: &Parts) -> Presented<'_> {
+    let peer = parts.extensions.get::<crate::peer::Peer>();
+    Presented {
+        bearer: bearer(&parts.headers),
+        cert_names: peer.map_or(&[], |p| p.cert_names()),
+        source: peer.and_then(|p| p.addr()).map(|a| a.ip()),
+        route: parts
+            .extensions
+            .get::<MatchedPath>()
+            .map_or_else(|| parts.uri.path(), MatchedPath::as_str),
     }
 }
 
-impl Role for Reader {
-    fn check(state: &AppState, given: &str) -> Result<Self, ApiError> {
-        let free = state.dashboard.is_empty();
-        if free
-            || state.dashboard.authenticate(given).is_some()
-            || state.admin.authenticate(given).is_some()
-        {
-            return Ok(Reader);
-        }
-        Err(ApiError::new(
+/// The answer to a refused credential.
+pub(super) fn refusal(scope: Scope, refused: &Refusal) -> ApiError {
+    match refused {
+        Refusal::AdminOff => ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::AdminDisabled,
+            "the admin API is disabled: give the server an admin credential (--credentials-file, FLOWGATE_ADMIN_TOKEN)",
+        ),
+        Refusal::Missing | Refusal::Wrong => ApiError::new(
             StatusCode::UNAUTHORIZED,
             ErrorCode::Unauthorized,
-            "this server's figures need a token: send `Authorization: Bearer <token>` with the dashboard token (--dashboard-token) or an admin token",
+            format!(
+                "missing or wrong credential: this route needs the `{scope}` scope; send `Authorization: Bearer <token>`"
+            ),
+        ),
+        Refusal::Forbidden(name) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!("the credential `{name}` does not have the `{scope}` scope this route needs"),
+        ),
+        Refusal::Slowed(wait) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::TooManyFailedCredentials,
+            "too many wrong credentials from this address: try again after Retry-After",
+        )
+        .retry_after(*wait),
+    }
+}
+
+/// Whether the caller holds a credential with `N`'s scope (never a refusal: for a route that
+/// shows more to such a caller).
+#[derive(Debug)]
+pub(super) struct Holds<N>(pub(super) bool, pub(super) PhantomData<N>);
+
+impl<N: Needs> FromRequestParts<Arc<AppState>> for Holds<N> {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Holds(
+            state.auth.holds(N::SCOPE, &presented(parts)),
+            PhantomData,
         ))
     }
 }
 
-impl<R: Role> FromRequestParts<Arc<AppState>> for Token<R> {
+impl<N: Needs> FromRequestParts<Arc<AppState>> for Caller<N> {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, ApiError> {
-        R::check(state, bearer(&parts.headers)).map(Token)
+        if state.auth.is_open(N::SCOPE) {
+            return Ok(Caller(Grant::Open, PhantomData));
+        }
+        state
+            .auth
+            .authorize(N::SCOPE, &presented(parts))
+            .map(|g| Caller(g, PhantomData))
+            .map_err(|r| refusal(N::SCOPE, &r))
     }
 }
 

@@ -27,7 +27,8 @@ use utoipa::ToSchema;
 use super::ApiError;
 use super::body::DescriptorField;
 use super::doc::BodyErrors;
-use super::extract::{JsonBody, RequestBody};
+use super::doc::CredentialErrors;
+use super::extract::{Caller, JsonBody, Reporter, RequestBody};
 use crate::limits;
 use crate::reports::{self, MAX_REPORTS, Report};
 use crate::state::AppState;
@@ -177,12 +178,13 @@ fn reports_of(b: Body) -> Result<Vec<Report>, ApiError> {
 }
 
 /// Report protected calls' outcomes to the circuit breakers and adaptive limits they match.
-#[utoipa::path(post, path = "/v1/report", tag = "breakers", request_body = Body, responses(
+#[utoipa::path(post, path = "/v1/report", tag = "breakers", security(("reporter" = [])), request_body = Body, responses(CredentialErrors,
     (status = 200, description = "Counted.", body = Tallied),
     BodyErrors,
 ))]
 pub(super) async fn report(
     State(state): State<Arc<AppState>>,
+    _: Caller<Reporter>,
     JsonBody(body): JsonBody<Body>,
 ) -> Result<Json<Tallied>, ApiError> {
     let reports = reports_of(body)?;

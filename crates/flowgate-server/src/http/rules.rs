@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::doc::{AdminErrors, Unavailable};
+use super::doc::{CredentialErrors, Unavailable};
 use super::error::ErrorBody;
-use super::extract::{Admin, JsonBody, RequestBody, Token};
+use super::extract::{Admin, Caller, Holds, JsonBody, Reader, RequestBody};
 use super::{ApiError, ErrorCode};
 use crate::rules::Changed;
 use crate::rules::RulesOrigin;
@@ -85,12 +85,14 @@ impl RulesAnswer {
 /// node follows. Without the admin token the secrets of its URLs are hidden
 /// ([`FileDoc::redact_urls`]); an admin sees them whole, so that an admin's round trip loses
 /// nothing.
-#[utoipa::path(get, path = "/v1/rules", tag = "rules", security((), ("admin" = [])), responses(
+#[utoipa::path(get, path = "/v1/rules", tag = "rules", security(("reader" = [])), responses(CredentialErrors,
     (status = 200, description = "The rules in force.", body = RulesAnswer),
 ))]
 pub(super) async fn get_rules(
     State(state): Shared,
-    admin: Result<Token<Admin>, ApiError>,
+    _: Caller<Reader>,
+    _: Caller<Reader>,
+    Holds(admin, _): Holds<Admin>,
 ) -> Result<Json<RulesAnswer>, ApiError> {
     let info = state.rules.info();
     let rules = state.limiter.rules();
@@ -132,7 +134,7 @@ pub(super) async fn get_rules(
             .map(AlertDoc::of)
             .collect();
     }
-    if admin.is_err() {
+    if !admin {
         doc.redact_urls();
     }
     let mut answer = RulesAnswer {
@@ -326,31 +328,30 @@ fn invalid(e: ConfigError) -> ApiError {
 /// Replace every rule, atomically. Following Redis, a new shared version; following files, this
 /// node's rules until the files change. The body is Flowgate TOML, envoyproxy/ratelimit YAML, or
 /// the TOML schema as JSON (what `GET /v1/rules` answers, which it takes back unchanged).
-#[utoipa::path(put, path = "/v1/rules", tag = "rules", security(("admin" = [])),
-    request_body(content(
+#[utoipa::path(put, path = "/v1/rules", tag = "rules", security(("admin" = [])), request_body(content(
         (FileDoc = "application/json"),
         (String = "application/toml"),
         (String = "application/yaml"),
     )),
-    responses(
+    responses(CredentialErrors,
         (status = 200, description = "The rules in force.", body = PutAnswer),
         (status = 400, description = "The rules are invalid (`invalid_rules`, nothing changed) or the body malformed.", body = ErrorBody),
         (status = 409, description = "Following Redis: the body would remove every declared queue (`queues_would_be_removed`).", body = ErrorBody),
         (status = 413, description = "The body is over 16 MiB.", body = ErrorBody),
         (status = 415, description = "Another content type (`unsupported_media_type`).", body = ErrorBody),
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(super) async fn put_rules(
     State(state): Shared,
-    Token(Admin(author)): Token<Admin>,
+    _: Caller<Admin>,
+    Caller(author, _): Caller<Admin>,
     body: RulesBody,
 ) -> Result<Response, ApiError> {
     let body = PutBody::from(body);
     match state.follower.as_deref() {
-        Some(f) => put_shared(&state, f, body, &author).await,
-        None => put_own(&state, body, &author).await,
+        Some(f) => put_shared(&state, f, body, author.name()).await,
+        None => put_own(&state, body, author.name()).await,
     }
 }
 

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::ApiError;
-use super::doc::{BadParameters, ReaderErrors};
-use super::extract::{Params, Reader, Token};
+use super::doc::{BadParameters, CredentialErrors};
+use super::extract::{Caller, Params, Reader};
 use crate::state::AppState;
 use flowgate_observe::view::{Scope, StatsView};
 
@@ -66,17 +66,16 @@ fn view(state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
 /// The dashboard's figures: per rule, admitted and rejected per second, rejection ratio,
 /// heaviest keys; queues; the store; breakers; alerts.
 #[utoipa::path(get, path = "/v1/stats", tag = "figures",
-    security((), ("dashboard" = []), ("admin" = [])),
-    params(StatsQuery),
-    responses(
+    security(("reader" = [])), params(StatsQuery),
+    responses(CredentialErrors,
         (status = 200, description = "The figures.", body = StatsView),
         BadParameters,
-        ReaderErrors,
     ),
 )]
 pub(super) async fn stats(
     State(state): Shared,
-    _: Token<Reader>,
+    _: Caller<Reader>,
+    _: Caller<Reader>,
     q: Result<Params<StatsQuery>, ApiError>,
 ) -> Result<Json<StatsView>, ApiError> {
     let q = query(q)?;
@@ -86,18 +85,17 @@ pub(super) async fn stats(
 /// The same figures as Server-Sent Events: an event `stats` each second, its data a
 /// `StatsView` (`window` default 1: the newest second). The stream ends when the server stops.
 #[utoipa::path(get, path = "/v1/stats/stream", tag = "figures",
-    security((), ("dashboard" = []), ("admin" = [])),
-    params(StatsQuery),
-    responses(
+    security(("reader" = [])), params(StatsQuery),
+    responses(CredentialErrors,
         (status = 200, description = "`event: stats` with a `StatsView` as its `data`, each second.",
             content_type = "text/event-stream", body = StatsEvent),
         BadParameters,
-        ReaderErrors,
     ),
 )]
 pub(super) async fn stream(
     State(state): Shared,
-    _: Token<Reader>,
+    _: Caller<Reader>,
+    _: Caller<Reader>,
     q: Result<Params<StatsQuery>, ApiError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let q = query(q)?;

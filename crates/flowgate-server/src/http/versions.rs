@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::ApiError;
-use super::doc::{AdminErrors, BadParameters, BodyErrors, Unavailable};
+use super::doc::{BadParameters, BodyErrors, CredentialErrors, Unavailable};
 use super::error::ErrorBody;
-use super::extract::{Admin, JsonBody, Params, RequestBody, Token};
+use super::extract::{Admin, Caller, JsonBody, Params, RequestBody};
 use super::rules::{MAX_RULES_BYTES, change_error, follower, log_change, refused, rfc3339};
 use crate::rules::Changed;
 use crate::rules::doc::{DocFile, RulesDoc};
@@ -117,28 +117,27 @@ pub(super) enum ChangeErrors {
 }
 
 /// (Following Redis) Store files as a new version, in force on every node.
-#[utoipa::path(post, path = "/v1/rules/versions", tag = "rules", security(("admin" = [])),
-    request_body = PushBody,
-    responses(
+#[utoipa::path(post, path = "/v1/rules/versions", tag = "rules", security(("admin" = [])), request_body = PushBody,
+    responses(CredentialErrors,
         (status = 201, description = "Stored, in force.", body = ChangedAnswer),
         (status = 200, description = "The files are those in force: nothing stored.", body = ChangedAnswer),
         BodyErrors,
         ChangeErrors,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(super) async fn push(
     State(state): Shared,
-    Token(Admin(author)): Token<Admin>,
+    _: Caller<Admin>,
+    Caller(author, _): Caller<Admin>,
     JsonBody(b): JsonBody<PushBody>,
 ) -> Result<Response, ApiError> {
     let f = follower(&state)?;
     let doc = RulesDoc { files: b.files };
-    let changed = rules::change(&state.rules, f, doc, b.base_version, &author, "push")
+    let changed = rules::change(&state.rules, f, doc, b.base_version, author.name(), "push")
         .await
         .map_err(|e| refused(&state, e))?;
-    log_change(&changed, &author, "rules pushed");
+    log_change(&changed, author.name(), "rules pushed");
     Ok(changed_response(&changed))
 }
 
@@ -153,28 +152,27 @@ pub(super) struct RollbackBody {
 impl RequestBody for RollbackBody {}
 
 /// (Following Redis) Store version `version`'s rules as a new version.
-#[utoipa::path(post, path = "/v1/rules/rollback", tag = "rules", security(("admin" = [])),
-    request_body = RollbackBody,
-    responses(
+#[utoipa::path(post, path = "/v1/rules/rollback", tag = "rules", security(("admin" = [])), request_body = RollbackBody,
+    responses(CredentialErrors,
         (status = 201, description = "Stored, in force.", body = ChangedAnswer),
         (status = 200, description = "That version's rules are in force: nothing stored.", body = ChangedAnswer),
         (status = 404, description = "No such version (`version_not_found`).", body = ErrorBody),
         BodyErrors,
         ChangeErrors,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(super) async fn rollback(
     State(state): Shared,
-    Token(Admin(author)): Token<Admin>,
+    _: Caller<Admin>,
+    Caller(author, _): Caller<Admin>,
     JsonBody(b): JsonBody<RollbackBody>,
 ) -> Result<Response, ApiError> {
     let f = follower(&state)?;
-    let changed = rules::rollback(&state.rules, f, b.version, &author)
+    let changed = rules::rollback(&state.rules, f, b.version, author.name())
         .await
         .map_err(|e| refused(&state, e))?;
-    log_change(&changed, &author, "rules rolled back");
+    log_change(&changed, author.name(), "rules rolled back");
     Ok(changed_response(&changed))
 }
 
@@ -197,19 +195,18 @@ pub(super) struct History<'a> {
 }
 
 /// (Following Redis) The newest versions, newest first.
-#[utoipa::path(get, path = "/v1/rules/history", tag = "rules", security(("admin" = [])),
-    params(HistoryQuery),
-    responses(
+#[utoipa::path(get, path = "/v1/rules/history", tag = "rules", security(("admin" = [])), params(HistoryQuery),
+    responses(CredentialErrors,
         (status = 200, description = "The versions.", body = History),
         (status = 409, description = "The node follows its files (`follows_files`).", body = ErrorBody),
         BadParameters,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(super) async fn history(
     State(state): Shared,
-    _: Token<Admin>,
+    _: Caller<Admin>,
+    _: Caller<Admin>,
     q: Result<Params<HistoryQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
     let Params(q) = q?;
@@ -224,20 +221,19 @@ pub(super) async fn history(
 }
 
 /// (Following Redis) One version: its files and its diff from the version before.
-#[utoipa::path(get, path = "/v1/rules/versions/{n}", tag = "rules", security(("admin" = [])),
-    params(("n" = u64, Path, description = "The version's number.")),
-    responses(
+#[utoipa::path(get, path = "/v1/rules/versions/{n}", tag = "rules", security(("admin" = [])), params(("n" = u64, Path, description = "The version's number.")),
+    responses(CredentialErrors,
         (status = 200, description = "The version.", body = VersionDetail),
         (status = 404, description = "No such version (`version_not_found`).", body = ErrorBody),
         (status = 409, description = "The node follows its files (`follows_files`).", body = ErrorBody),
         BadParameters,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(super) async fn version(
     State(state): Shared,
-    _: Token<Admin>,
+    _: Caller<Admin>,
+    _: Caller<Admin>,
     n: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(n) = n.map_err(|e| ApiError::bad_request(e.body_text()))?;

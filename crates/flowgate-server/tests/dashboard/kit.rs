@@ -69,8 +69,8 @@ webhooks = ["http://ops:{WEBHOOK_SECRET}@127.0.0.1:9/hook"]
 /// The password in the webhook URL of [`cluster_rules`].
 pub const WEBHOOK_SECRET: &str = "hunter2";
 
-pub const ADMIN: &str = "admin-secret";
-pub const READER: &str = "reader-secret";
+pub const ADMIN: &str = "admin-secret-0123456789abcdef0123456789abcdef";
+pub const READER: &str = "reader-secret-0123456789abcdef0123456789abcdef";
 
 /// `chromedriver` on a free loopback port, in a process group of its own (its id is
 /// chromedriver's), with the Chromium it starts. When dropped, whatever happens (a failed check

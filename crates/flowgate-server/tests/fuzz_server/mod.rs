@@ -57,7 +57,7 @@ max_depth = 1000
 "#;
 
 /// The admin token the server takes.
-pub const ADMIN: &str = "fuzz-admin-token";
+pub const ADMIN: &str = "fuzz-admin-token-0123456789abcdef0123456789abcdef";
 
 /// A runtime and a server for the HTTP and gRPC targets.
 pub fn server() -> (tokio::runtime::Runtime, common::TestServer) {
@@ -69,7 +69,9 @@ pub fn server() -> (tokio::runtime::Runtime, common::TestServer) {
     let t = rt.block_on(common::TestServer::start_with(
         &[("rules.toml", SERVER_RULES)],
         |mut c| {
-            c.admin_token = Some(ADMIN.into());
+            c.credentials
+                .add_token("admin", flowgate_server::auth::Scope::Admin, ADMIN)
+                .unwrap();
             c
         },
     ));

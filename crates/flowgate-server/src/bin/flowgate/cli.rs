@@ -27,6 +27,9 @@ pub(crate) enum Command {
     /// Change and inspect the rules shared by a cluster (`--rules-source redis`) through a
     /// server's admin API: push, history, show, rollback.
     Rules(crate::rules_cli::RulesArgs),
+    /// Make a credential: a strong token, and the line of the credentials file that grants it
+    /// its scopes.
+    Tokens(crate::tokens_cli::TokensArgs),
     /// Load a running server over gRPC or HTTP and report throughput and latency.
     Bench(crate::bench::BenchArgs),
     /// Serve a rate-limit service that answers OK to everything (the protocol floor for benchmarks).
@@ -94,22 +97,35 @@ pub(crate) struct ServeArgs {
     /// back.
     #[arg(long, env = "FLOWGATE_REDIS_PROBE_EVERY", default_value = "100ms", value_parser = parse_deadline)]
     pub(crate) redis_probe_every: std::time::Duration,
-    /// Token for the admin API, named `admin` in the rules' history; without any token the admin
-    /// API is disabled.
+    /// The credentials file: one `name:scopes:secret` per line (`#` starts a comment line), the
+    /// scopes among admin, worker, reporter, reader and decide, the secret a token's
+    /// `sha256:<hex>` digest (`flowgate tokens new` makes both), the token itself, or
+    /// `subject:<name>` for a client certificate (mutual TLS). Read again on SIGHUP and every
+    /// 5 s. A scope no credential names is open to anyone who reaches the port; the admin
+    /// routes are off without an admin credential.
+    #[arg(long, env = "FLOWGATE_CREDENTIALS_FILE")]
+    pub(crate) credentials_file: Option<PathBuf>,
+    /// An admin token (at least 32 characters), named `admin` in the rules' history. Give it
+    /// through the variable: a value on the command line is visible to every user of the
+    /// machine (`ps`).
     #[arg(long, env = "FLOWGATE_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) admin_token: Option<String>,
     /// A file of named admin tokens, one `name:token` per line (`#` starts a comment line); the
-    /// name is the author of the changes made with the token.
+    /// name is the author of the changes made with the token. (The credentials file does this
+    /// and more: `name:admin:<token>`.)
     #[arg(long, env = "FLOWGATE_ADMIN_TOKENS_FILE")]
     pub(crate) admin_tokens_file: Option<PathBuf>,
     /// Named admin tokens, `name:token,name:token` (as the tokens file).
     #[arg(long, env = "FLOWGATE_ADMIN_TOKENS", hide_env_values = true)]
     pub(crate) admin_tokens: Option<String>,
-    /// A token for reading the dashboard's figures (`/v1/stats`, `/v1/stats/stream`): with it,
-    /// they need `Authorization: Bearer` with this token or an admin token; without, they are
-    /// public.
+    /// A `reader` token named `dashboard`: the figures, `/metrics`, the queues' listings, the
+    /// rules in force and dead letters then need it (or another reader or admin credential).
     #[arg(long, env = "FLOWGATE_DASHBOARD_TOKEN", hide_env_values = true)]
     pub(crate) dashboard_token: Option<String>,
+    /// The secret flags given on the command line rather than through their variables (filled
+    /// in by `main`, for the warning).
+    #[arg(skip)]
+    pub(crate) secrets_on_command_line: Vec<&'static str>,
     /// What the rules follow: `files` (the configuration, watched; `PUT /v1/rules` lasts until
     /// the files change) or `redis` (the versioned rules shared by every node through Redis;
     /// the files only seed the first version).
@@ -243,6 +259,38 @@ fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// The credentials of the token flags: `--admin-token` named `admin`, the admin tokens file and
+/// list, `--dashboard-token` as a reader named `dashboard`.
+fn credentials(args: &ServeArgs) -> anyhow::Result<flowgate_server::auth::Credentials> {
+    use flowgate_server::auth::Scope;
+    let mut creds = flowgate_server::auth::Credentials::new();
+    let msg = |flag: &'static str| move |e: String| anyhow::anyhow!("{flag}: {e}");
+    if let Some(t) = args.admin_token.as_deref().filter(|t| !t.is_empty()) {
+        creds
+            .add_token("admin", Scope::Admin, t)
+            .map_err(msg("--admin-token"))?;
+    }
+    if let Some(path) = &args.admin_tokens_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the admin tokens file {}", path.display()))?;
+        creds
+            .add_admin_lines(&path.display().to_string(), &text)
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(list) = &args.admin_tokens {
+        let lines = list.replace(',', "\n");
+        creds
+            .add_admin_lines("FLOWGATE_ADMIN_TOKENS", &lines)
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(t) = args.dashboard_token.as_deref().filter(|t| !t.is_empty()) {
+        creds
+            .add_token("dashboard", Scope::Reader, t)
+            .map_err(msg("--dashboard-token"))?;
+    }
+    Ok(creds)
+}
+
 /// Sets up logging from `FLOWGATE_LOG` (default `info`).
 pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FLOWGATE_LOG")
@@ -311,7 +359,9 @@ impl Stop {
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut stop = Stop::listen().context("cannot handle SIGINT and SIGTERM")?;
     init_logging();
-    let mut cfg = ServerConfig::new(args.config);
+    let mut cfg = ServerConfig::new(args.config.clone());
+    cfg.credentials = credentials(&args)?;
+    cfg.credentials_file = args.credentials_file.clone();
     cfg.http_addr = args.http_addr;
     cfg.grpc_addr = args.grpc_addr;
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
@@ -342,19 +392,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.stats = !args.no_stats;
     cfg.redis_wait_replicas = args.redis_wait_replicas;
     cfg.redis_wait_timeout = args.redis_wait_timeout;
-    cfg.admin_token = args.admin_token;
-    cfg.dashboard_token = args.dashboard_token;
-    if let Some(path) = &args.admin_tokens_file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the admin tokens file {}", path.display()))?;
-        cfg.admin_tokens
-            .add_lines(&path.display().to_string(), &text)
-            .map_err(anyhow::Error::msg)?;
-    }
-    if let Some(list) = &args.admin_tokens {
-        cfg.admin_tokens
-            .add_list(list)
-            .map_err(anyhow::Error::msg)?;
+    for flag in &args.secrets_on_command_line {
+        tracing::warn!(
+            flag,
+            "a secret on the command line is visible to every user of the machine (ps): give it through its FLOWGATE_ variable or --credentials-file"
+        );
     }
     cfg.rules_source = args.rules_source;
     cfg.rules_check = args.rules_check;
@@ -396,6 +438,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(a) => serve(*a).await,
         Command::Rules(a) => crate::rules_cli::run(a).await,
+        Command::Tokens(a) => crate::tokens_cli::run(&a),
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Floor(a) => crate::bench::floor(a).await,
     }

@@ -3,8 +3,9 @@
 mod bench;
 mod cli;
 mod rules_cli;
+mod tokens_cli;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, FromArgMatches as _};
 
 /// mimalloc: a gRPC request allocates about 45 times (h2, tonic, prost), and glibc's malloc
 /// spends about 10 % of the server's instructions on them (BENCHMARKS.md, "What a request costs
@@ -13,7 +14,17 @@ use clap::Parser as _;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let matches = cli::Cli::command().get_matches();
+    let mut cli = match cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let (cli::Command::Serve(a), Some(("serve", m))) = (&mut cli.command, matches.subcommand()) {
+        a.secrets_on_command_line = ["admin_token", "admin_tokens", "dashboard_token"]
+            .into_iter()
+            .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            .collect();
+    }
     let threads = match &cli.command {
         cli::Command::Serve(a) => a.worker_threads,
         cli::Command::Floor(a) => a.worker_threads,

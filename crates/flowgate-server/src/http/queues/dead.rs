@@ -15,9 +15,9 @@ use super::answers::{DeadLetter, DeadLetters, Purged, Requeued};
 use super::{instance_of, queue_error};
 use crate::http::ApiError;
 use crate::http::body::DescriptorField;
-use crate::http::doc::{AdminErrors, BodyErrors, Unavailable};
+use crate::http::doc::{BodyErrors, CredentialErrors, Unavailable};
 use crate::http::error::ErrorBody;
-use crate::http::extract::{Admin, JsonBody, RequestBody, Token};
+use crate::http::extract::{Admin, Caller, JsonBody, Reader, RequestBody};
 use crate::state::AppState;
 
 type Shared = State<Arc<AppState>>;
@@ -48,8 +48,8 @@ impl RequestBody for DeadBody {}
 const MAX_DEAD_LIST: usize = 1_000;
 
 /// An instance's dead letters, oldest first (`offset`, `limit` up to 1,000).
-#[utoipa::path(post, path = "/v1/queues/dead", tag = "queues", request_body = DeadBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/dead", tag = "queues", security(("reader" = [])), request_body = DeadBody,
+    responses(CredentialErrors,
         (status = 200, description = "The dead letters.", body = DeadLetters),
         (status = 404, description = "No declared queue matches (`unknown_queue`).", body = ErrorBody),
         BodyErrors,
@@ -58,6 +58,7 @@ const MAX_DEAD_LIST: usize = 1_000;
 )]
 pub(in crate::http) async fn dead(
     State(state): Shared,
+    _: Caller<Reader>,
     JsonBody(b): JsonBody<DeadBody>,
 ) -> Result<Response, ApiError> {
     if b.ids.is_some() {
@@ -155,19 +156,18 @@ fn done(state: &AppState, op: &'static str, domain: &str, descriptor: &Descripto
 }
 
 /// (Admin) Dead letters (`ids`, or all) back in line.
-#[utoipa::path(post, path = "/v1/queues/dead/requeue", tag = "queues", security(("admin" = [])),
-    request_body = DeadIdsBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/dead/requeue", tag = "queues", security(("admin" = [])), request_body = DeadIdsBody,
+    responses(CredentialErrors,
         (status = 200, description = "Requeued.", body = Requeued),
         InstanceErrors,
         BodyErrors,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(in crate::http) async fn requeue(
     State(state): Shared,
-    _: Token<Admin>,
+    _: Caller<Admin>,
+    _: Caller<Admin>,
     JsonBody(b): JsonBody<DeadIdsBody>,
 ) -> Result<Json<Requeued>, ApiError> {
     b.no_listing()?;
@@ -182,19 +182,18 @@ pub(in crate::http) async fn requeue(
 }
 
 /// (Admin) Delete dead letters (`ids`, or all).
-#[utoipa::path(post, path = "/v1/queues/dead/purge", tag = "queues", security(("admin" = [])),
-    request_body = DeadIdsBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/dead/purge", tag = "queues", security(("admin" = [])), request_body = DeadIdsBody,
+    responses(CredentialErrors,
         (status = 200, description = "Deleted.", body = Purged),
         InstanceErrors,
         BodyErrors,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(in crate::http) async fn purge_dead(
     State(state): Shared,
-    _: Token<Admin>,
+    _: Caller<Admin>,
+    _: Caller<Admin>,
     JsonBody(b): JsonBody<DeadIdsBody>,
 ) -> Result<Json<Purged>, ApiError> {
     b.no_listing()?;
@@ -209,19 +208,18 @@ pub(in crate::http) async fn purge_dead(
 }
 
 /// (Admin) Delete every job of an instance.
-#[utoipa::path(post, path = "/v1/queues/purge", tag = "queues", security(("admin" = [])),
-    request_body = InstanceBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/purge", tag = "queues", security(("admin" = [])), request_body = InstanceBody,
+    responses(CredentialErrors,
         (status = 200, description = "Deleted.", body = Purged),
         (status = 404, description = "No declared queue matches (`unknown_queue`).", body = ErrorBody),
         BodyErrors,
-        AdminErrors,
         Unavailable,
     ),
 )]
 pub(in crate::http) async fn purge(
     State(state): Shared,
-    _: Token<Admin>,
+    _: Caller<Admin>,
+    _: Caller<Admin>,
     JsonBody(b): JsonBody<InstanceBody>,
 ) -> Result<Json<Purged>, ApiError> {
     if b.offset.is_some() || b.limit.is_some() {

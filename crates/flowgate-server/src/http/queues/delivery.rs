@@ -18,9 +18,10 @@ use super::answers::{Acked, Leased, NackAnswer};
 use super::{days, instance_of, now_us, queue_error};
 use crate::http::ApiError;
 use crate::http::body::DescriptorField;
+use crate::http::doc::CredentialErrors;
 use crate::http::doc::{BodyErrors, Unavailable};
 use crate::http::error::ErrorBody;
-use crate::http::extract::{JsonBody, RequestBody};
+use crate::http::extract::{Caller, JsonBody, RequestBody, Worker};
 use crate::state::AppState;
 
 type Shared = State<Arc<AppState>>;
@@ -44,8 +45,8 @@ pub(in crate::http) struct LeaseBody {
 impl RequestBody for LeaseBody {}
 
 /// The next released job (200), or 204 when none came within `wait_ms`.
-#[utoipa::path(post, path = "/v1/queues/lease", tag = "queues", request_body = LeaseBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/lease", tag = "queues", security(("worker" = [])), request_body = LeaseBody,
+    responses(CredentialErrors,
         (status = 200, description = "A job, as submitted, held until `lease_deadline_ms`.", body = Leased),
         (status = 204, description = "No job came within `wait_ms`."),
         (status = 404, description = "No declared queue matches (`unknown_queue`).", body = ErrorBody),
@@ -55,6 +56,7 @@ impl RequestBody for LeaseBody {}
 )]
 pub(in crate::http) async fn lease(
     State(state): Shared,
+    _: Caller<Worker>,
     JsonBody(b): JsonBody<LeaseBody>,
 ) -> Result<Response, ApiError> {
     let descriptor = instance_of(b.descriptor)?;
@@ -134,8 +136,8 @@ pub(in crate::http) enum TokenErrors {
 }
 
 /// The job is done.
-#[utoipa::path(post, path = "/v1/queues/ack", tag = "queues", request_body = AckBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/ack", tag = "queues", security(("worker" = [])), request_body = AckBody,
+    responses(CredentialErrors,
         (status = 200, description = "Done.", body = Acked),
         TokenErrors,
         Unavailable,
@@ -143,6 +145,7 @@ pub(in crate::http) enum TokenErrors {
 )]
 pub(in crate::http) async fn ack(
     State(state): Shared,
+    _: Caller<Worker>,
     JsonBody(b): JsonBody<AckBody>,
 ) -> Result<Json<Acked>, ApiError> {
     if b.retry_after_ms.is_some() {
@@ -160,8 +163,8 @@ pub(in crate::http) async fn ack(
 }
 
 /// Retry the job later, or dead letters after its last attempt.
-#[utoipa::path(post, path = "/v1/queues/nack", tag = "queues", request_body = NackBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/nack", tag = "queues", security(("worker" = [])), request_body = NackBody,
+    responses(CredentialErrors,
         (status = 200, description = "Retried later, or dead.", body = NackAnswer),
         TokenErrors,
         Unavailable,
@@ -169,6 +172,7 @@ pub(in crate::http) async fn ack(
 )]
 pub(in crate::http) async fn nack(
     State(state): Shared,
+    _: Caller<Worker>,
     JsonBody(b): JsonBody<NackBody>,
 ) -> Result<Json<NackAnswer>, ApiError> {
     if let Some(after) = b.retry_after_ms

@@ -26,6 +26,8 @@ use self::answers::{InstanceAnswer, QueueInfo, QueuesAnswer};
 use super::body::DescriptorField;
 use super::doc::Unavailable;
 use super::{ApiError, ErrorCode};
+use crate::http::doc::CredentialErrors;
+use crate::http::extract::{Caller, Reader};
 use crate::limits;
 use crate::state::AppState;
 
@@ -75,11 +77,11 @@ pub(super) fn now_us() -> u64 {
 
 /// The declared queues and every instance's depth, in flight, dead letters, oldest age, release
 /// rate and time to drain.
-#[utoipa::path(get, path = "/v1/queues", tag = "queues", responses(
+#[utoipa::path(get, path = "/v1/queues", tag = "queues", security(("reader" = [])), responses(CredentialErrors,
     (status = 200, description = "The queues.", body = QueuesAnswer),
     Unavailable,
 ))]
-pub(super) async fn list(State(state): Shared) -> Result<Response, ApiError> {
+pub(super) async fn list(State(state): Shared, _: Caller<Reader>) -> Result<Response, ApiError> {
     let all = state
         .queue
         .instances()

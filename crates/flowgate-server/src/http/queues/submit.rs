@@ -17,9 +17,10 @@ use utoipa::ToSchema;
 use super::answers::{SubmitAnswer, SubmittedJob};
 use super::{days, instance_of, now_us, queue_error};
 use crate::http::body::DescriptorField;
+use crate::http::doc::CredentialErrors;
 use crate::http::doc::{BodyErrors, Unavailable};
 use crate::http::error::ErrorBody;
-use crate::http::extract::{JsonBody, RequestBody};
+use crate::http::extract::{Caller, JsonBody, RequestBody, Worker};
 use crate::http::payload::{self, Form};
 use crate::http::{ApiError, ErrorCode};
 use crate::limits;
@@ -186,8 +187,8 @@ fn read_submit(b: SubmitBody) -> Result<Submit, ApiError> {
 }
 
 /// Submit one job (`payload` or `payload_base64`, `key`, `not_before_ms`) or a batch (`jobs`).
-#[utoipa::path(post, path = "/v1/queues/submit", tag = "queues", request_body = SubmitBody,
-    responses(
+#[utoipa::path(post, path = "/v1/queues/submit", tag = "queues", security(("worker" = [])), request_body = SubmitBody,
+    responses(CredentialErrors,
         (status = 200, description = "Stored (or, for a `key` known, the job already there).", body = SubmitAnswer),
         (status = 404, description = "No declared queue matches (`unknown_queue`).", body = ErrorBody),
         (status = 409, description = "A job's `key` is used by a job of another payload (`key_conflict`).", body = ErrorBody),
@@ -200,6 +201,7 @@ fn read_submit(b: SubmitBody) -> Result<Submit, ApiError> {
 )]
 pub(in crate::http) async fn submit(
     State(state): Shared,
+    _: Caller<Worker>,
     JsonBody(body): JsonBody<SubmitBody>,
 ) -> Result<Json<SubmitAnswer>, ApiError> {
     // (a batch of 10,000 jobs is checked on a blocking thread, as its body was parsed)
