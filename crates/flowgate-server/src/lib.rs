@@ -52,6 +52,7 @@ mod grpc_conn;
 pub mod grpc_report;
 mod http;
 mod limits;
+mod peer;
 mod probes;
 mod queue_watch;
 mod reload;
