@@ -296,10 +296,7 @@ pub(crate) fn authorize<T>(
     let presented = Presented {
         bearer,
         cert_names: peer.map_or(&[], |p| p.cert_names()),
-        source: peer
-            .and_then(|p| p.addr())
-            .or_else(|| request.remote_addr())
-            .map(|a| a.ip()),
+        source: peer.and_then(|p| p.addr()).map(|a| a.ip()),
         route: method,
     };
     match state.auth.authorize(scope, &presented) {

@@ -7,6 +7,12 @@
 //! connection's own task (the accept loop only accepts), and the same timeout covers the
 //! handshake and the first bytes after it: a client that never finishes a handshake is closed
 //! as one that sends nothing.
+//!
+//! A connection's tonic `ConnectInfo` is its [`Peer`], which tonic takes when it accepts the
+//! connection (before the handshake) and inserts into each request's extensions: the verified
+//! client certificate's names are filled in when the handshake completes, before any request
+//! can be read. (`tonic::Request::remote_addr` looks for tonic's own `TcpConnectInfo` and so
+//! answers None here: use [`Peer::addr`].)
 
 use std::io;
 use std::pin::Pin;
@@ -21,7 +27,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
+
+use crate::peer::Peer;
 
 /// A connection's transport.
 enum Link {
@@ -38,7 +46,7 @@ enum Link {
 /// An accepted connection holding its place until it closes.
 pub(crate) struct Bounded {
     link: Link,
-    info: TcpConnectInfo,
+    peer: Peer,
     _place: OwnedSemaphorePermit,
     /// Until the first byte arrives (after the TLS handshake, with TLS): when the client must
     /// have sent it.
@@ -46,10 +54,10 @@ pub(crate) struct Bounded {
 }
 
 impl Connected for Bounded {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = Peer;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.info.clone()
+        self.peer.clone()
     }
 }
 
@@ -72,7 +80,10 @@ impl Bounded {
         if let Link::Handshake(accept) = &mut self.link {
             match Pin::new(accept.as_mut()).poll(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(tls)) => self.link = Link::Tls(Box::new(tls)),
+                Poll::Ready(Ok(tls)) => {
+                    self.peer.handshake_done(tls.get_ref().1);
+                    self.link = Link::Tls(Box::new(tls));
+                }
                 Poll::Ready(Err(e)) => {
                     tracing::debug!(error = %e, "grpc: TLS handshake failed");
                     self.link = Link::Failed;
@@ -179,16 +190,16 @@ pub(crate) fn incoming(
             let place = Arc::clone(&places).acquire_owned().await.ok()?;
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => {
+                    Ok((stream, addr)) => {
                         let _ = stream.set_nodelay(true);
-                        let info = stream.connect_info();
+                        let peer = Peer::new(Some(addr));
                         let link = match &tls {
                             Some(acceptor) => Link::Handshake(Box::new(acceptor.accept(stream))),
                             None => Link::Plain(stream),
                         };
                         let conn = Bounded {
                             link,
-                            info,
+                            peer,
                             _place: place,
                             first: Some(Box::pin(tokio::time::sleep(first_byte))),
                         };

@@ -72,4 +72,4 @@ pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
     DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,
 };
-pub use tls::{DEFAULT_TLS_RELOAD, TlsError, TlsFiles};
+pub use tls::{ClientAuth, DEFAULT_TLS_RELOAD, TlsError, TlsFiles};

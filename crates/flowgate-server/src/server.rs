@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::auth::Credentials;
 use crate::backend::{Backend, QueueBackend, ServerClock};
 use crate::grpc::RlsService;
+use crate::peer::Peer;
 use crate::rules::doc::RulesDoc;
 use crate::rules::follow::Follower;
 use crate::rules::shared::SharedRules;
@@ -429,15 +430,22 @@ async fn initial_rules(
 }
 
 /// Serves HTTP on one connection's transport until it closes (or, on shutdown, finishes what
-/// is in flight).
+/// is in flight); every request carries `peer` in its extensions.
 async fn serve_http_conn<I>(
     builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     io: I,
     app: axum::Router,
+    peer: Peer,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    use tower::ServiceExt as _;
+    // One `Arc` clone per request: the connection's `Peer` is shared, not rebuilt.
+    let app = app.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(peer.clone());
+        req
+    });
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = builder
         .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(io), service)
@@ -445,7 +453,7 @@ async fn serve_http_conn<I>(
     let _ = watcher.watch(conn).await;
 }
 
-/// The HTTP/JSON API, until `shutdown`.
+/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`].
 ///
 /// Connections are bounded: at most `max_connections` at once (beyond, new ones wait in the
 /// listen backlog), and a client must send a request's whole header within `header_timeout`,
@@ -453,9 +461,9 @@ async fn serve_http_conn<I>(
 /// slow or idle client cannot hold a connection). With `tls`, each connection's handshake runs
 /// on its own task and must finish within `header_timeout` too. HTTP/2 connections carry at
 /// most [`GRPC_MAX_STREAMS`] concurrent streams and are pinged as the gRPC port's are.
-fn serve_http(
+pub(crate) fn serve_http(
     listener: TcpListener,
-    state: Arc<AppState>,
+    app: axum::Router,
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     header_timeout: Duration,
@@ -463,7 +471,6 @@ fn serve_http(
 ) -> JoinHandle<Result<(), ServerError>> {
     use hyper_util::rt::{TokioExecutor, TokioTimer};
     use hyper_util::server::conn::auto;
-    let app = crate::http::router(state);
     tokio::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -487,9 +494,9 @@ fn serve_http(
                 () = &mut stop => break,
             };
             let Ok(permit) = permit else { break };
-            let stream = tokio::select! {
+            let (stream, addr) = tokio::select! {
                 r = listener.accept() => match r {
-                    Ok((s, _)) => s,
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         tracing::warn!(error = %e, "http: cannot accept a connection");
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -505,12 +512,16 @@ fn serve_http(
                 graceful.watcher(),
                 tls.clone(),
             );
+            let peer = Peer::new(Some(addr));
             tokio::spawn(async move {
                 match tls {
-                    None => serve_http_conn(builder, stream, app, watcher).await,
+                    None => serve_http_conn(builder, stream, app, peer, watcher).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => serve_http_conn(builder, tls, app, watcher).await,
+                            Ok(Ok(tls)) => {
+                                peer.handshake_done(tls.get_ref().1);
+                                serve_http_conn(builder, tls, app, peer, watcher).await;
+                            }
                             Ok(Err(e)) => tracing::debug!(error = %e, "http: TLS handshake failed"),
                             Err(_) => tracing::debug!("http: TLS handshake not finished in time"),
                         }
@@ -525,29 +536,27 @@ fn serve_http(
     })
 }
 
-/// Envoy's rate-limit service over gRPC, until `shutdown`: at most `max_connections` at once,
+/// The gRPC `services` (Envoy's rate-limit service, the reports), until `shutdown`; each
+/// request carries its connection's [`Peer`]. At most `max_connections` at once,
 /// each closed if it sends nothing (with `tls`: finishes no handshake) within `first_byte` of
 /// connecting; at most
 /// [`GRPC_MAX_STREAMS`] concurrent streams per connection; HTTP/2 keep-alive pings every 30 s,
 /// a peer that does not answer within 10 s is closed.
-fn serve_grpc(
+pub(crate) fn serve_grpc(
     listener: TcpListener,
-    state: Arc<AppState>,
+    services: tonic::service::Routes,
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     first_byte: Duration,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> JoinHandle<Result<(), ServerError>> {
-    let reports = crate::grpc_report::server(Arc::clone(&state));
-    let svc = RlsService::new(state).into_server();
     tokio::spawn(async move {
         let incoming = crate::grpc_conn::incoming(listener, max_connections, first_byte, tls);
         tonic::transport::Server::builder()
             .max_concurrent_streams(Some(GRPC_MAX_STREAMS))
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-            .add_service(svc)
-            .add_service(reports)
+            .add_routes(services)
             .serve_with_incoming_shutdown(incoming, signal(shutdown))
             .await
             .map_err(|e| ServerError::Serve {
@@ -648,15 +657,18 @@ impl Server {
         let (tx, rx) = watch::channel(false);
         let http = serve_http(
             http_listener,
-            Arc::clone(&state),
+            crate::http::router(Arc::clone(&state)),
             rx.clone(),
             cfg.http_max_connections,
             cfg.http_header_timeout,
             tls.as_ref().map(|t| t.http.clone()),
         );
+        let grpc_services =
+            tonic::service::Routes::new(RlsService::new(Arc::clone(&state)).into_server())
+                .add_service(crate::grpc_report::server(Arc::clone(&state)));
         let grpc = serve_grpc(
             grpc_listener,
-            Arc::clone(&state),
+            grpc_services,
             rx.clone(),
             cfg.grpc_max_connections,
             cfg.http_header_timeout,

@@ -12,8 +12,12 @@
 //!   written whole, e.g. by rename); a pair caught between the two writes is refused and the next
 //!   read takes the complete one.
 //! - **ALPN**: `h2` and `http/1.1` on the HTTP port, `h2` on the gRPC port.
-//! - **Client certificates** (`--tls-client-ca`): required on both ports and verified against
-//!   that CA bundle (read at start; a new CA takes a restart).
+//! - **Client certificates** (`--tls-client-ca`): verified against that CA bundle on both ports
+//!   (read at start; a new CA takes a restart). [`ClientAuth`] (`--tls-client-auth`) says whether
+//!   a client must present one (`required`, the default) or may connect without
+//!   (`optional`: it then names itself with a bearer token where a route needs it); a
+//!   certificate presented is verified in both modes, and one that does not chain to the CA
+//!   ends the handshake. Only a verified certificate names a peer (`peer.rs`).
 //!
 //! The handshakes run in each connection's own task, bounded by the header timeout (see
 //! `server.rs` and `grpc_conn.rs`), so a client that never finishes one cannot hold a place.
@@ -43,9 +47,12 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// The certificate's private key: PKCS#8, PKCS#1 (RSA) or SEC1 (EC) (`--tls-key`).
     pub key: PathBuf,
-    /// The CA certificates that clients' certificates must chain to; with it, every client must
-    /// present one (mutual TLS) (`--tls-client-ca`).
+    /// The CA certificates that clients' certificates must chain to (mutual TLS)
+    /// (`--tls-client-ca`).
     pub client_ca: Option<PathBuf>,
+    /// Whether a client must present a certificate, with `client_ca` (`--tls-client-auth`);
+    /// without `client_ca`, no certificate is asked for and `Optional` is refused.
+    pub client_auth: ClientAuth,
     /// How often the certificate and key files are read again (a changed pair is taken for new
     /// connections).
     pub reload: Duration,
@@ -59,9 +66,23 @@ impl TlsFiles {
             cert: cert.into(),
             key: key.into(),
             client_ca: None,
+            client_auth: ClientAuth::Required,
             reload: DEFAULT_TLS_RELOAD,
         }
     }
+}
+
+/// Whether a client must present a certificate on the ports (`--tls-client-auth`). A
+/// certificate presented is verified against `--tls-client-ca` either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum ClientAuth {
+    /// Every client presents a certificate the CA issued; a client without one is refused.
+    #[default]
+    Required,
+    /// A client may connect without a certificate (and then name itself with a bearer token
+    /// where a route needs one); one it presents must still chain to the CA.
+    Optional,
 }
 
 /// Why the ports' TLS cannot be set up; the message names the flag and the file.
@@ -88,6 +109,11 @@ pub enum TlsError {
         /// What is wrong.
         detail: String,
     },
+    /// `--tls-client-auth optional` without `--tls-client-ca`: no certificate could be verified.
+    #[error(
+        "--tls-client-auth optional needs --tls-client-ca (the CA a certificate presented is verified against)"
+    )]
+    OptionalWithoutCa,
 }
 
 /// The crypto of every TLS session here.
@@ -183,6 +209,9 @@ impl Tls {
         let pair = certified_key(files, &cert, &key)?;
         let current = Arc::new(CurrentCert(ArcSwap::from_pointee(pair)));
         let verifier = match &files.client_ca {
+            None if files.client_auth == ClientAuth::Optional => {
+                return Err(TlsError::OptionalWithoutCa);
+            }
             None => None,
             Some(path) => {
                 let pem = read("--tls-client-ca", path).await?;
@@ -196,10 +225,15 @@ impl Tls {
                         )
                     })?;
                 }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                        .build()
-                        .map_err(|e| invalid("--tls-client-ca", path, e.to_string()))?;
+                let builder =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+                let builder = match files.client_auth {
+                    ClientAuth::Required => builder,
+                    ClientAuth::Optional => builder.allow_unauthenticated(),
+                };
+                let verifier = builder
+                    .build()
+                    .map_err(|e| invalid("--tls-client-ca", path, e.to_string()))?;
                 Some(verifier)
             }
         };

@@ -81,6 +81,17 @@ pub(crate) struct ServeArgs {
     /// certificates (PEM); needs --tls-cert and --tls-key.
     #[arg(long, env = "FLOWGATE_TLS_CLIENT_CA", requires = "tls_cert")]
     pub(crate) tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: whether every client must present a certificate (`required`) or
+    /// may connect without one and use a bearer token (`optional`); a certificate presented is
+    /// verified against --tls-client-ca in both modes.
+    #[arg(
+        long,
+        env = "FLOWGATE_TLS_CLIENT_AUTH",
+        requires = "tls_client_ca",
+        value_enum,
+        default_value = "required"
+    )]
+    pub(crate) tls_client_auth: flowgate_server::ClientAuth,
     /// How often the --tls-cert and --tls-key files are read again (e.g. `5s`, `1m`).
     #[arg(long, env = "FLOWGATE_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_deadline)]
     pub(crate) tls_reload_interval: std::time::Duration,
@@ -377,6 +388,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         let mut files = flowgate_server::TlsFiles::new(cert, key);
         files.client_ca = args.tls_client_ca;
+        files.client_auth = args.tls_client_auth;
         files.reload = args.tls_reload_interval;
         cfg.tls = Some(files);
     }
