@@ -59,6 +59,7 @@ mod reports;
 pub mod rules;
 mod server;
 mod state;
+mod store_errors;
 mod tls;
 pub mod tokens;
 
