@@ -20,6 +20,7 @@ pub mod memory;
 pub mod queue;
 pub mod quota;
 pub mod random;
+pub mod redact;
 pub mod rule;
 pub mod ruleset;
 pub mod schedule;

@@ -49,6 +49,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// What a caller may be told of the error: its kind, without the store's own message (an
+    /// address, a refused password, an OS error), which is for the operator's log.
+    pub fn summary(&self) -> &'static str {
+        match self {
+            StoreError::Timeout => "the store did not answer within its deadline",
+            StoreError::Unavailable(_) => "the store is unavailable",
+            StoreError::Internal(_) => "the store failed",
+        }
+    }
+
     /// Whether the error is a missed deadline.
     pub fn is_timeout(&self) -> bool {
         matches!(self, StoreError::Timeout)

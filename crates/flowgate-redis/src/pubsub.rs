@@ -7,6 +7,8 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use tokio::sync::Notify;
 
+use flowgate_core::redact::Redacted;
+
 use crate::RedisTls;
 
 /// Wakes `notify` on every message of `channel`, subscribed through the first of `urls` that
@@ -25,7 +27,7 @@ pub async fn follow(
         .filter_map(|url| match crate::client(url, tls) {
             Ok(c) => Some(c),
             Err(e) => {
-                tracing::warn!(%url, error = %e, "{what}: cannot subscribe to changes there");
+                tracing::warn!(url = %Redacted(url), error = %e, "{what}: cannot subscribe to changes there");
                 None
             }
         })

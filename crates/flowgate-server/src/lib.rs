@@ -61,6 +61,7 @@ mod reports;
 pub mod rules;
 mod server;
 mod state;
+mod store_errors;
 mod tls;
 
 pub use backend::{Backend, QueueBackend, ServerClock};

@@ -301,7 +301,12 @@ async fn backend(cfg: &ServerConfig) -> Result<Backend, ServerError> {
         None => Ok(Backend::memory(clock(cfg), cfg.max_keys)),
         Some(url) => Backend::redis_with(url, redis_options(cfg))
             .await
-            .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}"))),
+            .map_err(|e| {
+                ServerError::Store(format!(
+                    "cannot use Redis at {}: {e}",
+                    flowgate_config::Redacted(url)
+                ))
+            }),
     }
 }
 
@@ -325,7 +330,12 @@ fn replicated(cfg: &ServerConfig) -> Result<Option<flowgate_redis::Replicated>, 
         cfg.redis_wait_timeout,
     )
     .map(Some)
-    .map_err(|e| ServerError::Store(format!("cannot use Redis at {url}: {e}")))
+    .map_err(|e| {
+        ServerError::Store(format!(
+            "cannot use Redis at {}: {e}",
+            flowgate_config::Redacted(url)
+        ))
+    })
 }
 
 async fn signal(mut rx: watch::Receiver<bool>) {
@@ -401,7 +411,12 @@ async fn initial_rules(
     })?;
     let mut shared = SharedRules::connect_with(url, &redis_options(cfg))
         .await
-        .map_err(|e| ServerError::Store(format!("rules in Redis at {url}: {e}")))?;
+        .map_err(|e| {
+            ServerError::Store(format!(
+                "rules in Redis at {}: {e}",
+                flowgate_config::Redacted(url)
+            ))
+        })?;
     if let Some(r) = replicated {
         shared = shared.replicated(r);
     }

@@ -19,7 +19,7 @@ use flowgate_core::quota::parse_duration;
 use flowgate_core::{Algorithm, Matcher, ValueMatch};
 
 use crate::schema::{AlgorithmDoc, EntryDoc, FlaggedEntry, Pattern};
-use crate::urls::{REDACTED, redact};
+use flowgate_core::redact::{REDACTED, redact_url};
 
 /// Where an error points: a key of the declaration, or the file's default `domain`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -216,7 +216,7 @@ pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> 
             "this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole",
         ));
     }
-    let shown = redact(url);
+    let shown = redact_url(url);
     let uri: http::Uri = url
         .parse()
         .map_err(|e| err(field, format!("`{shown}` is not a URL: {e}")))?;

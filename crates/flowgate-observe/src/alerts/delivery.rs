@@ -71,7 +71,7 @@ impl Outbox {
             .http_status_as_error(false)
             .timeout_global(Some(policy.timeout))
             // A receiver that redirects is not followed: it could bounce the server's POSTs to
-            // addresses of its choosing.
+            // addresses of its choosing. With 0, ureq answers the 3xx itself ([`post`]).
             .max_redirects(0)
             .user_agent("flowgate-alerts")
             .build()
@@ -169,10 +169,26 @@ pub(super) fn post(agent: &ureq::Agent, url: &str, body: &str) -> Sent {
         .send(body.as_bytes())
     {
         Ok(r) if r.status().is_success() => Sent::Delivered,
+        Ok(r) if r.status().is_redirection() => Sent::Failed(redirected(&r)),
         Ok(r) if r.status().is_client_error() => Sent::Refused(r.status().as_u16()),
         Ok(r) => Sent::Failed(format!("answered {}", r.status())),
         Err(e) => Sent::Failed(e.to_string()),
     }
+}
+
+/// Why a redirect failed the delivery: the agent follows none (a receiver could bounce the
+/// server's POSTs to addresses of its choosing, internal ones included), so a 3xx is a failure
+/// like a 5xx, named with its status and its `Location`, redacted.
+fn redirected(r: &ureq::http::Response<ureq::Body>) -> String {
+    let to = r
+        .headers()
+        .get(ureq::http::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| "no Location".to_owned(), flowgate_config::redact_url);
+    format!(
+        "answered {}, a redirect to {to}: redirects are never followed",
+        r.status()
+    )
 }
 
 /// Delivers `lane`'s messages to `url`, one at a time, for as long as the runtime runs.

@@ -235,13 +235,7 @@ pub(super) async fn release(
         .limiter
         .release(&probe.domain, &probe.descriptors[0], b.lease)
         .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::StoreUnavailable,
-                e.to_string(),
-            )
-        })?;
+        .map_err(|e| ApiError::store("POST /v1/release", &e))?;
     Ok(Json(Released { released }))
 }
 

@@ -52,6 +52,17 @@ impl ApiError {
         }
     }
 
+    /// A 503 `store_unavailable` answering `route` for the store's `error`: the caller is told
+    /// [`crate::store_errors::ANSWER`] only, the error itself is logged.
+    pub(crate) fn store(route: &str, error: &dyn std::fmt::Display) -> Self {
+        crate::store_errors::log(route, error);
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::StoreUnavailable,
+            crate::store_errors::ANSWER,
+        )
+    }
+
     /// The same error, telling the client to try again after `after` (a 429 or 503).
     pub(crate) fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);

@@ -195,11 +195,11 @@ pub(super) fn change_error(e: ChangeError) -> ApiError {
             ErrorCode::VersionConflict,
             format!("{e}: nothing changed; read the rules again and retry"),
         ),
-        ChangeError::Shared(e) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::StoreUnavailable,
-            format!("{e}: nothing changed"),
-        ),
+        ChangeError::Shared(e) => {
+            let mut answer = ApiError::store("rules change", &e);
+            answer.detail.push_str(" (nothing changed)");
+            answer
+        }
     }
 }
 

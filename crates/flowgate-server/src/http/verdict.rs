@@ -128,7 +128,7 @@ pub(super) struct StatusAnswer<'a> {
     lease: Option<u64>,
     /// The store's failure the rule's failure policy decided; `null` when none.
     #[schema(value_type = Option<String>)]
-    error: Option<Shown<&'a flowgate::store::StoreError>>,
+    error: Option<&'static str>,
     /// The circuit breaker the descriptor matched; `null` when none.
     breaker: Option<&'a str>,
     /// That breaker refused the request.
@@ -157,7 +157,8 @@ impl<'a> StatusAnswer<'a> {
             retry_after_ms: d.retry_after.map(ms),
             wait_ms: ms(d.wait),
             lease: d.lease,
-            error: s.error.as_ref().map(Shown),
+            // Its kind only: the store's own message is not for callers.
+            error: s.error.as_ref().map(flowgate::store::StoreError::summary),
             breaker: s.breaker.as_ref().map(|b| b.name.as_str()),
             circuit_open: s.breaker.as_ref().is_some_and(|b| b.open),
         }

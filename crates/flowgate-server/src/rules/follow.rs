@@ -88,9 +88,10 @@ impl Follower {
                 }
             },
             Err(e) => {
-                let problem = format!("Redis unreachable at start: {e}");
-                tracing::warn!(%problem, "rules");
-                self.fallback(files, problem).await
+                // The store's own message is logged, not shown (`GET /v1/rules` answers anyone).
+                tracing::warn!(error = %e, "rules: Redis unreachable at start");
+                self.fallback(files, "Redis unreachable at start".to_owned())
+                    .await
             }
         }
     }

@@ -217,12 +217,18 @@ pub(crate) struct ServeArgs {
     /// The address people reach this server (its dashboard) at, for the links of alert
     /// messages (`externalURL`, `generatorURL`), e.g. `https://flowgate.example.com` (default:
     /// `http://` and the HTTP address).
-    #[arg(long, env = "FLOWGATE_EXTERNAL_URL", value_parser = parse_external_url)]
+    // Checked in `serve`, not by clap, whose error would show the URL whole.
+    #[arg(long, env = "FLOWGATE_EXTERNAL_URL")]
     pub(crate) external_url: Option<String>,
     /// An Alertmanager (`http://alertmanager:9093`) every alert is sent to through its API
     /// (`POST /api/v2/alerts`), re-sent while firing; repeat the flag (or separate with commas
     /// in the variable) for several.
-    #[arg(long = "alertmanager-url", env = "FLOWGATE_ALERTMANAGER_URLS", value_delimiter = ',', value_parser = parse_alertmanager_url)]
+    // Checked in `serve`, not by clap, whose error would show the URL whole, password included.
+    #[arg(
+        long = "alertmanager-url",
+        env = "FLOWGATE_ALERTMANAGER_URLS",
+        value_delimiter = ','
+    )]
     pub(crate) alertmanagers: Vec<String>,
     /// On SIGTERM or SIGINT, keep serving this long with `/readyz` answering 503 before the ports
     /// close (e.g. `5s`), so that load balancers and Kubernetes stop sending traffic first; then
@@ -249,7 +255,8 @@ fn parse_external_url(text: &str) -> Result<String, String> {
             Ok(text.trim_end_matches('/').to_owned())
         }
         _ => Err(format!(
-            "`{text}` is not an http:// or https:// URL with a host"
+            "`{}` is not an http:// or https:// URL with a host",
+            flowgate_config::Redacted(text)
         )),
     }
 }
@@ -419,8 +426,18 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.response_headers = args.response_headers;
     cfg.envoy_metric_names = args.envoy_metric_names;
     cfg.drain_delay = args.drain_delay;
-    cfg.external_url = args.external_url;
-    cfg.alertmanagers = args.alertmanagers;
+    cfg.external_url = args
+        .external_url
+        .as_deref()
+        .map(parse_external_url)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("invalid value for '--external-url': {e}"))?;
+    cfg.alertmanagers = args
+        .alertmanagers
+        .iter()
+        .map(|u| parse_alertmanager_url(u))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("invalid value for '--alertmanager-url': {e}"))?;
     let drain_ms = args.drain_delay.as_millis() as u64;
     let server = tokio::select! {
         bound = Server::bind(cfg) => bound?,

@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use flowgate_config::Redacted;
 use flowgate_server::rules::doc::RulesDoc;
 
 /// `flowgate rules`.
@@ -213,6 +214,8 @@ impl Client {
             bail!("an admin token is needed: --token or FLOWGATE_ADMIN_TOKEN");
         };
         let url = format!("{}{path}", self.base);
+        // Shown redacted: the server's URL may hold a password.
+        let shown = format!("{}{path}", Redacted(&self.base));
         let auth = format!("Bearer {token}");
         let sent = match (method, body) {
             ("POST", Some(b)) => self
@@ -222,19 +225,19 @@ impl Client {
                 .send_json(b),
             _ => self.agent.get(&url).header("Authorization", &auth).call(),
         };
-        let mut response = sent.with_context(|| format!("cannot reach {url}"))?;
+        let mut response = sent.with_context(|| format!("cannot reach {shown}"))?;
         let status = response.status();
         let text = response
             .body_mut()
             .with_config()
             .limit(64 << 20)
             .read_to_string()
-            .with_context(|| format!("cannot read the answer of {url}"))?;
+            .with_context(|| format!("cannot read the answer of {shown}"))?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if !status.is_success() {
             let detail = value["detail"].as_str().unwrap_or("");
             let error = value["error"].as_str().unwrap_or("");
-            bail!("{url}: {status} {error}: {detail}");
+            bail!("{shown}: {status} {error}: {detail}");
         }
         Ok(value)
     }

@@ -64,7 +64,12 @@ pub(super) fn queue_error(state: &AppState, op: &'static str, e: QueueError) -> 
         QueueError::NotDead { .. } => (StatusCode::CONFLICT, ErrorCode::NotDead),
         QueueError::KeyConflict { .. } => (StatusCode::CONFLICT, ErrorCode::KeyConflict),
         QueueError::Invalid(_) => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
-        QueueError::Store(_) | _ => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::StoreUnavailable),
+        QueueError::Store(_) | _ => {
+            state
+                .metrics
+                .queue_op(op, ErrorCode::StoreUnavailable.as_str());
+            return ApiError::store(&format!("queue {op}"), &e);
+        }
     };
     state.metrics.queue_op(op, code.as_str());
     ApiError::new(status, code, e.to_string())

@@ -1,0 +1,89 @@
+//! Store errors are answered without the store's own message: with Flowgate on a real Redis
+//! that refuses its password, then on a Redis stopped, the answers of the queue routes, of a
+//! check on a `closed` rule over HTTP and over gRPC say that the store could not answer (code
+//! and status as ever) and never Redis's `WRONGPASS`, an address or an OS error.
+
+mod common;
+
+use common::{TestServer, descriptor, http, post_json, should};
+use flowgate_testkit::redis::RedisServer;
+use serde_json::json;
+
+const CONFIG: &str = r#"
+domain = "api"
+
+[[rule]]
+name = "closed"
+match = "user"
+limit = "5/s"
+failure = "closed"
+
+[[queue]]
+name = "jobs"
+match = ["channel=Q"]
+rate = "10/s"
+"#;
+
+/// Panics if `answer` holds any of the store's own words.
+fn no_store_message(what: &str, answer: &str, port: u16) {
+    let lower = answer.to_lowercase();
+    for word in [
+        "wrongpass",
+        "password",
+        "auth",
+        "refused",
+        "os error",
+        "wrong-pass",
+        &port.to_string(),
+    ] {
+        assert!(!lower.contains(word), "{what} shows `{word}`: {answer}");
+    }
+}
+
+/// The answers of the routes that need the store, each checked.
+async fn ask(s: &TestServer, port: u16) {
+    let submit = json!({"domain": "api", "descriptor": "channel=Q", "payload": 1});
+    let r = post_json(s.http(), "/v1/queues/submit", submit).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["error"], "store_unavailable");
+    assert_eq!(
+        r.json()["detail"],
+        "the store could not answer; try again after Retry-After"
+    );
+    no_store_message("POST /v1/queues/submit", &r.body, port);
+    let r = http(s.http(), "GET", "/v1/queues", &[], "").await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    no_store_message("GET /v1/queues", &r.body, port);
+    let check = json!({"domain": "api", "descriptors": ["user=7"]});
+    let r = post_json(s.http(), "/v1/check", check).await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    let error = r.json()["statuses"][0]["error"].clone();
+    assert!(
+        error.as_str().is_some_and(|e| e.starts_with("the store")),
+        "{}",
+        r.body
+    );
+    no_store_message("POST /v1/check", &r.body, port);
+    let mut grpc = s.grpc().await;
+    let answer = should(&mut grpc, "api", vec![descriptor(&[("user", "7")])], 1).await;
+    no_store_message("gRPC ShouldRateLimit", &format!("{answer:?}"), port);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_never_show_the_stores_own_message() {
+    let mut redis = RedisServer::start();
+    let port = redis.port();
+    redis
+        .cli(&["CONFIG", "SET", "requirepass", "the-right-pass"])
+        .unwrap();
+    let url = format!("redis://:wrong-pass@127.0.0.1:{port}/");
+    let s = TestServer::start_with(&[("flowgate.toml", CONFIG)], |mut c| {
+        c.redis_url = Some(url);
+        c
+    })
+    .await;
+    ask(&s, port).await;
+    redis.stop();
+    ask(&s, port).await;
+    s.server.shutdown().await.unwrap();
+}
