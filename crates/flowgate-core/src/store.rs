@@ -46,6 +46,20 @@ pub enum StoreError {
     /// The store answered something unexpected (a script error, a malformed reply).
     #[error("the store failed: {0}")]
     Internal(String),
+    /// A write is on the primary, but fewer replicas than required acknowledged it in time
+    /// (`--redis-wait-replicas`): a failover may lose it. Flowgate's own finding, so callers
+    /// may be told it whole.
+    #[error(
+        "written on the primary, but {acked} of the {required} replicas required acknowledged it within {timeout_ms} ms: it may be lost if the primary fails"
+    )]
+    NotReplicated {
+        /// Replicas that acknowledged the write.
+        acked: u64,
+        /// Replicas required.
+        required: u32,
+        /// How long the write waited for them.
+        timeout_ms: u64,
+    },
 }
 
 impl StoreError {
@@ -56,6 +70,7 @@ impl StoreError {
             StoreError::Timeout => "the store did not answer within its deadline",
             StoreError::Unavailable(_) => "the store is unavailable",
             StoreError::Internal(_) => "the store failed",
+            StoreError::NotReplicated { .. } => "the write did not reach the replicas required",
         }
     }
 

@@ -69,9 +69,10 @@ impl Replicated {
         if acked >= u64::from(self.replicas) {
             return Ok(());
         }
-        Err(StoreError::Unavailable(format!(
-            "written on the Redis primary, but {acked} of the {} replicas required acknowledged it within {:?}: it may be lost if the primary fails",
-            self.replicas, self.timeout
-        )))
+        Err(StoreError::NotReplicated {
+            acked,
+            required: self.replicas,
+            timeout_ms: self.timeout.as_millis() as u64,
+        })
     }
 }

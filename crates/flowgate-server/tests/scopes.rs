@@ -138,6 +138,37 @@ async fn every_route_answers_each_scope_as_its_document_says() {
         }
     }
     assert_eq!(checked, ops.len() * Scope::ALL.len());
+    // Each refusal is counted once: a route that asked twice would count its refusals twice.
+    let closed = ops.iter().filter(|(_, _, s)| s.is_some()).count() as f64;
+    let readers = ops
+        .iter()
+        .filter(|(_, _, s)| *s == Some(Scope::Reader))
+        .count() as f64;
+    let reader = format!("Bearer {}", token(Scope::Reader));
+    let text = common::http(
+        t.http(),
+        "GET",
+        "/metrics",
+        &[("authorization", &reader)],
+        "",
+    )
+    .await
+    .body;
+    let counted = |reason: &str| -> f64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("flowgate_auth_failures_total{")
+                    && l.contains(&format!("reason=\"{reason}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(counted("missing"), closed, "one `missing` per closed route");
+    assert_eq!(
+        counted("forbidden"),
+        closed * (Scope::ALL.len() - 1) as f64 - readers,
+        "one `forbidden` per closed route and other scope (admin reads `reader` routes)"
+    );
 }
 
 #[tokio::test]

@@ -144,6 +144,15 @@ impl Auth {
     /// `credentials` in force, failures counted into `metrics`.
     pub(crate) fn new(credentials: Credentials, metrics: Arc<Metrics>) -> Self {
         announce(&credentials);
+        // Every series exists at 0 from the start, so that the first failure shows as an increase.
+        for scope in Scope::ALL {
+            for reason in ["missing", "wrong", "forbidden", "slowed"] {
+                let _ = metrics.auth_failures.get_or_create(&AuthLabels {
+                    scope: scope.name(),
+                    reason,
+                });
+            }
+        }
         Self {
             closed: AtomicU8::new(closed(&credentials)),
             credentials: ArcSwap::from_pointee(credentials),

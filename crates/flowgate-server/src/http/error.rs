@@ -63,6 +63,19 @@ impl ApiError {
         )
     }
 
+    /// As [`ApiError::store`], except that a write the replicas did not acknowledge is told
+    /// whole: that finding is Flowgate's, and the caller must know its write may be lost.
+    pub(crate) fn store_error(route: &str, error: &flowgate::store::StoreError) -> Self {
+        match error {
+            flowgate::store::StoreError::NotReplicated { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::StoreUnavailable,
+                error.to_string(),
+            ),
+            _ => Self::store(route, error),
+        }
+    }
+
     /// The same error, telling the client to try again after `after` (a 429 or 503).
     pub(crate) fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);

@@ -75,7 +75,6 @@ fn view(state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
 pub(super) async fn stats(
     State(state): Shared,
     _: Caller<Reader>,
-    _: Caller<Reader>,
     q: Result<Params<StatsQuery>, ApiError>,
 ) -> Result<Json<StatsView>, ApiError> {
     let q = query(q)?;
@@ -94,7 +93,6 @@ pub(super) async fn stats(
 )]
 pub(super) async fn stream(
     State(state): Shared,
-    _: Caller<Reader>,
     _: Caller<Reader>,
     q: Result<Params<StatsQuery>, ApiError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {

@@ -128,7 +128,6 @@ pub(super) enum ChangeErrors {
 )]
 pub(super) async fn push(
     State(state): Shared,
-    _: Caller<Admin>,
     Caller(author, _): Caller<Admin>,
     JsonBody(b): JsonBody<PushBody>,
 ) -> Result<Response, ApiError> {
@@ -164,7 +163,6 @@ impl RequestBody for RollbackBody {}
 )]
 pub(super) async fn rollback(
     State(state): Shared,
-    _: Caller<Admin>,
     Caller(author, _): Caller<Admin>,
     JsonBody(b): JsonBody<RollbackBody>,
 ) -> Result<Response, ApiError> {
@@ -206,7 +204,6 @@ pub(super) struct History<'a> {
 pub(super) async fn history(
     State(state): Shared,
     _: Caller<Admin>,
-    _: Caller<Admin>,
     q: Result<Params<HistoryQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
     let Params(q) = q?;
@@ -232,7 +229,6 @@ pub(super) async fn history(
 )]
 pub(super) async fn version(
     State(state): Shared,
-    _: Caller<Admin>,
     _: Caller<Admin>,
     n: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {

@@ -167,7 +167,6 @@ fn done(state: &AppState, op: &'static str, domain: &str, descriptor: &Descripto
 pub(in crate::http) async fn requeue(
     State(state): Shared,
     _: Caller<Admin>,
-    _: Caller<Admin>,
     JsonBody(b): JsonBody<DeadIdsBody>,
 ) -> Result<Json<Requeued>, ApiError> {
     b.no_listing()?;
@@ -193,7 +192,6 @@ pub(in crate::http) async fn requeue(
 pub(in crate::http) async fn purge_dead(
     State(state): Shared,
     _: Caller<Admin>,
-    _: Caller<Admin>,
     JsonBody(b): JsonBody<DeadIdsBody>,
 ) -> Result<Json<Purged>, ApiError> {
     b.no_listing()?;
@@ -218,7 +216,6 @@ pub(in crate::http) async fn purge_dead(
 )]
 pub(in crate::http) async fn purge(
     State(state): Shared,
-    _: Caller<Admin>,
     _: Caller<Admin>,
     JsonBody(b): JsonBody<InstanceBody>,
 ) -> Result<Json<Purged>, ApiError> {

@@ -64,7 +64,13 @@ pub(super) fn queue_error(state: &AppState, op: &'static str, e: QueueError) -> 
         QueueError::NotDead { .. } => (StatusCode::CONFLICT, ErrorCode::NotDead),
         QueueError::KeyConflict { .. } => (StatusCode::CONFLICT, ErrorCode::KeyConflict),
         QueueError::Invalid(_) => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
-        QueueError::Store(_) | _ => {
+        QueueError::Store(store) => {
+            state
+                .metrics
+                .queue_op(op, ErrorCode::StoreUnavailable.as_str());
+            return ApiError::store_error(&format!("queue {op}"), store);
+        }
+        _ => {
             state
                 .metrics
                 .queue_op(op, ErrorCode::StoreUnavailable.as_str());
