@@ -103,6 +103,25 @@ fn hangup(p: &Proc) {
     assert!(status.success(), "kill -HUP failed");
 }
 
+/// Writes `text` to the credentials file `path` of `p` and sends SIGHUP, until the server logs
+/// that a SIGHUP made it read the file. A change its timer read first (between the write and the
+/// signal) is written again, with a comment that makes it new.
+async fn rotate(p: &Proc, path: &Path, text: &str) {
+    const RELOADED: &str = "credentials file reloaded";
+    for attempt in 0..3 {
+        let before = p.logged(RELOADED);
+        write(path, &format!("# rotation {attempt}\n{text}"));
+        hangup(p);
+        p.wait_logged(RELOADED, before, WITHIN).await;
+        let log = p.log.lock().unwrap();
+        let last = log.iter().rev().find(|l| l.contains(RELOADED));
+        if last.is_some_and(|l| l.contains(r#"trigger="SIGHUP""#)) {
+            return;
+        }
+    }
+    panic!("the server read the credentials file on its timer only, never on SIGHUP");
+}
+
 /// Asserts no line `p` logged contains one of `secrets`.
 fn assert_never_logged(p: &Proc, secrets: &[&str]) {
     for s in secrets {
@@ -380,13 +399,9 @@ async fn a_rotated_credentials_file_is_taken_on_sighup_and_a_broken_one_is_not()
     let creds = dir.path().join("credentials");
     assert_eq!(lease(&p, Some(TOKEN_A)).await.status, 204);
 
-    // Rotated to B: waits on the server's own word that it read the file, so that no guess with
-    // a token not yet (or no longer) in force is spent from this source's budget.
-    let reloaded = p.logged("credentials file reloaded");
-    write(&creds, &format!("refunds:worker:{TOKEN_B}\n"));
-    hangup(&p);
-    p.wait_logged("credentials file reloaded", reloaded, WITHIN)
-        .await;
+    // Rotated to B: waits on the server's own word that SIGHUP made it read the file, so that no
+    // guess with a token not yet in force is spent from this source's budget.
+    rotate(&p, &creds, &format!("refunds:worker:{TOKEN_B}\n")).await;
     assert_eq!(lease(&p, Some(TOKEN_B)).await.status, 204);
     assert_eq!(lease(&p, Some(TOKEN_A)).await.status, 401);
 
