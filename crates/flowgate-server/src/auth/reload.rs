@@ -48,8 +48,9 @@ impl Reloader {
         }
     }
 
-    /// Reads the file again, and puts a changed one in force.
-    async fn check(&mut self, auth: &Auth) {
+    /// Reads the file again, and puts a changed one in force; `trigger` (`SIGHUP` or `timer`)
+    /// says in the log what made it read the file.
+    async fn check(&mut self, auth: &Auth, trigger: &'static str) {
         let text = match tokio::fs::read_to_string(&self.path).await {
             Ok(t) => t,
             Err(e) => {
@@ -66,7 +67,7 @@ impl Reloader {
             Ok(creds) => {
                 self.seen = text;
                 self.failed = None;
-                tracing::info!(file = %self.path.display(), "credentials file reloaded");
+                tracing::info!(file = %self.path.display(), trigger, "credentials file reloaded");
                 auth.replace(creds);
             }
             Err(e) => self.fail(e),
@@ -92,12 +93,12 @@ impl Reloader {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;
             loop {
-                tokio::select! {
-                    _ = every.tick() => {}
-                    () = hangup.recv() => {}
+                let trigger = tokio::select! {
+                    _ = every.tick() => "timer",
+                    () = hangup.recv() => "SIGHUP",
                     _ = shutdown.changed() => return,
-                }
-                self.check(&auth).await;
+                };
+                self.check(&auth, trigger).await;
             }
         })
     }

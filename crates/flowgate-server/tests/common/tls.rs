@@ -1,4 +1,4 @@
-//! TLS helpers shared by `tls.rs` and `peer.rs` (included by `#[path]`): a private CA and its
+//! TLS helpers shared by `tls.rs`, `peer.rs` and `auth_e2e.rs` (included by `#[path]`): a private CA and its
 //! certificates (rcgen), rustls clients with and without a client certificate, HTTPS and gRPC
 //! requests over them, and `flowgate serve` over TLS.
 #![allow(dead_code, unreachable_pub)]
@@ -14,7 +14,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -72,8 +72,26 @@ impl Pki {
 
     /// A certificate named `cn` for 127.0.0.1 and localhost, for `usages`.
     pub fn leaf(&self, cn: &str, usages: &[ExtendedKeyUsagePurpose]) -> Leaf {
+        self.leaf_with(cn, &[], usages)
+    }
+
+    /// A client certificate named `cn` with the subject alternative names `alt` besides
+    /// 127.0.0.1 and localhost: a name with `://` is a URI (a SPIFFE ID), any other a DNS name.
+    pub fn client_with(&self, cn: &str, alt: &[&str]) -> Leaf {
+        self.leaf_with(cn, alt, &[ExtendedKeyUsagePurpose::ClientAuth])
+    }
+
+    fn leaf_with(&self, cn: &str, alt: &[&str], usages: &[ExtendedKeyUsagePurpose]) -> Leaf {
         let mut params =
             CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        for name in alt {
+            let ia5 = (*name).try_into().unwrap();
+            params.subject_alt_names.push(if name.contains("://") {
+                SanType::URI(ia5)
+            } else {
+                SanType::DnsName(ia5)
+            });
+        }
         params.distinguished_name.push(DnType::CommonName, cn);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
@@ -164,6 +182,18 @@ pub async fn https_get(
     addr: SocketAddr,
     path: &str,
 ) -> Result<Answer, String> {
+    https(connector, addr, "GET", path, &[], "").await
+}
+
+/// `method path` with `headers` and `body` over HTTPS/1.1 on a fresh connection.
+pub async fn https(
+    connector: &TlsConnector,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Answer, String> {
     let tls = connect(connector, addr)
         .await
         .map_err(|e| format!("connect: {e}"))?;
@@ -178,10 +208,14 @@ pub async fn https_get(
         .await
         .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(conn);
-    let req = hyper::Request::get(path)
-        .header("host", "localhost")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_owned()))).unwrap();
     let resp = tokio::time::timeout(STEP, send.send_request(req))
         .await
         .map_err(|_| "no answer in time".to_owned())?
