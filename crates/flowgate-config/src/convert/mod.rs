@@ -213,7 +213,7 @@ pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> 
     if url.contains(REDACTED) {
         return Err(err(
             field,
-            "this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole",
+            "this URL is shown redacted (`GET /v1/rules` without the admin token shows only its scheme and host): read the rules with the admin token and send the URL whole",
         ));
     }
     let shown = redact_url(url);

@@ -264,6 +264,21 @@ fn json_errors_name_the_field() {
             "this URL is shown redacted",
         ),
         (
+            serde_json::json!({"alert": [{"name": "s", "store": "degraded", "webhooks": ["http://<redacted>"]}]}),
+            "alert[0].webhooks[0]",
+            "this URL is shown redacted",
+        ),
+        (
+            serde_json::json!({"alertmanagers": ["http://am:9093/<redacted>"], "alert": [{"name": "s", "store": "degraded"}]}),
+            "alertmanagers[0]",
+            "this URL is shown redacted",
+        ),
+        (
+            serde_json::json!({"alert": [{"name": "s", "store": "degraded", "alertmanagers": ["http://hooks.slack.com/<redacted>"]}]}),
+            "alert[0].alertmanagers[0]",
+            "this URL is shown redacted",
+        ),
+        (
             serde_json::json!({"domain": "d", "colour": "red"}),
             "colour",
             "unknown field",
