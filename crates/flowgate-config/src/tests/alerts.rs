@@ -148,11 +148,11 @@ fn alert_errors_name_file_line_and_field() {
             "plain http://",
         ),
         (
-            // The URL is shown redacted: errors are logged.
+            // The URL shows its scheme and host alone: errors are logged, and shown to readers.
             "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nwebhooks = [\"https://u:pw@h/x?k=v\"]\n",
             13,
             "alert[0].webhooks[0]",
-            "`https://u:<redacted>@h/x?k=<redacted>`: webhooks are POSTed over plain http://",
+            "`https://h/<redacted>`: webhooks are POSTed over plain http://",
         ),
         (
             "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nwebhooks = [\"hook\"]\n",
