@@ -368,7 +368,7 @@ async fn dashboard_in_a_real_browser() {
     .await;
     assert!(summed, "the cluster's nodes: {seen}");
     let note = "const n = document.getElementById('history-note'); return [n.dataset.error || null, n.textContent];";
-    let (refused, shown) = poll(&c, Duration::from_secs(5), note, |v| v[0] == "unauthorized").await;
+    let (refused, shown) = poll(&c, Duration::from_secs(5), note, |v| v[0] == "forbidden").await;
     assert!(refused, "the versions with the dashboard token: {shown}");
     // Read without the admin token, the rules' URLs are redacted, and the page says so.
     let editor = "return [document.getElementById('editor').value.includes('refunds-waiting'),
@@ -419,7 +419,10 @@ async fn dashboard_in_a_real_browser() {
     })
     .await;
     assert!(listed, "the versions after a rollback: {shown}");
-    let rules = http(addr, "GET", "/v1/rules", &[], "").await.json();
+    let reader = format!("Bearer {READER}");
+    let rules = http(addr, "GET", "/v1/rules", &[("authorization", &reader)], "")
+        .await
+        .json();
     assert_eq!(rules["version"], 3);
     assert_eq!(
         rules["rule"][1]["limit"], "100/s",
