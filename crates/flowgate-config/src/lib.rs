@@ -35,7 +35,7 @@ pub use self::read::{
     Format, MAX_FILE_BYTES, files, load, load_texts, parse, parse_config, parse_json, read,
     read_texts,
 };
-pub use flowgate_core::redact::{REDACTED, Redacted, redact_url};
+pub use flowgate_core::redact::{REDACTED, Redacted, redact_to_origin, redact_url};
 
 /// Checks an Alertmanager's URL as the configuration does (`http://host[:port][/prefix]`): the
 /// URL, or why it is refused.

@@ -1,16 +1,17 @@
 //! The URL fields of a configuration document, and how `GET /v1/rules` shows them to a caller
-//! without the admin token: a webhook's URL often carries its credential (a password, a query
-//! parameter, a path token such as Slack's `/services/T…/B…/…`), and the rules can be read with
-//! no token at all.
+//! without the admin token: as their scheme and host alone (`https://hooks.slack.com/<redacted>`).
+//! A webhook's URL often carries its credential (a password, a query parameter), and for a Slack
+//! or PagerDuty webhook the path *is* the credential, so a reader learns not even its shape.
 //!
 //! [`FileDoc::urls_mut`] is the one list of those fields, so a URL field added to the schema is
 //! one line there. A URL shown redacted and sent back is refused where every URL field is
 //! checked, by the conversion of its field. How a URL is redacted is
-//! [`flowgate_core::redact`]'s, the one place every crate shows a URL through.
+//! [`flowgate_core::redact`]'s ([`redact_to_origin`]), the one place every crate shows a URL
+//! through.
 
 use crate::schema::FileDoc;
 
-use flowgate_core::redact::redact_url;
+use flowgate_core::redact::redact_to_origin;
 
 impl FileDoc {
     /// Every URL field of the document, with its path in the document (`alert[0].webhooks[1]`).
@@ -29,10 +30,10 @@ impl FileDoc {
         out
     }
 
-    /// Hides the secrets of every URL field ([`redact_url`]).
+    /// Shows every URL field as its scheme and host alone ([`redact_to_origin`]).
     pub fn redact_urls(&mut self) {
         for (_, url) in self.urls_mut() {
-            *url = redact_url(url);
+            *url = redact_to_origin(url);
         }
     }
 }
@@ -91,20 +92,28 @@ mod tests {
             ]
         );
         doc.redact_urls();
-        assert_eq!(doc.alert_webhooks, ["http://u:<redacted>@a/h"]);
+        assert_eq!(doc.alert_webhooks, ["http://a/<redacted>"]);
         assert_eq!(
             doc.alert[1].webhooks.as_deref(),
             Some(
                 &[
-                    "http://b/h?k=<redacted>".to_owned(),
-                    "http://c/h".to_owned()
+                    "http://b/<redacted>".to_owned(),
+                    "http://c/<redacted>".to_owned()
                 ][..]
             )
         );
+        // Nothing to hide: shown whole.
         assert_eq!(doc.alertmanagers, ["http://am:9093"]);
         assert_eq!(
             doc.alert[1].alertmanagers.as_deref(),
-            Some(&["http://admin:<redacted>@am2:9093".to_owned()][..])
+            Some(&["http://am2:9093/<redacted>".to_owned()][..])
         );
+        // Each one shown redacted is refused as the URL it stands for.
+        for (path, url) in doc.urls_mut() {
+            if url.contains(crate::REDACTED) {
+                let refused = crate::convert::webhook_of(&path, url);
+                assert!(refused.is_err(), "{path}: {url}");
+            }
+        }
     }
 }

@@ -3,6 +3,8 @@
 //! `/services/T…/B…/…`). Every error, log line, probe and API answer that names such a URL shows
 //! it through [`redact_url`] (or [`Redacted`]), which never fails: a URL that does not parse is
 //! redacted too, since the start-up error that says so is where it is shown whole otherwise.
+//! Where even the shape of the path is a secret (a webhook shown to a caller without the admin
+//! token), [`redact_to_origin`] shows the scheme and host alone.
 
 use std::fmt;
 
@@ -80,6 +82,49 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
+/// `url` shown as its origin only: `scheme://host[:port]`, then `/<redacted>` when it had
+/// anything else (user information, a path other than `/`, a query, a fragment), e.g.
+/// `https://hooks.slack.com/<redacted>`; a URL with nothing else is shown whole. For a reader who must not learn even the shape of a
+/// URL whose path is its secret (a Slack or PagerDuty webhook), where [`redact_url`] shows the
+/// plain segments.
+///
+/// The host is read as RFC 3986 has it: the authority ends at the first `/`, `?` or `#`, and
+/// the user information at its last `@`. An `@` after that end is either a password holding
+/// `/ ? #` or an `@` in the path or query; the host cannot be told then, so all but the scheme
+/// is hidden (`scheme://<redacted>`). A text without a scheme is hidden whole.
+///
+/// # Examples
+/// ```
+/// use flowgate_core::redact::redact_to_origin;
+/// assert_eq!(
+///     redact_to_origin("https://u:pw@hooks.slack.com/services/T0/B0/X?x=1"),
+///     "https://hooks.slack.com/<redacted>"
+/// );
+/// assert_eq!(redact_to_origin("http://am:9093"), "http://am:9093");
+/// assert_eq!(redact_to_origin("http://relay/x?to=ops@example.com"), "http://<redacted>");
+/// ```
+pub fn redact_to_origin(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://").filter(|(s, _)| is_scheme(s)) else {
+        return REDACTED.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    if tail.contains('@') {
+        return format!("{scheme}://{REDACTED}");
+    }
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((_, host)) => (true, host),
+        None => (false, authority),
+    };
+    if user || !matches!(tail, "" | "/") {
+        format!("{scheme}://{host}/{REDACTED}")
+    } else {
+        // Nothing to hide: the URL whole, so that what is shown is either the URL or holds
+        // `<redacted>` (which `PUT /v1/rules` refuses).
+        url.to_owned()
+    }
+}
+
 /// Shows a URL through [`redact_url`]: `format!("cannot use Redis at {}", Redacted(url))`, or a
 /// tracing field `url = %Redacted(url)`.
 #[derive(Clone, Copy, Debug)]
@@ -139,3 +184,6 @@ fn may_be_token(segment: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod origin_tests;

@@ -370,18 +370,20 @@ async fn dashboard_in_a_real_browser() {
     let note = "const n = document.getElementById('history-note'); return [n.dataset.error || null, n.textContent];";
     let (refused, shown) = poll(&c, Duration::from_secs(5), note, |v| v[0] == "forbidden").await;
     assert!(refused, "the versions with the dashboard token: {shown}");
-    // Read without the admin token, the rules' URLs are redacted, and the page says so.
-    let editor = "return [document.getElementById('editor').value.includes('refunds-waiting'),
-                          document.getElementById('editor').value.includes('hunter2'),
+    // Read without the admin token, the rules' URLs show their scheme and host alone, and the
+    // page says so.
+    let editor = "const t = document.getElementById('editor').value;
+                  return [t.includes('refunds-waiting'), t.includes('hunter2'), t.includes('/hook'),
+                          t.includes('http://127.0.0.1:9/<redacted>'),
                           !document.getElementById('editor-note').hidden];";
     let (redacted, shown) = poll(&c, Duration::from_secs(5), editor, |v| {
-        v == &json!([true, false, true])
+        v == &json!([true, false, false, true, true])
     })
     .await;
     assert!(redacted, "the editor without the admin token: {shown}");
     use_token(&c, ADMIN).await;
     let (whole, shown) = poll(&c, Duration::from_secs(5), editor, |v| {
-        v == &json!([true, true, false])
+        v == &json!([true, true, true, false, false])
     })
     .await;
     assert!(whole, "the editor with the admin token: {shown}");

@@ -19,7 +19,7 @@ use flowgate_core::quota::parse_duration;
 use flowgate_core::{Algorithm, Matcher, ValueMatch};
 
 use crate::schema::{AlgorithmDoc, EntryDoc, FlaggedEntry, Pattern};
-use flowgate_core::redact::{REDACTED, redact_url};
+use flowgate_core::redact::{REDACTED, redact_to_origin};
 
 /// Where an error points: a key of the declaration, or the file's default `domain`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,16 +207,17 @@ impl From<Algorithm> for AlgorithmDoc {
     }
 }
 
-/// A webhook's (or an Alertmanager's) URL: `http://host[:port]/path`. An error shows it
-/// redacted: errors are logged.
+/// A webhook's (or an Alertmanager's) URL: `http://host[:port]/path`. An error shows its scheme
+/// and host alone ([`redact_to_origin`]): errors are logged, and reach a reader as the rules'
+/// `problem` in `GET /v1/rules`.
 pub(crate) fn webhook_of(field: &str, url: &str) -> Result<String, SchemaError> {
     if url.contains(REDACTED) {
         return Err(err(
             field,
-            "this URL is shown redacted (`GET /v1/rules` without the admin token hides its secrets): read the rules with the admin token and send the URL whole",
+            "this URL is shown redacted (`GET /v1/rules` without the admin token shows only its scheme and host): read the rules with the admin token and send the URL whole",
         ));
     }
-    let shown = redact_url(url);
+    let shown = redact_to_origin(url);
     let uri: http::Uri = url
         .parse()
         .map_err(|e| err(field, format!("`{shown}` is not a URL: {e}")))?;

@@ -148,11 +148,11 @@ fn alert_errors_name_file_line_and_field() {
             "plain http://",
         ),
         (
-            // The URL is shown redacted: errors are logged.
+            // The URL shows its scheme and host alone: errors are logged, and shown to readers.
             "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nwebhooks = [\"https://u:pw@h/x?k=v\"]\n",
             13,
             "alert[0].webhooks[0]",
-            "`https://u:<redacted>@h/x?k=<redacted>`: webhooks are POSTed over plain http://",
+            "`https://h/<redacted>`: webhooks are POSTed over plain http://",
         ),
         (
             "[[alert]]\nname = \"s\"\nstore = \"degraded\"\nwebhooks = [\"hook\"]\n",
@@ -261,6 +261,21 @@ fn json_errors_name_the_field() {
         (
             serde_json::json!({"alert": [{"name": "s", "store": "degraded", "webhooks": ["http://h/<redacted>"]}]}),
             "alert[0].webhooks[0]",
+            "this URL is shown redacted",
+        ),
+        (
+            serde_json::json!({"alert": [{"name": "s", "store": "degraded", "webhooks": ["http://<redacted>"]}]}),
+            "alert[0].webhooks[0]",
+            "this URL is shown redacted",
+        ),
+        (
+            serde_json::json!({"alertmanagers": ["http://am:9093/<redacted>"], "alert": [{"name": "s", "store": "degraded"}]}),
+            "alertmanagers[0]",
+            "this URL is shown redacted",
+        ),
+        (
+            serde_json::json!({"alert": [{"name": "s", "store": "degraded", "alertmanagers": ["http://hooks.slack.com/<redacted>"]}]}),
+            "alert[0].alertmanagers[0]",
             "this URL is shown redacted",
         ),
         (

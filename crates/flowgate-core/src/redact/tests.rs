@@ -89,7 +89,12 @@ fn user_info() -> impl Strategy<Value = (String, String)> {
         .prop_map(|(user, pw, form)| match form {
             0 => (format!("{user}:{pw}"), pw),
             1 => (format!(":{pw}"), pw),
-            _ => (pw.clone(), pw),
+            // A key holding `:` reads as `user:password`: its secret is what follows the `:`.
+            _ => match pw.split_once(':') {
+                Some((_, secret)) if !secret.is_empty() => (pw.clone(), secret.to_owned()),
+                Some(_) => (format!(":{pw}"), pw),
+                None => (pw.clone(), pw),
+            },
         })
 }
 

@@ -82,9 +82,9 @@ impl RulesAnswer {
 
 /// The configuration in force as one document that `PUT /v1/rules` takes back unchanged
 /// (following Redis, the whole shared document: rules, queues, alerts, breakers), with what the
-/// node follows. Without the admin token the secrets of its URLs are hidden
-/// ([`FileDoc::redact_urls`]); an admin sees them whole, so that an admin's round trip loses
-/// nothing.
+/// node follows. Without the admin token its URLs show their scheme and host alone
+/// ([`FileDoc::redact_urls`]): a webhook's path may be its secret. An admin sees them whole, so
+/// that an admin's round trip loses nothing.
 #[utoipa::path(get, path = "/v1/rules", tag = "rules", security(("reader" = [])), responses(CredentialErrors,
     (status = 200, description = "The rules in force.", body = RulesAnswer),
 ))]
