@@ -286,17 +286,23 @@ fn decide(
     }
 }
 
-/// Logs the credentials put in force: their names and scopes, and the scopes left open.
+/// Logs the credentials put in force (their names and scopes), and in one warning the scopes
+/// they leave open.
 fn announce(creds: &Credentials) {
-    tracing::info!(credentials = ?creds.summary(), "credentials in force");
-    if !creds.has(Scope::Admin) {
-        tracing::info!("no admin credential: the admin routes are off");
-    }
-    for scope in Scope::ALL.into_iter().filter(|s| !creds.requires(*s)) {
+    tracing::info!(
+        credentials = ?creds.summary(),
+        admin_routes = if creds.has(Scope::Admin) { "on" } else { "off: no admin credential" },
+        "credentials in force"
+    );
+    let open: Vec<String> = Scope::ALL
+        .into_iter()
+        .filter(|s| !creds.requires(*s))
+        .map(|s| format!("{s} ({})", s.routes()))
+        .collect();
+    if !open.is_empty() {
         tracing::warn!(
-            scope = scope.name(),
-            "no credential names the scope `{scope}`: {} are open to anyone who reaches the port, which must then be private",
-            scope.routes()
+            open = %open.join("; "),
+            "no credential names these scopes: their routes answer anyone who reaches the port, which must then be private"
         );
     }
 }
