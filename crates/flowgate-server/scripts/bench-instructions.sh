@@ -17,6 +17,8 @@
 # With API=http, the same over the HTTP/JSON API instead: `POST /v1/check` with the same request
 # as JSON, over HTTP/1.1 (16 connections, one request at a time each); the floor is not counted
 # (it serves gRPC only).
+# With CLOSED=1, Flowgate's `decide` scope is closed (a credentials file with one decide token)
+# and every request sends that token: the cost of a decision that must be authenticated.
 # Needs valgrind and h2load (apt-get install valgrind nghttp2-client).
 # Without a binary, it builds one with the production profile (PROFILE=release for the release
 # profile).
@@ -44,6 +46,13 @@ req = field(1, b"bench") + field(2, field(1, field(1, b"key") + field(2, b"0")))
 open(sys.argv[1], "wb").write(b"\x00" + struct.pack(">I", len(req)) + req)
 PY
 printf '{"domain":"bench","descriptors":["key=0"]}' > "$WORK/body.json"
+AUTH=()
+if [ -n "${CLOSED:-}" ]; then
+  TOKEN=bench-decide-token-0123456789abcdef0123456789abcdef
+  printf 'bench:decide:%s\n' "$TOKEN" > "$WORK/credentials"
+  export FLOWGATE_CREDENTIALS_FILE="$WORK/credentials"
+  AUTH=(-H "authorization: Bearer $TOKEN")
+fi
 API=${API:-grpc}
 # count LABEL PORT COMMAND...: instructions per request of the server COMMAND serving on PORT.
 count() {
@@ -57,10 +66,10 @@ count() {
   done
   if [ "$label" = flowgate-http ]; then
     url="http://127.0.0.1:$port/v1/check"
-    h2() { h2load --h1 -c 16 -m 1 -t 1 -d "$WORK/body.json" -H 'content-type: application/json' "$@" "$url"; }
+    h2() { h2load --h1 -c 16 -m 1 -t 1 -d "$WORK/body.json" -H 'content-type: application/json' ${AUTH[@]+"${AUTH[@]}"} "$@" "$url"; }
   else
     url="http://127.0.0.1:$port/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-    h2() { h2load -c 4 -m 16 -t 1 -d "$WORK/body" -H 'content-type: application/grpc' -H 'te: trailers' "$@" "$url"; }
+    h2() { h2load -c 4 -m 16 -t 1 -d "$WORK/body" -H 'content-type: application/grpc' -H 'te: trailers' ${AUTH[@]+"${AUTH[@]}"} "$@" "$url"; }
   fi
   h2 -n 2000 >/dev/null
   callgrind_control -i on "$pid" >/dev/null 2>&1

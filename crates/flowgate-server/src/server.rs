@@ -451,16 +451,23 @@ async fn serve_http_conn<I>(
     io: I,
     app: axum::Router,
     peer: Peer,
+    wanted: Arc<std::sync::atomic::AtomicBool>,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use tower::ServiceExt as _;
-    // One `Arc` clone per request: the connection's `Peer` is shared, not rebuilt.
-    let app = app.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-        req.extensions_mut().insert(peer.clone());
-        req
-    });
+    // One `Arc` clone per request: the connection's `Peer` is shared, not rebuilt. Only while
+    // the server has credentials: without, no route reads it (the admin routes are off, every
+    // other route is open), and a decision saves the insert.
+    let app = app
+        .map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+            if wanted.load(std::sync::atomic::Ordering::Acquire) {
+                req.extensions_mut().insert(peer.clone());
+            }
+            req
+        })
+        .map_response(crate::http::nosniff);
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = builder
         .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(io), service)
@@ -468,7 +475,8 @@ async fn serve_http_conn<I>(
     let _ = watcher.watch(conn).await;
 }
 
-/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`].
+/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`] while
+/// `peers` holds (the server has credentials), and every answer `X-Content-Type-Options: nosniff`.
 ///
 /// Connections are bounded: at most `max_connections` at once (beyond, new ones wait in the
 /// listen backlog), and a client must send a request's whole header within `header_timeout`,
@@ -479,6 +487,7 @@ async fn serve_http_conn<I>(
 pub(crate) fn serve_http(
     listener: TcpListener,
     app: axum::Router,
+    peers: Arc<std::sync::atomic::AtomicBool>,
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     header_timeout: Duration,
@@ -521,21 +530,22 @@ pub(crate) fn serve_http(
                 () = &mut stop => break,
             };
             let _ = stream.set_nodelay(true);
-            let (builder, app, watcher, tls) = (
+            let (builder, app, watcher, tls, wanted) = (
                 builder.clone(),
                 app.clone(),
                 graceful.watcher(),
                 tls.clone(),
+                Arc::clone(&peers),
             );
             let peer = Peer::new(Some(addr));
             tokio::spawn(async move {
                 match tls {
-                    None => serve_http_conn(builder, stream, app, peer, watcher).await,
+                    None => serve_http_conn(builder, stream, app, peer, wanted, watcher).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
                             Ok(Ok(tls)) => {
                                 peer.handshake_done(tls.get_ref().1);
-                                serve_http_conn(builder, tls, app, peer, watcher).await;
+                                serve_http_conn(builder, tls, app, peer, wanted, watcher).await;
                             }
                             Ok(Err(e)) => tracing::debug!(error = %e, "http: TLS handshake failed"),
                             Err(_) => tracing::debug!("http: TLS handshake not finished in time"),
@@ -673,6 +683,7 @@ impl Server {
         let http = serve_http(
             http_listener,
             crate::http::router(Arc::clone(&state)),
+            state.auth.any(),
             rx.clone(),
             cfg.http_max_connections,
             cfg.http_header_timeout,

@@ -23,7 +23,7 @@ pub mod scope;
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -106,6 +106,9 @@ pub(crate) struct Auth {
     /// The scopes that need a credential ([`Credentials::requires`]), for the one atomic read
     /// that lets an open route through.
     closed: AtomicU8,
+    /// Whether there is any credential: without, no route reads who the caller is, and the
+    /// connections need not tell each request ([`crate::peer::Peer`]).
+    any: Arc<AtomicBool>,
     attempts: attempts::Attempts,
     logs: DirectBucket,
     metrics: Arc<Metrics>,
@@ -155,6 +158,7 @@ impl Auth {
         }
         Self {
             closed: AtomicU8::new(closed(&credentials)),
+            any: Arc::new(AtomicBool::new(!credentials.is_empty())),
             credentials: ArcSwap::from_pointee(credentials),
             attempts: attempts::Attempts::default(),
             logs: log_bucket(),
@@ -166,8 +170,16 @@ impl Auth {
     pub(crate) fn replace(&self, credentials: Credentials) {
         announce(&credentials);
         let bits = closed(&credentials);
+        // Peers first: a request let through by the new credentials already carries its own.
+        self.any.store(!credentials.is_empty(), Ordering::Release);
         self.credentials.store(Arc::new(credentials));
         self.closed.store(bits, Ordering::Release);
+    }
+
+    /// Whether the server has any credential, shared with the connections, which tell each
+    /// request who sent it only while it does.
+    pub(crate) fn any(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.any)
     }
 
     /// Whether the routes of `scope` answer anyone (no credential names the scope).

@@ -91,7 +91,9 @@ fn verdict_response(v: &Verdict) -> Response {
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    let mut headers = HeaderMap::new();
+    // Room for every header the answer ends with (the three `RateLimit-*`, `Retry-After`,
+    // `content-type`, `content-length`, `x-content-type-options`), so that none grows the map.
+    let mut headers = HeaderMap::with_capacity(8);
     for (name, value) in v.headers() {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);

@@ -35,7 +35,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -92,16 +91,16 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             )
         })
         .with_state(state)
-        .layer(axum::middleware::map_response(nosniff))
 }
 
 /// `X-Content-Type-Options: nosniff`, on every answer (errors, fallbacks, the dashboard, the
 /// metrics, the event stream): a browser never runs an answer as another type than it says.
 const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
 
-/// Sets [`NOSNIFF`] on `response` (a static value: one header insert per answer). axum's own
-/// `map_response` rather than tower-http's `SetResponseHeaderLayer`: the same, without a crate.
-async fn nosniff(mut response: Response) -> Response {
+/// Sets [`NOSNIFF`] on `response` (a static value: one header insert per answer). Applied where
+/// each connection's service is made (`server.rs`), around the router rather than as one of its
+/// layers, which would box every route's future once more.
+pub(crate) fn nosniff<B>(mut response: axum::http::Response<B>) -> axum::http::Response<B> {
     response
         .headers_mut()
         .insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);

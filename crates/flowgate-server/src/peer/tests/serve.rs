@@ -138,7 +138,8 @@ async fn serve(tls: Option<Tls>, dir: tempfile::TempDir) -> Ports {
         Some(t) => (Some(t.http.clone()), Some(t.grpc.clone())),
         None => (None, None),
     };
-    serve_http(http, http_app(), shutdown.clone(), 16, STEP, http_tls);
+    let peers = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    serve_http(http, http_app(), peers, shutdown.clone(), 16, STEP, http_tls);
     let services = tonic::service::Routes::new(RateLimitServiceServer::new(Echo));
     serve_grpc(grpc, services, shutdown, 16, STEP, grpc_tls);
     Ports {
