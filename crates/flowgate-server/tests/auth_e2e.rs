@@ -420,21 +420,23 @@ async fn a_rotated_credentials_file_is_taken_on_sighup_and_a_broken_one_is_not()
     assert_never_logged(&p, &[TOKEN_A, TOKEN_B]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guessing_source_is_slowed_and_decisions_are_not() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = serve(dir.path(), &format!("refunds:worker:{WORKER}\n"));
-    let guess = |i: usize| format!("guess-{i:02}-0123456789abcdef0123456789abcdef");
+/// Sends wrong worker tokens (`guess(i)`) until the source is slowed, a decision after each
+/// answered 200; the number of tokens read (401) before the first refusal (429).
+async fn guess_until_slowed(p: &Proc, guess: &dyn Fn(usize) -> String) -> usize {
     let budget = flowgate_server::auth::attempts::BUDGET as usize;
     // A source gets one attempt back every 3 s: on a machine slow enough to take that long
     // over the first guesses, a guess or two more are read before the refusals begin.
     let mut read = 0;
     let mut slowed_at = None;
     for i in 0..budget + 10 {
-        let r = lease(&p, Some(&guess(i))).await;
-        assert_eq!(check(&p).await, 200, "a decision after guess {i}");
+        let r = lease(p, Some(&guess(i))).await;
+        assert_eq!(check(p).await, 200, "a decision after guess {i}");
         if r.status == 401 {
-            assert!(slowed_at.is_none(), "guess {i} read after a refusal: {}", r.body);
+            assert!(
+                slowed_at.is_none(),
+                "guess {i} read after a refusal: {}",
+                r.body
+            );
             read += 1;
             continue;
         }
@@ -447,8 +449,21 @@ async fn a_guessing_source_is_slowed_and_decisions_are_not() {
         slowed_at = Some(i);
         break;
     }
-    assert!(slowed_at.is_some(), "{read} wrong tokens read, never slowed");
+    assert!(
+        slowed_at.is_some(),
+        "{read} wrong tokens read, never slowed"
+    );
     assert!(read >= budget, "slowed after {read} wrong tokens");
+    read
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessing_source_is_slowed_and_decisions_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = serve(dir.path(), &format!("refunds:worker:{WORKER}\n"));
+    let guess = |i: usize| format!("guess-{i:02}-0123456789abcdef0123456789abcdef");
+    let budget = flowgate_server::auth::attempts::BUDGET as usize;
+    let read = guess_until_slowed(&p, &guess).await;
     let r = lease(&p, Some(WORKER)).await;
     assert_eq!(r.status, 429, "the right token, unread: {}", r.body);
 
@@ -479,4 +494,18 @@ async fn a_guessing_source_is_slowed_and_decisions_are_not() {
     let secrets: Vec<&str> = guesses.iter().map(String::as_str).collect();
     assert_never_logged(&p, &secrets);
     assert_never_logged(&p, &[WORKER]);
+}
+
+/// A server started with no credential tells its requests nothing of their source; once a
+/// reload brings one, it does: a guesser is slowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_added_to_a_server_without_any_see_their_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = serve(dir.path(), "# none yet\n");
+    let creds = dir.path().join("credentials");
+    assert_eq!(lease(&p, None).await.status, 204, "worker is open");
+    rotate(&p, &creds, &format!("refunds:worker:{WORKER}\n")).await;
+    let guess = |i: usize| format!("late-guess-{i:02}-0123456789abcdef0123456789");
+    let read = guess_until_slowed(&p, &guess).await;
+    assert!(read >= flowgate_server::auth::attempts::BUDGET as usize);
 }

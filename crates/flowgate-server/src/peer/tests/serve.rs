@@ -139,7 +139,15 @@ async fn serve(tls: Option<Tls>, dir: tempfile::TempDir) -> Ports {
         None => (None, None),
     };
     let peers = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    serve_http(http, http_app(), peers, shutdown.clone(), 16, STEP, http_tls);
+    serve_http(
+        http,
+        http_app(),
+        peers,
+        shutdown.clone(),
+        16,
+        STEP,
+        http_tls,
+    );
     let services = tonic::service::Routes::new(RateLimitServiceServer::new(Echo));
     serve_grpc(grpc, services, shutdown, 16, STEP, grpc_tls);
     Ports {
