@@ -10,6 +10,7 @@
 //! remembering.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use flowgate::clock::{Clock, SystemClock};
@@ -27,6 +28,10 @@ pub const MAX_SOURCES: usize = 65_536;
 pub struct Attempts<C: Clock = SystemClock> {
     store: MemoryStore<C>,
     limit: Limit,
+    /// When the last wrong token came (the store's clock, µs; 0: never). A source is out of
+    /// attempts only within `BUDGET × REFILL` of its last wrong token, so while none came that
+    /// recently, a right token is read without looking its source up.
+    last_failure: AtomicU64,
 }
 
 impl<C: Clock> std::fmt::Debug for Attempts<C> {
@@ -67,6 +72,7 @@ impl<C: Clock> Attempts<C> {
         Self {
             store: MemoryStore::with_clock(clock).with_max_keys(MAX_SOURCES),
             limit,
+            last_failure: AtomicU64::new(0),
         }
     }
 
@@ -81,6 +87,11 @@ impl<C: Clock> Attempts<C> {
 
     /// `Err(wait)` while `source` has no attempt left: how long until it has one.
     pub fn check(&self, source: IpAddr) -> Result<(), Duration> {
+        let last = self.last_failure.load(Ordering::Relaxed);
+        let refilled = REFILL.as_micros() as u64 * BUDGET;
+        if last == 0 || self.store.clock().now().saturating_sub(last) > refilled {
+            return Ok(());
+        }
         let key = key(source);
         // A look (cost 0): `remaining` is the attempts left, `reset_after` when all are back.
         match self.store.decide_one_now(&self.item(&key, 0)) {
@@ -97,6 +108,8 @@ impl<C: Clock> Attempts<C> {
 
     /// Counts a wrong token from `source`.
     pub fn failed(&self, source: IpAddr) {
+        self.last_failure
+            .store(self.store.clock().now().max(1), Ordering::Relaxed);
         let key = key(source);
         let _ = self.store.decide_one_now(&self.item(&key, 1));
     }
@@ -134,6 +147,11 @@ mod tests {
         assert!(a.check(guesser).is_ok(), "one attempt back after REFILL");
         a.failed(guesser);
         assert!(a.check(guesser).is_err());
+        // Long after the last wrong token, every source has its attempts back.
+        clock.advance(REFILL * BUDGET as u32 + Duration::from_micros(1));
+        assert!(a.check(guesser).is_ok());
+        a.failed(guesser);
+        assert!(a.check(guesser).is_ok(), "one wrong token of a full budget");
     }
 
     #[test]
