@@ -1,5 +1,5 @@
 //! Who may do what: the server's credentials, each granting scopes ([`Scope`]), and the one
-//! decision every route and gRPC method goes through ([`Auth::authorize`]).
+//! decision every route and gRPC method goes through (`Auth::authorize`).
 //!
 //! - **A scope is closed when a credential names it**: its routes then need a credential with
 //!   it, a bearer token (`Authorization: Bearer`, HTTP and gRPC metadata alike) or a verified
@@ -14,7 +14,7 @@
 //!   ([`attempts`]).
 //! - **Rotation without a restart**: the credentials file is read again on `SIGHUP` and every
 //!   [`RELOAD_EVERY`]; a file that does not parse is logged and the credentials in force stay
-//!   ([`reload`]).
+//!   (`reload.rs`).
 
 pub mod attempts;
 pub mod credentials;
