@@ -577,7 +577,8 @@ import { followStream } from "./stream.js";
     if (!loading) {
       loading = (async () => {
         const r = await api("GET", "v1/stats?window=" + WINDOW);
-        if (r.status === 401) {
+        // 401: no token or a wrong one; 403: a token without the reader scope (a worker's).
+        if (r.status === 401 || r.status === 403) {
           unauthorized(r);
           return false;
         }
@@ -597,7 +598,7 @@ import { followStream } from "./stream.js";
 
   function unauthorized(r) {
     setConn("unauthorized", describe(r));
-    showProblem("This server's figures need a token: enter the dashboard token or an admin token above.");
+    showProblem("This server's figures need a reader or admin token: enter one above (" + describe(r) + ").");
     stopStream();
   }
 

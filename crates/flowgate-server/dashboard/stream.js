@@ -70,7 +70,7 @@ export function followStream(opts) {
         signal: ctrl.signal,
         cache: "no-store",
       });
-      if (resp.status === 401) {
+      if (resp.status === 401 || resp.status === 403) {
         opts.onUnauthorized();
         return;
       }

@@ -345,6 +345,9 @@ async fn dashboard_in_a_real_browser() {
         c.credentials
             .add_token("dashboard", flowgate_server::auth::Scope::Reader, READER)
             .unwrap();
+        c.credentials
+            .add_token("reporter", flowgate_server::auth::Scope::Reporter, REPORTER)
+            .unwrap();
         c.redis_url = Some(url);
         c.rules_source = RulesSource::Redis;
         c
@@ -357,6 +360,16 @@ async fn dashboard_in_a_real_browser() {
     let conn = "return document.getElementById('conn').dataset.state;";
     let (asked, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "unauthorized").await;
     assert!(asked, "without a token: {state}");
+    // A token of another scope (a reporter's) is asked to be replaced too, saying why.
+    use_token(&c, REPORTER).await;
+    let problem = "return document.getElementById('problem').textContent;";
+    let (told, text) = poll(&c, Duration::from_secs(5), problem, |v| {
+        v.as_str().is_some_and(|t| t.contains("forbidden") && t.contains("reader"))
+    })
+    .await;
+    assert!(told, "with a reporter's token: {text}");
+    let (asked, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "unauthorized").await;
+    assert!(asked, "with a reporter's token: {state}");
     use_token(&c, READER).await;
     let (shown, state) = poll(&c, Duration::from_secs(5), conn, |v| v == "live").await;
     assert!(shown, "with the dashboard token: {state}");

@@ -70,6 +70,7 @@ webhooks = ["http://ops:{WEBHOOK_SECRET}@127.0.0.1:9/hook"]
 pub const WEBHOOK_SECRET: &str = "hunter2";
 
 pub const ADMIN: &str = "admin-secret-0123456789abcdef0123456789abcdef";
+pub const REPORTER: &str = "reporter-secret-0123456789abcdef0123456789abcdef";
 pub const READER: &str = "reader-secret-0123456789abcdef0123456789abcdef";
 
 /// `chromedriver` on a free loopback port, in a process group of its own (its id is
