@@ -364,7 +364,8 @@ async fn dashboard_in_a_real_browser() {
     use_token(&c, REPORTER).await;
     let problem = "return document.getElementById('problem').textContent;";
     let (told, text) = poll(&c, Duration::from_secs(5), problem, |v| {
-        v.as_str().is_some_and(|t| t.contains("forbidden") && t.contains("reader"))
+        v.as_str()
+            .is_some_and(|t| t.contains("forbidden") && t.contains("reader"))
     })
     .await;
     assert!(told, "with a reporter's token: {text}");
