@@ -470,8 +470,13 @@ impl RuleDoc {
             unlimited: false,
             algorithm: in_force.algorithm,
             burst: in_force.burst,
+            // A sliding window's count, or one given to another algorithm (which ignores it, but
+            // it was written: the document reads back as the same rule).
             buckets: limits()
-                .find(|l| l.algorithm() == Algorithm::SlidingWindow)
+                .find(|l| {
+                    l.algorithm() == Algorithm::SlidingWindow
+                        || l.buckets() != flowgate_core::limit::DEFAULT_BUCKETS
+                })
                 .map(Limit::buckets),
             mode: delay.map(|_| ModeDoc::Delay),
             max_wait: delay.map(|l| format_micros(l.max_wait())),

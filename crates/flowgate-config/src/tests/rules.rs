@@ -282,6 +282,32 @@ fn a_rule_written_by_the_schema_reads_back_the_same() {
     assert_eq!(back, rules, "{text}");
 }
 
+/// `buckets` given to an algorithm that ignores it (a leaky bucket, its schedule's override too)
+/// is written back, so that the document reads back as the same rule (the rule-file fuzzer
+/// found one that did not).
+#[test]
+fn buckets_given_to_another_algorithm_read_back() {
+    let text = "[[rule]]\ndomain = \"payments\"\nname = \"wpg\"\nmatch = [\"channel=WPG\"]\nlimit = \"20/s\"\nalgorithm = \"leaky_bucket\"\nburst = 5\nbuckets = 20\n\n[[rule.schedule]]\nlimit = \"100/s\"\ndays = [\"sat\"]\n";
+    let rules: Vec<Rule> = toml_read("r.toml", text)
+        .unwrap()
+        .rules
+        .into_iter()
+        .map(|r| r.item)
+        .collect();
+    let file = schema::FileDoc {
+        rule: rules.iter().map(schema::RuleDoc::of).collect(),
+        ..schema::FileDoc::default()
+    };
+    let written = ::toml::to_string(&file).unwrap();
+    let back: Vec<Rule> = toml_read("back.toml", &written)
+        .unwrap()
+        .rules
+        .into_iter()
+        .map(|r| r.item)
+        .collect();
+    assert_eq!(back, rules, "{written}");
+}
+
 /// An Envoy entry's own flags (a parent's shared wildcard, a child's value in the metric label)
 /// survive the document: an entry whose flags are not the rule's is written as a table.
 #[test]
