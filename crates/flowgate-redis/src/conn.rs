@@ -20,6 +20,7 @@ use redis::{Client, Cmd, FromRedisValue, Pipeline, Value};
 
 use crate::error::store_error;
 use crate::options::{ConnectionOptions, RedisTls};
+use crate::single::Single;
 
 /// The URL schemes of a Redis Cluster given by its nodes, `redis+cluster://host:port,host:port`
 /// (`rediss+cluster://` over TLS), and the scheme of each node's URL.
@@ -136,7 +137,7 @@ pub struct RedisConnection {
 
 #[derive(Clone)]
 enum Link {
-    Single(ConnectionManager),
+    Single(Arc<Single>),
     Cluster(Arc<Cluster>),
 }
 
@@ -215,13 +216,14 @@ impl RedisConnection {
     /// Connects to a single server.
     pub(crate) async fn single(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
         let client = client(url, options.tls.as_ref()).map_err(|e| unavailable(&e))?;
+        let config = manager_config(&options);
         let manager = connecting(
             options.connect_timeout * 4,
-            ConnectionManager::new_with_config(client, manager_config(&options)),
+            ConnectionManager::new_with_config(client.clone(), config.clone()),
         )
         .await?;
         Ok(Self {
-            link: Link::Single(manager),
+            link: Link::Single(Arc::new(Single::new(client, config, manager))),
             timeout: options.timeout,
         })
     }
@@ -229,10 +231,11 @@ impl RedisConnection {
     /// A single server's connection made on first use (and remade after failures).
     pub(crate) fn single_lazy(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
         let client = client(url, options.tls.as_ref()).map_err(|e| unavailable(&e))?;
-        let manager = ConnectionManager::new_lazy_with_config(client, manager_config(&options))
+        let config = manager_config(&options);
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
             .map_err(|e| unavailable(&e))?;
         Ok(Self {
-            link: Link::Single(manager),
+            link: Link::Single(Arc::new(Single::new(client, config, manager))),
             timeout: options.timeout,
         })
     }
@@ -293,7 +296,7 @@ impl RedisConnection {
     pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, StoreError> {
         let run = async {
             match &self.link {
-                Link::Single(c) => Ok(cmd.query_async(&mut c.clone()).await),
+                Link::Single(c) => Ok(c.answered(cmd.query_async(&mut c.get()).await)),
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => Ok(cmd.query_async(&mut conn).await),
                     Err(e) => Err(e),
@@ -311,7 +314,7 @@ impl RedisConnection {
     pub async fn query_pipe<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, StoreError> {
         let run = async {
             match &self.link {
-                Link::Single(c) => Ok(pipe.query_async(&mut c.clone()).await),
+                Link::Single(c) => Ok(c.answered(pipe.query_async(&mut c.get()).await)),
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => Ok(pipe.query_async(&mut conn).await),
                     Err(e) => Err(e),
@@ -332,7 +335,7 @@ impl RedisConnection {
     ) -> Result<T, StoreError> {
         let run = async {
             match &self.link {
-                Link::Single(c) => Ok(inv.invoke_async(&mut c.clone()).await),
+                Link::Single(c) => Ok(c.answered(inv.invoke_async(&mut c.get()).await)),
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => Ok(inv.invoke_async(&mut conn).await),
                     Err(e) => Err(e),
@@ -374,7 +377,7 @@ impl RedisConnection {
         cmd.arg(replicas).arg(millis);
         let run = async {
             match &self.link {
-                Link::Single(c) => Ok(cmd.query_async::<u64>(&mut c.clone()).await),
+                Link::Single(c) => Ok(c.answered(cmd.query_async::<u64>(&mut c.get()).await)),
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => {
                         let primary =
@@ -400,7 +403,7 @@ impl RedisConnection {
         inv: &redis::ScriptInvocation<'_>,
     ) -> redis::RedisResult<Value> {
         match &self.link {
-            Link::Single(c) => inv.invoke_async(&mut c.clone()).await,
+            Link::Single(c) => c.answered(inv.invoke_async(&mut c.get()).await),
             Link::Cluster(c) => inv.invoke_async(&mut c.get().await?).await,
         }
     }

@@ -69,6 +69,7 @@ mod pubsub;
 mod queue;
 mod replication;
 pub mod scripts;
+mod single;
 mod state;
 mod stats;
 mod store;
