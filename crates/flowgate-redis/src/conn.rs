@@ -21,6 +21,7 @@ use redis::{Client, Cmd, FromRedisValue, Pipeline, Value};
 use crate::error::store_error;
 use crate::options::{ConnectionOptions, RedisTls};
 use crate::single::Single;
+use crate::topology::{Topology, TopologyKind, TopologyView};
 
 /// The URL schemes of a Redis Cluster given by its nodes, `redis+cluster://host:port,host:port`
 /// (`rediss+cluster://` over TLS), and the scheme of each node's URL.
@@ -133,6 +134,7 @@ fn manager_config(options: &ConnectionOptions) -> ConnectionManagerConfig {
 pub struct RedisConnection {
     link: Link,
     timeout: Duration,
+    topology: Arc<Topology>,
 }
 
 #[derive(Clone)]
@@ -166,6 +168,13 @@ impl Cluster {
             .await
             .cloned()
     }
+}
+
+/// A single server's topology: its primary is its URL's address.
+fn single_topology(client: &Client) -> Arc<Topology> {
+    let t = Topology::new(TopologyKind::Single);
+    t.primaries_are(vec![client.get_connection_info().addr().to_string()]);
+    Arc::new(t)
 }
 
 /// A failure to connect: unavailable, whatever the client's kind for it.
@@ -222,9 +231,16 @@ impl RedisConnection {
             ConnectionManager::new_with_config(client.clone(), config.clone()),
         )
         .await?;
+        let topology = single_topology(&client);
         Ok(Self {
-            link: Link::Single(Arc::new(Single::new(client, config, manager))),
+            link: Link::Single(Arc::new(Single::new(
+                client,
+                config,
+                manager,
+                Arc::clone(&topology),
+            ))),
             timeout: options.timeout,
+            topology,
         })
     }
 
@@ -234,9 +250,16 @@ impl RedisConnection {
         let config = manager_config(&options);
         let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
             .map_err(|e| unavailable(&e))?;
+        let topology = single_topology(&client);
         Ok(Self {
-            link: Link::Single(Arc::new(Single::new(client, config, manager))),
+            link: Link::Single(Arc::new(Single::new(
+                client,
+                config,
+                manager,
+                Arc::clone(&topology),
+            ))),
             timeout: options.timeout,
+            topology,
         })
     }
 
@@ -269,6 +292,7 @@ impl RedisConnection {
         }
         let client = builder.build().map_err(|e| unavailable(&e))?;
         Ok(Self {
+            topology: Arc::new(Topology::new(TopologyKind::Cluster)),
             link: Link::Cluster(Arc::new(Cluster {
                 client,
                 conn: tokio::sync::OnceCell::new(),
@@ -276,6 +300,12 @@ impl RedisConnection {
             })),
             timeout: options.timeout,
         })
+    }
+
+    /// Where the primaries are, failovers followed and connections made again (see
+    /// [`Topology`]).
+    pub fn topology(&self) -> TopologyView {
+        self.topology.view()
     }
 
     /// Whether this is a Redis Cluster's connection.

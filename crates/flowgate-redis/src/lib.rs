@@ -73,6 +73,7 @@ mod single;
 mod state;
 mod stats;
 mod store;
+mod topology;
 
 pub use adaptive::{
     ADAPTIVE_DEADLINE, ADAPTIVE_MAX_KEYS, ADAPTIVE_TTL, AdaptiveReport, RedisAdaptive,
@@ -88,3 +89,4 @@ pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
 pub use replication::{DEFAULT_WAIT_TIMEOUT, Replicated};
 pub use stats::RedisStats;
 pub use store::RedisStore;
+pub use topology::{TopologyKind, TopologyView};

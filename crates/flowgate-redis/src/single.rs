@@ -16,6 +16,8 @@ use redis::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::time::Instant;
 
+use crate::topology::Topology;
+
 /// The shortest time between two remade connections.
 pub(crate) const REMAKE_EVERY: Duration = Duration::from_millis(100);
 
@@ -25,6 +27,7 @@ pub(crate) struct Single {
     config: ConnectionManagerConfig,
     current: ArcSwap<ConnectionManager>,
     remade: std::sync::Mutex<Option<Instant>>,
+    topology: Arc<Topology>,
 }
 
 impl Single {
@@ -33,12 +36,14 @@ impl Single {
         client: Client,
         config: ConnectionManagerConfig,
         manager: ConnectionManager,
+        topology: Arc<Topology>,
     ) -> Self {
         Self {
             client,
             config,
             current: ArcSwap::from_pointee(manager),
             remade: std::sync::Mutex::new(None),
+            topology,
         }
     }
 
@@ -71,6 +76,7 @@ impl Single {
         match ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone()) {
             Ok(m) => {
                 self.current.store(Arc::new(m));
+                self.topology.reconnected();
                 tracing::debug!("Redis refused the connection's authentication: connecting again");
             }
             Err(e) => tracing::debug!(error = %e, "cannot make the Redis connection again"),

@@ -302,6 +302,12 @@ impl RedisStore {
         self.stats().degraded
     }
 
+    /// Where Redis's primaries are, as this store's connection follows them (see
+    /// [`TopologyView`](crate::TopologyView)).
+    pub fn topology(&self) -> crate::TopologyView {
+        self.inner.caller.conn.topology()
+    }
+
     /// Whether Redis is known down, since when, and why (see [`StoreHealth`]).
     pub fn health(&self) -> StoreHealth {
         self.inner.health.snapshot()
