@@ -9,6 +9,7 @@ mod envoy_names;
 pub mod metrics;
 mod record;
 pub mod stats;
+pub mod topology;
 pub mod view;
 
 pub use record::{Api, Recorder};

@@ -12,6 +12,9 @@
 //! | `flowgate_memory_evicted_keys_total` | | keys evicted at the cap to make room for new ones |
 //! | `flowgate_store_degraded` | | 1 while the store fails: the last decision met a store error, or Redis is known down (cleared by the next decision that reaches it, or by the probe that finds Redis back) |
 //! | `flowgate_store_down` | | 1 while Redis is known down: decisions go straight to the rules' failure policies while a probe retries it (see `GET /v1/store`) |
+//! | `flowgate_store_primary` | `topology`, `address` | 1 for each Redis primary this node writes to (`topology`: `single`, `sentinel`, `cluster`); a failover replaces the series |
+//! | `flowgate_store_failovers_total` | | times a Redis primary changed under this node (a promotion followed) |
+//! | `flowgate_store_reconnects_total` | | times this node made a connection to Redis again after a failure |
 //! | `flowgate_config_reloads_total` | `source`, `result` | rule reloads from `file` or `api`, `success` or `failure` |
 //! | `flowgate_rules` | | rules in force |
 //! | `flowgate_rejection_logs_suppressed_total` | | rejection log lines dropped by the log rate limit |
@@ -277,6 +280,8 @@ pub struct Metrics {
     queue_read_at: AtomicU64,
     /// The circuit breakers' series.
     pub breakers: super::breakers::BreakerMetrics,
+    /// Where Redis's primaries are.
+    pub topology: super::topology::TopologyMetrics,
     /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
     /// nor exposed.
     envoy: std::sync::OnceLock<super::envoy_names::EnvoyNames>,
@@ -456,9 +461,11 @@ impl Metrics {
             logs_suppressed.clone(),
         );
         let breakers = super::breakers::BreakerMetrics::register(&mut registry);
+        let topology = super::topology::TopologyMetrics::register(&mut registry);
         Self {
             registry,
             breakers,
+            topology,
             decisions,
             shadow_hits,
             requests,

@@ -299,6 +299,10 @@ pub struct StoreStats {
     /// failure policies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable_since_ms: Option<i64>,
+    /// On Redis: the primaries this node writes to, failovers followed and reconnections (this
+    /// node's view; every node follows the same primaries once a failover is over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topology::StoreTopology>,
 }
 
 /// An alert's state.

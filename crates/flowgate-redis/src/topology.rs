@@ -46,6 +46,18 @@ pub struct TopologyView {
     pub reconnects: u64,
 }
 
+impl TopologyView {
+    /// Nothing known yet, of `kind`: no primary, nothing followed.
+    pub fn unknown(kind: TopologyKind) -> Self {
+        Self {
+            kind,
+            primaries: Vec::new(),
+            failovers: 0,
+            reconnects: 0,
+        }
+    }
+}
+
 /// What this node knows of Redis's primaries; see the module's documentation.
 #[derive(Debug)]
 pub(crate) struct Topology {

@@ -74,6 +74,9 @@ pub(crate) struct StoreView {
     pub deadline_ms: Option<u64>,
     /// Decisions answered at once as unavailable while the store was known down, since start.
     pub fast_failures: u64,
+    /// Redis: the primaries this node writes to, failovers followed, connections made again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<flowgate_observe::topology::StoreTopology>,
 }
 
 /// The store's health now.
@@ -89,6 +92,7 @@ pub(crate) fn store_view(backend: &Backend) -> StoreView {
             failure: None,
             deadline_ms: None,
             fast_failures: 0,
+            topology: None,
         },
         Backend::Redis(r) => {
             let h = r.health();
@@ -104,6 +108,7 @@ pub(crate) fn store_view(backend: &Backend) -> StoreView {
                 failure,
                 deadline_ms: Some(r.deadline().as_millis() as u64),
                 fast_failures: stats.fast_failures,
+                topology: Some((&r.topology()).into()),
             }
         }
     }
@@ -125,6 +130,9 @@ pub(crate) fn refresh(state: &AppState) -> StoreView {
     let view = store_view(state.limiter.store());
     let m = &state.metrics;
     m.store_down.set(i64::from(view.down));
+    if let Backend::Redis(r) = state.limiter.store() {
+        m.topology.update(&r.topology());
+    }
     if view.kind == StoreKind::Redis {
         let degraded = i64::from(view.degraded);
         if m.store_degraded.get() != degraded {

@@ -145,4 +145,11 @@ impl Sources for AppState {
     fn refresh_store(&self) {
         crate::probes::refresh(self);
     }
+
+    fn store_topology(&self) -> Option<flowgate_observe::topology::StoreTopology> {
+        match self.limiter.store() {
+            crate::backend::Backend::Redis(r) => Some((&r.topology()).into()),
+            crate::backend::Backend::Memory(_) => None,
+        }
+    }
 }

@@ -147,6 +147,12 @@ async fn a_redis_outage_under_load_on_two_nodes() {
     .await;
     assert!(summed, "the cluster's nodes: {seen}");
 
+    // The Store section names the primary this node writes to.
+    let primary = "return document.querySelector('#store [data-f=primary]').textContent;";
+    let want = json!(format!("127.0.0.1:{} (single)", redis.port()));
+    let (named, shown) = poll(&c, Duration::from_secs(5), primary, |v| v == &want).await;
+    assert!(named, "the Store section's primary: {shown}");
+
     // Nobody leases the queue's jobs: "no consumer" instead of a drain time, highlighted, and the
     // row highlighted while the alert on the queue's waiting jobs fires.
     let queue = "const r = document.querySelector('#queues tr[data-queue]');

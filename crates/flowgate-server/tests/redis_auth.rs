@@ -78,5 +78,29 @@ async fn a_password_changed_and_restored_is_taken_again() {
         back,
         "decisions never reached Redis again after its password came back"
     );
+
+    // Seen: the connections made again are counted, and the primary is the URL's server.
+    let store = common::http(s.http(), "GET", "/v1/store", &[], "").await;
+    let view: serde_json::Value = serde_json::from_str(&store.body).unwrap();
+    assert_eq!(view["topology"]["kind"], "single", "{view}");
+    assert_eq!(
+        view["topology"]["primaries"],
+        json!([format!("127.0.0.1:{port}")]),
+        "{view}"
+    );
+    assert!(
+        view["topology"]["reconnects"].as_u64() >= Some(1),
+        "no reconnection counted: {view}"
+    );
+    let address = format!("address=\"127.0.0.1:{port}\"");
+    let shown = wait_until(Duration::from_secs(5), || async {
+        common::metric(s.http(), "flowgate_store_primary", &[&address]).await == 1.0
+            && common::metric(s.http(), "flowgate_store_reconnects_total", &[]).await >= 1.0
+    })
+    .await;
+    assert!(
+        shown,
+        "the primary or the reconnections are not in /metrics"
+    );
     s.server.shutdown().await.unwrap();
 }

@@ -54,6 +54,10 @@ pub trait Sources: Send + Sync {
     fn store_degraded(&self) -> bool;
     /// Brings the store's health into its gauges.
     fn refresh_store(&self);
+    /// Where the store's primaries are (Redis only).
+    fn store_topology(&self) -> Option<crate::topology::StoreTopology> {
+        None
+    }
 }
 use flowgate_config::schema::{LimitDoc, RuleDoc};
 
@@ -386,6 +390,7 @@ impl Stats {
             degraded_series: degraded.iter().map(|c| c.admitted.min(1) as u8).collect(),
             failure_policy_series: failure_policy,
             unreachable_since_ms,
+            topology: state.store_topology(),
         };
         let revised_from = cluster.as_ref().and_then(|c| c.revised_from);
         let (scope, nodes, store) = match &cluster {
