@@ -88,14 +88,18 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    /// The metric's reasons, one per refusal a credential can meet (an admin route with no admin
+    /// credential is not the caller's failure, and is not counted).
+    const COUNTED: [&'static str; 4] = ["missing", "wrong", "forbidden", "slowed"];
+
     /// The metric's and the log's word for it.
     pub(crate) fn reason(&self) -> &'static str {
         match self {
             Refusal::AdminOff => "admin_off",
-            Refusal::Missing => "missing",
-            Refusal::Wrong => "wrong",
-            Refusal::Forbidden(_) => "forbidden",
-            Refusal::Slowed(_) => "slowed",
+            Refusal::Missing => Self::COUNTED[0],
+            Refusal::Wrong => Self::COUNTED[1],
+            Refusal::Forbidden(_) => Self::COUNTED[2],
+            Refusal::Slowed(_) => Self::COUNTED[3],
         }
     }
 }
@@ -149,7 +153,7 @@ impl Auth {
         announce(&credentials);
         // Every series exists at 0 from the start, so that the first failure shows as an increase.
         for scope in Scope::ALL {
-            for reason in ["missing", "wrong", "forbidden", "slowed"] {
+            for reason in Refusal::COUNTED {
                 let _ = metrics.auth_failures.get_or_create(&AuthLabels {
                     scope: scope.name(),
                     reason,
