@@ -11,19 +11,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, Uri, header};
-use common::{config, metric, post_json, spawn_server, wait_until};
+use common::{config, metric, post_json, serve_app as serve, spawn_server, wait_until};
 use parking_lot::Mutex;
 use serde_json::json;
 
 const SECRET: &str = "hunter2-secret";
-
-/// Serves `app` on a free loopback port; its base URL.
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirecting_receiver_is_a_failed_delivery_and_its_location_is_never_reached() {

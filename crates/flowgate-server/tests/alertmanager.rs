@@ -34,10 +34,7 @@ async fn receiver() -> (Arc<Mutex<Vec<Value>>>, String) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (got, format!("http://{addr}/hook"))
+    (got, format!("{}/hook", common::serve_app(app).await))
 }
 
 fn now_ms() -> i64 {

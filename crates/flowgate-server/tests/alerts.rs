@@ -44,12 +44,9 @@ async fn receiver() -> Receiver {
                 "late"
             }),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
     Receiver {
         got,
-        base: format!("http://{addr}"),
+        base: common::serve_app(app).await,
     }
 }
 

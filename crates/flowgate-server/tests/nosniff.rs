@@ -6,31 +6,14 @@ mod common;
 
 use std::net::SocketAddr;
 
-use http_body_util::Full;
-use hyper::body::Bytes;
-
 /// The status and `X-Content-Type-Options` of one request, read from the answer's head only
 /// (the event stream's body never ends).
 async fn nosniff_of(addr: SocketAddr, method: &str, path: &str) -> (u16, Option<String>) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(b"{}")))
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    let value = resp
-        .headers()
+    let (status, headers) = common::head(addr, method, path, &[]).await;
+    let value = headers
         .get("x-content-type-options")
         .map(|v| v.to_str().unwrap().to_owned());
-    (resp.status().as_u16(), value)
+    (status, value)
 }
 
 #[tokio::test]

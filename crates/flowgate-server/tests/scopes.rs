@@ -12,8 +12,6 @@ mod common;
 use std::net::SocketAddr;
 
 use flowgate_server::auth::Scope;
-use http_body_util::Full;
-use hyper::body::Bytes;
 use serde_json::Value;
 
 const RULES: &str = r#"
@@ -58,23 +56,9 @@ async fn server() -> common::TestServer {
 
 /// The status of one request, without reading its body (the figures' stream never ends).
 async fn status(addr: SocketAddr, method: &str, path: &str, bearer: Option<&str>) -> u16 {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .header("content-type", "application/json");
-    if let Some(t) = bearer {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let body = if method == "GET" { "" } else { "{}" };
-    let req = req.body(Full::new(Bytes::from(body))).unwrap();
-    send.send_request(req).await.unwrap().status().as_u16()
+    let auth = bearer.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    common::head(addr, method, path, &headers).await.0
 }
 
 /// Every operation of the document: method, path (parameters filled in) and the scope its

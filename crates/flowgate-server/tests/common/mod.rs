@@ -112,6 +112,43 @@ impl HttpResponse {
     }
 }
 
+/// Serves `app` (a webhook receiver, a stand-in downstream) on a free loopback port until the
+/// test ends; its base URL, `http://127.0.0.1:port`.
+pub async fn serve_app(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+/// The status and headers of one HTTP/1.1 request on a fresh connection, its body left unread
+/// (the figures' event stream never ends); the body sent is `{}` unless the method is `GET`.
+pub async fn head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, http::HeaderMap) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string())
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let body = if method == "GET" { "" } else { "{}" };
+    let req = req.body(Full::new(Bytes::from(body))).unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    (resp.status().as_u16(), resp.headers().clone())
+}
+
 /// One HTTP/1.1 request on a fresh connection.
 pub async fn http(
     addr: SocketAddr,
