@@ -1,0 +1,457 @@
+//! Partitions, on real processes: Redis and two `flowgate` nodes as hosts in network namespaces
+//! joined by veth links, the callers (this test) in the root namespace ([`netns`]). A cut link
+//! drops every frame silently, so connections hang rather than being refused.
+//!
+//! - Node A cut off from Redis decides by each rule's failure policy (`open` admits, `closed`
+//!   rejects, `local` admits its share of the limit), at once once Redis is known down; `/readyz`
+//!   stays 200 while `/v1/store` says the store is down. Node B meanwhile stays exact: it counts
+//!   its own decisions and A's from before the cut, nothing of A's during it. Healed, A rejoins
+//!   within a bound and decides from the shared counter again: no burst.
+//! - Node A cut off from its callers but not from Redis: a job leased through it, and a job its
+//!   waiting long-poll took after the cut, come back when their leases end and are delivered
+//!   again through B; a concurrency permit held through A expires.
+//!
+//! Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN), `ip` and veth: where namespaces cannot be
+//! made, each test says so on standard error and passes as skipped.
+
+mod common;
+#[path = "common/netns.rs"]
+mod netns;
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{HttpResponse, Proc, config, http, post_json, spawn_command, wait_until};
+use netns::{GRPC_PORT, HTTP_PORT, Side, Topology, Unavailable};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+/// A decision's deadline on Redis: long enough that an answer that waited for it cannot pass
+/// for one that did not, even on a busy machine.
+const DEADLINE: Duration = Duration::from_millis(500);
+/// Each rule's limit, in a window far longer than the test (sliding logs: exact, no boundary).
+const LIMIT: usize = 10;
+/// The nodes a `local` rule's limit is divided among.
+const NODES: usize = 2;
+/// What node A takes of each rule's key before the cut.
+const BEFORE: usize = 3;
+/// The time to live of a queue lease and of a concurrency permit.
+const TTL: Duration = Duration::from_secs(3);
+
+const RULES: &str = r#"
+domain = "pay"
+
+[[rule]]
+name = "open"
+match = ["policy=open", "key"]
+limit = "10/1h"
+algorithm = "sliding_log"
+failure = "open"
+
+[[rule]]
+name = "closed"
+match = ["policy=closed", "key"]
+limit = "10/1h"
+algorithm = "sliding_log"
+failure = "closed"
+
+[[rule]]
+name = "local"
+match = ["policy=local", "key"]
+limit = "10/1h"
+algorithm = "sliding_log"
+failure = "local"
+nodes = 2
+
+[[rule]]
+name = "permits"
+match = "permit"
+limit = "1/3s"
+algorithm = "concurrency"
+
+[[queue]]
+name = "jobs"
+match = "queue=jobs"
+rate = "100/s"
+lease = "3s"
+"#;
+
+const POLICIES: [&str; 3] = ["open", "closed", "local"];
+
+/// The topology, or `None` after saying on standard error (not captured by the test harness)
+/// why the test is skipped.
+fn topology_or_skip(test: &str) -> Option<Topology> {
+    match Topology::make() {
+        Ok(t) => Some(t),
+        Err(Unavailable(why)) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED partition::{test}: network namespaces cannot be made here ({why}); \
+                 run as root, or with CAP_NET_ADMIN and CAP_SYS_ADMIN (docs/operating.md#partitions)"
+            );
+            None
+        }
+    }
+}
+
+/// Starts node `i` in its namespace, on Redis through its store link.
+fn start_node(topo: &Topology, i: usize, config: &Path) -> Proc {
+    let addr = topo.node_addr(i);
+    let mut cmd = Topology::command(&topo.node_ns[i], env!("CARGO_BIN_EXE_flowgate"));
+    cmd.args(["serve", "--config"])
+        .arg(config)
+        .args(["--http-addr", &format!("{addr}:{HTTP_PORT}")])
+        .args(["--grpc-addr", &format!("{addr}:{GRPC_PORT}")])
+        .args(["--redis-url", &topo.redis_url_for(i)])
+        .args(["--redis-deadline", &format!("{}ms", DEADLINE.as_millis())])
+        .args(["--node-id", ["node-a", "node-b"][i]]);
+    spawn_command(cmd)
+}
+
+/// A POST that must be answered within 10 s.
+async fn post(addr: SocketAddr, path: &str, body: Value) -> HttpResponse {
+    tokio::time::timeout(Duration::from_secs(10), post_json(addr, path, body))
+        .await
+        .unwrap_or_else(|_| panic!("POST {path} on {addr}: no answer within 10 s"))
+}
+
+/// A GET that must be answered within 10 s.
+async fn get(addr: SocketAddr, path: &str) -> HttpResponse {
+    tokio::time::timeout(Duration::from_secs(10), http(addr, "GET", path, &[], ""))
+        .await
+        .unwrap_or_else(|_| panic!("GET {path} on {addr}: no answer within 10 s"))
+}
+
+/// A check of rule `policy`'s key `key` on `addr`: its answer and how long it took.
+async fn check(addr: SocketAddr, policy: &str, key: &str) -> (HttpResponse, Duration) {
+    let body = json!({"domain": "pay", "descriptors": [format!("policy={policy}, key={key}")]});
+    let start = Instant::now();
+    let r = post(addr, "/v1/check", body).await;
+    assert!(r.status == 200 || r.status == 429, "{}", r.body);
+    (r, start.elapsed())
+}
+
+/// How many of `n` checks of `policy`'s `key` on `addr` are admitted, and the slowest answer.
+async fn admitted(addr: SocketAddr, policy: &str, key: &str, n: usize) -> (usize, Duration) {
+    let mut yes = 0;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..n {
+        let (r, took) = check(addr, policy, key).await;
+        yes += usize::from(r.status == 200);
+        slowest = slowest.max(took);
+    }
+    (yes, slowest)
+}
+
+/// Waits until `node`'s store answers (`GET /v1/store` 200), up to `within`; how long it took.
+async fn store_up(node: SocketAddr, within: Duration) -> Duration {
+    let start = Instant::now();
+    let up = wait_until(within, || async {
+        get(node, "/v1/store").await.status == 200
+    })
+    .await;
+    assert!(up, "{}", get(node, "/v1/store").await.body);
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
+    let Some(topo) =
+        topology_or_skip("a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let _redis = topo.start_redis(dir.path());
+    let (_cfg_dir, cfg) = config(RULES);
+    let node_a = start_node(&topo, 0, &cfg);
+    let node_b = start_node(&topo, 1, &cfg);
+    let (a, b) = (node_a.http, node_b.http);
+    store_up(a, Duration::from_secs(10)).await;
+    store_up(b, Duration::from_secs(10)).await;
+
+    for policy in POLICIES {
+        assert_eq!(
+            admitted(a, policy, "k1", BEFORE).await.0,
+            BEFORE,
+            "{policy}"
+        );
+    }
+
+    topo.store[0].cut();
+    // The first decisions meet the silent link and wait out the deadline (the open rule
+    // admits them); three make Redis known down.
+    let first = futures::future::join_all((0..3).map(|_| check(a, "open", "cut"))).await;
+    for (r, took) in &first {
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(*took >= DEADLINE - Duration::from_millis(50), "{took:?}");
+    }
+    let down = wait_until(Duration::from_secs(10), || async {
+        get(a, "/v1/store").await.json()["down"] == true
+    })
+    .await;
+    let store = get(a, "/v1/store").await;
+    assert!(down, "{}", store.body);
+    // What the operator sees on A: ready (it decides, by policy), its store down.
+    assert_eq!(store.status, 503, "{}", store.body);
+    assert_eq!(store.json()["up"], false, "{}", store.body);
+    let ready = get(a, "/readyz").await;
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert_eq!(ready.json()["store"]["down"], true, "{}", ready.body);
+
+    // Meanwhile, A by policy and B on the shared counter, on the same keys.
+    let on_a = async {
+        let open = admitted(a, "open", "k1", LIMIT + 5).await;
+        let closed = admitted(a, "closed", "k1", 3).await;
+        let local = admitted(a, "local", "k1", LIMIT).await;
+        (open, closed, local)
+    };
+    let on_b = async {
+        let mut seen = Vec::new();
+        for policy in POLICIES {
+            seen.push(admitted(b, policy, "k1", LIMIT).await.0);
+        }
+        seen
+    };
+    let ((open, closed, local), on_b) = tokio::join!(on_a, on_b);
+    assert_eq!(open.0, LIMIT + 5, "open admits everything");
+    assert_eq!(closed.0, 0, "closed rejects everything");
+    assert_eq!(
+        local.0,
+        LIMIT / NODES,
+        "local admits the limit divided among the nodes"
+    );
+    let slowest = open.1.max(closed.1).max(local.1);
+    assert!(
+        slowest < DEADLINE,
+        "a decision waited {slowest:?} once Redis was known down (deadline {DEADLINE:?})"
+    );
+    assert_eq!(
+        on_b,
+        vec![LIMIT - BEFORE; 3],
+        "B admits the limit less A's decisions before the cut, under every policy"
+    );
+    let r = check(a, "closed", "k2").await.0;
+    let error = r.json()["statuses"][0]["error"].clone();
+    assert!(
+        error.as_str().is_some_and(|e| e.starts_with("the store")),
+        "{}",
+        r.body
+    );
+    assert_eq!(get(b, "/v1/store").await.status, 200);
+
+    topo.store[0].heal();
+    let rejoined = store_up(a, Duration::from_secs(15)).await;
+    let _ = writeln!(
+        std::io::stderr(),
+        "node A rejoined {rejoined:?} after its link to Redis healed"
+    );
+    // No burst: B spent what A had not, so A now rejects every k1, whatever it admitted during
+    // the cut by policy or from its own memory.
+    for policy in POLICIES {
+        let (r, _) = check(a, policy, "k1").await;
+        assert_eq!(r.status, 429, "{policy} after the heal: {}", r.body);
+    }
+    // Exact again: on a fresh key, A and B in turn admit the limit between them, no more.
+    for policy in POLICIES {
+        let mut yes = 0;
+        for i in 0..LIMIT + 4 {
+            let node = if i % 2 == 0 { a } else { b };
+            yes += usize::from(check(node, policy, "k3").await.0.status == 200);
+        }
+        assert_eq!(yes, LIMIT, "{policy} after the heal");
+    }
+}
+
+/// The `jobs` queue's instance as `GET /v1/queues` on `node` shows it (`Null` before it exists).
+async fn jobs(node: SocketAddr) -> Value {
+    let r = get(node, "/v1/queues").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()["instances"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["queue"] == "jobs").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// A lease of a `jobs` job on `node`, long-polling up to `wait_ms`.
+async fn lease(node: SocketAddr, wait_ms: u64) -> HttpResponse {
+    let body = json!({"domain": "pay", "descriptor": "queue=jobs", "wait_ms": wait_ms});
+    let r = tokio::time::timeout(
+        Duration::from_millis(wait_ms) + Duration::from_secs(10),
+        post_json(node, "/v1/queues/lease", body),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("lease on {node}: no answer"));
+    assert!(r.status == 200 || r.status == 204, "{}", r.body);
+    r
+}
+
+async fn acquire(node: SocketAddr) -> HttpResponse {
+    let r = post(
+        node,
+        "/v1/acquire",
+        json!({"domain": "pay", "descriptors": ["permit=p"]}),
+    )
+    .await;
+    assert!(r.status == 200 || r.status == 429, "{}", r.body);
+    r
+}
+
+/// An HTTP/1.1 connection kept open, as a worker's pooled connection is.
+struct KeptAlive {
+    addr: SocketAddr,
+    send: hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>>,
+}
+
+impl KeptAlive {
+    /// Connects to `addr` and makes one request on the connection (`GET /livez`).
+    async fn open(addr: SocketAddr) -> KeptAlive {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let (send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        let mut kept = KeptAlive { addr, send };
+        let live = kept.request("GET", "/livez", String::new()).await;
+        assert_eq!(live.map(|(s, _)| s), Some(200));
+        kept
+    }
+
+    /// A request on the connection: its status and body, `None` if the connection failed.
+    async fn request(&mut self, method: &str, path: &str, body: String) -> Option<(u16, String)> {
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", self.addr.to_string())
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+            .unwrap();
+        let resp = self.send.send_request(req).await.ok()?;
+        let status = resp.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .ok()?;
+        Some((
+            status,
+            String::from_utf8_lossy(&bytes.to_bytes()).into_owned(),
+        ))
+    }
+
+    async fn post(mut self, path: &str, body: Value) -> Option<(u16, String)> {
+        self.request("POST", path, body.to_string()).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever() {
+    let Some(topo) =
+        topology_or_skip("a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let _redis = topo.start_redis(dir.path());
+    let (_cfg_dir, cfg) = config(RULES);
+    let node_a = start_node(&topo, 0, &cfg);
+    let node_b = start_node(&topo, 1, &cfg);
+    let (a, b) = (node_a.http, node_b.http);
+    store_up(a, Duration::from_secs(10)).await;
+    store_up(b, Duration::from_secs(10)).await;
+
+    // A worker leases job 1 through A.
+    let submit = |payload: Value| {
+        post(
+            b,
+            "/v1/queues/submit",
+            json!({"domain": "pay", "descriptor": "queue=jobs", "payload": payload}),
+        )
+    };
+    assert_eq!(submit(json!(1)).await.status, 200);
+    let first = lease(a, 2000).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first = first.json();
+    assert_eq!(
+        (first["id"].as_u64(), first["attempt"].as_u64()),
+        (Some(1), Some(1)),
+        "{first}"
+    );
+    // A permit taken through A: B has none left.
+    let permit_at = Instant::now();
+    assert_eq!(acquire(a).await.status, 200);
+    assert_eq!(acquire(b).await.status, 429);
+    // A second worker has a connection to A. A's answers stop reaching the callers; the
+    // worker's long-poll still reaches A, which leases it job 2 and answers into the cut.
+    let worker = KeptAlive::open(a).await;
+    topo.caller[0].cut_from(Side::B);
+    assert_eq!(submit(json!(2)).await.status, 200);
+    let long_poll = tokio::spawn(async move {
+        let body = json!({"domain": "pay", "descriptor": "queue=jobs", "wait_ms": 20_000});
+        worker.post("/v1/queues/lease", body).await
+    });
+    let taken = wait_until(Duration::from_secs(10), || async {
+        jobs(b).await["released_total"] == 2
+    })
+    .await;
+    assert!(taken, "A's long-poll never took job 2: {}", jobs(b).await);
+
+    // Now nothing passes either way.
+    topo.caller[0].cut();
+    let ack = tokio::time::timeout(
+        Duration::from_secs(1),
+        post_json(a, "/v1/queues/ack", json!({"token": first["token"]})),
+    )
+    .await;
+    assert!(
+        ack.is_err(),
+        "an ack through a node cut off from its callers was answered"
+    );
+    assert!(
+        !long_poll.is_finished(),
+        "A's long-poll was answered through the cut"
+    );
+    // The permit is still held: the cut released nothing.
+    assert_eq!(acquire(b).await.status, 429);
+
+    // Both leases end; both jobs come back and are delivered again through B.
+    let mut again = Vec::new();
+    for _ in 0..2 {
+        let r = lease(b, 10_000).await;
+        assert_eq!(r.status, 200, "a job never came back: {}", jobs(b).await);
+        let job = r.json();
+        assert_eq!(job["attempt"], 2, "{job}");
+        let ack = post(b, "/v1/queues/ack", json!({"token": job["token"]})).await;
+        assert_eq!(ack.status, 200, "{}", ack.body);
+        again.push(job);
+    }
+    again.sort_by_key(|j| j["id"].as_u64());
+    assert_eq!(again[0]["id"], 1);
+    assert_eq!(again[1]["id"], 2);
+    assert!(
+        again[0]["released_at_ms"].as_u64() >= first["lease_deadline_ms"].as_u64(),
+        "job 1 delivered again before its lease ended: {first} {}",
+        again[0]
+    );
+    // The first worker's ack, too late, is refused: its job went to another.
+    let late = post(b, "/v1/queues/ack", json!({"token": first["token"]})).await;
+    assert_eq!(late.status, 409, "{}", late.body);
+    let state = jobs(b).await;
+    assert_eq!(
+        (state["depth"].as_u64(), state["in_flight"].as_u64()),
+        (Some(0), Some(0)),
+        "{state}"
+    );
+
+    // The permit held through A expires after its time to live.
+    let freed = wait_until(TTL + Duration::from_secs(5), || async {
+        acquire(b).await.status == 200
+    })
+    .await;
+    assert!(freed, "the permit held through A never expired");
+    assert!(
+        permit_at.elapsed() >= TTL - Duration::from_millis(100),
+        "{:?}",
+        permit_at.elapsed()
+    );
+    long_poll.abort();
+}
