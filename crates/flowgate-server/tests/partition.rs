@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{HttpResponse, Proc, config, http, post_json, spawn_command, wait_until};
-use netns::{GRPC_PORT, HTTP_PORT, Side, Topology, Unavailable};
+use netns::{GRPC_PORT, HTTP_PORT, NsChild, Side, Topology, Unavailable};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -83,34 +83,60 @@ lease = "3s"
 
 const POLICIES: [&str; 3] = ["open", "closed", "local"];
 
-/// The topology, or `None` after saying on standard error (not captured by the test harness)
-/// why the test is skipped.
-fn topology_or_skip(test: &str) -> Option<Topology> {
-    match Topology::make() {
-        Ok(t) => Some(t),
-        Err(Unavailable(why)) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED partition::{test}: network namespaces cannot be made here ({why}); \
-                 run as root, or with CAP_NET_ADMIN and CAP_SYS_ADMIN (docs/operating.md#partitions)"
-            );
-            None
-        }
-    }
+/// Redis and the two nodes, started in their namespaces; each node reaches Redis through its
+/// store link, and the callers reach it through its caller link. Dropped: the processes are
+/// killed, then the namespaces deleted.
+struct Hosts {
+    a: Proc,
+    b: Proc,
+    _redis: NsChild,
+    _dirs: [tempfile::TempDir; 2],
+    topo: Topology,
 }
 
-/// Starts node `i` in its namespace, on Redis through its store link.
-fn start_node(topo: &Topology, i: usize, config: &Path) -> Proc {
-    let addr = topo.node_addr(i);
-    let mut cmd = Topology::command(&topo.node_ns[i], env!("CARGO_BIN_EXE_flowgate"));
-    cmd.args(["serve", "--config"])
-        .arg(config)
-        .args(["--http-addr", &format!("{addr}:{HTTP_PORT}")])
-        .args(["--grpc-addr", &format!("{addr}:{GRPC_PORT}")])
-        .args(["--redis-url", &topo.redis_url_for(i)])
-        .args(["--redis-deadline", &format!("{}ms", DEADLINE.as_millis())])
-        .args(["--node-id", ["node-a", "node-b"][i]]);
-    spawn_command(cmd)
+impl Hosts {
+    /// The hosts, their stores up; or `None` after saying on standard error (which the test
+    /// harness does not capture) why test `test` is skipped.
+    async fn start(test: &str) -> Option<Hosts> {
+        let topo = match Topology::make() {
+            Ok(t) => t,
+            Err(Unavailable(why)) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED partition::{test}: network namespaces cannot be made here ({why}); \
+                     run as root, or with CAP_NET_ADMIN and CAP_SYS_ADMIN (docs/operating.md#partitions)"
+                );
+                return None;
+            }
+        };
+        let data = tempfile::tempdir().unwrap();
+        let redis = topo.start_redis(data.path());
+        let (rules, path) = config(RULES);
+        let hosts = Hosts {
+            a: Self::node(&topo, 0, &path),
+            b: Self::node(&topo, 1, &path),
+            _redis: redis,
+            _dirs: [data, rules],
+            topo,
+        };
+        store_up(hosts.a.http, Duration::from_secs(10)).await;
+        store_up(hosts.b.http, Duration::from_secs(10)).await;
+        Some(hosts)
+    }
+
+    /// Starts node `i` in its namespace.
+    fn node(topo: &Topology, i: usize, config: &Path) -> Proc {
+        let addr = topo.node_addr(i);
+        let mut cmd = Topology::command(&topo.node_ns[i], env!("CARGO_BIN_EXE_flowgate"));
+        cmd.args(["serve", "--config"])
+            .arg(config)
+            .args(["--http-addr", &format!("{addr}:{HTTP_PORT}")])
+            .args(["--grpc-addr", &format!("{addr}:{GRPC_PORT}")])
+            .args(["--redis-url", &topo.redis_url_for(i)])
+            .args(["--redis-deadline", &format!("{}ms", DEADLINE.as_millis())])
+            .args(["--node-id", ["node-a", "node-b"][i]]);
+        spawn_command(cmd)
+    }
 }
 
 /// A POST that must be answered within 10 s.
@@ -175,20 +201,12 @@ async fn store_up(node: SocketAddr, within: Duration) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
-    let Some(topo) =
-        topology_or_skip("a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly")
+    let Some(hosts) =
+        Hosts::start("a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly").await
     else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let _redis = topo.start_redis(dir.path());
-    let (_cfg_dir, cfg) = config(RULES);
-    let node_a = start_node(&topo, 0, &cfg);
-    let node_b = start_node(&topo, 1, &cfg);
-    let (a, b) = (node_a.http, node_b.http);
-    store_up(a, Duration::from_secs(10)).await;
-    store_up(b, Duration::from_secs(10)).await;
-
+    let a = hosts.a.http;
     for policy in POLICIES {
         assert_eq!(
             admitted(a, policy, "k1", BEFORE).await.0,
@@ -196,10 +214,17 @@ async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
             "{policy}"
         );
     }
+    hosts.topo.store[0].cut();
+    let first = known_down(a).await;
+    decided_during_the_cut(a, hosts.b.http).await;
+    hosts.topo.store[0].heal();
+    rejoined(a, hosts.b.http, first).await;
+}
 
-    topo.store[0].cut();
-    // The first decisions meet the silent link and wait out the deadline (the open rule
-    // admits them); three make Redis known down.
+/// Node `a`, its link to Redis cut: the first decisions wait out the deadline (the open rule
+/// admits them), three make Redis known down, and the operator sees the node ready, its store
+/// down. How many decisions met the cut.
+async fn known_down(a: SocketAddr) -> usize {
     let first = futures::future::join_all((0..3).map(|_| check(a, "open", "cut"))).await;
     for (r, took) in &first {
         assert_eq!(r.status, 200, "{}", r.body);
@@ -211,14 +236,17 @@ async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
     .await;
     let store = get(a, "/v1/store").await;
     assert!(down, "{}", store.body);
-    // What the operator sees on A: ready (it decides, by policy), its store down.
     assert_eq!(store.status, 503, "{}", store.body);
     assert_eq!(store.json()["up"], false, "{}", store.body);
     let ready = get(a, "/readyz").await;
     assert_eq!(ready.status, 200, "{}", ready.body);
     assert_eq!(ready.json()["store"]["down"], true, "{}", ready.body);
+    first.len()
+}
 
-    // Meanwhile, A by policy and B on the shared counter, on the same keys.
+/// While Redis is known down to `a`: `a` decides by policy, at once; `b`, on the shared
+/// counter at the same time, admits the limit less what `a` took before the cut.
+async fn decided_during_the_cut(a: SocketAddr, b: SocketAddr) {
     let on_a = async {
         let open = admitted(a, "open", "k1", LIMIT + 5).await;
         assert_eq!(admitted(a, "open", "k4", 3).await.0, 3);
@@ -259,18 +287,18 @@ async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
         r.body
     );
     assert_eq!(get(b, "/v1/store").await.status, 200);
+}
 
-    topo.store[0].heal();
-    let rejoined = store_up(a, REJOIN).await;
-    eprintln!("node A rejoined {rejoined:?} after its link to Redis healed");
-    // The decisions that met the cut before Redis was known down may still be counted when
-    // TCP delivers them late, at the heal; none decided while it was known down is.
-    let late = LIMIT as u64 - remaining(b, "open", "cut").await;
-    eprintln!(
-        "{late} of the {} decisions that met the cut were counted at the heal",
-        first.len()
-    );
-    assert!(late <= first.len() as u64, "{late}");
+/// Node `a`'s link to Redis healed: it finds Redis back within [`REJOIN`] and decides from the
+/// shared counter again, with no burst; of its decisions, only the `first` that met the cut may
+/// have been counted (late, at the heal).
+async fn rejoined(a: SocketAddr, b: SocketAddr, first: usize) {
+    let took = store_up(a, REJOIN).await;
+    eprintln!("node A rejoined {took:?} after its link to Redis healed");
+    // TCP delivers the decisions that met the cut when the link heals: Redis may count them.
+    let late = LIMIT - remaining(b, "open", "cut").await as usize;
+    eprintln!("{late} of the {first} decisions that met the cut were counted at the heal");
+    assert!(late <= first, "{late}");
     // No burst: B spent what A had not, so A now rejects every k1, whatever it admitted during
     // the cut by policy or from its own memory.
     for policy in POLICIES {
@@ -286,6 +314,7 @@ async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
         }
         assert_eq!(yes, LIMIT, "{policy} after the heal");
     }
+    // Decided while Redis was known down: never sent, never counted.
     assert_eq!(remaining(b, "open", "k4").await, LIMIT as u64);
 }
 
@@ -369,29 +398,14 @@ impl KeptAlive {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever() {
-    let Some(topo) =
-        topology_or_skip("a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever")
+    let Some(hosts) =
+        Hosts::start("a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever").await
     else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let _redis = topo.start_redis(dir.path());
-    let (_cfg_dir, cfg) = config(RULES);
-    let node_a = start_node(&topo, 0, &cfg);
-    let node_b = start_node(&topo, 1, &cfg);
-    let (a, b) = (node_a.http, node_b.http);
-    store_up(a, Duration::from_secs(10)).await;
-    store_up(b, Duration::from_secs(10)).await;
-
-    // A worker leases job 1 through A.
-    let submit = |payload: Value| {
-        post(
-            b,
-            "/v1/queues/submit",
-            json!({"domain": "pay", "descriptor": "queue=jobs", "payload": payload}),
-        )
-    };
-    assert_eq!(submit(json!(1)).await.status, 200);
+    let (a, b) = (hosts.a.http, hosts.b.http);
+    // A worker leases job 1 through A; a permit is taken through A, so B has none left.
+    assert_eq!(submit(b, 1).await.status, 200);
     let first = lease(a, 2000).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let first = first.json();
@@ -400,15 +414,14 @@ async fn a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever() {
         (Some(1), Some(1)),
         "{first}"
     );
-    // A permit taken through A: B has none left.
-    let permit_at = Instant::now();
     assert_eq!(acquire(a).await.status, 200);
     assert_eq!(acquire(b).await.status, 429);
+
     // A second worker has a connection to A. A's answers stop reaching the callers; the
     // worker's long-poll still reaches A, which leases it job 2 and answers into the cut.
     let worker = KeptAlive::open(a).await;
-    topo.caller[0].cut_from(Side::B);
-    assert_eq!(submit(json!(2)).await.status, 200);
+    hosts.topo.caller[0].cut_from(Side::B);
+    assert_eq!(submit(b, 2).await.status, 200);
     let long_poll = tokio::spawn(async move {
         let body = json!({"domain": "pay", "descriptor": "queue=jobs", "wait_ms": 20_000});
         worker.post("/v1/queues/lease", body).await
@@ -419,25 +432,38 @@ async fn a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever() {
     .await;
     assert!(taken, "A's long-poll never took job 2: {}", jobs(b).await);
 
-    // Now nothing passes either way.
-    topo.caller[0].cut();
-    let ack = tokio::time::timeout(
-        Duration::from_secs(1),
-        post_json(a, "/v1/queues/ack", json!({"token": first["token"]})),
-    )
-    .await;
+    // Now nothing passes either way: the first worker cannot ack, the permit stays held.
+    hosts.topo.caller[0].cut();
+    let ack = json!({"token": first["token"]});
+    let ack = tokio::time::timeout(Duration::from_secs(1), post_json(a, "/v1/queues/ack", ack));
     assert!(
-        ack.is_err(),
+        ack.await.is_err(),
         "an ack through a node cut off from its callers was answered"
     );
     assert!(
         !long_poll.is_finished(),
         "A's long-poll was answered through the cut"
     );
-    // The permit is still held: the cut released nothing.
     assert_eq!(acquire(b).await.status, 429);
 
-    // Both leases end; both jobs come back and are delivered again through B.
+    delivered_again(b, &first).await;
+    let freed = wait_until(TTL + Duration::from_secs(5), || async {
+        acquire(b).await.status == 200
+    })
+    .await;
+    assert!(freed, "the permit held through A never expired");
+    long_poll.abort();
+}
+
+/// Submits job `payload` to the `jobs` queue through `node`.
+async fn submit(node: SocketAddr, payload: u64) -> HttpResponse {
+    let body = json!({"domain": "pay", "descriptor": "queue=jobs", "payload": payload});
+    post(node, "/v1/queues/submit", body).await
+}
+
+/// Jobs 1 and 2 come back when their leases through A end and are delivered again through
+/// `b`, each a second attempt; the first worker's late ack is refused.
+async fn delivered_again(b: SocketAddr, first: &Value) {
     let mut again = Vec::new();
     for _ in 0..2 {
         let r = lease(b, 10_000).await;
@@ -449,14 +475,15 @@ async fn a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever() {
         again.push(job);
     }
     again.sort_by_key(|j| j["id"].as_u64());
-    assert_eq!(again[0]["id"], 1);
-    assert_eq!(again[1]["id"], 2);
+    assert_eq!(
+        (again[0]["id"].as_u64(), again[1]["id"].as_u64()),
+        (Some(1), Some(2))
+    );
     assert!(
         again[0]["released_at_ms"].as_u64() >= first["lease_deadline_ms"].as_u64(),
         "job 1 delivered again before its lease ended: {first} {}",
         again[0]
     );
-    // The first worker's ack, too late, is refused: its job went to another.
     let late = post(b, "/v1/queues/ack", json!({"token": first["token"]})).await;
     assert_eq!(late.status, 409, "{}", late.body);
     let state = jobs(b).await;
@@ -465,17 +492,4 @@ async fn a_node_cut_off_from_its_callers_holds_no_lease_or_job_for_ever() {
         (Some(0), Some(0)),
         "{state}"
     );
-
-    // The permit held through A expires after its time to live.
-    let freed = wait_until(TTL + Duration::from_secs(5), || async {
-        acquire(b).await.status == 200
-    })
-    .await;
-    assert!(freed, "the permit held through A never expired");
-    assert!(
-        permit_at.elapsed() >= TTL - Duration::from_millis(100),
-        "{:?}",
-        permit_at.elapsed()
-    );
-    long_poll.abort();
 }

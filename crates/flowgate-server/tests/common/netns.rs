@@ -159,18 +159,84 @@ impl Drop for NsChild {
     }
 }
 
+/// What was made, deleted on drop: deleting a namespace deletes its processes' network, its
+/// veth ends and their peers.
+#[derive(Default)]
+struct Made {
+    namespaces: Vec<String>,
+    /// Veth ends in the root namespace (gone with their peers, unless a process still holds
+    /// the peer's namespace).
+    root_devs: Vec<String>,
+}
+
+impl Made {
+    /// Makes namespace `ns`, its loopback up.
+    fn namespace(&mut self, ns: &str) -> Result<(), Unavailable> {
+        ip(&["netns", "add", ns]).map_err(Unavailable)?;
+        self.namespaces.push(ns.to_owned());
+        ip(&["-n", ns, "link", "set", "lo", "up"]).map_err(Unavailable)
+    }
+
+    /// Makes a veth link named `name` between namespaces `a` (`None`: the root namespace) and
+    /// `b`, its ends `<base><tag>0` and `<base><tag>1` at `a_addr` and `b_addr` on a /30.
+    fn link(
+        &mut self,
+        name: &'static str,
+        (base, tag): (&str, &str),
+        (a, a_addr): (Option<&str>, Ipv4Addr),
+        (b, b_addr): (&str, Ipv4Addr),
+    ) -> Result<Link, Unavailable> {
+        let (dev_a, dev_b) = (format!("{base}{tag}0"), format!("{base}{tag}1"));
+        ip(&[
+            "link", "add", &dev_a, "type", "veth", "peer", "name", &dev_b,
+        ])
+        .map_err(|e| Unavailable(format!("no veth links: {e}")))?;
+        if a.is_none() {
+            self.root_devs.push(dev_a.clone());
+        }
+        let a = End {
+            ns: a.map(str::to_owned),
+            dev: dev_a,
+            addr: a_addr,
+        };
+        let b = End {
+            ns: Some(b.to_owned()),
+            dev: dev_b,
+            addr: b_addr,
+        };
+        for end in [&a, &b] {
+            if let Some(ns) = &end.ns {
+                ip_ok(&["link", "set", &end.dev, "netns", ns]);
+            }
+            let cidr = format!("{}/30", end.addr);
+            end.ip(&["addr", "add", &cidr, "dev", &end.dev])
+                .and_then(|()| end.ip(&["link", "set", &end.dev, "up"]))
+                .unwrap_or_else(|e| panic!("link {name}: {e}"));
+        }
+        Ok(Link { name, a, b })
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for ns in &self.namespaces {
+            let _ = ip(&["netns", "del", ns]);
+        }
+        for dev in &self.root_devs {
+            let _ = ip(&["link", "del", dev]);
+        }
+    }
+}
+
 /// Redis and two nodes as hosts in namespaces, the callers in the root namespace.
 pub struct Topology {
-    /// Namespaces made, deleted on drop.
-    namespaces: Vec<String>,
-    /// Interfaces left in the root namespace, deleted on drop.
-    root_devs: Vec<String>,
     pub redis_ns: String,
     pub node_ns: [String; 2],
     /// Callers (root) to node A and node B.
     pub caller: [Link; 2],
     /// Node A and node B to Redis.
     pub store: [Link; 2],
+    made: Made,
 }
 
 impl Topology {
@@ -179,70 +245,44 @@ impl Topology {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let base = format!("fg{}{n}", std::process::id());
         let net = free_block(std::process::id() * 8 + n).map_err(Unavailable)?;
-        let names = ["r", "a", "b"].map(|s| format!("{base}{s}"));
+        let [r, a, b] = ["r", "a", "b"].map(|s| format!("{base}{s}"));
         // Leftovers of a process that had this pid: deleting its namespaces deletes its links.
-        for ns in &names {
+        for ns in [&r, &a, &b] {
             let _ = ip(&["netns", "del", ns]);
         }
         for dev in ["ca0", "cb0"] {
             let _ = ip(&["link", "del", &format!("{base}{dev}")]);
         }
-        let mut topo = Topology {
-            namespaces: Vec::new(),
-            root_devs: Vec::new(),
-            redis_ns: names[0].clone(),
-            node_ns: [names[1].clone(), names[2].clone()],
-            caller: [placeholder(), placeholder()],
-            store: [placeholder(), placeholder()],
-        };
-        for ns in &names {
-            ip(&["netns", "add", ns]).map_err(Unavailable)?;
-            topo.namespaces.push(ns.clone());
-            ip(&["-n", ns, "link", "set", "lo", "up"]).map_err(Unavailable)?;
+        let mut made = Made::default();
+        for ns in [&r, &a, &b] {
+            made.namespace(ns)?;
         }
         let host = |k: u8| Ipv4Addr::new(net[0], net[1], net[2], k);
-        let plan = [
-            ("caller A", "ca", None, &names[1], 0u8),
-            ("caller B", "cb", None, &names[2], 4),
-            ("store A", "sa", Some(&names[1]), &names[0], 8),
-            ("store B", "sb", Some(&names[2]), &names[0], 12),
+        let caller = [
+            made.link("caller A", (&base, "ca"), (None, host(1)), (&a, host(2)))?,
+            made.link("caller B", (&base, "cb"), (None, host(5)), (&b, host(6)))?,
         ];
-        let mut links = Vec::new();
-        for (name, tag, a_ns, b_ns, at) in plan {
-            let (dev_a, dev_b) = (format!("{base}{tag}0"), format!("{base}{tag}1"));
-            ip(&[
-                "link", "add", &dev_a, "type", "veth", "peer", "name", &dev_b,
-            ])
-            .map_err(|e| Unavailable(format!("no veth links: {e}")))?;
-            if a_ns.is_none() {
-                topo.root_devs.push(dev_a.clone());
-            }
-            let a = End {
-                ns: a_ns.cloned(),
-                dev: dev_a,
-                addr: host(at + 1),
-            };
-            let b = End {
-                ns: Some(b_ns.clone()),
-                dev: dev_b,
-                addr: host(at + 2),
-            };
-            for end in [&a, &b] {
-                if let Some(ns) = &end.ns {
-                    ip_ok(&["link", "set", &end.dev, "netns", ns]);
-                }
-                let cidr = format!("{}/30", end.addr);
-                end.ip(&["addr", "add", &cidr, "dev", &end.dev])
-                    .unwrap_or_else(|e| panic!("{e}"));
-                end.ip(&["link", "set", &end.dev, "up"])
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-            links.push(Link { name, a, b });
-        }
-        let mut links = links.into_iter();
-        topo.caller = [links.next().unwrap(), links.next().unwrap()];
-        topo.store = [links.next().unwrap(), links.next().unwrap()];
-        Ok(topo)
+        let store = [
+            made.link(
+                "store A",
+                (&base, "sa"),
+                (Some(&a), host(9)),
+                (&r, host(10)),
+            )?,
+            made.link(
+                "store B",
+                (&base, "sb"),
+                (Some(&b), host(13)),
+                (&r, host(14)),
+            )?,
+        ];
+        Ok(Topology {
+            redis_ns: r,
+            node_ns: [a, b],
+            caller,
+            store,
+            made,
+        })
     }
 
     /// Node `i`'s address on its caller link (where the callers reach it).
@@ -296,31 +336,6 @@ impl Topology {
             std::thread::sleep(Duration::from_millis(25));
         }
         panic!("redis-server in namespace {} never answered", self.redis_ns);
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for ns in &self.namespaces {
-            let _ = ip(&["netns", "del", ns]);
-        }
-        // Gone with their peers already, unless a process still holds a namespace.
-        for dev in &self.root_devs {
-            let _ = ip(&["link", "del", dev]);
-        }
-    }
-}
-
-fn placeholder() -> Link {
-    let end = End {
-        ns: None,
-        dev: String::new(),
-        addr: Ipv4Addr::UNSPECIFIED,
-    };
-    Link {
-        name: "",
-        a: end.clone(),
-        b: end,
     }
 }
 
