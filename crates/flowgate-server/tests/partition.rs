@@ -216,9 +216,14 @@ async fn a_node_cut_off_from_redis_follows_its_policies_and_rejoins_exactly() {
     }
     hosts.topo.store[0].cut();
     let first = known_down(a).await;
+    let log = Duration::from_secs(5);
+    hosts.a.wait_logged("Redis is down", 0, log).await;
     decided_during_the_cut(a, hosts.b.http).await;
     hosts.topo.store[0].heal();
     rejoined(a, hosts.b.http, first).await;
+    // The log says it once each way, not once per decision.
+    hosts.a.wait_logged("Redis answers again", 0, log).await;
+    assert_eq!(hosts.a.logged("Redis is down"), 1);
 }
 
 /// Node `a`, its link to Redis cut: the first decisions wait out the deadline (the open rule
