@@ -233,7 +233,9 @@ async fn known_down(a: SocketAddr) -> usize {
     let first = futures::future::join_all((0..3).map(|_| check(a, "open", "cut"))).await;
     for (r, took) in &first {
         assert_eq!(r.status, 200, "{}", r.body);
-        assert!(*took >= DEADLINE - Duration::from_millis(50), "{took:?}");
+        // Waited for the deadline, and no longer than it (with room for a busy machine).
+        let waited = DEADLINE - Duration::from_millis(50)..DEADLINE + Duration::from_secs(1);
+        assert!(waited.contains(took), "{took:?}");
     }
     let down = wait_until(Duration::from_secs(10), || async {
         get(a, "/v1/store").await.json()["down"] == true
