@@ -287,13 +287,21 @@ impl Proc {
 /// Starts `flowgate serve` on ephemeral ports in a fresh working directory and reads its
 /// addresses from its log (kept in [`Proc::log`]).
 pub fn spawn_server(config: &std::path::Path, extra: &[&str]) -> Proc {
-    let cwd = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flowgate"))
-        .current_dir(cwd.path())
-        .args(["serve", "--config"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flowgate"));
+    cmd.args(["serve", "--config"])
         .arg(config)
         .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
-        .args(extra)
+        .args(extra);
+    spawn_command(cmd)
+}
+
+/// Starts `cmd`, a `flowgate serve` command line (the binary, or a command that runs it, such as
+/// `ip netns exec`), in a fresh working directory and reads its addresses from its log (kept in
+/// [`Proc::log`]).
+pub fn spawn_command(mut cmd: Command) -> Proc {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = cmd
+        .current_dir(cwd.path())
         .env("FLOWGATE_LOG", "info")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
