@@ -68,7 +68,8 @@ pub struct ServerConfig {
     pub poll_interval: Duration,
     /// A manual clock for the embedded store (tests); `None` uses the real clock.
     pub clock: Option<ManualClock>,
-    /// How long a graceful shutdown waits for requests in flight.
+    /// How long a graceful shutdown waits for requests in flight (see `shutdown.rs` for the
+    /// whole bound).
     pub shutdown_grace: Duration,
     /// How long a shutdown keeps serving, with `/readyz` answering 503, before the ports close.
     pub drain_delay: Duration,
@@ -151,7 +152,7 @@ impl ServerConfig {
             watch: true,
             poll_interval: Duration::from_secs(2),
             clock: None,
-            shutdown_grace: Duration::from_secs(30),
+            shutdown_grace: crate::shutdown::DEFAULT_SHUTDOWN_GRACE,
             drain_delay: Duration::ZERO,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             shadow_mode: false,
@@ -228,15 +229,8 @@ impl From<ConfigError> for ServerError {
 pub struct Server {
     http_addr: SocketAddr,
     grpc_addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    http: JoinHandle<Result<(), ServerError>>,
-    grpc: JoinHandle<Result<(), ServerError>>,
-    background: Vec<JoinHandle<()>>,
-    grace: Duration,
-    drain_delay: Duration,
-    /// Its lifecycle (draining on shutdown) and its queues (closed to leases on shutdown:
-    /// long-polls answer at once).
-    state: Arc<AppState>,
+    /// What a shutdown stops, and in which order (`shutdown.rs`).
+    pub(crate) stopping: crate::shutdown::Stopping,
 }
 
 fn clock(cfg: &ServerConfig) -> ServerClock {
@@ -741,11 +735,12 @@ impl Server {
             .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
         );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
-        background.push(tokio::spawn(flowgate_observe::stats::run(
+        // Awaited at shutdown, not aborted: it may be publishing the figures.
+        let figures = tokio::spawn(flowgate_observe::stats::run(
             Arc::clone(&state),
             Arc::clone(&state.stats),
             rx.clone(),
-        )));
+        ));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
         background.push(tokio::spawn(crate::probes::watch_store(
             Arc::clone(&state),
@@ -766,13 +761,16 @@ impl Server {
         Ok(Server {
             http_addr,
             grpc_addr,
-            shutdown: tx,
-            http,
-            grpc,
-            background,
-            grace: cfg.shutdown_grace,
-            drain_delay: cfg.drain_delay,
-            state,
+            stopping: crate::shutdown::Stopping {
+                signal: tx,
+                http,
+                grpc,
+                figures,
+                background,
+                grace: cfg.shutdown_grace,
+                drain_delay: cfg.drain_delay,
+                state,
+            },
         })
     }
 
@@ -784,40 +782,5 @@ impl Server {
     /// The gRPC API's address.
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
-    }
-
-    /// Drains (`/readyz` answers 503 while the node keeps serving for the drain delay), then stops
-    /// accepting, answers long-polling leases at once (their held jobs go back untouched), lets
-    /// the other requests in flight finish (up to the grace period), and stops.
-    ///
-    /// # Errors
-    /// [`ServerError::Serve`] when a front end failed, or did not finish within the grace period.
-    pub async fn shutdown(self) -> Result<(), ServerError> {
-        self.state.lifecycle.set(crate::probes::Phase::Draining);
-        if !self.drain_delay.is_zero() {
-            tokio::time::sleep(self.drain_delay).await;
-        }
-        let _ = self.shutdown.send(true);
-        // Long-polling leases answer 204 now; a job held for its slot goes back untouched.
-        self.state.queue.close();
-        let grace = self.grace;
-        let join = |api: &'static str, h: JoinHandle<Result<(), ServerError>>| async move {
-            match tokio::time::timeout(grace, h).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => Err(ServerError::Serve {
-                    api,
-                    detail: e.to_string(),
-                }),
-                Err(_) => Err(ServerError::Serve {
-                    api,
-                    detail: format!("requests still in flight after {grace:?}"),
-                }),
-            }
-        };
-        let (h, g) = tokio::join!(join("http", self.http), join("grpc", self.grpc));
-        for b in self.background {
-            b.abort();
-        }
-        h.and(g)
     }
 }

@@ -131,7 +131,7 @@ impl<'a> Adaptive<'a> {
     /// 20 ms): completes once every report made before the call has reached Redis or been
     /// counted [`Adaptive::unsent`]; at once when the limits are per process. For a shutdown;
     /// bound it with a timeout (it waits on Redis's answer).
-    pub async fn flush(&self) {
+    pub async fn flush(self) {
         self.registry.state.link.flush().await;
     }
 

@@ -119,7 +119,7 @@ impl<'a, S: Store> Breakers<'a, S> {
     /// been counted [`Breakers::unsent`]; at once when the breakers are per process. For a
     /// shutdown, so that the last reports are not lost with the process; it waits on Redis's
     /// answer (up to the store's deadline per call), so bound it with a timeout.
-    pub async fn flush(&self) {
+    pub async fn flush(self) {
         self.registry.link().flush().await;
     }
 
