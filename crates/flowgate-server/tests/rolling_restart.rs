@@ -276,7 +276,13 @@ async fn generate(lb: Arc<Balancer>, kind: usize, jobs: Arc<Mutex<Jobs>>, stop: 
             2 => lb.should_rate_limit(&format!("g{}", i % 50)).await,
             3 => {
                 // One error in five: the breaker's ratio stays under its threshold.
-                let outcome = |k: u64| if (i + k) % 5 == 0 { "error" } else { "ok" };
+                let outcome = |k: u64| {
+                    if (i + k).is_multiple_of(5) {
+                        "error"
+                    } else {
+                        "ok"
+                    }
+                };
                 let reports: Vec<Value> = (0..5)
                     .map(|k| json!({"domain": "pay", "descriptors": ["dep=ledger"], "outcome": outcome(k), "latency_ms": 3}))
                     .collect();
