@@ -438,6 +438,21 @@ async fn initial_rules(
     Ok((initial.loaded, info, Some(Arc::new(follower))))
 }
 
+/// What each HTTP connection reads of the server while it serves.
+#[derive(Clone)]
+pub(crate) struct HttpConns {
+    /// Whether requests carry their connection's [`Peer`] (the server has credentials).
+    pub(crate) peers: Arc<std::sync::atomic::AtomicBool>,
+    /// While the node drains, every answer carries `Connection: close`: an HTTP/1.1 caller
+    /// opens its next connection anew, which its load balancer (or Kubernetes Service) sends
+    /// to a node still ready, instead of reusing one that closes with the ports. (HTTP/2 drops
+    /// the header; its connections get a GOAWAY when the ports close.)
+    pub(crate) lifecycle: crate::probes::Lifecycle,
+}
+
+/// `Connection: close`.
+const CLOSE: http::HeaderValue = http::HeaderValue::from_static("close");
+
 /// Serves HTTP on one connection's transport until it closes (or, on shutdown, finishes what
 /// is in flight); every request carries `peer` in its extensions.
 async fn serve_http_conn<I>(
@@ -445,7 +460,7 @@ async fn serve_http_conn<I>(
     io: I,
     app: axum::Router,
     peer: Peer,
-    wanted: Arc<std::sync::atomic::AtomicBool>,
+    conns: HttpConns,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -454,6 +469,10 @@ async fn serve_http_conn<I>(
     // One `Arc` clone per request: the connection's `Peer` is shared, not rebuilt. Only while
     // the server has credentials: without, no route reads it (the admin routes are off, every
     // other route is open), and a decision saves the insert.
+    let HttpConns {
+        peers: wanted,
+        lifecycle,
+    } = conns;
     let app = app
         .map_request(move |mut req: http::Request<hyper::body::Incoming>| {
             if wanted.load(std::sync::atomic::Ordering::Acquire) {
@@ -461,7 +480,13 @@ async fn serve_http_conn<I>(
             }
             req
         })
-        .map_response(crate::http::nosniff);
+        .map_response(move |r| {
+            let mut r = crate::http::nosniff(r);
+            if lifecycle.draining() {
+                r.headers_mut().insert(http::header::CONNECTION, CLOSE);
+            }
+            r
+        });
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = builder
         .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(io), service)
@@ -469,8 +494,9 @@ async fn serve_http_conn<I>(
     let _ = watcher.watch(conn).await;
 }
 
-/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`] while
-/// `peers` holds (the server has credentials), and every answer `X-Content-Type-Options: nosniff`.
+/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`] as
+/// `conns` says, every answer `X-Content-Type-Options: nosniff`, and, while the node drains,
+/// `Connection: close`.
 ///
 /// Connections are bounded: at most `max_connections` at once (beyond, new ones wait in the
 /// listen backlog), and a client must send a request's whole header within `header_timeout`,
@@ -481,7 +507,7 @@ async fn serve_http_conn<I>(
 pub(crate) fn serve_http(
     listener: TcpListener,
     app: axum::Router,
-    peers: Arc<std::sync::atomic::AtomicBool>,
+    conns: HttpConns,
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     header_timeout: Duration,
@@ -529,7 +555,7 @@ pub(crate) fn serve_http(
                 app.clone(),
                 graceful.watcher(),
                 tls.clone(),
-                Arc::clone(&peers),
+                conns.clone(),
             );
             let peer = Peer::new(Some(addr));
             tokio::spawn(async move {
@@ -677,7 +703,10 @@ impl Server {
         let http = serve_http(
             http_listener,
             crate::http::router(Arc::clone(&state)),
-            state.auth.any(),
+            HttpConns {
+                peers: state.auth.any(),
+                lifecycle: state.lifecycle.clone(),
+            },
             rx.clone(),
             cfg.http_max_connections,
             cfg.http_header_timeout,

@@ -611,3 +611,58 @@ async fn a_node_stopped_right_after_its_requests_leaves_their_reports_and_figure
         admitted(b.http, "per-client").await
     );
 }
+
+/// A kept-alive HTTP/1.1 connection while the node drains: still served, each answer with
+/// `Connection: close`, and closed after it, long before the ports close, so that its caller's
+/// next connection goes (through its Service) to a node still ready.
+#[tokio::test]
+async fn a_draining_node_closes_kept_alive_connections_after_their_next_answer() {
+    let ts = common::TestServer::start_with(&[("rules.toml", CONFIG)], |mut c| {
+        c.drain_delay = Duration::from_secs(5);
+        c
+    })
+    .await;
+    let addr = ts.http();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let get = |path: &str| {
+        hyper::Request::get(path)
+            .header("host", addr.to_string())
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    let r = send.send_request(get("/livez")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("connection").is_none(), "{:?}", r.headers());
+    r.into_body().collect().await.unwrap();
+
+    let common::TestServer { server, dir, .. } = ts;
+    let stopping = tokio::spawn(server.shutdown());
+    let draining = wait_until(Duration::from_secs(5), || async {
+        common::http(addr, "GET", "/readyz", &[], "").await.status == 503
+    })
+    .await;
+    assert!(draining, "never draining");
+    let started = Instant::now();
+    let r = send.send_request(get("/livez")).await.unwrap();
+    assert_eq!(r.status(), 200, "still served while draining");
+    assert_eq!(
+        r.headers().get("connection").and_then(|v| v.to_str().ok()),
+        Some("close"),
+        "{:?}",
+        r.headers()
+    );
+    r.into_body().collect().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), conn)
+        .await
+        .expect("the connection closed after that answer")
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    stopping.await.unwrap().unwrap();
+    drop(dir);
+}
