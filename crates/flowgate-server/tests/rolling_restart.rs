@@ -65,6 +65,12 @@ name = "jobs"
 match = ["channel=JOBS"]
 rate = "500/s"
 lease = "20s"
+
+# Never given a job: its long-polls are waiting when a port closes.
+[[queue]]
+name = "idle"
+match = ["channel=IDLE"]
+rate = "1/s"
 "#;
 
 /// The load balancer's readiness poll, and the drain delay set longer, as the docs tell.
@@ -75,8 +81,11 @@ const GRACE: Duration = Duration::from_secs(5);
 const BOUND: Duration = Duration::from_secs(1 + 5 + 2);
 /// ... plus the process's own teardown, on a busy machine.
 const EXIT_SLACK: Duration = Duration::from_secs(1);
-/// A long-poll's wait: longer than the drain delay, so that some are waiting when a port closes.
+/// A worker's long-poll wait: longer than the drain delay, so that some are waiting when a port
+/// closes.
 const LEASE_WAIT_MS: u64 = 3_000;
+/// The wait of a long-poll on the idle queue: longer than a node's whole shutdown bound.
+const IDLE_WAIT_MS: u64 = 20_000;
 
 type Http = Client<HttpConnector, Full<Bytes>>;
 
@@ -327,6 +336,23 @@ async fn work(lb: Arc<Balancer>, jobs: Arc<Mutex<Jobs>>, stop: Arc<AtomicBool>) 
     }
 }
 
+/// Long-polls on the idle queue answered 204 well before their wait: by a port closing.
+static CLOSED_POLLS: AtomicU64 = AtomicU64::new(0);
+
+/// Long-polls the idle queue (no job ever), over and over, on ready nodes.
+async fn idle_poll(lb: Arc<Balancer>) {
+    loop {
+        let body = json!({"domain": "pay", "descriptor": "channel=IDLE", "wait_ms": IDLE_WAIT_MS});
+        let sent = Instant::now();
+        if let Some((s, v)) = lb.post("idle lease", "/v1/queues/lease", body).await {
+            assert_eq!(s, 204, "idle lease: {v}");
+            if sent.elapsed() < Duration::from_millis(IDLE_WAIT_MS / 2) {
+                CLOSED_POLLS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Free loopback addresses, as `127.0.0.1:port` (bound, then let go).
 fn free_addrs(n: usize) -> Vec<SocketAddr> {
     let held: Vec<std::net::TcpListener> = (0..n)
@@ -439,6 +465,10 @@ async fn three_nodes_restarted_one_by_one_under_load_fail_no_request_and_lose_no
             ))
         })
         .collect();
+    // Six idle long-polls: each node's ports close while one waits on it, most likely.
+    let idle: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(idle_poll(Arc::clone(&lb))))
+        .collect();
     let total = || lb.sent.lock().values().sum::<u64>();
     let warm = wait_until(Duration::from_secs(10), || async { total() > 100 }).await;
     assert!(warm, "no traffic");
@@ -478,14 +508,20 @@ async fn three_nodes_restarted_one_by_one_under_load_fail_no_request_and_lose_no
     for t in workers {
         t.await.unwrap();
     }
+    for t in idle {
+        t.abort();
+    }
     polling.store(true, Ordering::Relaxed);
     poller.await.unwrap();
 
     let failures = lb.failures.lock().clone();
     let sent = lb.sent.lock().clone();
+    let (holds, closed) = (
+        LONG_HOLDS.load(Ordering::Relaxed),
+        CLOSED_POLLS.load(Ordering::Relaxed),
+    );
     eprintln!(
-        "sent through the balancer: {sent:?}; exits after SIGTERM: {exits:?}; holds of 500 ms or more: {}",
-        LONG_HOLDS.load(Ordering::Relaxed)
+        "sent through the balancer: {sent:?}; exits after SIGTERM: {exits:?}; acquires held 500 ms or more: {holds}; long-polls answered by a port closing: {closed}"
     );
     assert!(
         failures.is_empty(),
@@ -499,10 +535,8 @@ async fn three_nodes_restarted_one_by_one_under_load_fail_no_request_and_lose_no
     ] {
         assert!(sent.get(kind).copied().unwrap_or(0) > 0, "no {kind} sent");
     }
-    assert!(
-        LONG_HOLDS.load(Ordering::Relaxed) > 0,
-        "no acquire held long"
-    );
+    assert!(holds > 0, "no acquire held long");
+    assert!(closed > 0, "no long-poll was waiting when a port closed");
     let mut ids = j.submitted.clone();
     ids.sort_unstable();
     ids.dedup();
