@@ -241,9 +241,9 @@ pub(crate) struct ServeArgs {
     pub(crate) drain_delay: std::time::Duration,
     /// On SIGTERM or SIGINT, once the ports closed, how long requests in flight (a held
     /// `acquire` until its slot, a gRPC call) have to finish; past it they are cut and the
-    /// process exits with an error: set it longer than the longest `max_wait` of a `delay` rule. A node
-    /// exits within drain delay + shutdown grace + 2 s: Kubernetes' `terminationGracePeriodSeconds`
-    /// should be at least that.
+    /// process exits with an error: set it longer than the longest `max_wait` of a `delay`
+    /// rule. A node exits within drain delay + shutdown grace + 2 s: Kubernetes'
+    /// `terminationGracePeriodSeconds` should be at least that.
     #[arg(long, env = "FLOWGATE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub(crate) shutdown_grace: std::time::Duration,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
