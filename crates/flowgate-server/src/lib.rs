@@ -60,6 +60,7 @@ mod reload;
 mod reports;
 pub mod rules;
 mod server;
+mod shutdown;
 mod state;
 mod store_errors;
 mod tls;
@@ -73,4 +74,5 @@ pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
     DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,
 };
+pub use shutdown::{DEFAULT_SHUTDOWN_GRACE, FLUSH_BOUND};
 pub use tls::{ClientAuth, DEFAULT_TLS_RELOAD, TlsError, TlsFiles};

@@ -31,13 +31,20 @@ pub(crate) enum Phase {
     Draining = 2,
 }
 
-/// The node's phase, shared by the start-up, the shutdown and `/readyz`.
-#[derive(Debug, Default)]
-pub(crate) struct Lifecycle(AtomicU8);
+/// The node's phase, shared by the start-up, the shutdown, `/readyz` and the HTTP connections
+/// (a clone reads the same phase).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Lifecycle(Arc<AtomicU8>);
 
 impl Lifecycle {
     pub(crate) fn set(&self, phase: Phase) {
         self.0.store(phase as u8, Ordering::Relaxed);
+    }
+
+    /// Whether the node is shutting down.
+    #[inline]
+    pub(crate) fn draining(&self) -> bool {
+        self.phase() == Phase::Draining
     }
 
     pub(crate) fn phase(&self) -> Phase {

@@ -68,7 +68,8 @@ pub struct ServerConfig {
     pub poll_interval: Duration,
     /// A manual clock for the embedded store (tests); `None` uses the real clock.
     pub clock: Option<ManualClock>,
-    /// How long a graceful shutdown waits for requests in flight.
+    /// How long a graceful shutdown waits for requests in flight (see `shutdown.rs` for the
+    /// whole bound).
     pub shutdown_grace: Duration,
     /// How long a shutdown keeps serving, with `/readyz` answering 503, before the ports close.
     pub drain_delay: Duration,
@@ -151,7 +152,7 @@ impl ServerConfig {
             watch: true,
             poll_interval: Duration::from_secs(2),
             clock: None,
-            shutdown_grace: Duration::from_secs(30),
+            shutdown_grace: crate::shutdown::DEFAULT_SHUTDOWN_GRACE,
             drain_delay: Duration::ZERO,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             shadow_mode: false,
@@ -228,15 +229,8 @@ impl From<ConfigError> for ServerError {
 pub struct Server {
     http_addr: SocketAddr,
     grpc_addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    http: JoinHandle<Result<(), ServerError>>,
-    grpc: JoinHandle<Result<(), ServerError>>,
-    background: Vec<JoinHandle<()>>,
-    grace: Duration,
-    drain_delay: Duration,
-    /// Its lifecycle (draining on shutdown) and its queues (closed to leases on shutdown:
-    /// long-polls answer at once).
-    state: Arc<AppState>,
+    /// What a shutdown stops, and in which order (`shutdown.rs`).
+    pub(crate) stopping: crate::shutdown::Stopping,
 }
 
 fn clock(cfg: &ServerConfig) -> ServerClock {
@@ -444,6 +438,21 @@ async fn initial_rules(
     Ok((initial.loaded, info, Some(Arc::new(follower))))
 }
 
+/// What each HTTP connection reads of the server while it serves.
+#[derive(Clone)]
+pub(crate) struct HttpConns {
+    /// Whether requests carry their connection's [`Peer`] (the server has credentials).
+    pub(crate) peers: Arc<std::sync::atomic::AtomicBool>,
+    /// While the node drains, every answer carries `Connection: close`: an HTTP/1.1 caller
+    /// opens its next connection anew, which its load balancer (or Kubernetes Service) sends
+    /// to a node still ready, instead of reusing one that closes with the ports. (HTTP/2 drops
+    /// the header; its connections get a GOAWAY when the ports close.)
+    pub(crate) lifecycle: crate::probes::Lifecycle,
+}
+
+/// `Connection: close`.
+const CLOSE: http::HeaderValue = http::HeaderValue::from_static("close");
+
 /// Serves HTTP on one connection's transport until it closes (or, on shutdown, finishes what
 /// is in flight); every request carries `peer` in its extensions.
 async fn serve_http_conn<I>(
@@ -451,7 +460,7 @@ async fn serve_http_conn<I>(
     io: I,
     app: axum::Router,
     peer: Peer,
-    wanted: Arc<std::sync::atomic::AtomicBool>,
+    conns: HttpConns,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -460,6 +469,10 @@ async fn serve_http_conn<I>(
     // One `Arc` clone per request: the connection's `Peer` is shared, not rebuilt. Only while
     // the server has credentials: without, no route reads it (the admin routes are off, every
     // other route is open), and a decision saves the insert.
+    let HttpConns {
+        peers: wanted,
+        lifecycle,
+    } = conns;
     let app = app
         .map_request(move |mut req: http::Request<hyper::body::Incoming>| {
             if wanted.load(std::sync::atomic::Ordering::Acquire) {
@@ -467,7 +480,13 @@ async fn serve_http_conn<I>(
             }
             req
         })
-        .map_response(crate::http::nosniff);
+        .map_response(move |r| {
+            let mut r = crate::http::nosniff(r);
+            if lifecycle.draining() {
+                r.headers_mut().insert(http::header::CONNECTION, CLOSE);
+            }
+            r
+        });
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = builder
         .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(io), service)
@@ -475,8 +494,9 @@ async fn serve_http_conn<I>(
     let _ = watcher.watch(conn).await;
 }
 
-/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`] while
-/// `peers` holds (the server has credentials), and every answer `X-Content-Type-Options: nosniff`.
+/// The HTTP/JSON API (`app`), until `shutdown`; each request carries its connection's [`Peer`] as
+/// `conns` says, every answer `X-Content-Type-Options: nosniff`, and, while the node drains,
+/// `Connection: close`.
 ///
 /// Connections are bounded: at most `max_connections` at once (beyond, new ones wait in the
 /// listen backlog), and a client must send a request's whole header within `header_timeout`,
@@ -487,7 +507,7 @@ async fn serve_http_conn<I>(
 pub(crate) fn serve_http(
     listener: TcpListener,
     app: axum::Router,
-    peers: Arc<std::sync::atomic::AtomicBool>,
+    conns: HttpConns,
     shutdown: watch::Receiver<bool>,
     max_connections: usize,
     header_timeout: Duration,
@@ -535,7 +555,7 @@ pub(crate) fn serve_http(
                 app.clone(),
                 graceful.watcher(),
                 tls.clone(),
-                Arc::clone(&peers),
+                conns.clone(),
             );
             let peer = Peer::new(Some(addr));
             tokio::spawn(async move {
@@ -683,7 +703,10 @@ impl Server {
         let http = serve_http(
             http_listener,
             crate::http::router(Arc::clone(&state)),
-            state.auth.any(),
+            HttpConns {
+                peers: state.auth.any(),
+                lifecycle: state.lifecycle.clone(),
+            },
             rx.clone(),
             cfg.http_max_connections,
             cfg.http_header_timeout,
@@ -741,11 +764,12 @@ impl Server {
             .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
         );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
-        background.push(tokio::spawn(flowgate_observe::stats::run(
+        // Awaited at shutdown, not aborted: it may be publishing the figures.
+        let figures = tokio::spawn(flowgate_observe::stats::run(
             Arc::clone(&state),
             Arc::clone(&state.stats),
             rx.clone(),
-        )));
+        ));
         background.push(tokio::spawn(crate::queue_watch::run(Arc::clone(&state))));
         background.push(tokio::spawn(crate::probes::watch_store(
             Arc::clone(&state),
@@ -766,13 +790,16 @@ impl Server {
         Ok(Server {
             http_addr,
             grpc_addr,
-            shutdown: tx,
-            http,
-            grpc,
-            background,
-            grace: cfg.shutdown_grace,
-            drain_delay: cfg.drain_delay,
-            state,
+            stopping: crate::shutdown::Stopping {
+                signal: tx,
+                http,
+                grpc,
+                figures,
+                background,
+                grace: cfg.shutdown_grace,
+                drain_delay: cfg.drain_delay,
+                state,
+            },
         })
     }
 
@@ -784,40 +811,5 @@ impl Server {
     /// The gRPC API's address.
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
-    }
-
-    /// Drains (`/readyz` answers 503 while the node keeps serving for the drain delay), then stops
-    /// accepting, answers long-polling leases at once (their held jobs go back untouched), lets
-    /// the other requests in flight finish (up to the grace period), and stops.
-    ///
-    /// # Errors
-    /// [`ServerError::Serve`] when a front end failed, or did not finish within the grace period.
-    pub async fn shutdown(self) -> Result<(), ServerError> {
-        self.state.lifecycle.set(crate::probes::Phase::Draining);
-        if !self.drain_delay.is_zero() {
-            tokio::time::sleep(self.drain_delay).await;
-        }
-        let _ = self.shutdown.send(true);
-        // Long-polling leases answer 204 now; a job held for its slot goes back untouched.
-        self.state.queue.close();
-        let grace = self.grace;
-        let join = |api: &'static str, h: JoinHandle<Result<(), ServerError>>| async move {
-            match tokio::time::timeout(grace, h).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => Err(ServerError::Serve {
-                    api,
-                    detail: e.to_string(),
-                }),
-                Err(_) => Err(ServerError::Serve {
-                    api,
-                    detail: format!("requests still in flight after {grace:?}"),
-                }),
-            }
-        };
-        let (h, g) = tokio::join!(join("http", self.http), join("grpc", self.grpc));
-        for b in self.background {
-            b.abort();
-        }
-        h.and(g)
     }
 }

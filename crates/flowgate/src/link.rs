@@ -16,7 +16,9 @@
 //! - an **unsent count**: reports that never reached Redis (queued while fallen back, or in a
 //!   flush that failed) are dropped, not sent later (they have moved the local state, the one in
 //!   force then; sent late they would act a second time on a cluster state that has moved since),
-//!   and counted.
+//!   and counted;
+//! - a **flush on demand** ([`Link::flush`]): a turn now, answered once a turn that took every
+//!   report queued before the call is over (a server shutting down sends its last reports).
 //!
 //! What differs is a `Side`: what a report is, how a batch is sent and what a read reads.
 //!
@@ -60,6 +62,20 @@ pub(crate) struct Link {
     unsent: AtomicU64,
     /// Asks the task for a read now.
     wake: Arc<Notify>,
+    /// Flushes asked for, and how far the task has answered them.
+    flushes: Arc<Flushes>,
+}
+
+/// The flushes asked of a link's task: each caller takes a ticket, the task answers every ticket
+/// it had seen before a turn took the queue, once that turn is over.
+#[derive(Debug)]
+struct Flushes {
+    /// Tickets handed out.
+    asked: AtomicU64,
+    /// The highest ticket answered.
+    done: tokio::sync::watch::Sender<u64>,
+    /// Asks the task for a turn now.
+    wake: Notify,
 }
 
 impl Link {
@@ -71,7 +87,28 @@ impl Link {
             answering: AtomicBool::new(false),
             unsent: AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
+            flushes: Arc::new(Flushes {
+                asked: AtomicU64::new(0),
+                done: tokio::sync::watch::channel(0).0,
+                wake: Notify::new(),
+            }),
         }
+    }
+
+    /// Sends the reports queued so far now: completes once a turn that took every report
+    /// queued before this call is over (sent, or counted unsent: Redis unreachable); at once
+    /// when nothing is shared. Waits as long as that turn's calls to Redis (their deadline):
+    /// bound it with a timeout where that matters.
+    pub(crate) async fn flush(&self) {
+        if self.generation.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let f = &self.flushes;
+        let mut done = f.done.subscribe();
+        // After the reports were queued (program order), before the task reads the tickets.
+        let ticket = f.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        f.wake.notify_one();
+        let _ = done.wait_for(|d| *d >= ticket).await;
     }
 
     /// Shares from now on, with the cluster's state in force: answers the number of the task
@@ -237,7 +274,10 @@ pub(crate) trait Side: Send + Sync + 'static {
 #[cfg(feature = "redis")]
 pub(crate) async fn run<S: Side>(side: std::sync::Weak<S>, redis: S::Redis, generation: u64) {
     use tokio::time::{MissedTickBehavior, interval};
-    let Some(wake) = side.upgrade().map(|s| Arc::clone(s.link().wake())) else {
+    let Some((wake, flushes)) = side
+        .upgrade()
+        .map(|s| (Arc::clone(s.link().wake()), Arc::clone(&s.link().flushes)))
+    else {
         return;
     };
     let mut flush = interval(FLUSH_EVERY);
@@ -250,6 +290,7 @@ pub(crate) async fn run<S: Side>(side: std::sync::Weak<S>, redis: S::Redis, gene
             _ = flush.tick() => Read::New,
             _ = read.tick() => Read::All,
             () = wake.notified() => Read::All,
+            () = flushes.wake.notified() => Read::New,
         };
         let Some(side) = side.upgrade() else {
             break;
@@ -260,7 +301,16 @@ pub(crate) async fn run<S: Side>(side: std::sync::Weak<S>, redis: S::Redis, gene
         if follower.is_none() {
             follower = side.follow(&redis).map(tokio::spawn);
         }
+        // Every ticket handed out so far is answered by this turn: its reports are queued.
+        let ticket = flushes.asked.load(Ordering::SeqCst);
         turn(&*side, &redis, what).await;
+        flushes.done.send_if_modified(|done| {
+            let newer = ticket > *done;
+            if newer {
+                *done = ticket;
+            }
+            newer
+        });
     }
     if let Some(f) = follower {
         f.abort();

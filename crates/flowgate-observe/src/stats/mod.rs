@@ -443,8 +443,27 @@ fn second_now() -> (i64, Duration) {
     (s, Duration::from_micros(1_000_000 - us % 1_000_000))
 }
 
+impl Stats {
+    /// Closes the second in progress and, on Redis, publishes this node's figures a last time:
+    /// a node that stops leaves the cluster every decision it made, not its figures of the last
+    /// second short. For a shutdown, once the requests in flight are answered and [`run`] has
+    /// ended (it closes no second after this one). Waits on Redis (its connection's timeout):
+    /// bound it where that matters.
+    pub async fn publish_last(&self, state: &impl Sources) {
+        let (now, _) = second_now();
+        let rules = state.rules();
+        state.refresh_store();
+        self.sample(now, state.store_degraded(), rules.rules());
+        if let Some(c) = &self.cluster {
+            let mine = self.snapshot(now, c.publish_from(now), &rules);
+            c.exchange(mine, now).await;
+        }
+    }
+}
+
 /// Closes each second as it ends, until `shutdown`: samples the figures, shares them with the
-/// cluster, and sends the new view to the subscribers.
+/// cluster, and sends the new view to the subscribers. The second in progress at `shutdown` is
+/// left to [`Stats::publish_last`], once the requests in flight are answered.
 pub async fn run(state: Arc<impl Sources>, stats: Arc<Stats>, mut shutdown: watch::Receiver<bool>) {
     loop {
         let (_, wait) = second_now();

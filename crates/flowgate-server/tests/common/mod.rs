@@ -287,10 +287,15 @@ impl Proc {
 /// Starts `flowgate serve` on ephemeral ports in a fresh working directory and reads its
 /// addresses from its log (kept in [`Proc::log`]).
 pub fn spawn_server(config: &std::path::Path, extra: &[&str]) -> Proc {
+    spawn_server_at(config, "127.0.0.1:0", "127.0.0.1:0", extra)
+}
+
+/// As [`spawn_server`], on the HTTP and gRPC addresses given (`127.0.0.1:0`: an ephemeral port).
+pub fn spawn_server_at(config: &std::path::Path, http: &str, grpc: &str, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flowgate"));
     cmd.args(["serve", "--config"])
         .arg(config)
-        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .args(["--http-addr", http, "--grpc-addr", grpc])
         .args(extra);
     spawn_command(cmd)
 }

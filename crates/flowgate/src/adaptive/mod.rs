@@ -127,6 +127,14 @@ impl<'a> Adaptive<'a> {
         self.registry.state.link.unsent()
     }
 
+    /// Sends the reports queued for the shared limits now, rather than at the next batch (every
+    /// 20 ms): completes once every report made before the call has reached Redis or been
+    /// counted [`Adaptive::unsent`]; at once when the limits are per process. For a shutdown;
+    /// bound it with a timeout (it waits on Redis's answer).
+    pub async fn flush(self) {
+        self.registry.state.link.flush().await;
+    }
+
     /// The limits of rule `rule` in `domain`, per key (lowest first, at most [`MAX_VIEWS`]);
     /// empty for a rule without `adaptive` or before its first request.
     pub fn limits(&self, domain: &str, rule: &str) -> Vec<AdaptiveView> {

@@ -114,6 +114,15 @@ impl<'a, S: Store> Breakers<'a, S> {
         self.registry.link().unsent()
     }
 
+    /// Sends the reports queued for the shared breakers now, rather than at the next batch
+    /// (every 20 ms): completes once every report counted before the call has reached Redis or
+    /// been counted [`Breakers::unsent`]; at once when the breakers are per process. For a
+    /// shutdown, so that the last reports are not lost with the process; it waits on Redis's
+    /// answer (up to the store's deadline per call), so bound it with a timeout.
+    pub async fn flush(self) {
+        self.registry.link().flush().await;
+    }
+
     /// Calls `f` on every breaker transition (after the breaker's lock is released; it must not
     /// block). Transitions are also logged, target `flowgate::breakers`.
     pub fn on_transition(&self, f: impl Fn(&BreakerEvent) + Send + Sync + 'static) {

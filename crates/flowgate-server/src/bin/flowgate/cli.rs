@@ -231,10 +231,21 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) alertmanagers: Vec<String>,
     /// On SIGTERM or SIGINT, keep serving this long with `/readyz` answering 503 before the ports
-    /// close (e.g. `5s`), so that load balancers and Kubernetes stop sending traffic first; then
-    /// requests in flight finish. Default `0s`: the ports close at once.
+    /// close (e.g. `5s`), so that load balancers and Kubernetes stop sending traffic first: set it
+    /// longer than their readiness probe's period (`periodSeconds` × `failureThreshold`). Then
+    /// the ports close, queue long-polls answer at once (their job goes back), requests in
+    /// flight finish (`--shutdown-grace`), the reports and figures still buffered for Redis are
+    /// sent (at most 2 s), and the process exits: within drain delay + shutdown grace + 2 s.
+    /// Default `0s`: the ports close at once.
     #[arg(long, env = "FLOWGATE_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
     pub(crate) drain_delay: std::time::Duration,
+    /// On SIGTERM or SIGINT, once the ports closed, how long requests in flight (a held
+    /// `acquire` until its slot, a gRPC call) have to finish; past it they are cut and the
+    /// process exits with an error: set it longer than the longest `max_wait` of a `delay`
+    /// rule. A node exits within drain delay + shutdown grace + 2 s: Kubernetes'
+    /// `terminationGracePeriodSeconds` should be at least that.
+    #[arg(long, env = "FLOWGATE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub(crate) shutdown_grace: std::time::Duration,
     /// Threads that serve requests (default: one per CPU core). 1 runs the server on one
     /// thread, the cheapest per request where the cores are shared (with Envoy, say).
     #[arg(long, env = "FLOWGATE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -426,6 +437,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.response_headers = args.response_headers;
     cfg.envoy_metric_names = args.envoy_metric_names;
     cfg.drain_delay = args.drain_delay;
+    cfg.shutdown_grace = args.shutdown_grace;
     cfg.external_url = args
         .external_url
         .as_deref()
@@ -447,8 +459,12 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     stop.wait().await;
+    let grace_ms = args.shutdown_grace.as_millis() as u64;
+    let bound_ms = drain_ms + grace_ms + flowgate_server::FLUSH_BOUND.as_millis() as u64;
     tracing::info!(
         drain_delay_ms = drain_ms,
+        shutdown_grace_ms = grace_ms,
+        exit_within_ms = bound_ms,
         "shutting down: not ready, finishing requests in flight"
     );
     server.shutdown().await.context("shutdown")?;

@@ -142,7 +142,10 @@ async fn serve(tls: Option<Tls>, dir: tempfile::TempDir) -> Ports {
     serve_http(
         http,
         http_app(),
-        peers,
+        crate::server::HttpConns {
+            peers,
+            lifecycle: crate::probes::Lifecycle::default(),
+        },
         shutdown.clone(),
         16,
         STEP,
