@@ -53,6 +53,7 @@ mod grpc_conn;
 pub mod grpc_report;
 mod http;
 mod limits;
+mod listen;
 mod peer;
 mod probes;
 mod queue_watch;

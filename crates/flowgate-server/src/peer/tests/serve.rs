@@ -27,8 +27,8 @@ use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
 
 use super::{Ca, Leaf, dns, uri};
+use crate::listen::{serve_grpc, serve_http};
 use crate::peer::Peer;
-use crate::server::{serve_grpc, serve_http};
 use crate::tls::{ClientAuth, Tls, TlsFiles};
 
 /// How long any one network step may take.
@@ -142,7 +142,7 @@ async fn serve(tls: Option<Tls>, dir: tempfile::TempDir) -> Ports {
     serve_http(
         http,
         http_app(),
-        crate::server::HttpConns {
+        crate::listen::HttpConns {
             peers,
             lifecycle: crate::probes::Lifecycle::default(),
         },
