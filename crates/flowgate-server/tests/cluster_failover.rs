@@ -90,8 +90,7 @@ async fn run() {
     }
     let drained = run.drained();
     let until = load::now_ms();
-    let seen = run.stop().await;
-    let seen = seen.lock();
+    let seen = std::mem::take(&mut *run.stop().await.lock());
     let figures = Figures::of(&what, &seen, killed, promoted, until);
     let queue = QueueFigures::of(&seen);
     eprintln!("{figures}{queue}");

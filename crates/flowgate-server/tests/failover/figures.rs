@@ -79,12 +79,12 @@ fn rule_figures(rule: usize, checks: &[&Check], killed: u64, promoted: u64) -> R
     let mut admitted: BTreeMap<u64, u64> = BTreeMap::new();
     let mut by_policy: HashMap<(u64, usize), u64> = HashMap::new();
     for c in mine.iter().filter(|c| c.allowed) {
-        *admitted.entry(c.at / 1000).or_default() += 1;
+        *admitted.entry(c.window).or_default() += 1;
         if c.policy {
-            *by_policy.entry((c.at / 1000, c.node)).or_default() += 1;
+            *by_policy.entry((c.window, c.node)).or_default() += 1;
         }
     }
-    let windows: HashSet<u64> = fallbacks.iter().map(|t| t / 1000).collect();
+    let windows: HashSet<u64> = mine.iter().filter(|c| c.policy).map(|c| c.window).collect();
     let over_admitted = windows
         .iter()
         .map(|w| admitted.get(w).copied().unwrap_or(0).saturating_sub(LIMIT))
@@ -97,15 +97,14 @@ fn rule_figures(rule: usize, checks: &[&Check], killed: u64, promoted: u64) -> R
             let nodes_in: HashSet<(u64, usize)> = mine
                 .iter()
                 .filter(|c| c.policy)
-                .map(|c| (c.at / 1000, c.node))
+                .map(|c| (c.window, c.node))
                 .collect();
             Some(nodes_in.len() as u64 * LIMIT.div_ceil(NODES))
         }
     };
-    let last = fallbacks.last().copied();
-    // (each check is stamped when answered: a window is "after" from its next second on)
-    let after = last.map_or(killed / 1000, |l| l / 1000 + 1);
-    let end = mine.last().map_or(0, |c| c.at / 1000);
+    let last = mine.iter().filter(|c| c.policy).map(|c| c.window).max();
+    let after = last.map_or(killed / 1000, |l| l + 1);
+    let end = mine.last().map_or(0, |c| c.window);
     let over_after = admitted
         .range(after..end)
         .filter(|(_, n)| **n > LIMIT)

@@ -93,6 +93,10 @@ pub struct Check {
     pub policy: bool,
     /// How long the answer took, ms.
     pub took: u64,
+    /// The window (Unix second) the decision counted in: for Redis's, from its reset (windows
+    /// end on whole seconds), as the answer's instant may be past the end of the window it was
+    /// decided in; for the policy's, the answer's instant.
+    pub window: u64,
 }
 
 /// What the load saw.
@@ -192,12 +196,21 @@ impl Load {
                         let at = now_ms();
                         if r.status == 200 || r.status == 429 {
                             let v = r.json();
+                            let policy = !v["statuses"][0]["error"].is_null();
+                            let reset = v["statuses"][0]["reset_after_ms"].as_f64();
+                            let window = match reset {
+                                Some(reset) if !policy => {
+                                    ((at as f64 + reset) / 1000.0).round() as u64 - 1
+                                }
+                                _ => at / 1000,
+                            };
                             seen.lock().checks.push(Check {
+                                window,
                                 at,
                                 node,
                                 rule,
                                 allowed: v["allowed"] == true,
-                                policy: !v["statuses"][0]["error"].is_null(),
+                                policy,
                                 took: at - sent,
                             });
                         } else {
