@@ -1,5 +1,5 @@
-//! A Redis Cluster's connection: made on first use, followed across failovers, made again whole
-//! when it stops answering, and its primaries read into the [`Topology`].
+//! A Redis Cluster's connection: made on first use, followed across failovers, and its primaries
+//! read into the [`Topology`].
 //!
 //! **Following a failover.** The client crate follows the cluster by itself: a node that refuses
 //! connections loses its connection, and the next request for its slots finds none and asks the
@@ -11,21 +11,20 @@
 //! `cluster-require-full-coverage yes`, between the node being marked failed and its replica's
 //! promotion).
 //!
-//! **Made again.** Should the whole connection stop answering (no call answered for
-//! [`REMAKE_AFTER`] while calls are made: every node restarted, a network that came back after
-//! the client gave up a node), it is made again from the URL's nodes, at most once per
-//! [`REMAKE_AFTER`], on its own task while calls go on with the old one; each time is counted in
-//! the topology's `reconnects`.
+//! **Reconnecting.** The client crate reconnects to each node by itself, and asks the slot map
+//! again when none of the nodes it knows answers: a cluster restarted whole (every node killed
+//! and started again), or whose password was changed and restored, answers again on the next
+//! call (`tests/cluster_failover.rs`). So the connection is made once, and the topology's
+//! `reconnects` stays 0 for a cluster (its nodes' reconnections are the client's own).
 //!
 //! **Topology.** The primaries are read (`CLUSTER SLOTS` on any node) once connected, every
 //! [`READ_EVERY`] from a call failed at the connection level until [`READS_AFTER`] reads after
 //! the last such failure, and every [`READ_IDLE`] anyway.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use flowgate_core::StoreError;
 use redis::Value;
 use redis::cluster::ClusterClient;
@@ -34,10 +33,6 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use tokio::time::Instant;
 
 use crate::topology::Topology;
-
-/// How long calls go unanswered before the connection is made again, and the shortest time
-/// between two remakes.
-pub(crate) const REMAKE_AFTER: Duration = Duration::from_secs(2);
 
 /// How soon the primaries are read again after a connection-level failure.
 pub(crate) const READ_EVERY: Duration = Duration::from_millis(500);
@@ -51,16 +46,9 @@ pub(crate) const READ_IDLE: Duration = Duration::from_secs(10);
 /// A Redis Cluster's connection; see the module's documentation.
 pub(crate) struct Cluster {
     client: ClusterClient,
-    current: ArcSwapOption<ClusterConnection>,
-    making: tokio::sync::Mutex<()>,
+    conn: tokio::sync::OnceCell<ClusterConnection>,
     connect_timeout: Duration,
     topology: Arc<Topology>,
-    /// The origin of the instants below (microseconds after it, plus one; 0: none).
-    born: Instant,
-    /// Since when calls have gone unanswered (the first call made after the last answer).
-    unanswered_since: AtomicU64,
-    /// When the connection was last made again.
-    remade_at: AtomicU64,
     /// A call failed at the connection level since the primaries were last read.
     dirty: AtomicBool,
     /// The task that reads the primaries is running.
@@ -75,22 +63,12 @@ impl Cluster {
     ) -> Self {
         Self {
             client,
-            current: ArcSwapOption::empty(),
-            making: tokio::sync::Mutex::new(()),
+            conn: tokio::sync::OnceCell::new(),
             connect_timeout,
             topology,
-            born: Instant::now(),
-            unanswered_since: AtomicU64::new(0),
-            remade_at: AtomicU64::new(0),
             dirty: AtomicBool::new(false),
             watching: AtomicBool::new(false),
         }
-    }
-
-    fn now(&self) -> u64 {
-        u64::try_from(self.born.elapsed().as_micros())
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1)
     }
 
     /// A new connection from the URL's nodes, within four connect timeouts.
@@ -106,68 +84,22 @@ impl Cluster {
     }
 
     /// The connection in force, made now if there is none yet (until one node answers, every
-    /// call tries again). A call is about to be made on it: see [`Cluster::outcome`].
+    /// call tries again).
     pub(crate) async fn get(self: &Arc<Self>) -> redis::RedisResult<ClusterConnection> {
-        self.calling();
-        if let Some(c) = self.current.load_full() {
-            return Ok(ClusterConnection::clone(&c));
+        if let Some(c) = self.conn.get() {
+            return Ok(c.clone());
         }
-        let _making = self.making.lock().await;
-        if let Some(c) = self.current.load_full() {
-            return Ok(ClusterConnection::clone(&c));
-        }
-        let c = self.connect().await?;
-        self.current.store(Some(Arc::new(c.clone())));
+        let c = self.conn.get_or_try_init(|| self.connect()).await?.clone();
         self.watch();
         Ok(c)
     }
 
-    /// A call starts: the first after an answer starts the unanswered time; one made after
-    /// [`REMAKE_AFTER`] of it makes the connection again (at most once per [`REMAKE_AFTER`]).
-    fn calling(self: &Arc<Self>) {
-        let now = self.now();
-        let since = match self.unanswered_since.compare_exchange(
-            0,
-            now,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return,
-            Err(since) => since,
-        };
-        let after = u64::try_from(REMAKE_AFTER.as_micros()).unwrap_or(u64::MAX);
-        if now.saturating_sub(since) < after {
-            return;
-        }
-        let last = self.remade_at.load(Ordering::Relaxed);
-        if (last != 0 && now.saturating_sub(last) < after)
-            || self
-                .remade_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return;
-        }
-        if self.current.load().is_none() {
-            return; // (not made yet: the next call makes it)
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(remake(Arc::downgrade(self)));
-        }
-    }
-
-    /// A call's outcome: an answer from Redis (an error reply included) ends the unanswered
-    /// time; a connection-level failure has the primaries read again soon.
+    /// A call's outcome: a connection-level failure has the primaries read again soon.
     pub(crate) fn outcome<T>(&self, r: &Result<T, StoreError>) {
-        match r {
-            Err(StoreError::Unavailable(_) | StoreError::Timeout) => {
-                self.dirty.store(true, Ordering::Relaxed);
-            }
-            _ => {
-                if self.unanswered_since.load(Ordering::Relaxed) != 0 {
-                    self.unanswered_since.store(0, Ordering::Relaxed);
-                }
-            }
+        if matches!(r, Err(StoreError::Unavailable(_) | StoreError::Timeout))
+            && !self.dirty.load(Ordering::Relaxed)
+        {
+            self.dirty.store(true, Ordering::Relaxed);
         }
     }
 
@@ -183,10 +115,9 @@ impl Cluster {
 
     /// Reads the primaries from any node into the topology.
     async fn read_primaries(&self) -> Result<(), StoreError> {
-        let Some(conn) = self.current.load_full() else {
+        let Some(mut conn) = self.conn.get().cloned() else {
             return Ok(());
         };
-        let mut conn = ClusterConnection::clone(&conn);
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
         let reply = tokio::time::timeout(
             self.connect_timeout * 2,
@@ -211,30 +142,6 @@ impl Cluster {
             .await?;
         let text: String = redis::FromRedisValue::from_redis_value(info)?;
         Ok(text.contains("cluster_state:ok"))
-    }
-}
-
-/// Makes the connection again (see [`Cluster::calling`]) and reads the primaries.
-async fn remake(cluster: Weak<Cluster>) {
-    let Some(c) = cluster.upgrade() else {
-        return;
-    };
-    match c.connect().await {
-        Ok(conn) => {
-            c.current.store(Some(Arc::new(conn)));
-            c.topology.reconnected();
-            tracing::info!(
-                target: "flowgate_redis",
-                unanswered_for_ms = REMAKE_AFTER.as_millis() as u64,
-                "Redis Cluster: no call answered for a while; connection made again"
-            );
-            let _ = c.read_primaries().await;
-        }
-        Err(e) => tracing::debug!(
-            target: "flowgate_redis",
-            error = %e,
-            "Redis Cluster: cannot make the connection again yet"
-        ),
     }
 }
 

@@ -14,6 +14,7 @@ use flowgate_core::{Algorithm, Item, Limit, Quota, Store, StoreError};
 use flowgate_redis::keys::redis_key;
 use flowgate_redis::{RedisOptions, RedisStore};
 use flowgate_testkit::cluster::{NODE_TIMEOUT, ReplicatedCluster};
+use flowgate_testkit::redis::raw_command;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
@@ -247,6 +248,89 @@ async fn the_store_stays_known_down_while_the_cluster_refuses_every_slot() {
         }
         for k in &keys {
             assert_eq!(decide(&store, k, &big).await, Ok(true));
+        }
+    })
+    .await;
+}
+
+/// Every node killed, then started again: the store's connection answers again by itself (the
+/// client asks the slot map of the URL's nodes again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_restarted_whole_is_connected_again() {
+    bounded(90, async {
+        let mut cluster = ReplicatedCluster::start(3);
+        let options = RedisOptions::default()
+            .deadline(DEADLINE)
+            .blocked_capacity(0)
+            .probe_every(Duration::from_millis(50));
+        let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        let big = limit("1000000/1m");
+        let keys: Vec<String> = (0..3).map(|s| key_in(&cluster, s, &big)).collect();
+        for k in &keys {
+            assert_eq!(decide(&store, k, &big).await, Ok(true));
+        }
+        cluster.kill_all();
+        let dead = Instant::now();
+        while dead.elapsed() < Duration::from_millis(2500) {
+            assert!(decide(&store, &keys[0], &big).await.is_err());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::task::block_in_place(|| cluster.restart_all()).unwrap_or_else(|e| panic!("{e}"));
+        let back = Instant::now();
+        for k in &keys {
+            while decide(&store, k, &big).await != Ok(true) {
+                assert!(
+                    back.elapsed() < Duration::from_secs(20),
+                    "not back within 20 s of the restart: {:?}",
+                    store.topology()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    })
+    .await;
+}
+
+/// Every node's password changed (its clients' connections closed), then restored: the store's
+/// decisions fail meanwhile and come back by themselves once it is restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_changed_then_restored_is_followed() {
+    bounded(90, async {
+        let cluster = ReplicatedCluster::start(3);
+        let options = RedisOptions::default()
+            .deadline(DEADLINE)
+            .blocked_capacity(0);
+        let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        let big = limit("1000000/1m");
+        let keys: Vec<String> = (0..3).map(|s| key_in(&cluster, s, &big)).collect();
+        let on_every_node = |command: &str| {
+            for n in cluster.nodes() {
+                let r = raw_command(n.port(), command);
+                assert!(
+                    r.as_ref().is_ok_and(|r| r.starts_with("+OK")),
+                    "{command}: {r:?}"
+                );
+            }
+        };
+        on_every_node("CONFIG SET requirepass s3cret-pass-0123456789");
+        on_every_node("AUTH s3cret-pass-0123456789\r\nCLIENT KILL TYPE normal");
+        for k in &keys {
+            assert!(decide(&store, k, &big).await.is_err());
+        }
+        on_every_node("AUTH s3cret-pass-0123456789\r\nCONFIG SET requirepass \"\"");
+        let back = Instant::now();
+        for k in &keys {
+            while decide(&store, k, &big).await != Ok(true) {
+                assert!(
+                    back.elapsed() < Duration::from_secs(10),
+                    "not back within 10 s"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
     })
     .await;

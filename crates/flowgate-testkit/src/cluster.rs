@@ -189,6 +189,22 @@ impl ReplicatedCluster {
         }
     }
 
+    /// Kills every node (SIGKILL); each keeps its cluster configuration for
+    /// [`ReplicatedCluster::restart_all`].
+    pub fn kill_all(&mut self) {
+        self.nodes.iter_mut().for_each(RedisServer::stop);
+    }
+
+    /// Starts every node again on its port and waits until the cluster is ok (the data is lost:
+    /// persistence is off).
+    ///
+    /// # Errors
+    /// When it is not ok within the settling bound.
+    pub fn restart_all(&mut self) -> io::Result<()> {
+        self.nodes.iter_mut().for_each(RedisServer::restart);
+        self.wait_ok()
+    }
+
     /// Kills node `i` (SIGKILL), whatever its role.
     pub fn kill_node(&mut self, i: usize) {
         self.nodes[i].stop();
