@@ -94,7 +94,6 @@ async fn run() {
     let figures = Figures::of(&what, &seen, killed, promoted, until);
     let queue = QueueFigures::of(&seen);
     eprintln!("{figures}{queue}");
-    eprintln!("killed at {killed}, promoted at {promoted}");
 
     for r in &figures.rules {
         // Every key measured is on the killed primary: each rule fell back, for a bounded
