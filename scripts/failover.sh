@@ -8,7 +8,8 @@
 #   SOAK=600 scripts/failover.sh          # 10 minutes, a primary killed every 60 s
 #   TOPOLOGY=cluster DEADLINE=100ms PROFILE=dev scripts/failover.sh
 #
-# TOPOLOGY: cluster (3 primaries, each with a replica, cluster-node-timeout 1000 ms).
+# TOPOLOGY: cluster (3 primaries, each with a replica, cluster-node-timeout 1000 ms;
+#   FULL_COVERAGE=no sets cluster-require-full-coverage no).
 # DEADLINE: the nodes' --redis-deadline (default 100ms). PROFILE: release (default) or dev.
 # Needs redis-server and redis-cli 7.x.
 set -euo pipefail

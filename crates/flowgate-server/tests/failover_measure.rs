@@ -117,7 +117,10 @@ async fn measure() {
     let until = load::now_ms();
     let seen = std::mem::take(&mut *run.stop().await.lock());
 
-    println!("\n== failover measurement: TOPOLOGY={name} DEADLINE={deadline} SOAK={soak}");
+    println!(
+        "\n== failover measurement: TOPOLOGY={name} DEADLINE={deadline} SOAK={soak} FULL_COVERAGE={}",
+        env("FULL_COVERAGE", "yes")
+    );
     println!(
         "load: {} checks ({} not answered), {} reports ({} failed)",
         seen.checks.len(),

@@ -54,14 +54,24 @@ impl ReplicatedCluster {
     /// # Errors
     /// When a node cannot start or the cluster does not form in time.
     pub fn try_start(shards: usize) -> io::Result<Self> {
+        Self::try_start_with(shards, &[])
+    }
+
+    /// As [`ReplicatedCluster::start`], with `more` options for every node (e.g.
+    /// `["--cluster-require-full-coverage", "no"]`).
+    ///
+    /// # Errors
+    /// When a node cannot start or the cluster does not form in time.
+    pub fn try_start_with(shards: usize, more: &[&str]) -> io::Result<Self> {
         let timeout = NODE_TIMEOUT.as_millis().to_string();
         // (a replica's first sync at once, not after the default 5 s wait for more replicas)
-        let args = [
+        let mut args = vec![
             "--cluster-node-timeout",
             &timeout,
             "--repl-diskless-sync-delay",
             "0",
         ];
+        args.extend_from_slice(more);
         let nodes = (0..shards * 2)
             .map(|_| RedisServer::start_with_args(true, None, &args))
             .collect::<io::Result<Vec<_>>>()?;

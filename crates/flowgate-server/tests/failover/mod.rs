@@ -46,7 +46,10 @@ pub trait Topology: Send {
 /// For an unknown name.
 pub fn topology(name: &str) -> Box<dyn Topology> {
     match name {
-        "cluster" => Box::new(Cluster::start()),
+        "cluster" => Box::new(Cluster::start_with(&[
+            "--cluster-require-full-coverage",
+            &std::env::var("FULL_COVERAGE").unwrap_or_else(|_| "yes".to_owned()),
+        ])),
         // The Sentinel topology (1 primary, 1 replica, 3 sentinels) plugs in here: an
         // implementation of `Topology` over `flowgate_testkit::sentinel::RedisSentinels`
         // (`url()`, `kill_primary()`, `wait_promoted()`; a machine is its primary and one
@@ -65,8 +68,14 @@ impl Cluster {
     const VICTIM: usize = 0;
 
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// With `more` options for every node.
+    pub fn start_with(more: &[&str]) -> Self {
         Self {
-            cluster: ReplicatedCluster::start(3),
+            cluster: ReplicatedCluster::try_start_with(3, more)
+                .unwrap_or_else(|e| panic!("cannot start a replicated redis cluster: {e}")),
             killed: Vec::new(),
         }
     }
