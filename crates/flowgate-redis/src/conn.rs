@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use flowgate_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::cluster_async::ClusterConnection;
+use redis::cluster::ClusterClientBuilder;
 use redis::{Client, Cmd, FromRedisValue, Pipeline, Value};
 
+use crate::cluster_conn::Cluster;
 use crate::error::store_error;
 use crate::options::{ConnectionOptions, RedisTls};
 use crate::single::Single;
@@ -143,33 +143,6 @@ enum Link {
     Cluster(Arc<Cluster>),
 }
 
-/// A cluster connection made on first use: until one node answers, every call tries again.
-/// (The client crate has no lazy cluster connection; once made, it follows the cluster by
-/// itself.)
-struct Cluster {
-    client: ClusterClient,
-    conn: tokio::sync::OnceCell<ClusterConnection>,
-    connect_timeout: Duration,
-}
-
-impl Cluster {
-    async fn get(&self) -> redis::RedisResult<ClusterConnection> {
-        self.conn
-            .get_or_try_init(|| async {
-                tokio::time::timeout(self.connect_timeout * 4, self.client.get_async_connection())
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(redis::RedisError::from(std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            "no node of the cluster answered",
-                        )))
-                    })
-            })
-            .await
-            .cloned()
-    }
-}
-
 /// A single server's topology: its primary is its URL's address.
 fn single_topology(client: &Client) -> Arc<Topology> {
     let t = Topology::new(TopologyKind::Single);
@@ -291,14 +264,15 @@ impl RedisConnection {
             builder = builder.certs(certs);
         }
         let client = builder.build().map_err(|e| unavailable(&e))?;
+        let topology = Arc::new(Topology::new(TopologyKind::Cluster));
         Ok(Self {
-            topology: Arc::new(Topology::new(TopologyKind::Cluster)),
-            link: Link::Cluster(Arc::new(Cluster {
+            link: Link::Cluster(Arc::new(Cluster::new(
                 client,
-                conn: tokio::sync::OnceCell::new(),
-                connect_timeout: options.connect_timeout,
-            })),
+                options.connect_timeout,
+                Arc::clone(&topology),
+            ))),
             timeout: options.timeout,
+            topology,
         })
     }
 
@@ -333,7 +307,7 @@ impl RedisConnection {
                 },
             }
         };
-        Self::settle(tokio::time::timeout(self.timeout, run).await)
+        self.settle(tokio::time::timeout(self.timeout, run).await)
     }
 
     /// Runs a pipeline (on a cluster, its keys in one slot), its replies read as `T`, within
@@ -351,7 +325,7 @@ impl RedisConnection {
                 },
             }
         };
-        Self::settle(tokio::time::timeout(self.timeout, run).await)
+        self.settle(tokio::time::timeout(self.timeout, run).await)
     }
 
     /// Runs a script (`EVALSHA`, loaded again on `NOSCRIPT`: see [`redis::Script`]), its reply
@@ -372,18 +346,61 @@ impl RedisConnection {
                 },
             }
         };
-        Self::settle(tokio::time::timeout(self.timeout, run).await)
+        self.settle(tokio::time::timeout(self.timeout, run).await)
     }
 
     /// A bounded call's outcome: the connection could not be had (unavailable), the command
-    /// failed (classified), or no answer came in time.
+    /// failed (classified), or no answer came in time; a cluster's connection notes it.
     fn settle<T>(
+        &self,
         r: Result<Result<redis::RedisResult<T>, redis::RedisError>, tokio::time::error::Elapsed>,
     ) -> Result<T, StoreError> {
-        match r {
+        let r = match r {
             Ok(Ok(reply)) => reply.map_err(|e| store_error(&e)),
             Ok(Err(e)) => Err(unavailable(&e)),
             Err(_) => Err(StoreError::Timeout),
+        };
+        if let Link::Cluster(c) = &self.link {
+            c.outcome(&r);
+        }
+        r
+    }
+
+    /// Notes the outcome of a call made on this connection under a caller's own deadline (a
+    /// call cut short by it is never seen here otherwise).
+    pub(crate) fn note<T>(&self, r: &Result<T, StoreError>) {
+        if let Link::Cluster(c) = &self.link {
+            c.outcome(r);
+        }
+    }
+
+    /// Whether Redis serves now, within [`RedisConnection::timeout`]: a single server answers
+    /// `PING`; a cluster's node (any) answers `CLUSTER INFO` with `cluster_state:ok` (its nodes
+    /// answer `PING` while the cluster refuses every slot, between a primary marked failed and
+    /// its replica's promotion).
+    ///
+    /// # Errors
+    /// As [`RedisConnection::query`]; [`StoreError::Unavailable`] while the cluster's state
+    /// is `fail`.
+    pub async fn serves(&self) -> Result<(), StoreError> {
+        match &self.link {
+            Link::Single(_) => self.query::<Value>(&redis::cmd("PING")).await.map(|_| ()),
+            Link::Cluster(c) => {
+                let ok = self.settle(
+                    tokio::time::timeout(self.timeout, async {
+                        Ok::<_, redis::RedisError>(c.serves().await)
+                    })
+                    .await,
+                )?;
+                if ok {
+                    Ok(())
+                } else {
+                    Err(StoreError::Unavailable(
+                        "the cluster's state is fail (a primary is failed and not yet replaced)"
+                            .into(),
+                    ))
+                }
+            }
         }
     }
 
@@ -423,7 +440,7 @@ impl RedisConnection {
                 },
             }
         };
-        Self::settle(tokio::time::timeout(timeout + self.timeout, run).await)
+        self.settle(tokio::time::timeout(timeout + self.timeout, run).await)
     }
 
     /// Runs a script invocation (EVALSHA, loading the script on NOSCRIPT), bounded only by the
@@ -434,7 +451,14 @@ impl RedisConnection {
     ) -> redis::RedisResult<Value> {
         match &self.link {
             Link::Single(c) => c.answered(inv.invoke_async(&mut c.get()).await),
-            Link::Cluster(c) => inv.invoke_async(&mut c.get().await?).await,
+            Link::Cluster(c) => {
+                let r = match c.get().await {
+                    Ok(mut conn) => inv.invoke_async(&mut conn).await,
+                    Err(e) => Err(e),
+                };
+                c.outcome(&r.as_ref().map(|_| ()).map_err(store_error));
+                r
+            }
         }
     }
 }

@@ -8,8 +8,9 @@
 //! [`StoreError::Unavailable`] at once, without a round trip or a deadline, so each rule's
 //! failure policy decides in microseconds instead of after the deadline; and a probe sends
 //! `PING` at once, then every [`RedisOptions::probe_every`](crate::RedisOptions::probe_every)
-//! (100 ms). The
-//! first `PING` answered within its timeout brings the store back: from then on every decision
+//! (100 ms); on a Redis Cluster it asks a node for `CLUSTER INFO` instead, and a cluster whose
+//! state is `fail` (every slot refused while a failed primary is replaced) is still down. The
+//! first probe answered within its timeout brings the store back: from then on every decision
 //! goes to Redis again, so the first decision after the recovery is exact.
 //!
 //! Going down is logged at `warn`, coming back at `info` with how long it was down (target

@@ -56,6 +56,7 @@ mod blocked;
 pub mod breakers;
 mod call;
 mod cluster;
+mod cluster_conn;
 mod conn;
 mod error;
 mod health;

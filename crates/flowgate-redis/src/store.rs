@@ -90,8 +90,9 @@ async fn keep_time(inner: std::sync::Weak<Inner>) {
     }
 }
 
-/// Retries a Redis known down: `PING` at once (a stall that made calls time out may be over
-/// already), then every `probe_every`, each within the decisions' deadline (at least
+/// Retries a Redis known down: asks whether it serves ([`RedisConnection::serves`]: `PING`, or
+/// a cluster's state) at once (a stall that made calls time out may be over already), then
+/// every `probe_every`, each within the decisions' deadline (at least
 /// [`MIN_PROBE_TIMEOUT`]), until one is answered (the store is then back) or the store is
 /// dropped.
 async fn probe(inner: std::sync::Weak<Inner>) {
@@ -107,10 +108,9 @@ async fn probe(inner: std::sync::Weak<Inner>) {
             return;
         };
         let timeout = inner.deadline.max(MIN_PROBE_TIMEOUT);
-        let r = tokio::time::timeout(timeout, inner.caller.conn.query(&redis::cmd("PING")))
+        let r = tokio::time::timeout(timeout, inner.caller.conn.serves())
             .await
-            .unwrap_or(Err(StoreError::Timeout))
-            .map(|_: redis::Value| ());
+            .unwrap_or(Err(StoreError::Timeout));
         match r {
             Ok(()) => {
                 // (no "recovered" line of the degraded flag's: the health logs the recovery)
@@ -328,6 +328,7 @@ impl RedisStore {
     fn settle<T>(&self, r: &Result<T, StoreError>) {
         let inner = &self.inner;
         inner.caller.counters.outcome(r);
+        inner.caller.conn.note(r);
         if inner.health.record(r, flowgate_core::clock::system_now()) == Change::WentDown
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {

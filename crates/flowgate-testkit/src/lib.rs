@@ -3,6 +3,7 @@
 //! store and queue conformance suites; proptest strategies.
 
 pub mod alertmanager;
+pub mod cluster;
 pub mod conformance;
 pub mod fuzz;
 pub mod queue_conformance;

@@ -20,7 +20,7 @@ use tempfile::TempDir;
 const READY_TRIES: u32 = 200;
 const READY_PAUSE: Duration = Duration::from_millis(25);
 
-fn binary(name: &str) -> PathBuf {
+pub(crate) fn binary(name: &str) -> PathBuf {
     let usr = Path::new("/usr/bin").join(name);
     if usr.exists() {
         usr
@@ -79,7 +79,7 @@ pub fn raw_command(port: u16, command: &str) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) -> io::Result<()> {
+pub(crate) fn wait_until(what: &str, mut ok: impl FnMut() -> bool) -> io::Result<()> {
     for _ in 0..READY_TRIES {
         if ok() {
             return Ok(());
@@ -247,8 +247,13 @@ impl RedisServer {
         Self::start_with_args(cluster, tls, &[])
     }
 
-    /// As [`RedisServer::try_start_with`], with `more` arguments for `redis-server`.
-    fn start_with_args(cluster: bool, tls: Option<ServerTls>, more: &[&str]) -> io::Result<Self> {
+    /// As [`RedisServer::try_start_with`], with `more` arguments for `redis-server` (a later
+    /// option overrides an earlier one of the same name).
+    pub(crate) fn start_with_args(
+        cluster: bool,
+        tls: Option<ServerTls>,
+        more: &[&str],
+    ) -> io::Result<Self> {
         let mut last = io::Error::other("not tried");
         for _ in 0..5 {
             let port = free_port(cluster)?;
@@ -383,7 +388,7 @@ impl RedisServer {
     }
 
     /// Whether this node reports `cluster_state:ok`.
-    fn cluster_ok(&self) -> bool {
+    pub(crate) fn cluster_ok(&self) -> bool {
         let info = match &self.tls {
             None => raw_command(self.port, "CLUSTER INFO"),
             Some(tls) => cli(self.port, Some(tls), &["CLUSTER", "INFO"]),
