@@ -68,6 +68,14 @@ async fn a_password_changed_and_restored_is_taken_again() {
     })
     .await;
     assert!(failed, "decisions did not keep failing on the store");
+    // A refused password is an outage: the store is known down, and decisions go straight to
+    // the policy while the probe retries.
+    let down = wait_until(Duration::from_secs(10), || async {
+        check(&s).await;
+        common::metric(s.http(), "flowgate_store_down", &[]).await == 1.0
+    })
+    .await;
+    assert!(down, "Redis refusing the password was never known down");
 
     // The password back: decisions reach Redis again.
     redis
