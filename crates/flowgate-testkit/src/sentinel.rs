@@ -135,14 +135,18 @@ impl RedisSentinels {
         if let Some(p) = me.config.data_password.clone() {
             // Both ask for it and replicate with it; the replica's link is made again with it.
             for n in &me.nodes {
-                n.cli(&["CONFIG", "SET", "masterauth", &p]).expect("masterauth");
+                n.cli(&["CONFIG", "SET", "masterauth", &p])
+                    .expect("masterauth");
             }
             for n in &me.nodes {
-                n.cli(&["CONFIG", "SET", "requirepass", &p]).expect("requirepass");
+                n.cli(&["CONFIG", "SET", "requirepass", &p])
+                    .expect("requirepass");
             }
         }
         for _ in 0..3 {
-            let s = me.new_sentinel().unwrap_or_else(|e| panic!("cannot start a sentinel: {e}"));
+            let s = me
+                .new_sentinel()
+                .unwrap_or_else(|e| panic!("cannot start a sentinel: {e}"));
             me.sentinels.push(s);
         }
         me.wait_quorum();
@@ -276,7 +280,10 @@ impl RedisSentinels {
     /// The role (`master`, `slave`) of the data node on `port`, when it answers.
     pub fn role(&self, port: u16) -> Option<String> {
         let r = self.data_cli(port, &["ROLE"]).ok()?;
-        r.lines().next().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())
+        r.lines()
+            .next()
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty())
     }
 
     /// Runs a command on the data node on `port`, with the data nodes' password.
