@@ -348,8 +348,10 @@ mod tests {
 
     #[test]
     fn searches_back_off_up_to_a_bound() {
-        let mut s = Search::default();
-        s.failures = 1;
+        let mut s = Search {
+            failures: 1,
+            ..Search::default()
+        };
         assert_eq!(s.pause(), RETRY_FIRST);
         s.failures = 2;
         assert_eq!(s.pause(), RETRY_FIRST * 2);
