@@ -1,7 +1,8 @@
 //! Redis Sentinel with real processes (one primary, one replica, three sentinels): the primary
 //! found through the sentinels, a promotion followed (decisions fail for a bounded window, then
-//! are exact again on the new primary), nothing written to the old primary once it is back, the
-//! sentinels' password apart from the data nodes', and a start with no sentinel reachable.
+//! are exact again on the new primary), nothing written to the old primary once it is back, a
+//! failover whose old primary stays up followed too, the sentinels' password apart from the data
+//! nodes', and a start with no sentinel reachable.
 
 mod common;
 
@@ -155,6 +156,38 @@ async fn follows_a_promotion_and_never_writes_to_the_old_primary() {
         );
         assert!(!script_calls(&s, new).is_empty(), "no decision reached the new primary");
         assert_eq!(store.topology().primaries, vec![format!("127.0.0.1:{new}")]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_failover_whose_old_primary_stays_up() {
+    bounded(60, async {
+        let s = RedisSentinels::start();
+        let old = s.primary().port();
+        let store = RedisStore::connect_with(&s.url(), options())
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        let limit = per_minute(3);
+        assert_eq!(admitted(&store, "before", &limit, 4).await, 3);
+        s.failover();
+        // The old primary answers throughout: only the sentinels' `+switch-master`, the
+        // connections they close when they demote it, or its READONLY can move the store.
+        let started = Instant::now();
+        let mut n = 0;
+        while store.topology().primaries != vec![format!("127.0.0.1:{}", s.wait_promoted(old))] {
+            let _ = decide(&store, &format!("during:{n}"), &limit).await;
+            n += 1;
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "still on {:?}",
+                store.topology().primaries
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        until_answered(&store, "after", &limit).await;
+        assert_eq!(admitted(&store, "after", &limit, 4).await, 2);
+        assert_eq!(store.topology().failovers, 1);
     })
     .await;
 }

@@ -294,6 +294,18 @@ impl RedisSentinels {
         cli(port, self.config.data_password.as_deref(), args)
     }
 
+    /// Asks a sentinel for a failover while the primary is up (`SENTINEL FAILOVER`): the replica
+    /// is promoted and the old primary, alive, made its replica.
+    ///
+    /// # Panics
+    /// When the sentinel refuses.
+    pub fn failover(&self) {
+        let r = self
+            .sentinel_cli(0, &["SENTINEL", "FAILOVER", MASTER_NAME])
+            .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}"));
+        assert!(r.starts_with("OK"), "SENTINEL FAILOVER: {r}");
+    }
+
     /// Kills the primary (SIGKILL) and returns its port.
     pub fn kill_primary(&mut self) -> u16 {
         let port = self.primary().port();
