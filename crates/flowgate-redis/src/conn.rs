@@ -232,9 +232,10 @@ impl RedisConnection {
         url: &str,
         options: ConnectionOptions,
     ) -> Result<Self, StoreError> {
+        let limit = options.connect_timeout * 4;
         let conn = Self::sentinel_lazy(url, options)?;
         if let Link::Sentinel(s) = &conn.link {
-            connecting(conn.timeout.max(Duration::from_secs(1)), s.get()).await?;
+            connecting(limit, s.get()).await?;
         }
         Ok(conn)
     }
