@@ -1,5 +1,6 @@
 //! Real `flowgate serve` processes on Redis Sentinel (`--redis-url redis+sentinel://…`; one
-//! primary, one replica, three sentinels): decisions shared by two nodes, the primary killed
+//! primary, one replica, three sentinels, the data nodes' password in the URL and the sentinels'
+//! own from a file or a flag, neither ever logged): decisions shared by two nodes, the primary killed
 //! with SIGKILL (decisions closed for a bounded window, then exact again on the promoted
 //! replica), a job acknowledged with `--redis-wait-replicas 1` before the kill leased after the
 //! promotion, and a rules change made after the failover on one node reaching the other through
@@ -11,11 +12,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{Proc, http, post_json, spawn_server, wait_until};
-use flowgate_testkit::sentinel::RedisSentinels;
+use flowgate_testkit::sentinel::{RedisSentinels, SentinelsConfig};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 const TOKEN: &str = "sentinel-admin-token-0123456789abcdef0123456789";
+/// The data nodes' password (in the URL) and the sentinels' own (a flag or a file).
+const DATA_PASSWORD: &str = "data-pass-6a1f";
+const SENTINEL_PASSWORD: &str = "sentinel-pass-93c2";
 
 fn rules(limit: &str) -> String {
     format!(
@@ -96,26 +100,49 @@ async fn lease(addr: SocketAddr) -> Option<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_follow_a_promotion() {
     let test = async {
-        let mut s = RedisSentinels::start();
+        let mut s = RedisSentinels::start_with(SentinelsConfig {
+            data_password: Some(DATA_PASSWORD.into()),
+            sentinel_password: Some(SENTINEL_PASSWORD.into()),
+            ..SentinelsConfig::default()
+        });
         let url = s.url();
+        assert!(url.contains(DATA_PASSWORD));
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("rules.toml");
         std::fs::write(&config, rules("3/m")).unwrap();
-        let admin = ["--admin-token", TOKEN];
+        let password_file = dir.path().join("sentinel-password");
+        std::fs::write(&password_file, format!("{SENTINEL_PASSWORD}\n")).unwrap();
+        // a: the sentinels' password from a file; b: on the command line (warned about).
         let a = node(
             &url,
             &config,
             &dir.path().join("a"),
             &[
-                admin[0],
-                admin[1],
+                "--admin-token",
+                TOKEN,
+                "--redis-sentinel-password-file",
+                password_file.to_str().unwrap(),
                 "--redis-wait-replicas",
                 "1",
                 "--redis-wait-timeout",
                 "2s",
             ],
         );
-        let b = node(&url, &config, &dir.path().join("b"), &admin);
+        let b = node(
+            &url,
+            &config,
+            &dir.path().join("b"),
+            &[
+                "--admin-token",
+                TOKEN,
+                "--redis-sentinel-password",
+                SENTINEL_PASSWORD,
+            ],
+        );
+        assert!(
+            b.logged("redis_sentinel_password") > 0,
+            "no warning about the password on the command line"
+        );
 
         // Shared decisions: 3 a minute across both nodes.
         assert_eq!(admitted(a.http, "shared", 2).await, 2);
@@ -196,6 +223,13 @@ async fn two_nodes_follow_a_promotion() {
             "node a did not follow the rules changed after the failover"
         );
         assert_eq!(admitted(a.http, "seven", 8).await, 7);
+        for p in [&a, &b] {
+            let log = p.log.lock().unwrap().join("\n");
+            assert!(
+                !log.contains(DATA_PASSWORD) && !log.contains(SENTINEL_PASSWORD),
+                "a password in the log:\n{log}"
+            );
+        }
     };
     tokio::time::timeout(Duration::from_secs(150), test)
         .await
