@@ -205,6 +205,36 @@ async fn the_sentinels_password_is_apart_from_the_data_nodes() {
             .await
             .unwrap_or_else(|e| panic!("connect: {e}"));
         assert_eq!(admitted(&store, "k", &per_minute(2), 3).await, 2);
+        // The data nodes' password changed, then restored: the connection made again meanwhile
+        // is refused, and the next one, after the restore, is taken (a refusal is not kept).
+        let primary = s.primary().port();
+        s.data_cli(primary, &["CONFIG", "SET", "requirepass", "changed-secret"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let reconnects = store.topology().reconnects;
+        s.kill_clients(primary, Some("changed-secret"));
+        // Until the node refuses the old password on a connection made again.
+        let started = Instant::now();
+        loop {
+            let r = decide(&store, "k3", &per_minute(2)).await;
+            assert!(r.is_err(), "decided with the old password: {r:?}");
+            let health = format!("{r:?} {:?}", store.health().last_error);
+            if health.contains("WRONGPASS") || health.contains("uthentication") {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "never refused: {health}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        flowgate_testkit::sentinel::cli(
+            primary,
+            Some("changed-secret"),
+            &["CONFIG", "SET", "requirepass", "data-secret-1"],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        until_answered(&store, "k3", &per_minute(2)).await;
+        assert!(store.topology().reconnects > reconnects);
         // The sentinels' password as the data nodes' is refused by the data nodes.
         let port = s.sentinel_ports()[0];
         let wrong = format!("redis+sentinel://:sentinel-secret-2@127.0.0.1:{port}/flowgate");

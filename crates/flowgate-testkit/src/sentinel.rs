@@ -92,7 +92,10 @@ fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> io::
 
 /// Runs `redis-cli` against `port` with `password`, returning its output (one line per reply
 /// element).
-fn cli(port: u16, password: Option<&str>, args: &[&str]) -> io::Result<String> {
+///
+/// # Errors
+/// When `redis-cli` cannot be run.
+pub fn cli(port: u16, password: Option<&str>, args: &[&str]) -> io::Result<String> {
     let mut cmd = Command::new(binary("redis-cli"));
     cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
     if let Some(p) = password {
@@ -304,6 +307,25 @@ impl RedisSentinels {
             .sentinel_cli(0, &["SENTINEL", "FAILOVER", MASTER_NAME])
             .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}"));
         assert!(r.starts_with("OK"), "SENTINEL FAILOVER: {r}");
+    }
+
+    /// Closes the connections of the clients of the data node on `port` other than the
+    /// sentinels' and the replicas' (`CLIENT KILL ID` each), authenticating with `password`:
+    /// they must connect again.
+    ///
+    /// # Panics
+    /// When `redis-cli` cannot be run.
+    pub fn kill_clients(&self, port: u16, password: Option<&str>) {
+        let list =
+            cli(port, password, &["CLIENT", "LIST"]).unwrap_or_else(|e| panic!("CLIENT LIST: {e}"));
+        let others = list
+            .lines()
+            .filter(|l| !l.contains("name=sentinel-") && !l.contains("flags=S"));
+        for line in others {
+            if let Some(id) = line.split_whitespace().find_map(|w| w.strip_prefix("id=")) {
+                let _ = cli(port, password, &["CLIENT", "KILL", "ID", id]);
+            }
+        }
     }
 
     /// Kills the primary (SIGKILL) and returns its port.
