@@ -2,7 +2,7 @@
 //! primary, one replica, three sentinels, the data nodes' password in the URL and the sentinels'
 //! own from a file or a flag, neither ever logged): decisions shared by two nodes, the primary killed
 //! with SIGKILL (decisions closed for a bounded window, then exact again on the promoted
-//! replica), a job acknowledged with `--redis-wait-replicas 1` before the kill leased after the
+//! replica), a circuit breaker opened before the kill still open on both nodes, a job acknowledged with `--redis-wait-replicas 1` before the kill leased after the
 //! promotion, and a rules change made after the failover on one node reaching the other through
 //! its subscription (the periodic check is a minute: only the subscription can bring it).
 
@@ -31,6 +31,18 @@ match = ["channel"]
 algorithm = "fixed_window"
 limit = "{limit}"
 failure = "closed"
+
+[[breaker]]
+domain = "pay"
+name = "channel"
+match = ["channel"]
+strategy = "error_ratio"
+threshold = 0.5
+window = "60s"
+min_calls = 4
+open_for = "120s"
+probes = 1
+probe_timeout = "5s"
 
 [[queue]]
 domain = "payments"
@@ -148,6 +160,29 @@ async fn two_nodes_follow_a_promotion() {
         assert_eq!(admitted(a.http, "shared", 2).await, 2);
         assert_eq!(admitted(b.http, "shared", 3).await, 1);
 
+        // A breaker opened through a, open on b too.
+        let error = json!({"domain": "pay", "descriptors": ["channel=WPG"], "outcome": "error", "latency_ms": 3});
+        let r = post_json(
+            a.http,
+            "/v1/report",
+            json!({"reports": [error, error, error, error]}),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let open_on = |addr: SocketAddr| async move {
+            let r = post_json(
+                addr,
+                "/v1/check",
+                json!({"domain": "pay", "descriptors": ["channel=WPG"], "cost": 0}),
+            )
+            .await;
+            r.status == 429 && r.body.contains("circuit_open")
+        };
+        assert!(
+            wait_until(Duration::from_secs(10), || open_on(b.http)).await,
+            "the breaker opened on a is not open on b"
+        );
+
         // A job acknowledged once the replica holds it.
         let r = post_json(
             a.http,
@@ -183,6 +218,14 @@ async fn two_nodes_follow_a_promotion() {
             a.logged("Redis primary changed") > 0,
             "node a never logged the switch"
         );
+        // The open breaker survived the primary's death.
+        for p in [&a, &b] {
+            assert!(
+                wait_until(Duration::from_secs(5), || open_on(p.http)).await,
+                "the breaker is no longer open on {} after the failover",
+                p.http
+            );
+        }
 
         // The acknowledged job survived the primary's death.
         let until = Instant::now() + Duration::from_secs(20);
