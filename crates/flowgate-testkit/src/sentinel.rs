@@ -129,7 +129,14 @@ impl RedisSentinels {
     /// As [`RedisSentinels::start`].
     pub fn start_with(config: SentinelsConfig) -> Self {
         let primary = RedisServer::start();
+        // A replica's full sync starts at once, not after the 5 s Redis waits for more replicas.
+        primary
+            .cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
+            .expect("repl-diskless-sync-delay");
         let replica = RedisServer::start_replica_of(&primary);
+        replica
+            .cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
+            .expect("repl-diskless-sync-delay");
         let mut me = Self {
             config,
             nodes: vec![primary, replica],
