@@ -9,12 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 \
+  || ! command -v redis-sentinel >/dev/null 2>&1 \
   || ! command -v curl >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
-  echo "== installing redis-server, curl and iproute2 (Debian packages; the docs test runs the curl examples, the partition test makes network namespaces with ip)"
+  echo "== installing redis-server, redis-sentinel, curl and iproute2 (Debian packages; the docs test runs the curl examples, the partition test makes network namespaces with ip)"
   SUDO=""
   if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools curl iproute2 >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-sentinel redis-tools curl iproute2 >/dev/null
 fi
 redis-server --version
 

@@ -290,18 +290,16 @@ impl RedisBreakers {
     /// Breakers shared through `store`'s Redis, on a connection of their own (made on first
     /// use, within a Tokio runtime); `node` names this node (for `min_nodes`).
     pub fn new(store: &RedisStore, node: impl Into<String>) -> Self {
-        let (urls, tls) = store.subscribe_to();
-        let options = crate::ConnectionOptions {
-            timeout: store.deadline().max(crate::DEFAULT_TIMEOUT),
-            tls: tls.cloned(),
-            ..crate::ConnectionOptions::default()
-        };
+        let (urls, options) = store.subscribe_to();
+        let options = options
+            .clone()
+            .timeout(store.deadline().max(crate::DEFAULT_TIMEOUT));
         let own = if store.is_cluster() {
             RedisConnection::cluster_lazy(urls, options)
         } else {
             urls.first()
                 .map_or(Err(StoreError::Unavailable("no URL".into())), |u| {
-                    RedisConnection::single_lazy(u, options)
+                    RedisConnection::connect_lazy(u, options)
                 })
         };
         Self {
@@ -594,7 +592,7 @@ impl RedisBreakers {
     /// Wakes `notify` whenever a shared breaker changes phase anywhere in the cluster (and after
     /// a lost subscription); runs until its task is dropped.
     pub async fn follow(&self, notify: Arc<Notify>) {
-        let (urls, tls) = self.store.subscribe_to();
-        crate::pubsub::follow(urls, tls, CHANNEL, "breakers", notify).await;
+        let (urls, options) = self.store.subscribe_to();
+        crate::pubsub::follow(urls, options, CHANNEL, "breakers", notify).await;
     }
 }

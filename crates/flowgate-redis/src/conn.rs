@@ -20,6 +20,7 @@ use redis::{Client, Cmd, FromRedisValue, Pipeline, Value};
 use crate::cluster_conn::Cluster;
 use crate::error::store_error;
 use crate::options::{ConnectionOptions, RedisTls};
+use crate::sentinel::{SentinelLink, is_sentinel_url};
 use crate::single::Single;
 use crate::topology::{Topology, TopologyKind, TopologyView};
 
@@ -61,7 +62,7 @@ pub fn cluster_nodes(url: &str) -> Option<Vec<String>> {
 }
 
 /// Whether `url` is a TLS URL (`rediss://…`).
-fn is_tls(url: &str) -> bool {
+pub(crate) fn is_tls(url: &str) -> bool {
     url.trim_start().starts_with("rediss://")
 }
 
@@ -73,7 +74,7 @@ fn tls_provider() {
 
 /// The certificates of `tls` for `url`, refused for a URL without TLS (the certificates would
 /// be ignored, and the connection in clear text).
-fn certificates(
+pub(crate) fn certificates(
     url: &str,
     tls: Option<&RedisTls>,
 ) -> redis::RedisResult<Option<redis::TlsCertificates>> {
@@ -85,7 +86,7 @@ fn certificates(
         Some(_) => Err(redis::RedisError::from((
             redis::ErrorKind::InvalidClientConfig,
             "TLS certificates are given for a Redis URL without TLS",
-            "use rediss:// (or rediss+cluster://)".to_owned(),
+            "use rediss:// (or rediss+cluster://, rediss+sentinel://)".to_owned(),
         ))),
         None => Ok(None),
     }
@@ -140,6 +141,7 @@ pub struct RedisConnection {
 #[derive(Clone)]
 enum Link {
     Single(Arc<Single>),
+    Sentinel(SentinelLink),
     Cluster(Arc<Cluster>),
 }
 
@@ -171,7 +173,8 @@ async fn connecting<T>(
 
 impl RedisConnection {
     /// Connects to `url`: `redis://host:port/db` (or `rediss://`) for one server,
-    /// `redis+cluster://host:port,host:port` for a cluster through any of its nodes.
+    /// `redis+cluster://host:port,host:port` for a cluster through any of its nodes,
+    /// `redis+sentinel://host:port,host:port/<master-name>` for the primary Redis Sentinel names.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] or [`StoreError::Timeout`] when Redis cannot be reached or
@@ -179,6 +182,7 @@ impl RedisConnection {
     pub async fn connect(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
         match cluster_nodes(url) {
             Some(nodes) => Self::cluster(&nodes, options).await,
+            None if is_sentinel_url(url) => Self::sentinel(url, options).await,
             None => Self::single(url, options).await,
         }
     }
@@ -191,8 +195,35 @@ impl RedisConnection {
     pub fn connect_lazy(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
         match cluster_nodes(url) {
             Some(nodes) => Self::cluster_lazy(&nodes, options),
+            None if is_sentinel_url(url) => Self::sentinel_lazy(url, options),
             None => Self::single_lazy(url, options),
         }
+    }
+
+    /// Connects to the primary the sentinels of `url` name (`redis+sentinel://…`).
+    pub(crate) async fn sentinel(
+        url: &str,
+        options: ConnectionOptions,
+    ) -> Result<Self, StoreError> {
+        let limit = options.connect_timeout * 4;
+        let conn = Self::sentinel_lazy(url, options)?;
+        if let Link::Sentinel(s) = &conn.link {
+            connecting(limit, s.get()).await?;
+        }
+        Ok(conn)
+    }
+
+    /// The link to the primary the sentinels of `url` name, found on first use and again after
+    /// every hint that it changed (see [`crate::sentinel`]).
+    pub(crate) fn sentinel_lazy(url: &str, options: ConnectionOptions) -> Result<Self, StoreError> {
+        let topology = Arc::new(Topology::new(TopologyKind::Sentinel));
+        let link =
+            SentinelLink::new(url, &options, Arc::clone(&topology)).map_err(|e| unavailable(&e))?;
+        Ok(Self {
+            link: Link::Sentinel(link),
+            timeout: options.timeout,
+            topology,
+        })
     }
 
     /// Connects to a single server.
@@ -301,6 +332,10 @@ impl RedisConnection {
         let run = async {
             match &self.link {
                 Link::Single(c) => Ok(c.answered(cmd.query_async(&mut c.get()).await)),
+                Link::Sentinel(s) => match s.get().await {
+                    Ok(p) => Ok(s.answered(&p, cmd.query_async(&mut p.conn.clone()).await)),
+                    Err(e) => Err(e),
+                },
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => Ok(cmd.query_async(&mut conn).await),
                     Err(e) => Err(e),
@@ -319,6 +354,10 @@ impl RedisConnection {
         let run = async {
             match &self.link {
                 Link::Single(c) => Ok(c.answered(pipe.query_async(&mut c.get()).await)),
+                Link::Sentinel(s) => match s.get().await {
+                    Ok(p) => Ok(s.answered(&p, pipe.query_async(&mut p.conn.clone()).await)),
+                    Err(e) => Err(e),
+                },
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => Ok(pipe.query_async(&mut conn).await),
                     Err(e) => Err(e),
@@ -340,6 +379,10 @@ impl RedisConnection {
         let run = async {
             match &self.link {
                 Link::Single(c) => Ok(c.answered(inv.invoke_async(&mut c.get()).await)),
+                Link::Sentinel(s) => match s.get().await {
+                    Ok(p) => Ok(s.answered(&p, inv.invoke_async(&mut p.conn.clone()).await)),
+                    Err(e) => Err(e),
+                },
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => Ok(inv.invoke_async(&mut conn).await),
                     Err(e) => Err(e),
@@ -374,17 +417,19 @@ impl RedisConnection {
         }
     }
 
-    /// Whether Redis serves now, within [`RedisConnection::timeout`]: a single server answers
-    /// `PING`; a cluster's node (any) answers `CLUSTER INFO` with `cluster_state:ok` (its nodes
-    /// answer `PING` while the cluster refuses every slot, between a primary marked failed and
-    /// its replica's promotion).
+    /// Whether Redis serves now, within [`RedisConnection::timeout`]: a single server (or the
+    /// primary the sentinels name) answers `PING`; a cluster's node (any) answers `CLUSTER INFO`
+    /// with `cluster_state:ok` (its nodes answer `PING` while the cluster refuses every slot,
+    /// between a primary marked failed and its replica's promotion).
     ///
     /// # Errors
     /// As [`RedisConnection::query`]; [`StoreError::Unavailable`] while the cluster's state
     /// is `fail`.
     pub async fn serves(&self) -> Result<(), StoreError> {
         match &self.link {
-            Link::Single(_) => self.query::<Value>(&redis::cmd("PING")).await.map(|_| ()),
+            Link::Single(_) | Link::Sentinel(_) => {
+                self.query::<Value>(&redis::cmd("PING")).await.map(|_| ())
+            }
             Link::Cluster(c) => {
                 let ok = self.settle(
                     tokio::time::timeout(self.timeout, async {
@@ -425,6 +470,10 @@ impl RedisConnection {
         let run = async {
             match &self.link {
                 Link::Single(c) => Ok(c.answered(cmd.query_async::<u64>(&mut c.get()).await)),
+                Link::Sentinel(s) => match s.get().await {
+                    Ok(p) => Ok(s.answered(&p, cmd.query_async::<u64>(&mut p.conn.clone()).await)),
+                    Err(e) => Err(e),
+                },
                 Link::Cluster(c) => match c.get().await {
                     Ok(mut conn) => {
                         let primary =
@@ -451,6 +500,10 @@ impl RedisConnection {
     ) -> redis::RedisResult<Value> {
         match &self.link {
             Link::Single(c) => c.answered(inv.invoke_async(&mut c.get()).await),
+            Link::Sentinel(s) => {
+                let p = s.get().await?;
+                s.answered(&p, inv.invoke_async(&mut p.conn.clone()).await)
+            }
             Link::Cluster(c) => {
                 let r = match c.get().await {
                     Ok(mut conn) => inv.invoke_async(&mut conn).await,

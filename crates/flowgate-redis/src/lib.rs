@@ -70,6 +70,7 @@ mod pubsub;
 mod queue;
 mod replication;
 pub mod scripts;
+mod sentinel;
 mod single;
 mod state;
 mod stats;
@@ -83,11 +84,12 @@ pub use conn::{RedisConnection, client, cluster_nodes};
 pub use health::StoreHealth;
 pub use options::{
     ConnectionOptions, DEFAULT_BLOCKED_CAPACITY, DEFAULT_DEADLINE, DEFAULT_DOWN_AFTER,
-    DEFAULT_MAX_BATCH, DEFAULT_PROBE_EVERY, DEFAULT_TIMEOUT, RedisOptions, RedisTls,
+    DEFAULT_MAX_BATCH, DEFAULT_PROBE_EVERY, DEFAULT_TIMEOUT, RedisOptions, RedisTls, SentinelAuth,
 };
 pub use pubsub::follow;
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
 pub use replication::{DEFAULT_WAIT_TIMEOUT, Replicated};
+pub use sentinel::is_sentinel_url;
 pub use stats::RedisStats;
 pub use store::RedisStore;
 pub use topology::{TopologyKind, TopologyView};

@@ -126,6 +126,49 @@ impl RedisTls {
     }
 }
 
+/// The credentials of Redis Sentinel's own processes (their `requirepass`, or an ACL user), apart
+/// from the data nodes' credentials, which are the URL's (`redis+sentinel://user:pass@…`), as
+/// envoyproxy/ratelimit's `REDIS_SENTINEL_AUTH` beside `REDIS_AUTH`, and go-redis's
+/// `SentinelPassword` beside `Password`.
+///
+/// # Examples
+/// ```
+/// use flowgate_redis::SentinelAuth;
+/// let auth = SentinelAuth::default().password("s3cret");
+/// assert_eq!(format!("{auth:?}"), r#"SentinelAuth { username: None, password: Some("<redacted>") }"#);
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SentinelAuth {
+    /// The ACL user of the sentinels (`AUTH user password`); `None` for `requirepass`.
+    pub username: Option<String>,
+    /// The sentinels' password; `None` when they ask for none.
+    pub password: Option<String>,
+}
+
+impl fmt::Debug for SentinelAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SentinelAuth")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl SentinelAuth {
+    /// Authenticates to the sentinels with `password`.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Authenticates to the sentinels as the ACL user `username`.
+    pub fn username(mut self, username: impl Into<String>) -> Self {
+        self.username = Some(username.into());
+        self
+    }
+}
+
 /// How a [`crate::RedisConnection`] connects and how long its calls may wait.
 ///
 /// # Examples
@@ -147,6 +190,8 @@ pub struct ConnectionOptions {
     /// The certificates of a `rediss://` connection; `None` trusts the system's roots and
     /// presents no client certificate.
     pub tls: Option<RedisTls>,
+    /// The sentinels' own credentials, for a `redis+sentinel://` URL.
+    pub sentinel: SentinelAuth,
 }
 
 impl Default for ConnectionOptions {
@@ -155,6 +200,7 @@ impl Default for ConnectionOptions {
             connect_timeout: Duration::from_millis(500),
             timeout: DEFAULT_TIMEOUT,
             tls: None,
+            sentinel: SentinelAuth::default(),
         }
     }
 }
@@ -175,6 +221,12 @@ impl ConnectionOptions {
     /// Sets the certificates of a `rediss://` connection.
     pub fn tls(mut self, tls: Option<RedisTls>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Sets the sentinels' own credentials (for a `redis+sentinel://` URL).
+    pub fn sentinel(mut self, auth: SentinelAuth) -> Self {
+        self.sentinel = auth;
         self
     }
 }
@@ -214,6 +266,9 @@ pub struct RedisOptions {
     /// `None` trusts the system's roots. The one place both the store and the server's shared
     /// rules take them from.
     pub tls: Option<RedisTls>,
+    /// The sentinels' own credentials, for a `redis+sentinel://` URL (the data nodes' are the
+    /// URL's).
+    pub sentinel: SentinelAuth,
     /// Consecutive failed calls (refused, lost, past the deadline) after which Redis is known
     /// down: decisions then answer at once as unavailable (the failure policies decide without
     /// waiting) while a probe retries Redis (see [`crate::StoreHealth`]). 0 never marks it down.
@@ -237,6 +292,7 @@ impl Default for RedisOptions {
             max_batch: DEFAULT_MAX_BATCH,
             batches_in_flight: 2,
             tls: None,
+            sentinel: SentinelAuth::default(),
             down_after: DEFAULT_DOWN_AFTER,
             probe_every: DEFAULT_PROBE_EVERY,
             clock_override: None,
@@ -255,6 +311,7 @@ impl fmt::Debug for RedisOptions {
             .field("max_batch", &self.max_batch)
             .field("batches_in_flight", &self.batches_in_flight)
             .field("tls", &self.tls)
+            .field("sentinel", &self.sentinel)
             .field("down_after", &self.down_after)
             .field("probe_every", &self.probe_every)
             .field("clock_override", &self.clock_override.is_some())
@@ -282,13 +339,20 @@ impl RedisOptions {
         self
     }
 
-    /// The connection these options make: [`RedisOptions::connect_timeout`] and
-    /// [`RedisOptions::tls`], calls bounded by [`DEFAULT_TIMEOUT`] (the store's decisions by
-    /// their deadline).
+    /// Sets the sentinels' own credentials (for a `redis+sentinel://` URL).
+    pub fn sentinel(mut self, auth: SentinelAuth) -> Self {
+        self.sentinel = auth;
+        self
+    }
+
+    /// The connection these options make: [`RedisOptions::connect_timeout`],
+    /// [`RedisOptions::tls`] and [`RedisOptions::sentinel`], calls bounded by
+    /// [`DEFAULT_TIMEOUT`] (the store's decisions by their deadline).
     pub fn connection(&self) -> ConnectionOptions {
         ConnectionOptions::default()
             .connect_timeout(self.connect_timeout)
             .tls(self.tls.clone())
+            .sentinel(self.sentinel.clone())
     }
 
     /// Sets the consecutive failures after which Redis is known down; 0 never marks it down.

@@ -40,9 +40,9 @@ struct Inner {
     health: Health,
     /// How often the probe of a Redis known down retries it.
     probe_every: Duration,
-    /// The servers a subscriber connects to, tried in turn (a cluster publishes to every node),
-    /// and the certificates of a `rediss://` connection.
-    subscribe: (Vec<String>, Option<crate::RedisTls>),
+    /// The servers a subscriber connects to, tried in turn (a cluster publishes to every node;
+    /// a sentinel URL names the primary each time), and how to connect to them.
+    subscribe: (Vec<String>, crate::ConnectionOptions),
 }
 
 /// How often an idle store reads Redis's `TIME` (every script call measures it too).
@@ -173,12 +173,17 @@ impl RedisStore {
         Self::connect_with(url, RedisOptions::default()).await
     }
 
-    /// Connects to a single Redis server.
+    /// Connects to a single Redis server, or to the primary Redis Sentinel names
+    /// (`redis+sentinel://host:port,host:port/<master-name>`: see [`RedisOptions::sentinel`]).
     ///
     /// # Errors
     /// As [`RedisStore::connect`].
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let conn = RedisConnection::single(url, options.connection()).await?;
+        let conn = if crate::is_sentinel_url(url) {
+            RedisConnection::sentinel(url, options.connection()).await?
+        } else {
+            RedisConnection::single(url, options.connection()).await?
+        };
         Self::build(conn, options, vec![url.to_owned()])
     }
 
@@ -190,7 +195,11 @@ impl RedisStore {
     /// [`StoreError::Unavailable`] for a URL that cannot be parsed; [`StoreError::Internal`]
     /// when the operating system's random source fails (see [`flowgate_core::random`]).
     pub fn connect_lazy_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let conn = RedisConnection::single_lazy(url, options.connection())?;
+        let conn = if crate::is_sentinel_url(url) {
+            RedisConnection::sentinel_lazy(url, options.connection())?
+        } else {
+            RedisConnection::single_lazy(url, options.connection())?
+        };
         Self::build(conn, options, vec![url.to_owned()])
     }
 
@@ -269,7 +278,7 @@ impl RedisStore {
                 leases,
                 health: Health::new(options.down_after),
                 probe_every: options.probe_every,
-                subscribe: (subscribe, options.tls.clone()),
+                subscribe: (subscribe, options.connection()),
             }),
         };
         if options.clock_override.is_none()
@@ -381,9 +390,9 @@ impl RedisStore {
     }
 
     /// The servers a subscriber to this store's notifications connects to, tried in turn, and
-    /// the certificates of a `rediss://` connection.
-    pub(crate) fn subscribe_to(&self) -> (&[String], Option<&crate::RedisTls>) {
-        (&self.inner.subscribe.0, self.inner.subscribe.1.as_ref())
+    /// how to connect to them (certificates, the sentinels' credentials).
+    pub(crate) fn subscribe_to(&self) -> (&[String], &crate::ConnectionOptions) {
+        (&self.inner.subscribe.0, &self.inner.subscribe.1)
     }
 
     /// The test clock's reading, when the scripts are given one instead of Redis's `TIME`.

@@ -36,12 +36,17 @@ pub struct ServerConfig {
     pub http_addr: SocketAddr,
     /// The Envoy gRPC API's address.
     pub grpc_addr: SocketAddr,
-    /// A Redis URL (`redis://...`, or `redis+cluster://host:port,host:port` for a cluster;
-    /// `rediss://` and `rediss+cluster://` over TLS); `None` runs on the embedded memory store.
+    /// A Redis URL (`redis://...`, `redis+cluster://host:port,host:port` for a cluster,
+    /// `redis+sentinel://host:port,host:port/<master-name>` for the primary Redis Sentinel
+    /// names; `rediss://`, `rediss+cluster://` and `rediss+sentinel://` over TLS); `None` runs on
+    /// the embedded memory store.
     pub redis_url: Option<String>,
     /// The certificates of a `rediss://` Redis (a private CA, a client certificate), for the
     /// store and the shared rules alike; `None` trusts the system's roots.
     pub redis_tls: Option<flowgate_redis::RedisTls>,
+    /// The sentinels' own credentials, for a `redis+sentinel://` URL (the data nodes' are the
+    /// URL's).
+    pub redis_sentinel: flowgate_redis::SentinelAuth,
     /// TLS on the HTTP and gRPC ports; `None` serves them in clear text.
     pub tls: Option<crate::tls::TlsFiles>,
     /// How long a decision may wait for Redis before the rules' failure policies decide.
@@ -138,6 +143,7 @@ impl ServerConfig {
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8081))),
             redis_url: None,
             redis_tls: None,
+            redis_sentinel: flowgate_redis::SentinelAuth::default(),
             tls: None,
             redis_deadline: flowgate_redis::DEFAULT_DEADLINE,
             redis_down_after: flowgate_redis::DEFAULT_DOWN_AFTER,
@@ -242,7 +248,8 @@ fn redis_options(cfg: &ServerConfig) -> flowgate_redis::RedisOptions {
     let options = flowgate_redis::RedisOptions::default()
         .deadline(cfg.redis_deadline)
         .down_after(cfg.redis_down_after)
-        .probe_every(cfg.redis_probe_every);
+        .probe_every(cfg.redis_probe_every)
+        .sentinel(cfg.redis_sentinel.clone());
     match &cfg.redis_tls {
         Some(tls) => options.tls(tls.clone()),
         None => options,

@@ -32,6 +32,7 @@ fn a_redis_url_that_does_not_parse_is_named_without_its_password() {
         format!("redis://user:{SECRET}@127.0.0.1:notaport/"),
         format!("redis://user:p@{SECRET}@127.0.0.1:notaport/"),
         format!("redis+cluster://user:{SECRET}@127.0.0.1:notaport,127.0.0.1:1"),
+        format!("redis+sentinel://user:{SECRET}@127.0.0.1:notaport,127.0.0.1:1/mymaster"),
     ] {
         let err = fails_with(&["--redis-url", &url]);
         assert!(!err.contains(SECRET), "{url}: {err}");

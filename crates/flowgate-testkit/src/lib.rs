@@ -8,3 +8,4 @@ pub mod conformance;
 pub mod fuzz;
 pub mod queue_conformance;
 pub mod redis;
+pub mod sentinel;

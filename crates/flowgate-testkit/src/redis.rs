@@ -30,7 +30,7 @@ pub(crate) fn binary(name: &str) -> PathBuf {
 }
 
 /// A port on 127.0.0.1 that is free now (and, for cluster nodes, whose bus port +10000 is too).
-fn free_port(with_bus: bool) -> io::Result<u16> {
+pub(crate) fn free_port(with_bus: bool) -> io::Result<u16> {
     for _ in 0..100 {
         let l = TcpListener::bind("127.0.0.1:0")?;
         let port = l.local_addr()?.port();

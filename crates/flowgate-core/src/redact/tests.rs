@@ -143,3 +143,19 @@ proptest! {
         prop_assert!(shown.contains(&format!("@{hosts}")), "{url} shown as {shown}");
     }
 }
+
+#[test]
+fn a_sentinel_url_shows_its_sentinels_and_master_not_its_password() {
+    assert_eq!(
+        redact_url("redis+sentinel://app:s3cr@t@10.0.0.1:26379,10.0.0.2:26379/mymaster"),
+        "redis+sentinel://app:<redacted>@10.0.0.1:26379,10.0.0.2:26379/mymaster"
+    );
+    assert_eq!(
+        redact_url("rediss+sentinel://:pw@[::1]:26379,h2/payments"),
+        "rediss+sentinel://:<redacted>@[::1]:26379,h2/payments"
+    );
+    assert_eq!(
+        redact_url("redis+sentinel://h1:26379,h2:26379/mymaster"),
+        "redis+sentinel://h1:26379,h2:26379/mymaster"
+    );
+}

@@ -329,7 +329,7 @@ impl Follower {
 async fn subscribe(shared: SharedRules, notify: Arc<Notify>) {
     flowgate_redis::follow(
         shared.subscribe_urls(),
-        shared.tls(),
+        shared.subscribe_options(),
         super::shared::CHANNEL,
         "rules",
         notify,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use flowgate::store::StoreError;
 use flowgate_redis::scripts::RULES_PUSH;
-use flowgate_redis::{RedisConnection, RedisOptions, RedisTls};
+use flowgate_redis::{RedisConnection, RedisOptions};
 use serde::Serialize;
 
 use super::doc::RulesDoc;
@@ -97,10 +97,10 @@ pub struct SharedRules {
     /// When changes must reach replicas before they are answered: their connection.
     replicated: Option<flowgate_redis::Replicated>,
     /// The URLs a subscriber connects to, tried in turn: a cluster publishes to every node, so
-    /// any one that answers will do.
+    /// any one that answers will do; a sentinel URL subscribes on the primary named then.
     subscribe_urls: Vec<String>,
-    /// The certificates of a `rediss://` connection, for the subscriber's.
-    tls: Option<RedisTls>,
+    /// How the subscriber connects (certificates, the sentinels' credentials).
+    subscribe_options: flowgate_redis::ConnectionOptions,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> SharedError {
@@ -136,7 +136,7 @@ impl SharedRules {
             replicated: None,
             subscribe_urls: flowgate_redis::cluster_nodes(url)
                 .unwrap_or_else(|| vec![url.to_owned()]),
-            tls: options.tls.clone(),
+            subscribe_options: options.connection(),
         })
     }
 
@@ -152,9 +152,9 @@ impl SharedRules {
         &self.subscribe_urls
     }
 
-    /// The certificates of a `rediss://` connection, for the subscriber's.
-    pub fn tls(&self) -> Option<&RedisTls> {
-        self.tls.as_ref()
+    /// How the subscriber connects (certificates, the sentinels' credentials).
+    pub fn subscribe_options(&self) -> &flowgate_redis::ConnectionOptions {
+        &self.subscribe_options
     }
 
     /// The number of the version in force (0 when none was stored yet).

@@ -49,10 +49,35 @@ pub(crate) struct ServeArgs {
     /// Address of Envoy's rate-limit gRPC API.
     #[arg(long, env = "FLOWGATE_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
     pub(crate) grpc_addr: SocketAddr,
-    /// Redis URL (`redis://host:port/`, or `redis+cluster://host:port,host:port` for a cluster;
-    /// `rediss://` and `rediss+cluster://` over TLS); without it, the embedded store.
-    #[arg(long, env = "FLOWGATE_REDIS_URL")]
+    /// Redis URL (`redis://host:port/`, `redis+cluster://host:port,host:port` for a cluster,
+    /// `redis+sentinel://host:port,host:port/<master-name>` for the primary Redis Sentinel names;
+    /// `rediss://`, `rediss+cluster://` and `rediss+sentinel://` over TLS); without it, the
+    /// embedded store. The URL's `user:password@` are the data nodes' credentials.
+    #[arg(long, env = "FLOWGATE_REDIS_URL", hide_env_values = true)]
     pub(crate) redis_url: Option<String>,
+    /// The password of the sentinels themselves (their `requirepass`) for a `redis+sentinel://`
+    /// URL; the data nodes' is the URL's. Give it through the variable or
+    /// --redis-sentinel-password-file: a value on the command line is visible to every user of
+    /// the machine (`ps`).
+    #[arg(
+        long,
+        env = "FLOWGATE_REDIS_SENTINEL_PASSWORD",
+        hide_env_values = true,
+        conflicts_with = "redis_sentinel_password_file",
+        requires = "redis_url"
+    )]
+    pub(crate) redis_sentinel_password: Option<String>,
+    /// A file holding the sentinels' password (its first line).
+    #[arg(
+        long,
+        env = "FLOWGATE_REDIS_SENTINEL_PASSWORD_FILE",
+        requires = "redis_url"
+    )]
+    pub(crate) redis_sentinel_password_file: Option<PathBuf>,
+    /// The sentinels' ACL user, with their password (`sentinel sentinel-user`); without it,
+    /// `requirepass`.
+    #[arg(long, env = "FLOWGATE_REDIS_SENTINEL_USERNAME", requires = "redis_url")]
+    pub(crate) redis_sentinel_username: Option<String>,
     /// The CA certificate(s) (PEM) that a `rediss://` Redis's certificate must chain to, instead
     /// of the system's roots (a private CA).
     #[arg(long, env = "FLOWGATE_REDIS_CA_CERT", requires = "redis_url")]
@@ -377,6 +402,38 @@ impl Stop {
     }
 }
 
+/// The sentinels' credentials: `--redis-sentinel-username` and the password of
+/// `--redis-sentinel-password` or the first line of `--redis-sentinel-password-file`.
+///
+/// # Errors
+/// When the file cannot be read, or is empty.
+fn sentinel_auth(args: &ServeArgs) -> anyhow::Result<flowgate_redis::SentinelAuth> {
+    let mut auth = flowgate_redis::SentinelAuth::default();
+    if let Some(user) = &args.redis_sentinel_username {
+        auth = auth.username(user);
+    }
+    if let Some(p) = &args.redis_sentinel_password {
+        auth = auth.password(p);
+    }
+    if let Some(path) = &args.redis_sentinel_password_file {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "cannot read --redis-sentinel-password-file {}",
+                path.display()
+            )
+        })?;
+        let password = text.lines().next().unwrap_or_default().trim_end();
+        if password.is_empty() {
+            anyhow::bail!(
+                "--redis-sentinel-password-file {} holds no password",
+                path.display()
+            );
+        }
+        auth = auth.password(password);
+    }
+    Ok(auth)
+}
+
 /// Runs `flowgate serve` until SIGINT or SIGTERM.
 ///
 /// The signals are handled from its first instant, before any port opens: one that arrives while
@@ -393,6 +450,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.credentials_file = args.credentials_file.clone();
     cfg.http_addr = args.http_addr;
     cfg.grpc_addr = args.grpc_addr;
+    cfg.redis_sentinel = sentinel_auth(&args)?;
     cfg.redis_url = args.redis_url.filter(|u| !u.is_empty());
     if args.redis_ca_cert.is_some() || args.redis_client_cert.is_some() {
         let tls = flowgate_redis::RedisTls::from_files(

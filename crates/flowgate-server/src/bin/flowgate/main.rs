@@ -20,10 +20,15 @@ fn main() -> std::process::ExitCode {
         Err(e) => e.exit(),
     };
     if let (cli::Command::Serve(a), Some(("serve", m))) = (&mut cli.command, matches.subcommand()) {
-        a.secrets_on_command_line = ["admin_token", "admin_tokens", "dashboard_token"]
-            .into_iter()
-            .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
-            .collect();
+        a.secrets_on_command_line = [
+            "admin_token",
+            "admin_tokens",
+            "dashboard_token",
+            "redis_sentinel_password",
+        ]
+        .into_iter()
+        .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .collect();
     }
     let threads = match &cli.command {
         cli::Command::Serve(a) => a.worker_threads,
