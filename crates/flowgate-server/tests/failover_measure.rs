@@ -1,11 +1,12 @@
 //! The failover measurement, run by hand (`scripts/failover.sh`), not by CI: a Redis topology
-//! with replicas (`TOPOLOGY`, `cluster` today), two `flowgate serve` nodes on it, steady load
-//! from both (limits under each failure policy, a queue whose submits and acks wait for a
-//! replica, reports), then a primary SIGKILLed, healed, and a whole machine's worth killed
-//! (for a cluster: a primary and another shard's replica). Prints, for each failover, the
-//! window in which decisions were decided by the failure policy, when the limits were exact
-//! again, over-admission against each policy's allowance; then jobs lost or delivered again
-//! after their ack, and whether the shared rules and an open breaker survived.
+//! with replicas (`TOPOLOGY`: `cluster` or `sentinel`), two `flowgate serve` nodes on it, steady
+//! load from both (limits under each failure policy, a queue whose submits and acks wait for a
+//! replica, reports), then a primary SIGKILLed, healed, and a whole machine's worth killed (for
+//! a cluster: a primary and another shard's replica; for Sentinel: the primary and a sentinel).
+//! Prints, for each failover, the window in which decisions were decided by the failure policy,
+//! when the limits were exact again, over-admission against each policy's allowance; then jobs
+//! lost or delivered again after their ack, and whether the shared rules and an open breaker
+//! survived.
 //!
 //! `SOAK=600`: for that many seconds, a primary killed every 60 s (healed in between), then the
 //! same figures for each, and the nodes' memory at the start and the end.

@@ -396,6 +396,12 @@ impl RedisSentinels {
         self.sentinels.iter_mut().for_each(Sentinel::stop);
     }
 
+    /// Stops sentinel `i` (SIGKILL), as a machine that dies with it;
+    /// [`RedisSentinels::start_sentinels`] starts it again.
+    pub fn stop_sentinel(&mut self, i: usize) {
+        self.sentinels[i].stop();
+    }
+
     /// Starts the stopped sentinels again, on their ports and rewritten configurations.
     ///
     /// # Panics

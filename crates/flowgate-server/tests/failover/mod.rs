@@ -7,6 +7,7 @@
 
 pub mod figures;
 pub mod load;
+pub mod sentinel;
 
 use std::io;
 use std::path::Path;
@@ -50,11 +51,8 @@ pub fn topology(name: &str) -> Box<dyn Topology> {
             "--cluster-require-full-coverage",
             &std::env::var("FULL_COVERAGE").unwrap_or_else(|_| "yes".to_owned()),
         ])),
-        // The Sentinel topology (1 primary, 1 replica, 3 sentinels) plugs in here: an
-        // implementation of `Topology` over `flowgate_testkit::sentinel::RedisSentinels`
-        // (`url()`, `kill_primary()`, `wait_promoted()`; a machine is its primary and one
-        // sentinel).
-        other => panic!("unknown TOPOLOGY {other:?}: cluster"),
+        "sentinel" => Box::new(sentinel::Sentinel::start()),
+        other => panic!("unknown TOPOLOGY {other:?}: cluster or sentinel"),
     }
 }
 
