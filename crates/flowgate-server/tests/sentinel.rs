@@ -218,6 +218,20 @@ async fn two_nodes_follow_a_promotion() {
             a.logged("Redis primary changed") > 0,
             "node a never logged the switch"
         );
+        // Seen: the store's topology names the new primary and counts the failover followed.
+        let primary = format!("127.0.0.1:{new}");
+        for p in [&a, &b] {
+            let seen = wait_until(Duration::from_secs(5), || async {
+                let view: Value =
+                    serde_json::from_str(&http(p.http, "GET", "/v1/store", &[], "").await.body)
+                        .unwrap_or(Value::Null);
+                view["topology"]["kind"] == "sentinel"
+                    && view["topology"]["primaries"] == json!([primary])
+                    && view["topology"]["failovers"].as_u64() >= Some(1)
+            })
+            .await;
+            assert!(seen, "{}'s /v1/store does not show the new primary", p.http);
+        }
         // The open breaker survived the primary's death.
         for p in [&a, &b] {
             assert!(
