@@ -308,7 +308,7 @@ impl RedisConnection {
     }
 
     /// Where the primaries are, failovers followed and connections made again (see
-    /// [`Topology`]).
+    /// [`TopologyView`]).
     pub fn topology(&self) -> TopologyView {
         self.topology.view()
     }

@@ -32,7 +32,7 @@ impl TopologyKind {
     }
 }
 
-/// A snapshot of [`Topology`].
+/// What a connection knows of Redis's primaries now (see the module's documentation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TopologyView {

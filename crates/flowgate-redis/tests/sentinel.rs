@@ -2,84 +2,18 @@
 //! found through the sentinels, a promotion followed (decisions fail for a bounded window, then
 //! are exact again on the new primary), nothing written to the old primary once it is back, a
 //! failover whose old primary stays up followed too, the sentinels' password apart from the data
-//! nodes', and a start with no sentinel reachable.
+//! nodes', the sentinels' ACL user, and a start with no sentinel reachable.
 
 mod common;
 
 use std::time::Duration;
 
 use common::bounded;
-use flowgate_core::{Algorithm, Item, Limit, Quota, Store, StoreError};
-use flowgate_redis::{RedisOptions, RedisStore, SentinelAuth, TopologyKind};
+use common::sentinel::{DEADLINE, admitted, decide, options, per_minute, until_answered};
+use flowgate_core::StoreError;
+use flowgate_redis::{RedisStore, SentinelAuth, TopologyKind};
 use flowgate_testkit::sentinel::{RedisSentinels, SentinelsConfig};
 use tokio::time::Instant;
-
-/// A deadline that a busy 2-core machine meets.
-const DEADLINE: Duration = Duration::from_millis(300);
-
-fn options() -> RedisOptions {
-    RedisOptions::default()
-        .deadline(DEADLINE)
-        .blocked_capacity(0)
-}
-
-/// `n` per minute: a window that outlasts each test, so admissions count exactly.
-fn per_minute(n: u64) -> Limit {
-    Limit::new(
-        Algorithm::FixedWindow,
-        Quota::new(n, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}")),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn decide(store: &RedisStore, key: &str, limit: &Limit) -> Result<bool, StoreError> {
-    let d = store
-        .decide(&[Item {
-            key,
-            limit,
-            cost: 1,
-            enforce: true,
-        }])
-        .await?;
-    Ok(d[0].allowed)
-}
-
-/// How many of `n` decisions on `key` are admitted (each must be answered).
-async fn admitted(store: &RedisStore, key: &str, limit: &Limit, n: usize) -> usize {
-    let mut yes = 0;
-    for _ in 0..n {
-        if decide(store, key, limit)
-            .await
-            .unwrap_or_else(|e| panic!("decision on {key}: {e}"))
-        {
-            yes += 1;
-        }
-    }
-    yes
-}
-
-/// Decides on `key` every 20 ms until a decision is answered, each call bounded; the time it
-/// took.
-async fn until_answered(store: &RedisStore, key: &str, limit: &Limit) -> Duration {
-    let started = Instant::now();
-    loop {
-        let call = Instant::now();
-        let r = decide(store, key, limit).await;
-        assert!(
-            call.elapsed() < DEADLINE + Duration::from_secs(1),
-            "a decision took {:?}",
-            call.elapsed()
-        );
-        if r.is_ok() {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(40),
-            "no decision answered within 40 s: {r:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// The client commands a data node ran that write through a script (Flowgate's decisions), from
 /// `INFO commandstats`: a replica applies its primary's writes as their effects, never as these.
@@ -276,6 +210,51 @@ async fn starts_with_no_sentinel_reachable_and_connects_once_one_answers() {
             store.topology().primaries,
             vec![format!("127.0.0.1:{}", s.primary().port())]
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sentinels_acl_user_is_required_and_a_wrong_one_refused_clearly() {
+    bounded(60, async {
+        const USER: &str = "flowgate-app";
+        const PASSWORD: &str = "acl-secret-7f3e";
+        let s = RedisSentinels::start_with(SentinelsConfig {
+            sentinel_user: Some(USER.into()),
+            sentinel_password: Some(PASSWORD.into()),
+            ..SentinelsConfig::default()
+        });
+        let right = SentinelAuth::default().username(USER).password(PASSWORD);
+        let store = RedisStore::connect_with(&s.url(), options().sentinel(right))
+            .await
+            .unwrap_or_else(|e| panic!("connect as the sentinels' ACL user: {e}"));
+        assert_eq!(
+            store.topology().primaries,
+            vec![format!("127.0.0.1:{}", s.primary().port())]
+        );
+        assert_eq!(admitted(&store, "k", &per_minute(2), 3).await, 2);
+        // A wrong user, and the password alone (the sentinels' `default` user is off): refused
+        // at once, the error naming a sentinel and never the password.
+        for auth in [
+            SentinelAuth::default()
+                .username("someone-else")
+                .password(PASSWORD),
+            SentinelAuth::default().password(PASSWORD),
+        ] {
+            let started = Instant::now();
+            let r = RedisStore::connect_with(&s.url(), options().sentinel(auth.clone())).await;
+            assert!(started.elapsed() < Duration::from_secs(5));
+            let Err(StoreError::Unavailable(e)) = r else {
+                panic!("{auth:?}: not refused as unavailable: {:?}", r.err());
+            };
+            let port = s.sentinel_ports()[0];
+            assert!(
+                e.contains(&format!("127.0.0.1:{port}"))
+                    && e.contains("authentication")
+                    && !e.contains(PASSWORD),
+                "{auth:?}: {e} (sentinel port {port})"
+            );
+        }
     })
     .await;
 }

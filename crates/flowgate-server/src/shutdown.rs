@@ -47,8 +47,8 @@ pub(crate) struct Stopping {
 }
 
 impl Server {
-    /// Shuts down gracefully, in the order and within the bound of the [module
-    /// documentation](self): drains for the drain delay, stops accepting, finishes the requests
+    /// Shuts down gracefully, in the order and within the bound the module's documentation
+    /// gives: drains for the drain delay, stops accepting, finishes the requests
     /// in flight (up to the grace period), flushes the reports and figures still buffered for
     /// Redis (up to [`FLUSH_BOUND`]), and stops.
     ///

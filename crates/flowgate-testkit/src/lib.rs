@@ -6,6 +6,7 @@ pub mod alertmanager;
 pub mod cluster;
 pub mod conformance;
 pub mod fuzz;
+pub mod pki;
 pub mod queue_conformance;
 pub mod redis;
 pub mod sentinel;

@@ -109,7 +109,7 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// `redis-cli`'s TLS options for this server.
-    fn cli_args(&self) -> Vec<String> {
+    pub(crate) fn cli_args(&self) -> Vec<String> {
         let mut args = vec![
             "--tls".to_owned(),
             "--cacert".to_owned(),
@@ -153,7 +153,7 @@ const CLI_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `redis-cli` against 127.0.0.1:`port` (over TLS with `tls`), killed after
 /// [`CLI_TIMEOUT`]; its output.
-fn cli(port: u16, tls: Option<&ServerTls>, args: &[&str]) -> io::Result<String> {
+pub(crate) fn cli(port: u16, tls: Option<&ServerTls>, args: &[&str]) -> io::Result<String> {
     let mut cmd = Command::new(binary("redis-cli"));
     if let Some(t) = tls {
         cmd.args(t.cli_args());
@@ -218,12 +218,19 @@ impl RedisServer {
     ///
     /// # Panics
     /// When it cannot start or does not sync within the readiness bound.
+    /// A TLS primary's replica serves TLS with the same files and replicates over TLS
+    /// (`tls-replication yes`).
     pub fn start_replica_of(primary: &RedisServer) -> Self {
         let port = primary.port.to_string();
-        let replica = Self::start_with_args(false, None, &["--replicaof", "127.0.0.1", &port])
+        let mut args = vec!["--replicaof", "127.0.0.1", &port];
+        if primary.tls.is_some() {
+            args.extend(["--tls-replication", "yes"]);
+        }
+        let replica = Self::start_with_args(false, primary.tls.clone(), &args)
             .unwrap_or_else(|e| panic!("cannot start a replica: {e}"));
         wait_until("the replica's sync", || {
-            raw_command(primary.port, "INFO replication")
+            primary
+                .cli(&["INFO", "replication"])
                 .is_ok_and(|r| r.contains(&format!("port={},state=online", replica.port)))
         })
         .unwrap_or_else(|e| panic!("{e}"));
@@ -333,6 +340,11 @@ impl RedisServer {
     /// When `redis-cli` cannot be run.
     pub fn cli(&self, args: &[&str]) -> io::Result<String> {
         cli(self.port, self.tls.as_ref(), args)
+    }
+
+    /// The TLS files it serves with, for a TLS server.
+    pub fn tls(&self) -> Option<&ServerTls> {
+        self.tls.as_ref()
     }
 
     /// The server's port (its TLS port, for a TLS server).

@@ -2,6 +2,10 @@
 //! processes (quorum 2) on free loopback ports, each sentinel's configuration in a temporary
 //! directory of its own (sentinels rewrite it). Everything it started is killed on drop.
 //!
+//! Optionally over TLS only ([`SentinelsConfig::tls`]: the data nodes, the replication and the
+//! sentinels, which then talk TLS to the data nodes and to each other), and with the sentinels
+//! requiring a named ACL user ([`SentinelsConfig::sentinel_user`]).
+//!
 //! Needs `redis-server`, `redis-sentinel` and `redis-cli` (7.x) on the `PATH` or in `/usr/bin`.
 
 use std::io;
@@ -11,7 +15,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::redis::{RedisServer, binary, free_port, raw_command};
+use crate::redis::{RedisServer, ServerTls, free_port, raw_command};
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "flowgate";
@@ -29,8 +33,15 @@ pub struct SentinelsConfig {
     pub failover_timeout_ms: u64,
     /// The data nodes' password (`requirepass`, `masterauth`, `sentinel auth-pass`).
     pub data_password: Option<String>,
-    /// The sentinels' own password (their `requirepass`).
+    /// The sentinels' own password: their `requirepass`, or their ACL user's password.
     pub sentinel_password: Option<String>,
+    /// The sentinels' ACL user: with it, the sentinels' `default` user is off, this user (with
+    /// `sentinel_password`) may run every command, and the sentinels use it with each other
+    /// (`sentinel sentinel-user`, `sentinel sentinel-pass`).
+    pub sentinel_user: Option<String>,
+    /// Every process serves TLS only with these files (the sentinels too, with
+    /// `tls-replication yes` to reach the data nodes and each other over TLS).
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for SentinelsConfig {
@@ -40,6 +51,8 @@ impl Default for SentinelsConfig {
             failover_timeout_ms: 3000,
             data_password: None,
             sentinel_password: None,
+            sentinel_user: None,
+            tls: None,
         }
     }
 }
@@ -48,6 +61,7 @@ impl Default for SentinelsConfig {
 struct Sentinel {
     port: u16,
     dir: TempDir,
+    tls: Option<ServerTls>,
     child: Option<Child>,
 }
 
@@ -57,7 +71,7 @@ impl Sentinel {
     }
 
     fn spawn(&mut self) -> io::Result<()> {
-        let child = Command::new(binary("redis-sentinel"))
+        let child = Command::new(crate::redis::binary("redis-sentinel"))
             .arg(self.config())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -66,7 +80,12 @@ impl Sentinel {
         self.child = Some(child);
         wait_until("redis-sentinel", Duration::from_secs(5), || {
             // An answer at all (`-NOAUTH` with a password) says it listens.
-            raw_command(self.port, "PING").is_ok_and(|r| r.starts_with('+') || r.starts_with('-'))
+            match &self.tls {
+                None => raw_command(self.port, "PING")
+                    .is_ok_and(|r| r.starts_with('+') || r.starts_with('-')),
+                Some(tls) => crate::redis::cli(self.port, Some(tls), &["PING"])
+                    .is_ok_and(|r| !r.trim().is_empty()),
+            }
         })
     }
 
@@ -96,13 +115,26 @@ fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> io::
 /// # Errors
 /// When `redis-cli` cannot be run.
 pub fn cli(port: u16, password: Option<&str>, args: &[&str]) -> io::Result<String> {
-    let mut cmd = Command::new(binary("redis-cli"));
-    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
-    if let Some(p) = password {
-        cmd.args(["-a", p, "--no-auth-warning"]);
+    cli_as(port, None, None, password, args)
+}
+
+/// As [`cli`], over TLS with `tls`, as the ACL user `user`.
+fn cli_as(
+    port: u16,
+    tls: Option<&ServerTls>,
+    user: Option<&str>,
+    password: Option<&str>,
+    args: &[&str],
+) -> io::Result<String> {
+    let mut all: Vec<&str> = Vec::with_capacity(args.len() + 5);
+    if let Some(u) = user {
+        all.extend(["--user", u]);
     }
-    let out = cmd.args(args).stdin(Stdio::null()).output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    if let Some(p) = password {
+        all.extend(["--pass", p, "--no-auth-warning"]);
+    }
+    all.extend(args);
+    crate::redis::cli(port, tls, &all)
 }
 
 /// A primary, a replica and three sentinels; see the module's documentation.
@@ -128,7 +160,10 @@ impl RedisSentinels {
     /// # Panics
     /// As [`RedisSentinels::start`].
     pub fn start_with(config: SentinelsConfig) -> Self {
-        let primary = RedisServer::start();
+        let primary = match &config.tls {
+            Some(tls) => RedisServer::start_tls(tls.clone()),
+            None => RedisServer::start(),
+        };
         // A replica's full sync starts at once, not after the 5 s Redis waits for more replicas.
         primary
             .cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
@@ -183,13 +218,38 @@ impl RedisSentinels {
         if let Some(p) = &c.data_password {
             text.push_str(&format!("sentinel auth-pass {MASTER_NAME} {p}\n"));
         }
-        if let Some(p) = &c.sentinel_password {
-            text.push_str(&format!("requirepass {p}\n"));
+        match (&c.sentinel_user, &c.sentinel_password) {
+            (Some(u), p) => {
+                let pass = p
+                    .as_deref()
+                    .map_or("nopass".to_owned(), |p| format!(">{p}"));
+                text.push_str(&format!(
+                    "user default off\nuser {u} on {pass} ~* &* +@all\n\
+                     sentinel sentinel-user {u}\n"
+                ));
+                if let Some(p) = p {
+                    text.push_str(&format!("sentinel sentinel-pass {p}\n"));
+                }
+            }
+            (None, Some(p)) => text.push_str(&format!("requirepass {p}\n")),
+            (None, None) => {}
+        }
+        if let Some(tls) = &c.tls {
+            text = text.replacen(&format!("port {port}\n"), "port 0\n", 1);
+            text.push_str(&format!(
+                "tls-port {port}\ntls-cert-file {cert}\ntls-key-file {key}\n\
+                 tls-ca-cert-file {ca}\ntls-auth-clients {auth}\ntls-replication yes\n",
+                cert = tls.cert.display(),
+                key = tls.key.display(),
+                ca = tls.ca.display(),
+                auth = if tls.client.is_some() { "yes" } else { "no" },
+            ));
         }
         std::fs::write(dir.path().join("sentinel.conf"), text)?;
         let mut s = Sentinel {
             port,
             dir,
+            tls: c.tls.clone(),
             child: None,
         };
         s.spawn()?;
@@ -197,8 +257,10 @@ impl RedisSentinels {
     }
 
     fn sentinel_cli(&self, i: usize, args: &[&str]) -> io::Result<String> {
-        cli(
+        cli_as(
             self.sentinels[i].port,
+            self.config.tls.as_ref(),
+            self.config.sentinel_user.as_deref(),
             self.config.sentinel_password.as_deref(),
             args,
         )
@@ -217,8 +279,8 @@ impl RedisSentinels {
         }
     }
 
-    /// The URL Flowgate is given: `redis+sentinel://[:password@]127.0.0.1:p1,…/flowgate`, with
-    /// the data nodes' password.
+    /// The URL Flowgate is given: `redis+sentinel://[:password@]127.0.0.1:p1,…/flowgate`
+    /// (`rediss+sentinel://` over TLS), with the data nodes' password.
     pub fn url(&self) -> String {
         let auth = self
             .config
@@ -231,7 +293,12 @@ impl RedisSentinels {
             .iter()
             .map(|s| format!("127.0.0.1:{}", s.port))
             .collect();
-        format!("redis+sentinel://{auth}{}/{MASTER_NAME}", hosts.join(","))
+        let scheme = if self.config.tls.is_some() {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
+        format!("{scheme}://{auth}{}/{MASTER_NAME}", hosts.join(","))
     }
 
     /// The sentinels' ports.
@@ -301,7 +368,13 @@ impl RedisSentinels {
     /// # Errors
     /// When `redis-cli` cannot be run.
     pub fn data_cli(&self, port: u16, args: &[&str]) -> io::Result<String> {
-        cli(port, self.config.data_password.as_deref(), args)
+        cli_as(
+            port,
+            self.config.tls.as_ref(),
+            None,
+            self.config.data_password.as_deref(),
+            args,
+        )
     }
 
     /// Asks a sentinel for a failover while the primary is up (`SENTINEL FAILOVER`): the replica
@@ -323,14 +396,15 @@ impl RedisSentinels {
     /// # Panics
     /// When `redis-cli` cannot be run.
     pub fn kill_clients(&self, port: u16, password: Option<&str>) {
-        let list =
-            cli(port, password, &["CLIENT", "LIST"]).unwrap_or_else(|e| panic!("CLIENT LIST: {e}"));
+        let tls = self.config.tls.as_ref();
+        let list = cli_as(port, tls, None, password, &["CLIENT", "LIST"])
+            .unwrap_or_else(|e| panic!("CLIENT LIST: {e}"));
         let others = list
             .lines()
             .filter(|l| !l.contains("name=sentinel-") && !l.contains("flags=S"));
         for line in others {
             if let Some(id) = line.split_whitespace().find_map(|w| w.strip_prefix("id=")) {
-                let _ = cli(port, password, &["CLIENT", "KILL", "ID", id]);
+                let _ = cli_as(port, tls, None, password, &["CLIENT", "KILL", "ID", id]);
             }
         }
     }

@@ -133,6 +133,43 @@ fn authority(host: &str, port: u16) -> String {
     }
 }
 
+/// The failure of asking every sentinel of `master`, whose text names each sentinel with its
+/// error (a refused password, an unknown certificate issuer, a refused connection), so that the
+/// log says which address to look at. An I/O error: an outage, a timeout when every sentinel
+/// timed out.
+fn unanswered(master: &str, failures: &[(&str, RedisError)]) -> RedisError {
+    let kind = if failures.iter().all(|(_, e)| e.is_timeout()) {
+        std::io::ErrorKind::TimedOut
+    } else {
+        std::io::ErrorKind::Other
+    };
+    let each: Vec<String> = failures
+        .iter()
+        .map(|(at, e)| format!("{at}: {e}"))
+        .collect();
+    RedisError::from(std::io::Error::new(
+        kind,
+        format!(
+            "no sentinel of master `{master}` answered ({})",
+            each.join("; ")
+        ),
+    ))
+}
+
+/// A failure to connect to the primary at `addr` the sentinels name, its text naming it (a
+/// timeout stays one).
+fn unreachable_primary(addr: &str, e: &RedisError) -> RedisError {
+    let kind = if e.is_timeout() {
+        std::io::ErrorKind::TimedOut
+    } else {
+        std::io::ErrorKind::Other
+    };
+    RedisError::from(std::io::Error::new(
+        kind,
+        format!("the primary the sentinels name, {addr}, cannot be reached: {e}"),
+    ))
+}
+
 /// The primary the sentinels name, connected: its `host:port` and the connection its `ROLE` was
 /// asked on.
 pub(crate) struct Primary {
@@ -288,13 +325,13 @@ impl Sentinels {
             })
             .collect();
         let mut answers = Vec::new();
-        let mut last_error = None;
+        let mut failures = Vec::new();
         while let Some((at, answer)) = asking.next().await {
             match answer {
                 Ok(named) => answers.push(named),
                 Err(e) => {
                     tracing::debug!(sentinel = %at, error = %e, "a sentinel did not answer");
-                    last_error = Some(e);
+                    failures.push((at.as_str(), e));
                 }
             }
             if answers.len() >= majority {
@@ -302,15 +339,15 @@ impl Sentinels {
             }
         }
         let best = answers.iter().filter(|n| !n.down).max_by_key(|n| n.epoch);
-        match (best, last_error) {
-            (Some(n), _) => Ok(n.addr.clone()),
-            (None, _) if !answers.is_empty() => Err(RedisError::from((
+        match best {
+            Some(n) => Ok(n.addr.clone()),
+            None if !answers.is_empty() => Err(RedisError::from((
                 redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown),
                 "the sentinels agree the primary is down",
                 self.master.clone(),
             ))),
-            (None, Some(e)) => Err(e),
-            (None, None) => Err(invalid("no sentinel to ask", String::new())),
+            None if failures.is_empty() => Err(invalid("no sentinel to ask", String::new())),
+            None => Err(unanswered(&self.master, &failures)),
         }
     }
 
@@ -323,7 +360,8 @@ impl Sentinels {
         let mut conn = self
             .node_client(&host, port)?
             .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
+            .await
+            .map_err(|e| unreachable_primary(&authority(&host, port), &e))?;
         let role: redis::Role = redis::cmd("ROLE").query_async(&mut conn).await?;
         if !matches!(role, redis::Role::Primary { .. }) {
             return Err(RedisError::from((

@@ -1,6 +1,8 @@
 //! Shared helpers of the Redis store's tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod sentinel;
+
 use std::time::Duration;
 
 use flowgate_core::ManualClock;
