@@ -400,6 +400,13 @@ import { followStream } from "./stream.js";
     const d = f("degraded");
     clear(d);
     d.append(el("span", { class: "badge " + (s.degraded ? "bad" : "ok"), text: s.degraded ? "degraded" : "answering" }));
+    // Redis: the primaries this node writes to (a failover changes them) and how often it followed one.
+    const t = s.topology;
+    for (const row of box.querySelectorAll("[data-redis]")) row.hidden = !t;
+    if (t) {
+      setText(f("primary"), (t.primaries.length ? t.primaries.join(", ") : "none known") + " (" + t.kind + ")");
+      setText(f("followed"), t.failovers + " · " + t.reconnects);
+    }
     const data = model.store.data;
     const fp = data[1].reduce((a, b) => a + b, 0);
     const degradedSecs = data[2].reduce((a, b) => a + b, 0);
