@@ -11,22 +11,9 @@ mod failover;
 use std::time::Duration;
 
 use failover::figures::{Figures, QueueFigures};
-use failover::load::{self, LIMIT, Load, Targets};
-use failover::{Cluster, Topology};
+use failover::load::{self, LIMIT, Load};
+use failover::{Cluster, Topology, targets};
 use tokio::time::Instant;
-
-/// Descriptor values whose keys live on the victim shard: each rule's, and the queue's.
-fn targets(topology: &dyn Topology) -> Targets {
-    let on_victim = |key: &dyn Fn(u32) -> String| {
-        (0..2000)
-            .find(|&v| topology.on_victim(&key(v)))
-            .unwrap_or_else(|| panic!("no value on the victim"))
-    };
-    Targets {
-        limits: [0, 1, 2].map(|r| on_victim(&|v| load::limit_key(r, v))),
-        channel: on_victim(&|v| load::queue_instance(v).1),
-    }
-}
 
 async fn wait(what: &str, within: Duration, mut cond: impl AsyncFnMut() -> bool) {
     let start = Instant::now();

@@ -17,24 +17,12 @@ mod failover;
 use std::time::Duration;
 
 use failover::figures::{Figures, QueueFigures};
-use failover::load::{self, Load, Targets};
-use failover::{Topology, topology};
+use failover::load::{self, Load};
+use failover::{Topology, targets, topology};
 use tokio::time::Instant;
 
 fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-fn targets(topology: &dyn Topology) -> Targets {
-    let on_victim = |key: &dyn Fn(u32) -> String| {
-        (0..2000)
-            .find(|&v| topology.on_victim(&key(v)))
-            .unwrap_or_else(|| panic!("no value on the victim"))
-    };
-    Targets {
-        limits: [0, 1, 2].map(|r| on_victim(&|v| load::limit_key(r, v))),
-        channel: on_victim(&|v| load::queue_instance(v).1),
-    }
 }
 
 /// A node's resident memory (kB), from `/proc`.

@@ -121,42 +121,14 @@ pub async fn serve_app(app: axum::Router) -> String {
     format!("http://{addr}")
 }
 
-/// The status and headers of one HTTP/1.1 request on a fresh connection, its body left unread
-/// (the figures' event stream never ends); the body sent is `{}` unless the method is `GET`.
-pub async fn head(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> (u16, http::HeaderMap) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let body = if method == "GET" { "" } else { "{}" };
-    let req = req.body(Full::new(Bytes::from(body))).unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    (resp.status().as_u16(), resp.headers().clone())
-}
-
-/// One HTTP/1.1 request on a fresh connection.
-pub async fn http(
+/// One HTTP/1.1 request on a fresh connection, answered with its head (the body unread).
+async fn send(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
-) -> HttpResponse {
+) -> hyper::Response<hyper::body::Incoming> {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
@@ -171,7 +143,33 @@ pub async fn http(
         req = req.header(*k, *v);
     }
     let req = req.body(Full::new(Bytes::from(body.to_owned()))).unwrap();
-    let resp = send.send_request(req).await.unwrap();
+    send.send_request(req).await.unwrap()
+}
+
+/// The status and headers of one HTTP/1.1 request on a fresh connection, its body left unread
+/// (the figures' event stream never ends); the body sent is `{}` unless the method is `GET`.
+pub async fn head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, http::HeaderMap) {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    let body = if method == "GET" { "" } else { "{}" };
+    let resp = send(addr, method, path, &all, body).await;
+    (resp.status().as_u16(), resp.headers().clone())
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> HttpResponse {
+    let resp = send(addr, method, path, headers, body).await;
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.unwrap().to_bytes();

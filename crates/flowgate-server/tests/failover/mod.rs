@@ -156,3 +156,16 @@ pub fn node(config: &Path, url: &str, id: &str, deadline: &str) -> Proc {
         ],
     )
 }
+
+/// Descriptor values whose keys live on the victim primary: each rule's, and the queue's.
+pub fn targets(topology: &dyn Topology) -> load::Targets {
+    let on_victim = |key: &dyn Fn(u32) -> String| {
+        (0..2000)
+            .find(|&v| topology.on_victim(&key(v)))
+            .unwrap_or_else(|| panic!("no value on the victim"))
+    };
+    load::Targets {
+        limits: [0, 1, 2].map(|r| on_victim(&|v| load::limit_key(r, v))),
+        channel: on_victim(&|v| load::queue_instance(v).1),
+    }
+}
