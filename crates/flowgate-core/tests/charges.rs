@@ -101,6 +101,8 @@ proptest! {
             if debt > 0 {
                 prop_assert!(!algorithm::check(&l, &s, now, 1).allowed, "a check passed in debt");
             }
+            // Over means in debt: a cost-0 check (Envoy AI Gateway's) is refused exactly then.
+            prop_assert_eq!(debt > 0, !algorithm::check(&l, &s, now, 0).allowed);
         }
     }
 
@@ -176,7 +178,7 @@ proptest! {
             let c = algorithm::charge(&l, &mut s, now, zero).unwrap();
             prop_assert_eq!((c.applied, c.dropped), (0, 0));
             prop_assert_eq!(&s, &before);
-            prop_assert_eq!(c.decision, algorithm::check(&l, &s, now, 1));
+            prop_assert_eq!(c.decision, algorithm::check(&l, &s, now, 0));
         }
         let c = algorithm::charge(&l, &mut s, now, Amount::Charge(n)).unwrap();
         prop_assume!(c.dropped == 0);
@@ -264,7 +266,7 @@ fn a_token_bucket_in_debt_is_paid_back_at_its_rate() {
     let mut s = State::default();
     let c = algorithm::charge(&l, &mut s, EPOCH, Amount::Charge(30)).unwrap();
     assert_eq!((c.applied, c.dropped, c.debt), (20, 10, 10));
-    assert_eq!(c.decision.retry_after, Some(Duration::from_millis(1_100)));
+    assert_eq!(c.decision.retry_after, Some(Duration::from_secs(1)));
     let d = |t: u64| algorithm::charge::debt(&l, &s, EPOCH + t);
     assert_eq!(
         (d(0), d(99_999), d(100_000), d(950_000), d(1_000_000)),

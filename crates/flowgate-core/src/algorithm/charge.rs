@@ -41,7 +41,9 @@ pub struct Charged {
     pub dropped: u64,
     /// Units counted beyond the limit after it.
     pub debt: u64,
-    /// What a request of one unit would be told now: not allowed means the key is over.
+    /// What a check of cost 0 is told now: not allowed means the key is over its limit (in
+    /// debt), and `retry_after` is when it no longer is; `remaining` and `reset_after` as for
+    /// any check.
     pub decision: Decision,
 }
 
@@ -113,7 +115,7 @@ pub fn charge(
         applied,
         dropped: amount.units() - applied,
         debt: debt(limit, state, now),
-        decision: check(limit, state, now, 1),
+        decision: check(limit, state, now, 0),
     })
 }
 
