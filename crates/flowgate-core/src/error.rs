@@ -109,7 +109,7 @@ pub enum LimitError {
     },
     /// A `max_debt` the limit's state cannot hold.
     #[error(
-        "max_debt {max_debt} is larger than this limit can hold: at most {most} (a fixed window counts up to 2^32 - 1 with its debt; a bucket pays its debt back within ten years)"
+        "max_debt {max_debt} is larger than this limit can hold: at most {most} (a window counts up to 2^32 - 1 with its debt; a bucket pays its debt back within ten years)"
     )]
     MaxDebtTooLarge {
         /// The `max_debt` asked for.

@@ -485,7 +485,7 @@ impl LimitBuilder {
 }
 
 /// `max_debt` for a limit, `asked` or by default one window's limit, within what the state can
-/// hold: a fixed window's count is 32 bits (a default above that is clamped to it), and a bucket's
+/// hold: a window's counts are 32 bits (a default above that is clamped to it), and a bucket's
 /// debt is paid back within ten years.
 fn max_debt(
     a: Algorithm,
@@ -494,7 +494,9 @@ fn max_debt(
     asked: Option<u64>,
 ) -> Result<u64, LimitError> {
     let most = match a {
-        Algorithm::FixedWindow => MAX_LIMIT - q.limit(),
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+            MAX_LIMIT - q.limit()
+        }
         Algorithm::TokenBucket | Algorithm::LeakyBucket => MAX_WINDOW / emission.max(1),
         _ => MAX_LIMIT,
     };
