@@ -625,6 +625,15 @@ impl Store for RedisStore {
             .await
             .unwrap_or(Err(StoreError::Timeout));
         self.settle(&r);
+        if let Ok(charges) = &r {
+            for (item, c) in items.iter().zip(charges) {
+                if matches!(item.amount, flowgate_core::algorithm::Amount::Refund(_))
+                    && c.applied > 0
+                {
+                    inner.blocked.forget(item.key);
+                }
+            }
+        }
         r
     }
 
