@@ -561,6 +561,12 @@ impl Limit {
         self.max_debt
     }
 
+    /// The `max_debt` this limit has when none is asked for: its limit, within what its state
+    /// holds.
+    pub fn default_max_debt(&self) -> u64 {
+        max_debt(self.algorithm, self.quota, self.emission, None).unwrap_or(self.max_debt)
+    }
+
     /// The burst: for token and leaky buckets the bucket's size in units; otherwise the limit.
     #[inline]
     pub fn burst(&self) -> u64 {
