@@ -129,7 +129,9 @@ pub trait Store: Send + Sync + 'static {
     /// default.
     ///
     /// # Errors
-    /// [`StoreError`] when the store cannot apply them; nothing is applied then.
+    /// [`StoreError`] when the store cannot apply them; nothing is applied then, but on Redis
+    /// Cluster, which applies a report spanning slots slot by slot, the slots before the one
+    /// that failed keep their charges (a timeout may also hide a charge that was applied).
     fn charge(
         &self,
         items: &[ChargeItem<'_>],

@@ -22,7 +22,9 @@ fn bad(what: &str) -> StoreError {
 }
 
 /// Applies `items`, as [`flowgate_core::Store::charge`]: the batch is checked whole, then sent in
-/// one call per slot (on a single server, one call; up to [`MAX_KEYS`] keys each), in order.
+/// one call per run of consecutive items of one slot (on a single server, one call; up to
+/// [`MAX_KEYS`] keys each), in order. A failed call ends the report: the calls before it stay
+/// applied (a charge records work that happened; there is nothing to give back).
 pub(crate) async fn charge(
     caller: &Caller,
     items: &[ChargeItem<'_>],
