@@ -258,6 +258,10 @@ pub struct RuleDoc {
     /// Delay mode: the longest wait before rejecting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<String>,
+    /// Units a charge (a cost reported after the work) may count beyond the limit, paid back
+    /// by time (default: the limit, one window's worth); at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_debt: Option<i64>,
     /// `token_bucket` only: after idle, the rate starts at the limit / `cold_factor` and reaches
     /// the full limit over this period of steady use (`"30s"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -107,6 +107,16 @@ pub enum LimitError {
         /// The levels it would have.
         levels: u64,
     },
+    /// A `max_debt` the limit's state cannot hold.
+    #[error(
+        "max_debt {max_debt} is larger than this limit can hold: at most {most} (a window counts up to 2^32 - 1 with its debt; a bucket pays its debt back within ten years)"
+    )]
+    MaxDebtTooLarge {
+        /// The `max_debt` asked for.
+        max_debt: u64,
+        /// The largest this limit takes.
+        most: u64,
+    },
     /// A window too short for the limit: the spacing between units would be below one microsecond.
     #[error("{limit} per {window} us is more than one unit per microsecond")]
     RateTooHigh {

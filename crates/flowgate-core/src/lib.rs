@@ -39,4 +39,4 @@ pub use quota::Quota;
 pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};
 pub use ruleset::{Matched, RuleSet, RuleSetError};
 pub use schedule::{Override, Schedule};
-pub use store::{Decisions, Item, Store, StoreError};
+pub use store::{ChargeItem, Charges, Decisions, Item, Store, StoreError};

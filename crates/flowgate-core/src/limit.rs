@@ -1,4 +1,5 @@
-//! A limit: an algorithm, a quota and its parameters (burst, buckets, mode, `max_wait`).
+//! A limit: an algorithm, a quota and its parameters (burst, buckets, mode, `max_wait`,
+//! `max_debt`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -272,6 +273,7 @@ pub struct Limit {
     buckets: u32,
     mode: Mode,
     max_wait: Micros,
+    max_debt: u64,
     warmup: Option<Warmup>,
     // Derived.
     emission: Micros,
@@ -321,6 +323,7 @@ pub struct LimitBuilder {
     buckets: u32,
     mode: Mode,
     max_wait: Duration,
+    max_debt: Option<u64>,
     warmup: Option<Duration>,
     cold_factor: Option<f64>,
 }
@@ -361,6 +364,13 @@ impl LimitBuilder {
     /// Sets `max_wait`, the longest a `delay`-mode caller may be asked to wait.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = max_wait;
+        self
+    }
+
+    /// Sets `max_debt`, the units a charge may count beyond the limit (default: the limit; see
+    /// [`crate::algorithm::charge`]).
+    pub fn max_debt(mut self, max_debt: u64) -> Self {
+        self.max_debt = Some(max_debt);
         self
     }
 
@@ -429,6 +439,7 @@ impl LimitBuilder {
             }
             (Some(p), c) => Some(Warmup::new(p, c.unwrap_or(DEFAULT_COLD_FACTOR), emission)?),
         };
+        let max_debt = max_debt(a, q, emission, self.max_debt)?;
         let tag = match a {
             Algorithm::TokenBucket | Algorithm::LeakyBucket => match warmup {
                 Some(wu) => StateTag::Warmup(wu.period, wu.cold_milli),
@@ -457,6 +468,7 @@ impl LimitBuilder {
             } else {
                 0
             },
+            max_debt,
             warmup,
             emission,
             bucket_width: w.div_ceil(u64::from(self.buckets.max(1))),
@@ -472,6 +484,29 @@ impl LimitBuilder {
     }
 }
 
+/// `max_debt` for a limit, `asked` or by default one window's limit, within what the state can
+/// hold: a window's counts are 32 bits (a default above that is clamped to it), and a bucket's
+/// debt is paid back within ten years.
+fn max_debt(
+    a: Algorithm,
+    q: Quota,
+    emission: Micros,
+    asked: Option<u64>,
+) -> Result<u64, LimitError> {
+    let most = match a {
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+            MAX_LIMIT - q.limit()
+        }
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => MAX_WINDOW / emission.max(1),
+        _ => MAX_LIMIT,
+    };
+    match asked {
+        None => Ok(q.limit().min(most)),
+        Some(d) if d > most => Err(LimitError::MaxDebtTooLarge { max_debt: d, most }),
+        Some(d) => Ok(d),
+    }
+}
+
 impl Limit {
     /// Starts building a limit of `algorithm` with `quota`.
     pub fn builder(algorithm: Algorithm, quota: Quota) -> LimitBuilder {
@@ -482,6 +517,7 @@ impl Limit {
             buckets: DEFAULT_BUCKETS,
             mode: Mode::Reject,
             max_wait: Duration::ZERO,
+            max_debt: None,
             warmup: None,
             cold_factor: None,
         }
@@ -517,6 +553,18 @@ impl Limit {
     #[inline]
     pub fn window(&self) -> Micros {
         self.quota.window_micros()
+    }
+
+    /// `max_debt`: the units a charge may count beyond the limit.
+    #[inline]
+    pub fn max_debt(&self) -> u64 {
+        self.max_debt
+    }
+
+    /// The `max_debt` this limit has when none is asked for: its limit, within what its state
+    /// holds.
+    pub fn default_max_debt(&self) -> u64 {
+        max_debt(self.algorithm, self.quota, self.emission, None).unwrap_or(self.max_debt)
     }
 
     /// The burst: for token and leaky buckets the bucket's size in units; otherwise the limit.
@@ -569,7 +617,8 @@ impl Limit {
         let mut b = Limit::builder(self.algorithm, quota)
             .buckets(self.buckets)
             .mode(self.mode)
-            .max_wait(Duration::from_micros(self.max_wait));
+            .max_wait(Duration::from_micros(self.max_wait))
+            .max_debt(share(self.max_debt));
         if matches!(
             self.algorithm,
             Algorithm::TokenBucket | Algorithm::LeakyBucket

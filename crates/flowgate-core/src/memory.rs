@@ -47,6 +47,8 @@ use smallvec::SmallVec;
 use crate::algorithm::{self, State};
 use crate::clock::{Clock, SystemClock};
 use crate::limit::{Algorithm, Limit};
+
+mod charge;
 use crate::random;
 use crate::store::{Decisions, Item, Store, StoreError, admitted};
 
@@ -512,6 +514,13 @@ impl<C: Clock> MemoryStore<C> {
 impl<C: Clock> Store for MemoryStore<C> {
     fn now(&self) -> u64 {
         self.clock.now()
+    }
+
+    fn charge(
+        &self,
+        items: &[crate::ChargeItem<'_>],
+    ) -> impl Future<Output = Result<crate::Charges, StoreError>> + Send {
+        ready(self.charge_now(items))
     }
 
     fn decide(

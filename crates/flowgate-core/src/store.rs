@@ -4,6 +4,7 @@ use std::future::Future;
 
 use smallvec::SmallVec;
 
+use crate::algorithm::{Amount, Charged};
 use crate::clock::Micros;
 use crate::decision::Decision;
 use crate::limit::Limit;
@@ -21,6 +22,20 @@ pub struct Item<'a> {
     /// charged when they admit, but never block.
     pub enforce: bool,
 }
+
+/// One charge or refund within a report (see [`crate::algorithm::charge`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ChargeItem<'a> {
+    /// The state key (see [`crate::ruleset::state_key`]).
+    pub key: &'a str,
+    /// The limit; it must take charges ([`crate::algorithm::chargeable`]).
+    pub limit: &'a Limit,
+    /// Units to count (past the limit, up to its `max_debt`) or to give back.
+    pub amount: Amount,
+}
+
+/// One answer per charge item, in the order of the items.
+pub type Charges = SmallVec<[Charged; 4]>;
 
 /// One decision per item, in the order of the items.
 pub type Decisions = SmallVec<[Decision; 4]>;
@@ -104,6 +119,27 @@ pub trait Store: Send + Sync + 'static {
     /// store its estimate of Redis's `TIME`.
     fn now(&self) -> Micros {
         crate::clock::system_now()
+    }
+
+    /// Applies `items`, charges and refunds, each to its key (docs/algorithms.md, "Charges,
+    /// debt and refunds"): never refused for being over the limit. The batch is checked whole:
+    /// if any item's limit takes no charges, the store answers [`StoreError::Internal`] naming
+    /// it and changes nothing (callers check [`crate::algorithm::chargeable`] first, to tell
+    /// their users). A store that cannot take charges answers that error for every batch, the
+    /// default.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot apply them; nothing is applied then, but on Redis
+    /// Cluster, which applies a report spanning slots slot by slot, the slots before the one
+    /// that failed keep their charges (a timeout may also hide a charge that was applied).
+    fn charge(
+        &self,
+        items: &[ChargeItem<'_>],
+    ) -> impl Future<Output = Result<Charges, StoreError>> + Send {
+        let _ = items;
+        std::future::ready(Err(StoreError::Internal(
+            "this store takes no charges".to_owned(),
+        )))
     }
 
     /// Releases a `concurrency` lease; answers whether it was held.

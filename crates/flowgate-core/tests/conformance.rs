@@ -8,3 +8,10 @@ async fn memory_store_conforms() {
     let store = MemoryStore::with_clock(clock.clone());
     flowgate_testkit::conformance::run(&store, &clock, "memory").await;
 }
+
+#[tokio::test]
+async fn memory_store_conforms_for_charges() {
+    let clock = ManualClock::new(0);
+    let store = MemoryStore::with_clock(clock.clone());
+    flowgate_testkit::conformance::run_charges(&store, &clock, "memory").await;
+}

@@ -76,4 +76,29 @@ local function refund(v, at, cost, _, limit, window, e1, e2)
   return v
 end
 
-return { params = params, admit = admit, idle_at = idle_at, refund = refund }
+-- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's fixed_window::charge and
+-- refund: counted up to limit + max_debt (and 2^32 - 1), given back down to 0. Answers the new
+-- state (nil: unchanged), when it is empty again, and the units applied.
+local function charge(v, now, n, refunding, max_debt, limit, window, e1, e2)
+  local e0, c = window_of(v)
+  local e = window_end(now, window, e1, e2)
+  if e0 >= e then
+    e = e0
+  else
+    c = 0
+  end
+  local applied
+  if refunding then
+    applied = min(n, c)
+    c = c - applied
+  else
+    applied = min(n, max(min(limit + max_debt, 4294967295) - c, 0))
+    c = c + applied
+  end
+  if applied == 0 then
+    return nil, 0, 0
+  end
+  return pack('<dI4', e, c), e, applied
+end
+
+return { params = params, admit = admit, idle_at = idle_at, refund = refund, charge = charge }

@@ -57,4 +57,28 @@ local function refund(v, at, cost, _, t)
   return pack('<d', max(tat_of(v) - cost * t, 0))
 end
 
-return { params = params, admit = admit, idle_at = idle_at, refund = refund, reserve = reserve }
+-- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's gcra::charge and refund:
+-- the TAT pushed n * T further, at most to now + tau + max_debt * T (whole units), or pulled back
+-- n * T, never before now. Answers the new state (nil: unchanged), when it is empty again, and
+-- the units applied.
+local function charge(v, now, n, refunding, max_debt, t, tau)
+  local tat = tat_of(v)
+  if refunding then
+    if tat <= now then
+      return nil, 0, 0
+    end
+    local given = min(n, idiv(tat - now + t - 1, t))
+    local new = max(tat - given * t, now)
+    return pack('<d', new), new, given
+  end
+  local base = max(tat, now)
+  local applied = min(n, idiv(max(now + tau + max_debt * t - base, 0), t))
+  if applied == 0 then
+    return nil, 0, 0
+  end
+  local new = base + applied * t
+  return pack('<d', new), new, applied
+end
+
+return { params = params, admit = admit, idle_at = idle_at, refund = refund, charge = charge,
+  reserve = reserve }

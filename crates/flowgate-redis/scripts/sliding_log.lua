@@ -100,4 +100,50 @@ local function refund(v, at, cost)
   return v
 end
 
-return { params = params, admit = admit, idle_at = idle_at, refund = refund }
+-- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's sliding_log::charge and
+-- refund: logged as one entry up to a live sum of limit + max_debt, or taken from the newest live
+-- entries, to an empty log. Answers the new state (nil: unchanged), when it is empty again, the
+-- units applied, and for a patch the byte it starts at (see admit).
+local function charge(v, now, n, refunding, max_debt, limit, window)
+  local from, to, sum = log_of(v)
+  if not from then
+    from, to, sum = 1, 0, 0
+  end
+  local first = from
+  if now >= window then
+    while first < to do
+      local ts, c = unpack_at('<dI4', v, first)
+      if ts > now - window then
+        break
+      end
+      sum = sum - c
+      first = first + 12
+    end
+  end
+  if not refunding then
+    local applied = min(n, max(limit + max_debt - sum, 0))
+    if applied == 0 then
+      return nil, 0, 0
+    end
+    local _, new, idle, _, patch = admit(v, now, applied, 0, BOUND, window)
+    return new, idle, applied, patch
+  end
+  local given, last = 0, to - 11
+  while last >= first and given < n do
+    local ts, c = unpack_at('<dI4', v, last)
+    local take = min(n - given, c)
+    given = given + take
+    if take < c then
+      return sub(v, first, last - 1) .. pack('<dI4I4I4', ts, c - take, 0, sum - given), ts + window,
+        given
+    end
+    last = last - 12
+  end
+  if given == 0 then
+    return nil, 0, 0
+  end
+  local idle = last >= first and unpack_at('<d', v, last) + window or now
+  return sub(v, first, last + 11) .. pack('<I4I4', 0, sum - given), idle, given
+end
+
+return { params = params, admit = admit, idle_at = idle_at, refund = refund, charge = charge }

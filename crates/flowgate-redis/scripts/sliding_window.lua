@@ -96,4 +96,54 @@ local function refund(v, at, cost, charged, limit, window, width, ring)
     .. pack('<dd', head, total - min(c, cost))
 end
 
-return { params = params, admit = admit, idle_at = idle_at, refund = refund }
+-- The oldest bucket still counted at `now` and the live sum (see admit).
+local function live(v, now, head, total, window, width, ring)
+  local lo = max(idiv(max(now + 1 - window, 0), width), head + 1 - ring)
+  local sum = 0
+  if lo <= head then
+    sum = total
+    for q = head - lo + 1, ring - 1 do
+      sum = sum - count(v, q)
+    end
+  end
+  return lo, sum
+end
+
+-- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's sliding_window::charge
+-- and refund: counted in now's bucket up to a live sum of limit + max_debt, or given back from
+-- the newest live bucket down, to 0. Answers the new state (nil: unchanged), when it is empty
+-- again, and the units applied.
+local function charge(v, now, n, refunding, max_debt, limit, window, width, ring)
+  local head, total = ring_of(v, ring, width)
+  local lo, sum = 0, 0
+  if head then
+    lo, sum = live(v, now, head, total, window, width, ring)
+  end
+  if not refunding then
+    local applied = min(n, max(limit + max_debt - sum, 0))
+    if applied == 0 then
+      return nil, 0, 0
+    end
+    local _, new, idle = admit(v, now, applied, 0, BOUND, window, width, ring)
+    return new, idle, applied
+  end
+  if not head or lo > head then
+    return nil, 0, 0
+  end
+  local counts, given = {}, 0
+  for q = 0, ring - 1 do
+    local c = count(v, q)
+    if q <= head - lo and given < n then
+      local take = min(n - given, c)
+      c, given = c - take, given + take
+    end
+    counts[q + 1] = pack('<I4', c)
+  end
+  if given == 0 then
+    return nil, 0, 0
+  end
+  return table.concat(counts) .. pack('<dd', head, total - given), leaves_at(head, window, width),
+    given
+end
+
+return { params = params, admit = admit, idle_at = idle_at, refund = refund, charge = charge }

@@ -17,9 +17,10 @@
 //! `remaining` = its limit, zero `reset_after`. Nothing is recorded for any item, as for any
 //! rejected batch.
 //!
-//! **Where it is conservative.** A cross-slot refund on Redis Cluster, or a rule change, can make
-//! a key pass earlier than cached: the cache then rejects a request Redis would admit, until the
-//! cached instant. Entries are matched with their exact [`Limit`], so a changed limit is never
+//! **Where it is conservative.** A cross-slot refund on Redis Cluster, a rule change, or a refund
+//! reported to another node (`Store::charge`) can make a key pass earlier than cached: the cache
+//! then rejects a request Redis would admit, until the cached instant. A refund reported to this
+//! node drops its key from the cache. Entries are matched with their exact [`Limit`], so a changed limit is never
 //! served from the cache; [`crate::RedisStore::clear_blocked`] drops everything anyway.
 //!
 //! Bounded: when full, expired entries are swept; if it is still full, the new rejection is not
@@ -144,6 +145,13 @@ impl Blocked {
             );
         }
         if full { Record::Full } else { Record::Done }
+    }
+
+    /// Drops `key`'s entry: a refund gave it units back, so it may pass before its cached instant.
+    pub(crate) fn forget(&self, key: &str) {
+        if self.enabled() {
+            self.map.lock().remove(key);
+        }
     }
 
     pub(crate) fn clear(&self) {

@@ -117,7 +117,7 @@ impl TimeSource {
 
 /// A calendar window's periods around `near`: the start of the period holding it, its end, and
 /// the next period's end (see `fixed_window.lua`).
-fn calendar_bounds(c: &Calendar, near: Micros) -> [u64; 3] {
+pub(crate) fn calendar_bounds(c: &Calendar, near: Micros) -> [u64; 3] {
     let (start, end) = c.period(near);
     [start, end, c.period(end).1]
 }
@@ -130,7 +130,7 @@ const CALENDAR_REACH: Micros = 12 * 3_600_000_000;
 /// The end of the window `fixed_window.lua` counts in at `now` given `bounds`: the period
 /// before `start` ends at `start`; `None` (the script fails) when `now` is more than
 /// [`CALENDAR_REACH`] before `start` or past the next period.
-fn script_window_end([start, end, next]: [u64; 3], now: Micros) -> Option<Micros> {
+pub(crate) fn script_window_end([start, end, next]: [u64; 3], now: Micros) -> Option<Micros> {
     if now < start {
         (now >= start.saturating_sub(CALENDAR_REACH)).then_some(start)
     } else if now < end {
@@ -320,7 +320,13 @@ fn shared_totals(requests: &[&Encoded], item_keys: &[u16], nkeys: usize) -> Opti
 }
 
 /// The call string's header and blocks (see `decide.lua`).
-fn header(now: u64, slack: u64, blocks: &[[u64; 7]], items: u32, body: usize) -> Vec<u8> {
+pub(crate) fn header(
+    now: u64,
+    slack: u64,
+    blocks: &[[u64; 7]],
+    items: u32,
+    body: usize,
+) -> Vec<u8> {
     let mut string = Vec::with_capacity(22 + blocks.len() * 49 + body);
     string.extend_from_slice(&(now as f64).to_le_bytes());
     string.extend_from_slice(&(slack as f64).to_le_bytes());
@@ -337,7 +343,7 @@ fn header(now: u64, slack: u64, blocks: &[[u64; 7]], items: u32, body: usize) ->
 
 /// An item's first bytes: its cost (255 when it follows), block and key (both from 1), flags;
 /// then the cost when it did not fit in a byte.
-fn push_item(out: &mut Vec<u8>, cost: u64, block: usize, key: u16, flags: u8) {
+pub(crate) fn push_item(out: &mut Vec<u8>, cost: u64, block: usize, key: u16, flags: u8) {
     let cost = cost.min(MAX_SENT_COST);
     let small = u8::try_from(cost).ok().filter(|&c| c < 255);
     out.push(small.unwrap_or(255));

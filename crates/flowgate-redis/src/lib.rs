@@ -55,6 +55,7 @@ mod batch;
 mod blocked;
 pub mod breakers;
 mod call;
+mod charge;
 mod cluster;
 mod cluster_conn;
 mod conn;

@@ -1,5 +1,5 @@
 //! The Lua scripts, assembled from `scripts/*.lua`: `common.lua`, one file per algorithm, and a
-//! driver (the limiter's `decide.lua`, `refund.lua`, `release.lua`, and the queues'
+//! driver (the limiter's `decide.lua`, `refund.lua`, `release.lua`, `charge.lua`, and the queues'
 //! `queue.lua`, whose release schedule is `gcra.lua`'s `reserve`). The algorithm codes are
 //! defined here, once, and given to Lua as named constants. The shared adaptive limits'
 //! `aimd.lua` stands alone (it applies no rate algorithm), and so do the server's: the alerts'
@@ -66,6 +66,9 @@ pub(crate) static DECIDE: LazyLock<Script> =
 /// Gives back what a cluster slot took for a request another slot rejected (`refund.lua`).
 pub(crate) static REFUND: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/refund.lua"))));
+/// Applies charges and refunds (`charge.lua`).
+pub(crate) static CHARGE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/charge.lua"))));
 /// Releases a concurrency lease (`release.lua`).
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/release.lua"))));

@@ -610,6 +610,33 @@ impl Store for RedisStore {
         r
     }
 
+    async fn charge(
+        &self,
+        items: &[flowgate_core::ChargeItem<'_>],
+    ) -> Result<flowgate_core::Charges, StoreError> {
+        if items.is_empty() {
+            return Ok(flowgate_core::Charges::new());
+        }
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
+        let inner = &self.inner;
+        let r = tokio::time::timeout(inner.deadline, crate::charge::charge(&inner.caller, items))
+            .await
+            .unwrap_or(Err(StoreError::Timeout));
+        self.settle(&r);
+        if let Ok(charges) = &r {
+            for (item, c) in items.iter().zip(charges) {
+                if matches!(item.amount, flowgate_core::algorithm::Amount::Refund(_))
+                    && c.applied > 0
+                {
+                    inner.blocked.forget(item.key);
+                }
+            }
+        }
+        r
+    }
+
     async fn release(&self, key: &str, limit: &Limit, lease: u64) -> Result<bool, StoreError> {
         if limit.algorithm() != Algorithm::Concurrency {
             return Ok(false);

@@ -172,3 +172,38 @@ async fn can_be_turned_off() {
     assert_eq!(s.stats().blocked_hits, 0);
     assert_eq!(s.stats().script_calls, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_reported_here_unblocks_its_key() {
+    use flowgate_core::ChargeItem;
+    use flowgate_core::algorithm::Amount;
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let s = store(&server, &clock, 100).await;
+    let l = Limit::new(
+        Algorithm::FixedWindow,
+        Quota::per_second(2).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let decide = async |cost| {
+        s.decide(&[item("k", &l, cost)])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))[0]
+            .allowed
+    };
+    assert!(decide(2).await);
+    assert!(!decide(1).await);
+    assert_eq!(s.stats().blocked_keys, 1);
+    let refund = ChargeItem {
+        key: "k",
+        limit: &l,
+        amount: Amount::Refund(1),
+    };
+    let r = s.charge(&[refund]).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r[0].applied, 1);
+    assert_eq!(s.stats().blocked_keys, 0);
+    assert!(
+        decide(1).await,
+        "admitted at once, not at the cached instant"
+    );
+}

@@ -3,17 +3,19 @@
 //! for decision on random schedules of random limits, single and multi-item requests, shadow
 //! items, lease releases, and batches of requests decided in one script call (as coalescing
 //! sends them: requests that share keys, some rejected, see each other exactly as if decided one
-//! after another). Both read the same ManualClock (the Redis store's test-only clock
-//! override).
+//! after another), and charges and refunds (`charge.lua` against `algorithm::charge`: the same
+//! answers, and the states they leave decided alike after). Both read the same ManualClock (the
+//! Redis store's test-only clock override).
 
 mod common;
 
 use std::time::Duration;
 
 use common::{cluster, runner, runtime, single, test_options};
+use flowgate_core::algorithm::Amount;
 use flowgate_core::{
-    Algorithm, CalendarUnit, Clock, Decision, Item, Limit, ManualClock, MemoryStore, Mode, Quota,
-    Store, Tz,
+    Algorithm, CalendarUnit, ChargeItem, Clock, Decision, Item, Limit, ManualClock, MemoryStore,
+    Mode, Quota, Store, Tz,
 };
 use flowgate_redis::RedisStore;
 use flowgate_testkit::redis::{RedisCluster, RedisServer};
@@ -30,6 +32,7 @@ struct LimitCase {
     delay_ms: Option<u64>,
     /// A token bucket's warm-up: its period in us and cold factor in thousandths.
     warmup: Option<(u64, u32)>,
+    max_debt: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -41,6 +44,9 @@ enum Step {
     /// Advance the clock by `dt` us, then decide these requests in one call (`decide_batch`);
     /// the memory store decides them one after another.
     Batch(u64, Vec<Vec<(usize, u64, bool)>>),
+    /// Advance the clock by `dt` us, then charge items `(limit index, units, refund)` in one
+    /// report.
+    Charge(u64, Vec<(usize, u64, bool)>),
 }
 
 fn limit_case() -> impl Strategy<Value = LimitCase> {
@@ -63,9 +69,10 @@ fn limit_case() -> impl Strategy<Value = LimitCase> {
                 prop_oneof![Just(3_000u32), 1_001u32..10_000],
             ),
         ),
+        prop::option::of(0u64..12),
     )
         .prop_map(
-            |(algorithm, limit, window, burst, buckets, delay_ms, warmup)| LimitCase {
+            |(algorithm, limit, window, burst, buckets, delay_ms, warmup, max_debt)| LimitCase {
                 algorithm,
                 limit,
                 window,
@@ -73,6 +80,7 @@ fn limit_case() -> impl Strategy<Value = LimitCase> {
                 buckets,
                 delay_ms,
                 warmup: warmup.filter(|_| algorithm == Algorithm::TokenBucket),
+                max_debt,
             },
         )
 }
@@ -86,6 +94,9 @@ fn build(c: &LimitCase) -> Option<Limit> {
         && let Some(ms) = c.delay_ms
     {
         b = b.mode(Mode::Delay).max_wait(Duration::from_millis(ms));
+    }
+    if let Some(d) = c.max_debt {
+        b = b.max_debt(d);
     }
     if let Some((period, cold_milli)) = c.warmup {
         b = b
@@ -133,10 +144,23 @@ fn schedule(limits: usize) -> impl Strategy<Value = Vec<Step>> {
         ),
     )
         .prop_map(|(dt, requests)| Step::Batch(dt, requests));
+    let charge = (
+        prop_oneof![3 => 0u64..50, 3 => 0u64..400_000, 1 => 0u64..3_000_000],
+        prop::collection::vec(
+            (
+                0..limits,
+                prop_oneof![8 => 0u64..12, 1 => 250u64..600, 1 => Just(1u64 << 33)],
+                prop::bool::weighted(0.3),
+            ),
+            1..4,
+        ),
+    )
+        .prop_map(|(dt, items)| Step::Charge(dt, items));
     prop::collection::vec(
         prop_oneof![
             8 => decide,
             3 => batch,
+            3 => charge,
             1 => (0usize..4).prop_map(Step::Release)
         ],
         1..40,
@@ -290,6 +314,18 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
                         compare(&at, (items, &raw[q]), &want, got, &limits, clock, &mut held)?;
                     }
                 }
+                Step::Charge(dt, raw) => {
+                    clock.advance(Duration::from_micros(*dt));
+                    charges_agree(
+                        &format!("step {n}"),
+                        rt,
+                        redis,
+                        &memory,
+                        raw,
+                        &keys,
+                        &limits,
+                    )?;
+                }
                 Step::Release(k) => {
                     if held.is_empty() {
                         continue;
@@ -313,6 +349,52 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+/// Charges `raw` (`(limit index, units, refund)` each) on both stores: both refuse the report
+/// (a limit that takes no charges), or both answer alike.
+fn charges_agree(
+    at: &str,
+    rt: &tokio::runtime::Runtime,
+    redis: &RedisStore,
+    memory: &MemoryStore<ManualClock>,
+    raw: &[(usize, u64, bool)],
+    keys: &[String],
+    limits: &[Limit],
+) -> Result<(), TestCaseError> {
+    let items: Vec<ChargeItem<'_>> = raw
+        .iter()
+        .map(|&(i, n, refund)| {
+            let i = i % limits.len();
+            ChargeItem {
+                key: &keys[i],
+                limit: &limits[i],
+                amount: if refund {
+                    Amount::Refund(n)
+                } else {
+                    Amount::Charge(n)
+                },
+            }
+        })
+        .collect();
+    let want = memory.charge_now(&items);
+    let got = rt.block_on(redis.charge(&items));
+    match (want, got) {
+        (Ok(want), Ok(got)) => {
+            for (j, (w, g)) in want.iter().zip(&got).enumerate() {
+                prop_assert!(
+                    (w.applied, w.dropped, w.debt) == (g.applied, g.dropped, g.debt)
+                        && same(&w.decision, &g.decision),
+                    "{at}, charge {j} ({:?}, {:?}): rust {w:?} != lua {g:?}",
+                    items[j].limit,
+                    items[j].amount
+                );
+            }
+        }
+        (Err(_), Err(_)) => {}
+        (w, g) => prop_assert!(false, "{at}: rust {w:?}, lua {g:?}"),
+    }
+    Ok(())
 }
 
 /// A server, a runtime, a clock, a Redis store on them and a memory store on the same clock.

@@ -1,5 +1,7 @@
 //! The store conformance suite: one table of scenarios (`scenarios.toml`, kept as data), run
 //! against any [`Store`]; every store must produce exactly the decisions the table expects.
+//! Charges and refunds have a table of their own (`charges.toml`, [`run_charges`]), run against
+//! every store that takes charges.
 //!
 //! The store under test must read its time from the [`ManualClock`] given to [`run`] (the memory
 //! store does through `MemoryStore::with_clock`; the Redis store through its test-only clock
@@ -9,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flowgate_core::{
-    Algorithm, Decision, Item, Limit, ManualClock, Mode, Quota, Store,
+    Algorithm, ChargeItem, Decision, Item, Limit, ManualClock, Mode, Quota, Store,
+    algorithm::{Amount, Charged},
     calendar::parse_zone,
     quota::parse_duration,
     schedule::{Dates, Hours, Override, Schedule, parse_day},
@@ -18,6 +21,9 @@ use serde::Deserialize;
 
 /// The scenario table.
 pub const SCENARIOS: &str = include_str!("../scenarios.toml");
+
+/// The charges' table.
+pub const CHARGES: &str = include_str!("../charges.toml");
 
 const DEFAULT_START: u64 = 1_700_000_000_000_000;
 
@@ -44,6 +50,7 @@ struct LimitSpec {
     max_wait: Option<String>,
     warmup: Option<String>,
     cold_factor: Option<f64>,
+    max_debt: Option<u64>,
     time_zone: Option<String>,
     #[serde(default)]
     schedule: Vec<OverrideSpec>,
@@ -83,6 +90,8 @@ impl Scheduled {
 struct Step {
     at: u64,
     items: Option<String>,
+    /// Charges and refunds, `limit:key:+N` or `limit:key:-N`, comma-separated, one report.
+    charge: Option<String>,
     release: Option<String>,
     lease_of: Option<usize>,
     repeat: Option<u32>,
@@ -97,6 +106,10 @@ struct Step {
     reset: Option<Vec<u64>>,
     lease: Option<Vec<bool>>,
     limit: Option<Vec<u64>>,
+    /// For a charge: units applied, dropped, and the debt left, per item.
+    applied: Option<Vec<u64>>,
+    dropped: Option<Vec<u64>>,
+    debt: Option<Vec<u64>>,
 }
 
 /// The scenarios' names, for listing.
@@ -108,7 +121,11 @@ pub fn names() -> Vec<String> {
 }
 
 fn table() -> Table {
-    toml::from_str(SCENARIOS).unwrap_or_else(|e| panic!("scenarios.toml: {e}"))
+    parse(SCENARIOS)
+}
+
+fn parse(text: &str) -> Table {
+    toml::from_str(text).unwrap_or_else(|e| panic!("conformance table: {e}"))
 }
 
 /// Builds a scenario's limit and its schedule.
@@ -170,6 +187,9 @@ fn build_limit(spec: &LimitSpec, quota: &str) -> Limit {
     if let Some(c) = spec.cold_factor {
         b = b.cold_factor(c);
     }
+    if let Some(d) = spec.max_debt {
+        b = b.max_debt(d);
+    }
     b.build().unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -183,7 +203,25 @@ fn micros(d: Duration) -> u64 {
 /// # Panics
 /// On the first decision that differs from the table, naming the scenario, step and field.
 pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
-    for (si, sc) in table().scenario.iter().enumerate() {
+    run_table(store, clock, key_prefix, &table()).await;
+}
+
+/// Runs every scenario of the charges' table ([`CHARGES`]) against `store`, as [`run`].
+///
+/// # Panics
+/// As [`run`].
+pub async fn run_charges<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
+    run_table(
+        store,
+        clock,
+        &format!("{key_prefix}:charges"),
+        &parse(CHARGES),
+    )
+    .await;
+}
+
+async fn run_table<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str, table: &Table) {
+    for (si, sc) in table.scenario.iter().enumerate() {
         let limits: BTreeMap<&str, Scheduled> = sc
             .limits
             .iter()
@@ -214,6 +252,38 @@ pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
                     .await
                     .unwrap_or_else(|e| panic!("{at}: release failed: {e}"));
                 assert!(held, "{at}: the lease was not held");
+                leases.push(None);
+                continue;
+            }
+            if let Some(text) = &step.charge {
+                let specs: Vec<(&str, String, Amount)> = text
+                    .split(',')
+                    .map(|p| {
+                        let parts: Vec<&str> = p.trim().split(':').collect();
+                        let (sign, n) = parts[2].split_at(1);
+                        let n = n.parse().unwrap_or_else(|_| panic!("{at}: bad charge"));
+                        let amount = match sign {
+                            "+" => Amount::Charge(n),
+                            "-" => Amount::Refund(n),
+                            _ => panic!("{at}: a charge is +N or -N"),
+                        };
+                        (parts[0], format!("{key_prefix}:{si}:{}", parts[1]), amount)
+                    })
+                    .collect();
+                let items: Vec<ChargeItem<'_>> = specs
+                    .iter()
+                    .map(|(l, key, amount)| ChargeItem {
+                        key,
+                        limit: limit_of(l),
+                        amount: *amount,
+                    })
+                    .collect();
+                let got = store
+                    .charge(&items)
+                    .await
+                    .unwrap_or_else(|e| panic!("{at}: store error: {e}"));
+                assert_eq!(got.len(), items.len(), "{at}: one answer per item");
+                check_charges(&at, step, &got);
                 leases.push(None);
                 continue;
             }
@@ -277,6 +347,23 @@ pub async fn run<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str) {
     }
 }
 
+fn check_charges(at: &str, step: &Step, got: &[Charged]) {
+    for (j, c) in got.iter().enumerate() {
+        let ctx = || format!("{at}, charge {j}: got {c:?}");
+        for (want, value, field) in [
+            (&step.applied, c.applied, "applied"),
+            (&step.dropped, c.dropped, "dropped"),
+            (&step.debt, c.debt, "debt"),
+        ] {
+            if let Some(v) = want {
+                assert_eq!(value, v[j], "{field} — {}", ctx());
+            }
+        }
+    }
+    let decisions: Vec<Decision> = got.iter().map(|c| c.decision).collect();
+    check(at, step, &decisions);
+}
+
 fn check(at: &str, step: &Step, got: &[Decision]) {
     for (j, d) in got.iter().enumerate() {
         let ctx = || format!("{at}, item {j}: got {d:?}");
@@ -311,6 +398,13 @@ mod tests {
     fn the_table_parses_and_every_limit_builds() {
         let t = super::table();
         assert!(t.scenario.len() >= 15);
+        for s in &t.scenario {
+            for l in s.limits.values() {
+                super::build(l);
+            }
+        }
+        let t = super::parse(super::CHARGES);
+        assert!(t.scenario.len() >= 5);
         for s in &t.scenario {
             for l in s.limits.values() {
                 super::build(l);

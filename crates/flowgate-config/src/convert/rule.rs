@@ -76,6 +76,7 @@ struct Base {
     max_wait: Option<Duration>,
     warmup: Option<Duration>,
     cold_factor: Option<f64>,
+    max_debt: Option<u64>,
 }
 
 impl Base {
@@ -107,8 +108,24 @@ impl Base {
         if let Some(c) = self.cold_factor {
             b = b.cold_factor(c);
         }
+        if let Some(d) = self.max_debt {
+            b = b.max_debt(d);
+        }
         b.build()
     }
+}
+
+/// A rule's `max_debt`: at least 1 (a debt bound of 0 would drop every unit charged past the
+/// limit, the loss charges exist to prevent; a negative one means nothing).
+fn max_debt_of(d: i64) -> Result<u64, SchemaError> {
+    u64::try_from(d).ok().filter(|&d| d > 0).ok_or_else(|| {
+        err(
+            "max_debt",
+            format!(
+                "max_debt must be at least 1 unit, not {d}: it bounds how far charges may go past the limit (0 would drop every unit charged past it; a refund is a negative charge, not a negative bound)"
+            ),
+        )
+    })
 }
 
 /// The warm-up field a limit error is about, if any.
@@ -117,6 +134,7 @@ fn warmup_field(e: &LimitError) -> Option<&'static str> {
     match e {
         E::WarmupNeedsTokenBucket { .. } | E::BadWarmup | E::WarmupTooLong { .. } => Some("warmup"),
         E::BadColdFactor | E::ColdFactorWithoutWarmup => Some("cold_factor"),
+        E::MaxDebtTooLarge { .. } => Some("max_debt"),
         _ => None,
     }
 }
@@ -164,6 +182,7 @@ impl RuleDoc {
                 .map(|w| duration_of("warmup", w))
                 .transpose()?,
             cold_factor: self.cold_factor,
+            max_debt: self.max_debt.map(max_debt_of).transpose()?,
         };
         let quota = match (&self.limit, self.unlimited) {
             (_, true) => None,
@@ -204,11 +223,16 @@ impl RuleDoc {
                     _ if self.limit.is_some() => "limit",
                     _ => "name",
                 };
-                Some(base.build(q, time_zone, None, None).map_err(|e| {
+                let limit = base.build(q, time_zone, None, None).map_err(|e| {
                     // (the warm-up's fields are named by their own errors, and are present)
                     let own = warmup_field(&e);
                     err_at(own.unwrap_or(field), own.unwrap_or(at), e.to_string())
-                })?)
+                })?;
+                if base.max_debt.is_some() {
+                    flowgate_core::algorithm::chargeable(&limit)
+                        .map_err(|e| err("max_debt", format!("max_debt is for charges: {e}")))?;
+                }
+                Some(limit)
             }
         };
         let schedule = if self.schedule.is_empty() {
@@ -484,6 +508,11 @@ impl RuleDoc {
             cold_factor: warmup
                 .map(|w| w.cold_factor())
                 .filter(|&c| c != flowgate_core::limit::DEFAULT_COLD_FACTOR),
+            // Set when some limit's differs from its default (its own limit): the rule's one
+            // value, given to every limit it builds.
+            max_debt: limits()
+                .find(|l| l.max_debt() != l.default_max_debt())
+                .map(|l| l.max_debt() as i64),
             failure,
             nodes,
             shadow: r.shadow,

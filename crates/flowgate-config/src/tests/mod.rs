@@ -2,6 +2,7 @@
 
 mod alerts;
 mod breakers;
+mod charges;
 mod envoy;
 mod queues;
 mod rules;

@@ -70,6 +70,39 @@ pub fn apply(l: &Limit, s: &mut FixedWindowState, now: Micros, cost: u64) {
     };
 }
 
+/// Charges `n` units at `now`, past the limit up to `limit + max_debt` (and the 32 bits the memory
+/// store keeps a count in); answers the units applied.
+pub fn charge(l: &Limit, s: &mut FixedWindowState, now: Micros, n: u64) -> u64 {
+    let (end, count) = current(l, s, now);
+    let ceiling = (l.limit() + l.max_debt()).min(crate::quota::MAX_LIMIT);
+    let applied = n.min(ceiling.saturating_sub(count));
+    if applied > 0 {
+        *s = FixedWindowState {
+            end,
+            count: count + applied,
+        };
+    }
+    applied
+}
+
+/// Gives back up to `n` units of the current window, floored at 0; answers the units given back.
+pub fn refund(l: &Limit, s: &mut FixedWindowState, now: Micros, n: u64) -> u64 {
+    let (end, count) = current(l, s, now);
+    let given = n.min(count);
+    if given > 0 {
+        *s = FixedWindowState {
+            end,
+            count: count - given,
+        };
+    }
+    given
+}
+
+/// The units counted beyond the limit at `now`.
+pub fn debt(l: &Limit, s: &FixedWindowState, now: Micros) -> u64 {
+    current(l, s, now).1.saturating_sub(l.limit())
+}
+
 /// Whether the state is empty at `now`.
 #[inline]
 pub fn is_idle(s: &FixedWindowState, now: Micros) -> bool {

@@ -146,6 +146,38 @@ pub fn apply(l: &Limit, s: &mut GcraState, now: Micros, cost: u64) {
     }
 }
 
+/// Charges `n` units at `now`: pushes the TAT `n * T` further, at most to
+/// `now + tau + max_debt * T` (whole units); answers the units applied.
+pub fn charge(l: &Limit, s: &mut GcraState, now: Micros, n: u64) -> u64 {
+    let t = l.emission_interval();
+    let base = s.tat.max(now);
+    let ceiling = now + (l.burst() + l.max_debt()) * t;
+    let applied = n.min(ceiling.saturating_sub(base) / t);
+    if applied > 0 {
+        s.tat = base + applied * t;
+    }
+    applied
+}
+
+/// Gives back up to `n` units: pulls the TAT back `n * T`, never before `now` (a full bucket);
+/// answers the units given back (a part of a unit counts as one).
+pub fn refund(l: &Limit, s: &mut GcraState, now: Micros, n: u64) -> u64 {
+    if s.tat <= now {
+        return 0;
+    }
+    let t = l.emission_interval();
+    let given = n.min((s.tat - now).div_ceil(t));
+    s.tat = s.tat.saturating_sub(given * t).max(now);
+    given
+}
+
+/// The units the bucket owes at `now`: the TAT beyond `now + tau`, a part of a unit counting
+/// as one.
+pub fn debt(l: &Limit, s: &GcraState, now: Micros) -> u64 {
+    let t = l.emission_interval();
+    s.tat.saturating_sub(now + l.burst() * t).div_ceil(t)
+}
+
 /// Whether the state is back to empty (a full bucket) at `now`.
 #[inline]
 pub fn is_idle(s: &GcraState, now: Micros) -> bool {

@@ -6,9 +6,13 @@
 //! store decide several limits first and commit only when all of them admit. A rejected request
 //! never changes the state, and a request of cost 0 only looks.
 //!
+//! Charges (costs learned after the work, applied past the limit up to a bounded debt) and
+//! refunds are [`charge`], a transition of its own.
+//!
 //! [`State`] wraps the per-algorithm states for stores that keep many keys of mixed algorithms;
 //! [`transition`] is the one-call form for people who own their state.
 
+pub mod charge;
 pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
@@ -22,6 +26,7 @@ use crate::clock::Micros;
 use crate::decision::Decision;
 use crate::limit::{Algorithm, Limit};
 
+pub use charge::{Amount, ChargeError, Charged, charge, chargeable};
 pub use concurrency::{ConcurrencyState, Lease};
 pub use fixed_window::FixedWindowState;
 pub use gcra::GcraState;

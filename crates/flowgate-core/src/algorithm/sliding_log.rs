@@ -79,6 +79,43 @@ pub fn apply(l: &Limit, s: &mut SlidingLogState, now: Micros, cost: u64) {
     s.idle_at = s.entries.back().map_or(0, |e| e.0) + l.window();
 }
 
+/// The units logged in the window at `now`.
+pub fn counted(l: &Limit, s: &SlidingLogState, now: Micros) -> u64 {
+    live(l, s, now).1
+}
+
+/// Charges `n` units at `now` as one entry, past the limit up to a window's sum of
+/// `limit + max_debt`; answers the units applied.
+pub fn charge(l: &Limit, s: &mut SlidingLogState, now: Micros, n: u64) -> u64 {
+    let ceiling = l.limit().saturating_add(l.max_debt());
+    let applied = n.min(ceiling.saturating_sub(counted(l, s, now)));
+    if applied > 0 {
+        apply(l, s, now, applied);
+    }
+    applied
+}
+
+/// Gives back up to `n` units of the live entries, newest first, floored at an empty log;
+/// answers the units given back.
+pub fn refund(l: &Limit, s: &mut SlidingLogState, now: Micros, n: u64) -> u64 {
+    let (first, _) = live(l, s, now);
+    s.entries.drain(..first);
+    let mut given = 0;
+    while given < n {
+        let Some(back) = s.entries.back_mut() else {
+            break;
+        };
+        let take = (n - given).min(back.1);
+        back.1 -= take;
+        given += take;
+        if back.1 == 0 {
+            s.entries.pop_back();
+        }
+    }
+    s.idle_at = s.entries.back().map_or(0, |e| e.0 + l.window());
+    given
+}
+
 /// Whether every entry has left the window.
 pub fn is_idle(s: &SlidingLogState, now: Micros) -> bool {
     s.idle_at <= now

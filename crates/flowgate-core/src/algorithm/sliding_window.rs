@@ -117,6 +117,41 @@ pub fn apply(l: &Limit, s: &mut SlidingWindowState, now: Micros, cost: u64) {
     s.idle_at = leaves_at(l, s.head);
 }
 
+/// The units counted in the window at `now`.
+pub fn counted(l: &Limit, s: &SlidingWindowState, now: Micros) -> u64 {
+    first(l, s, now).map_or(0, |lo| (lo..=s.head).map(|j| s.counts[slot(l, j)]).sum())
+}
+
+/// Charges `n` units at `now` in `now`'s bucket, past the limit up to a window's sum of
+/// `limit + max_debt`; answers the units applied.
+pub fn charge(l: &Limit, s: &mut SlidingWindowState, now: Micros, n: u64) -> u64 {
+    let ceiling = l.limit().saturating_add(l.max_debt());
+    let applied = n.min(ceiling.saturating_sub(counted(l, s, now)));
+    if applied > 0 {
+        apply(l, s, now, applied);
+    }
+    applied
+}
+
+/// Gives back up to `n` units counted in the window, newest bucket first, floored at 0; answers
+/// the units given back.
+pub fn refund(l: &Limit, s: &mut SlidingWindowState, now: Micros, n: u64) -> u64 {
+    let Some(lo) = first(l, s, now) else {
+        return 0;
+    };
+    let mut given = 0;
+    for j in (lo..=s.head).rev() {
+        let c = &mut s.counts[slot(l, j)];
+        let take = (n - given).min(*c);
+        *c -= take;
+        given += take;
+        if given == n {
+            break;
+        }
+    }
+    given
+}
+
 /// Whether every bucket has left the window.
 pub fn is_idle(s: &SlidingWindowState, now: Micros) -> bool {
     s.idle_at <= now

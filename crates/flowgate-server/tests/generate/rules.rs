@@ -204,6 +204,7 @@ pub(crate) fn rule_doc(w: Wrong, i: usize) -> BoxedStrategy<RuleDoc> {
                 max_wait: delay.and_then(|d| d.1),
                 warmup: warmup.as_ref().map(|w| w.0.clone()),
                 cold_factor: warmup.and_then(|w| w.1),
+                max_debt: None,
                 failure,
                 nodes,
                 shadow: flags[0],

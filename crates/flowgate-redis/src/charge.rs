@@ -1,0 +1,154 @@
+//! Charges and refunds on Redis (`charge.lua`): the script applies them, the client replays them
+//! on the states the script found with the Rust transition ([`algorithm::charge`]) to report each
+//! answer, and checks that both applied alike.
+
+use std::collections::HashMap;
+
+use flowgate_core::algorithm::{self, Amount, State};
+use flowgate_core::{ChargeItem, Charges, Micros, StoreError};
+use redis::Value;
+
+use crate::call::{Caller, block, calendar_bounds, header, push_item, script_window_end};
+use crate::error::store_error;
+use crate::keys::{KeyBytes, redis_key_bytes, slot};
+use crate::scripts::CHARGE;
+use crate::state;
+
+/// Keys one call carries at most (the script unpacks them into one `MGET`).
+const MAX_KEYS: usize = 4000;
+
+fn bad(what: &str) -> StoreError {
+    StoreError::Internal(format!("unexpected reply from the charge script: {what}"))
+}
+
+/// Applies `items`, as [`flowgate_core::Store::charge`]: the batch is checked whole, then sent in
+/// one call per run of consecutive items of one slot (on a single server, one call; up to
+/// [`MAX_KEYS`] keys each), in order. A failed call ends the report: the calls before it stay
+/// applied (a charge records work that happened; there is nothing to give back).
+pub(crate) async fn charge(
+    caller: &Caller,
+    items: &[ChargeItem<'_>],
+) -> Result<Charges, StoreError> {
+    for (i, item) in items.iter().enumerate() {
+        algorithm::chargeable(item.limit)
+            .map_err(|e| StoreError::Internal(format!("charge item {i}: {e}")))?;
+    }
+    let keys: Vec<KeyBytes> = items
+        .iter()
+        .map(|i| redis_key_bytes(i.key, i.limit))
+        .collect();
+    // Items in calls: consecutive items of one slot, at most MAX_KEYS keys, go together.
+    let mut out = Charges::new();
+    let mut from = 0;
+    while from < items.len() {
+        let s = slot(&keys[from]);
+        let mut to = from + 1;
+        while to < items.len() && to - from < MAX_KEYS && slot(&keys[to]) == s {
+            to += 1;
+        }
+        out.extend(call(caller, &items[from..to], &keys[from..to]).await?);
+        from = to;
+    }
+    Ok(out)
+}
+
+/// One call of `charge.lua`: `items` and their Redis `keys`, of one slot.
+async fn call(
+    caller: &Caller,
+    items: &[ChargeItem<'_>],
+    keys: &[KeyBytes],
+) -> Result<Charges, StoreError> {
+    let near = caller.time.estimate();
+    let mut blocks: Vec<[u64; 7]> = Vec::new();
+    let mut distinct: Vec<&[u8]> = Vec::new();
+    let mut body = Vec::new();
+    for (item, key) in items.iter().zip(keys) {
+        let mut b = block(item.limit, near);
+        b[5] = item.limit.max_debt();
+        let bi = blocks.iter().position(|x| *x == b).unwrap_or_else(|| {
+            blocks.push(b);
+            blocks.len() - 1
+        });
+        let k = distinct
+            .iter()
+            .position(|k| *k == &key[..])
+            .unwrap_or_else(|| {
+                distinct.push(&key[..]);
+                distinct.len() - 1
+            });
+        let flags = u8::from(matches!(item.amount, Amount::Refund(_)));
+        push_item(&mut body, item.amount.units(), bi, (k + 1) as u16, flags);
+    }
+    if blocks.len() > 255 {
+        return Err(StoreError::Internal(
+            "a report charges more than 255 distinct limits".into(),
+        ));
+    }
+    let (now, slack) = caller.time.now_and_slack();
+    let mut string = header(now, slack, &blocks, items.len() as u32, body.len());
+    string.extend_from_slice(&body);
+    let mut inv = CHARGE.prepare_invoke();
+    for k in &distinct {
+        inv.key(*k);
+    }
+    inv.arg(string);
+    let reply = caller
+        .conn
+        .invoke(&inv)
+        .await
+        .map_err(|e| store_error(&e))?;
+    replay(reply, items, keys, &distinct, near)
+}
+
+/// Reads the script's reply and replays `items` on the states it found.
+fn replay(
+    reply: Value,
+    items: &[ChargeItem<'_>],
+    keys: &[KeyBytes],
+    distinct: &[&[u8]],
+    near: Micros,
+) -> Result<Charges, StoreError> {
+    let Value::Array(vals) = reply else {
+        return Err(bad("not an array"));
+    };
+    let [Value::Int(now), Value::Array(applied), before @ ..] = &vals[..] else {
+        return Err(bad("not the time, the units applied and the states"));
+    };
+    let now = u64::try_from(*now).map_err(|_| bad("a negative time"))?;
+    if applied.len() != items.len() || before.len() != distinct.len() {
+        return Err(bad("of another size than the call"));
+    }
+    let mut states: HashMap<&[u8], State> = HashMap::with_capacity(distinct.len());
+    let mut out = Charges::new();
+    for ((item, key), got) in items.iter().zip(keys).zip(applied) {
+        if let Some(c) = item.limit.quota().calendar() {
+            let picked = script_window_end(calendar_bounds(&c, near), now);
+            if picked != Some(algorithm::fixed_window::window_end(item.limit, now)) {
+                return Err(StoreError::Internal(
+                    "Redis's clock and this node's are a calendar period apart".into(),
+                ));
+            }
+        }
+        let key = &key[..];
+        if !states.contains_key(key) {
+            let k = distinct.iter().position(|d| *d == key).unwrap_or(0);
+            let st = match &before[k] {
+                Value::BulkString(b) => state::parse(item.limit, Some(b)),
+                Value::Nil => state::parse(item.limit, None),
+                _ => return Err(bad("not a state")),
+            };
+            states.insert(key, st);
+        }
+        let st = states.get_mut(key).ok_or_else(|| bad("no state"))?;
+        let c = algorithm::charge(item.limit, st, now, item.amount)
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        if *got != Value::Int(c.applied as i64) {
+            return Err(StoreError::Internal(format!(
+                "the charge script and the Rust transition disagree: {got:?} applied, not {}",
+                c.applied
+            )));
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
