@@ -41,6 +41,7 @@ pub mod layer;
 mod limiter;
 mod link;
 mod permit;
+mod reservation;
 #[cfg(feature = "queue")]
 pub mod queue;
 mod verdict;
@@ -49,8 +50,9 @@ pub use flowgate_core::{
     Algorithm, Descriptor, Entry, FailurePolicy, Limit, Matcher, MemoryStore, Mode, Quota, Request,
     Rule, RuleSet,
 };
-pub use limiter::Limiter;
+pub use limiter::{BadShare, DEFAULT_RESERVE_SHARE, Limiter, ReserveError};
 pub use permit::Permit;
+pub use reservation::{Committed, Reservation, RuleCommit};
 pub use verdict::Verdict;
 
 #[cfg(feature = "redis")]
@@ -84,8 +86,9 @@ pub mod clock {
 pub mod algorithm {
     pub use flowgate_core::DirectBucket;
     pub use flowgate_core::algorithm::{
-        ConcurrencyState, FixedWindowState, GcraState, Lease, SlidingLogState, SlidingWindowState,
-        State, apply, check, is_idle, release, transition,
+        Amount, ChargeError, Charged, ConcurrencyState, FixedWindowState, GcraState, Lease,
+        SlidingLogState, SlidingWindowState, State, apply, charge, chargeable, check, is_idle,
+        release, transition,
     };
 }
 
@@ -93,7 +96,7 @@ pub mod algorithm {
 pub mod store {
     pub use flowgate_core::memory::DEFAULT_MAX_KEYS;
     pub use flowgate_core::ruleset::state_key;
-    pub use flowgate_core::store::{Decisions, Item, Store, StoreError, admitted};
+    pub use flowgate_core::store::{ChargeItem, Charges, Decisions, Item, Store, StoreError, admitted};
     pub use flowgate_core::{MemoryStats, StateTag};
 }
 

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
+use flowgate_core::clock::Micros;
 use flowgate_core::{Descriptor, MemoryStore, Request, RuleSet, Store, StoreError};
 use smallvec::SmallVec;
 
@@ -14,6 +15,9 @@ use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
 
 mod decide;
+mod reserve;
+
+pub use reserve::{BadShare, DEFAULT_RESERVE_SHARE, ReserveError};
 
 /// Decides requests against a set of rules, in a store.
 ///
@@ -39,6 +43,8 @@ pub struct Limiter<S: Store = MemoryStore> {
     any_adaptive: AtomicBool,
     /// The adaptive concurrency limits, per key.
     adaptive: adaptive::Registry,
+    /// The share of a rule's limit one reservation may take, as `f64` bits.
+    reserve_share: AtomicU64,
 }
 
 fn any_adaptive(rules: &RuleSet) -> bool {
@@ -73,6 +79,7 @@ impl<S: Store> Limiter<S> {
             global_shadow: AtomicBool::new(false),
             global_quota: AtomicBool::new(false),
             breakers: breakers::Registry::default(),
+            reserve_share: AtomicU64::new(reserve::DEFAULT_RESERVE_SHARE.to_bits()),
         }
     }
 
@@ -251,14 +258,19 @@ impl<S: Store> Limiter<S> {
         // One instant for the whole decision: the breakers' look and admission, the rules'
         // schedules.
         let now = self.store.now();
+        self.gated(&self.rules.load(), request, now).await
+    }
+
+    /// Decides a request at `now` under `rules`, its circuit breakers looked at first.
+    pub(crate) async fn gated(&self, rules: &RuleSet, request: &Request, now: Micros) -> Verdict {
         let (gate, refusal) = self.breakers.gate(request, now);
         if gate.is_empty() {
-            return self.decide(request, Some(now)).await;
+            return self.decide_in(rules, request, Some(now)).await;
         }
         if let Some(r) = refusal {
             return circuit_open(request, r);
         }
-        let mut verdict = self.decide(request, Some(now)).await;
+        let mut verdict = self.decide_in(rules, request, Some(now)).await;
         if !verdict.allowed {
             return verdict;
         }
