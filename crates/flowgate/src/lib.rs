@@ -41,9 +41,9 @@ pub mod layer;
 mod limiter;
 mod link;
 mod permit;
-mod reservation;
 #[cfg(feature = "queue")]
 pub mod queue;
+mod reservation;
 mod verdict;
 
 pub use flowgate_core::{
@@ -96,7 +96,9 @@ pub mod algorithm {
 pub mod store {
     pub use flowgate_core::memory::DEFAULT_MAX_KEYS;
     pub use flowgate_core::ruleset::state_key;
-    pub use flowgate_core::store::{ChargeItem, Charges, Decisions, Item, Store, StoreError, admitted};
+    pub use flowgate_core::store::{
+        ChargeItem, Charges, Decisions, Item, Store, StoreError, admitted,
+    };
     pub use flowgate_core::{MemoryStats, StateTag};
 }
 

@@ -147,6 +147,16 @@ impl<S: Store> Reservation<S> {
     }
 }
 
+impl<S: Store> std::fmt::Debug for Reservation<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("estimate", &self.estimate)
+            .field("held", &self.held)
+            .field("verdict", &self.verdict)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S: Store> Drop for Reservation<S> {
     fn drop(&mut self) {
         if self.held.is_empty() {
