@@ -40,6 +40,7 @@ pub mod breakers;
 pub mod layer;
 mod limiter;
 mod link;
+mod openai;
 mod permit;
 #[cfg(feature = "queue")]
 pub mod queue;
@@ -72,6 +73,7 @@ pub mod rule {
 
 /// A verdict's parts: each descriptor's status, and the decision of its rule.
 pub mod decision {
+    pub use crate::openai::openai_duration;
     pub use crate::verdict::Status;
     pub use flowgate_core::Decision;
 }
