@@ -138,6 +138,17 @@ impl<S: Store> Reservation<S> {
         commit(&self.limiter, &held, actual).await
     }
 
+    /// Commits `actual` on a task of its own, for code that cannot wait (a response body's
+    /// poll, a `Drop`): spawned on the current Tokio runtime; without one, the commit is not
+    /// applied, the estimate stays counted where it was taken, and a warning is logged. A
+    /// failed commit is logged.
+    pub fn commit_later(mut self, actual: u64) {
+        let held = std::mem::take(&mut self.held);
+        if !held.is_empty() {
+            spawn_commit(Arc::clone(&self.limiter), held, actual);
+        }
+    }
+
     /// Cancels the reservation: commits 0 (the work did not run; the estimate is given back).
     ///
     /// # Errors
@@ -163,26 +174,33 @@ impl<S: Store> Drop for Reservation<S> {
             return;
         }
         let held = std::mem::take(&mut self.held);
-        let estimate = self.estimate;
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                estimate,
-                "reservation dropped outside a Tokio runtime: its estimate stays counted where it was taken"
-            );
-            return;
-        };
-        let limiter = Arc::clone(&self.limiter);
-        runtime.spawn(async move {
-            match commit(&limiter, &held, estimate).await {
-                Ok(_) => tracing::debug!(estimate, "reservation dropped: its estimate committed"),
-                Err(error) => tracing::warn!(
-                    %error,
-                    estimate,
-                    "reservation dropped and its commit failed: the estimate stays counted where it was taken"
-                ),
-            }
-        });
+        tracing::debug!(
+            estimate = self.estimate,
+            "reservation dropped uncommitted: committing its estimate"
+        );
+        spawn_commit(Arc::clone(&self.limiter), held, self.estimate);
     }
+}
+
+/// Commits `actual` on a task of the current Tokio runtime; without one, logs that the
+/// estimate stays counted where it was taken.
+fn spawn_commit<S: Store>(limiter: Arc<Limiter<S>>, held: Vec<Held>, actual: u64) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(
+            actual,
+            "reservation committed outside a Tokio runtime: not applied, its estimate stays counted where it was taken"
+        );
+        return;
+    };
+    runtime.spawn(async move {
+        if let Err(error) = commit(&limiter, &held, actual).await {
+            tracing::warn!(
+                %error,
+                actual,
+                "a reservation's commit failed: its estimate stays counted where it was taken"
+            );
+        }
+    });
 }
 
 /// Gives back each rule's reserved units and charges `actual`, in one batch.

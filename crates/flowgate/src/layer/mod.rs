@@ -14,6 +14,11 @@
 //! by itself: a 5xx response or an error of the inner service is a failure, and the latency is
 //! the inner service's, from the call to the response.
 //!
+//! For a cost known only when the response ends (LLM tokens, SMS segments, bytes),
+//! [`ReserveLayer`] reserves each request's estimate before the inner service runs and commits
+//! the actual cost from a response header or trailer, answering `RateLimit-*` and, as an
+//! option, OpenAI's `x-ratelimit-*-tokens` headers.
+//!
 //! # Examples
 //! ```
 //! use std::sync::Arc;
@@ -30,13 +35,19 @@
 //!     }));
 //! ```
 
+mod commit_body;
 mod future;
 #[allow(clippy::module_inception)]
 mod layer;
 mod reject;
+mod reserve;
+mod reserve_service;
 mod service;
 
+pub use commit_body::CommitBody;
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
 pub use reject::{GrpcReject, HttpReject, Reject};
+pub use reserve::{ESTIMATE_HEADER, Estimate, ReserveLayer, USAGE_HEADER};
+pub use reserve_service::ReserveService;
 pub use service::RateLimitService;
