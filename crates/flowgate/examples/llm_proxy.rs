@@ -13,8 +13,16 @@
 //!   -d '{"model":"fake","max_tokens":200,"stream":true,"messages":[{"role":"user","content":"say these six words back please"}]}'
 //! ```
 //!
-//! The budget is 2,000 tokens a minute per key (`TOKENS_PER_MINUTE` to change it); repeat the
-//! curl line with `"max_tokens":900` to see the 429.
+//! The budget is 2,000 tokens a minute per key (`TOKENS_PER_MINUTE` to change it). Three
+//! requests at once reserving 940 tokens each (the 40 words stream for 2 s): two fit, the third
+//! is refused while they run.
+//!
+//! ```text
+//! for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code}\n' localhost:3000/v1/chat/completions \
+//!   -H 'Authorization: Bearer sk-alice' \
+//!   -d '{"max_tokens":900,"messages":[{"role":"user","content":"'"$(seq -s ' ' 40)"'"}]}' & done; wait
+//! # 429 200 200, in some order
+//! ```
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -283,12 +283,11 @@ async fn complete<S: Store>(
     let mut reservation = Some(reservation);
     let mut sse = SseUsage::default();
     let metered = body.into_data_stream().map(move |chunk| {
-        if let Ok(bytes) = &chunk {
-            if let Some(total) = sse.feed(bytes) {
-                if let Some(r) = reservation.take() {
-                    r.commit_later(total);
-                }
-            }
+        if let Ok(bytes) = &chunk
+            && let Some(total) = sse.feed(bytes)
+            && let Some(r) = reservation.take()
+        {
+            r.commit_later(total);
         }
         chunk
     });
