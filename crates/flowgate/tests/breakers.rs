@@ -378,3 +378,18 @@ async fn views_past_the_cap_keep_the_open_then_the_closest_to_tripping() {
     assert!(views[1..11].iter().all(|v| (v.calls, v.bad) == (2, 1)));
     assert!(views[11..].iter().all(|v| (v.calls, v.bad) == (1, 0)));
 }
+
+/// A reservation goes through the breakers as a check does: refused while open.
+#[tokio::test]
+async fn an_open_breaker_refuses_a_reservation_before_the_store() {
+    let (l, _clock) = limiter(1);
+    for _ in 0..4 {
+        report(&l, Outcome::Error, None);
+    }
+    let refused = l.reserve(&wpg(), 10).await.unwrap_err();
+    let flowgate::ReserveError::Refused(v) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(v.circuit_open().map(|b| b.name.as_str()), Some("channel"));
+    assert!(v.retry_after().is_some(), "the time to half-open");
+}
