@@ -10,7 +10,7 @@ use std::time::Duration;
 use flowgate_core::clock::Micros;
 use flowgate_core::ruleset::Matched;
 use flowgate_core::store::{Decisions, admitted};
-use flowgate_core::{Decision, FailurePolicy, Item, Limit, Request, RuleSet, Store, StoreError};
+use flowgate_core::{Decision, FailurePolicy, Item, Limit, Request, Store, StoreError};
 use smallvec::SmallVec;
 
 use super::Limiter;
@@ -147,16 +147,7 @@ impl<S: Store> Limiter<S> {
     /// breakers were looked at, if they were (a scheduled rule's limit is then the one in
     /// force at that instant, and the clock is not read again).
     pub(super) async fn decide(&self, request: &Request, now: Option<Micros>) -> Verdict {
-        self.decide_in(&self.rules.load(), request, now).await
-    }
-
-    /// Decides a request against `rules` (loaded once by a caller that looked at them first).
-    pub(super) async fn decide_in(
-        &self,
-        rules: &RuleSet,
-        request: &Request,
-        now: Option<Micros>,
-    ) -> Verdict {
+        let rules = self.rules.load();
         let matched = rules.resolve(request);
         let mut statuses = unlimited(request);
         let now = now.unwrap_or_else(|| self.now_for(&matched));

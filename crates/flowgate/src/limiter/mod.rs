@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
-use flowgate_core::clock::Micros;
 use flowgate_core::{Descriptor, MemoryStore, Request, RuleSet, Store, StoreError};
 use smallvec::SmallVec;
 
@@ -258,19 +257,14 @@ impl<S: Store> Limiter<S> {
         // One instant for the whole decision: the breakers' look and admission, the rules'
         // schedules.
         let now = self.store.now();
-        self.gated(&self.rules.load(), request, now).await
-    }
-
-    /// Decides a request at `now` under `rules`, its circuit breakers looked at first.
-    pub(crate) async fn gated(&self, rules: &RuleSet, request: &Request, now: Micros) -> Verdict {
         let (gate, refusal) = self.breakers.gate(request, now);
         if gate.is_empty() {
-            return self.decide_in(rules, request, Some(now)).await;
+            return self.decide(request, Some(now)).await;
         }
         if let Some(r) = refusal {
             return circuit_open(request, r);
         }
-        let mut verdict = self.decide_in(rules, request, Some(now)).await;
+        let mut verdict = self.decide(request, Some(now)).await;
         if !verdict.allowed {
             return verdict;
         }

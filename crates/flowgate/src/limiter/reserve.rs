@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use flowgate_core::algorithm::{ChargeError, chargeable};
-use flowgate_core::{Request, Store};
+use flowgate_core::clock::Micros;
+use flowgate_core::{Limit, Request, Rule, Store};
 
 use super::Limiter;
 use crate::reservation::{Held, Reservation};
@@ -128,51 +129,85 @@ impl<S: Store> Limiter<S> {
         request: &Request,
         estimate: u64,
     ) -> Result<Reservation<S>, ReserveError> {
-        tokio::task::consume_budget().await;
-        let rules = self.rules.load_full();
-        // The instant the reservation is taken at: the store's, so that a commit on another
-        // node (or after a window ended) knows which window the estimate went to.
+        // The instant the reservation is taken at: the store's, so that a commit after a
+        // window ended knows which window the estimate went to.
         let now = self.store.now();
         let share = self.reserve_share();
-        for m in rules.resolve(request) {
-            let Some(limit) = m.rule.limit_at(now) else {
-                continue;
-            };
-            let rule = || format!("{}/{}", m.rule.domain, m.rule.name);
-            chargeable(limit).map_err(|reason| ReserveError::NotChargeable {
-                rule: rule(),
-                reason,
-            })?;
-            let max = clamp(limit.limit(), share);
-            if estimate > max {
-                return Err(ReserveError::OverClamp {
-                    rule: rule(),
-                    estimate,
-                    max,
-                });
-            }
+        {
+            let rules = self.rules.load();
+            let limits = rules
+                .resolve(request)
+                .into_iter()
+                .filter_map(|m| Some((&**m.rule, m.rule.limit_at(now)?)));
+            reservable(limits, estimate, share)?;
         }
         let mut costed = request.clone().with_cost(estimate);
         for d in &mut costed.descriptors {
             d.cost = None;
         }
-        let verdict = if self.breakers.on() {
-            self.gated(&rules, &costed, now).await
-        } else {
-            self.decide_in(&rules, &costed, Some(now)).await
-        };
+        let verdict = self.check(&costed).await;
         if !verdict.allowed {
             return Err(ReserveError::Refused(verdict));
+        }
+        // The rules may have been swapped between the look above and the decision: the limits
+        // that decided must take the reservation too, or what was taken is given back.
+        let decided = verdict
+            .statuses
+            .iter()
+            .filter_map(|s| Some((&**s.rule.as_ref()?, s.limit.as_ref()?)));
+        if let Err(e) = reservable(decided, estimate, share) {
+            self.undo(&verdict, estimate, now).await;
+            return Err(e);
         }
         let held = held(&verdict, estimate, now);
         Ok(Reservation::new(Arc::clone(self), verdict, held, estimate))
     }
+
+    /// Gives back what an admitted verdict took that cannot be a reservation: its leases, and
+    /// the estimate under the limits that take charges.
+    async fn undo(self: &Arc<Self>, verdict: &Verdict, estimate: u64, now: Micros) {
+        for s in &verdict.statuses {
+            if let (Some(lease), Some(limit)) = (s.decision.lease, &s.limit) {
+                let _ = self.release_key(&s.key, limit, lease).await;
+            }
+        }
+        let mut held = held(verdict, estimate, now);
+        held.retain(|h| chargeable(&h.limit).is_ok());
+        let _ = Reservation::new(Arc::clone(self), verdict.clone(), held, estimate)
+            .cancel()
+            .await;
+    }
+}
+
+/// Whether a reservation of `estimate` may be taken under `limits` (each with its rule): each
+/// takes charges, and the estimate is within each one's clamp.
+fn reservable<'a>(
+    limits: impl Iterator<Item = (&'a Rule, &'a Limit)>,
+    estimate: u64,
+    share: f64,
+) -> Result<(), ReserveError> {
+    for (rule, limit) in limits {
+        let name = || format!("{}/{}", rule.domain, rule.name);
+        chargeable(limit).map_err(|reason| ReserveError::NotChargeable {
+            rule: name(),
+            reason,
+        })?;
+        let max = clamp(limit.limit(), share);
+        if estimate > max {
+            return Err(ReserveError::OverClamp {
+                rule: name(),
+                estimate,
+                max,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What an admitted reservation holds under each limited rule: the estimate where the store
 /// took it (not where global shadow mode admitted a refused request, a shadow rule refused it,
 /// or the store failed and a failure policy decided).
-fn held(verdict: &Verdict, estimate: u64, taken: flowgate_core::clock::Micros) -> Vec<Held> {
+fn held(verdict: &Verdict, estimate: u64, taken: Micros) -> Vec<Held> {
     verdict
         .statuses
         .iter()
