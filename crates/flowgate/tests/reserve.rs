@@ -201,7 +201,11 @@ async fn reservations_on_redis() {
     let clock = ManualClock::new(1_700_000_000_000_000);
     let store = flowgate::RedisStore::connect_with(
         &server.url(),
-        flowgate::RedisOptions::default().clock_override(clock.clone()),
+        // A wide deadline: on a busy machine the default 25 ms would let the failure policy
+        // decide (admit, taking nothing), which these exact counts do not test.
+        flowgate::RedisOptions::default()
+            .clock_override(clock.clone())
+            .deadline(Duration::from_secs(5)),
     )
     .await
     .unwrap();
