@@ -49,7 +49,7 @@ pub use flowgate_core::{
     Algorithm, Descriptor, Entry, FailurePolicy, Limit, Matcher, MemoryStore, Mode, Quota, Request,
     Rule, RuleSet,
 };
-pub use limiter::Limiter;
+pub use limiter::{ChargeRefusal, ChargeTarget, Limiter};
 pub use permit::Permit;
 pub use verdict::Verdict;
 
@@ -64,7 +64,7 @@ pub mod rule {
     pub use flowgate_core::quota::{MAX_LIMIT, parse_duration};
     pub use flowgate_core::schedule::{Dates, Hours, Override, Schedule};
     pub use flowgate_core::{
-        LimitBuilder, LimitError, QuotaError, RuleSetError, ValueMatch, Wildcard,
+        ChargeMode, LimitBuilder, LimitError, QuotaError, RuleSetError, ValueMatch, Wildcard,
     };
 }
 
@@ -83,6 +83,7 @@ pub mod clock {
 /// that keeps the state itself, and a single in-process bucket.
 pub mod algorithm {
     pub use flowgate_core::DirectBucket;
+    pub use flowgate_core::algorithm::{Amount, ChargeError, Charged, chargeable};
     pub use flowgate_core::algorithm::{
         ConcurrencyState, FixedWindowState, GcraState, Lease, SlidingLogState, SlidingWindowState,
         State, apply, check, is_idle, release, transition,
@@ -93,7 +94,9 @@ pub mod algorithm {
 pub mod store {
     pub use flowgate_core::memory::DEFAULT_MAX_KEYS;
     pub use flowgate_core::ruleset::state_key;
-    pub use flowgate_core::store::{Decisions, Item, Store, StoreError, admitted};
+    pub use flowgate_core::store::{
+        ChargeItem, Charges, Decisions, Item, Store, StoreError, admitted,
+    };
     pub use flowgate_core::{MemoryStats, StateTag};
 }
 

@@ -13,7 +13,10 @@ use crate::breakers::{self, Breakers, Outcome, Refusal, Reported};
 use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
 
+mod charge;
 mod decide;
+
+pub use charge::{ChargeRefusal, ChargeTarget};
 
 /// Decides requests against a set of rules, in a store.
 ///
