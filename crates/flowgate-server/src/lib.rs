@@ -46,6 +46,7 @@
 
 pub mod auth;
 mod backend;
+mod charges;
 mod codes;
 mod eviction;
 mod grpc;
