@@ -17,7 +17,7 @@ use crate::state::AppState;
 
 /// The largest cost one report charges or refunds: the largest count a limit holds (32 bits),
 /// beyond which a cost is a unit error (bytes sent as bits, a timestamp sent as a count).
-pub(crate) const MAX_COST: u64 = u32::MAX as u64;
+pub(crate) const MAX_COST: u64 = crate::limits::MAX_COST;
 
 /// A report's cost, checked: units, charged or refunded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +67,8 @@ pub(crate) struct RuleCharge {
     pub(crate) descriptor: usize,
     /// The rule.
     pub(crate) rule: std::sync::Arc<Rule>,
+    /// The rule's limit it was charged under.
+    pub(crate) limit: flowgate::Limit,
     /// What was asked.
     pub(crate) amount: Amount,
     /// What the store did.
@@ -128,6 +130,7 @@ pub(crate) async fn apply(
             rules.push(RuleCharge {
                 descriptor: t.descriptor,
                 rule: t.rule,
+                limit: t.limit,
                 amount: t.amount,
                 charged: c,
             });

@@ -50,6 +50,7 @@ mod charges;
 mod codes;
 mod eviction;
 mod grpc;
+mod grpc_charge;
 mod grpc_conn;
 pub mod grpc_report;
 mod http;

@@ -42,10 +42,19 @@ pub struct Limiter<S: Store = MemoryStore> {
     any_adaptive: AtomicBool,
     /// The adaptive concurrency limits, per key.
     adaptive: adaptive::Registry,
+    /// Whether some rule in force has `charge = "report"`.
+    any_report: AtomicBool,
 }
 
 fn any_adaptive(rules: &RuleSet) -> bool {
     rules.rules().iter().any(|r| r.adaptive.is_some())
+}
+
+fn any_report(rules: &RuleSet) -> bool {
+    rules
+        .rules()
+        .iter()
+        .any(|r| r.charge == flowgate_core::ChargeMode::Report)
 }
 
 /// The verdict of a request refused by an open circuit breaker: no rule was asked.
@@ -69,6 +78,7 @@ impl<S: Store> Limiter<S> {
     pub fn new(rules: RuleSet, store: S) -> Self {
         Self {
             any_adaptive: AtomicBool::new(any_adaptive(&rules)),
+            any_report: AtomicBool::new(any_report(&rules)),
             adaptive: adaptive::Registry::default(),
             rules: ArcSwap::from_pointee(rules),
             store,
@@ -219,6 +229,13 @@ impl<S: Store> Limiter<S> {
         &self.fallback
     }
 
+    /// Whether some rule in force takes a request's cost as a charge (`charge = "report"`,
+    /// [`flowgate_core::ChargeMode::Report`]): one relaxed load, for front ends that look for
+    /// such rules only then.
+    pub fn any_report_rule(&self) -> bool {
+        self.any_report.load(Ordering::Relaxed)
+    }
+
     /// The rules in force.
     pub fn rules(&self) -> Arc<RuleSet> {
         self.rules.load_full()
@@ -228,6 +245,7 @@ impl<S: Store> Limiter<S> {
     pub fn set_rules(&self, rules: RuleSet) {
         self.any_adaptive
             .store(any_adaptive(&rules), Ordering::Relaxed);
+        self.any_report.store(any_report(&rules), Ordering::Relaxed);
         self.rules.store(Arc::new(rules));
     }
 
