@@ -158,6 +158,13 @@ fn call_of(b: &ReportBody, at: &str) -> Result<Option<Call>, ApiError> {
 /// Checks one report against the rules in force; `at` prefixes its fields' names
 /// (`reports[3].`).
 fn check(state: &AppState, b: ReportBody, at: &str) -> Result<Report, ApiError> {
+    if b.refund.is_some() && b.cost.is_none() {
+        return Err(field(
+            at,
+            "refund",
+            "needs a `cost`: the units to give back",
+        ));
+    }
     let call = call_of(&b, at)?;
     let domain = b.domain.ok_or_else(|| {
         field(
