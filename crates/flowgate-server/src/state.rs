@@ -150,6 +150,10 @@ impl Sources for AppState {
         crate::probes::refresh(self);
     }
 
+    fn rule_debt(&self, domain: &str, rule: &str) -> u64 {
+        self.metrics.charges.rule_debt(domain, rule, self.now())
+    }
+
     fn store_topology(&self) -> Option<flowgate_observe::topology::StoreTopology> {
         match self.limiter.store() {
             crate::backend::Backend::Redis(r) => Some((&r.topology()).into()),

@@ -131,6 +131,17 @@ async fn ai_gateway_pattern(store: OnStore) {
         500.0,
         "the rule's debt in /metrics"
     );
+    let stats = common::http(server.http, "GET", "/v1/stats", &[], "")
+        .await
+        .json();
+    let rule = stats["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "tokens")
+        .unwrap()
+        .clone();
+    assert_eq!(rule["debt"], 500, "the rule's debt in /v1/stats: {rule}");
     // is_negative_hits: a refund; 400 back leaves 100 of debt (still over), then floored at 0.
     assert_eq!(
         ask(&mut c, "ai-gateway", vec![tokens("k1", 400, true)])

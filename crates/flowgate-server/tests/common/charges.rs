@@ -32,10 +32,15 @@ impl OnStore {
 
     /// `flowgate serve` on this store with `config` and `extra` flags.
     pub fn serve(&self, config: &std::path::Path, extra: &[&str]) -> Proc {
-        let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let mut args: Vec<String> = Vec::new();
         if let OnStore::Redis(r) = self {
             args.extend(["--redis-url".to_owned(), r.url()]);
+            if !extra.contains(&"--redis-deadline") {
+                // A deadline a busy machine meets.
+                args.extend(["--redis-deadline", "2s"].map(str::to_owned));
+            }
         }
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         spawn_server(config, &args)
     }
