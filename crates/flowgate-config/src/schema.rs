@@ -127,6 +127,17 @@ pub enum Watch {
         #[serde(skip_serializing_if = "Option::is_none")]
         min_rate: Option<f64>,
     },
+    /// `rule` with `debt`: fires while the rule's debt (units charged past its limit, not yet
+    /// paid back) is above this.
+    RuleDebt {
+        /// The rule's domain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
+        /// The rule's name in its domain.
+        rule: String,
+        /// The debt above which it fires, in the rule's units.
+        debt: u64,
+    },
     /// `queue` with `oldest_age`: fires while its oldest waiting job is older than this.
     QueueAge {
         /// The queue's domain.

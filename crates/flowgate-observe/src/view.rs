@@ -360,10 +360,12 @@ impl Watched {
     /// What an alert of `kind` watches.
     pub fn of(kind: &AlertKind) -> Self {
         match kind {
-            AlertKind::Rule { domain, rule, .. } => Watched::Rule {
-                domain: domain.clone(),
-                name: rule.clone(),
-            },
+            AlertKind::Rule { domain, rule, .. } | AlertKind::RuleDebt { domain, rule, .. } => {
+                Watched::Rule {
+                    domain: domain.clone(),
+                    name: rule.clone(),
+                }
+            }
             AlertKind::QueueAge { domain, queue, .. }
             | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
                 domain: domain.clone(),

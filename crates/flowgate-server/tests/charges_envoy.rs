@@ -45,6 +45,19 @@ domain = "ai-gateway"
 name = "calls"
 match = ["user"]
 limit = "5/h"
+
+[[alert]]
+domain = "ai-gateway"
+name = "tokens-owed"
+rule = "tokens"
+debt = 400
+
+[[rule]]
+domain = "ai-gateway"
+name = "inflight"
+match = ["slot"]
+limit = "4/m"
+algorithm = "concurrency"
 "#;
 
 async fn ai_gateway_pattern(store: OnStore) {
@@ -142,6 +155,10 @@ async fn ai_gateway_pattern(store: OnStore) {
         .unwrap()
         .clone();
     assert_eq!(rule["debt"], 500, "the rule's debt in /v1/stats: {rule}");
+    assert!(
+        alert_is(server.http, "firing").await,
+        "the debt alert fires while the debt is above 400"
+    );
     // is_negative_hits: a refund; 400 back leaves 100 of debt (still over), then floored at 0.
     assert_eq!(
         ask(&mut c, "ai-gateway", vec![tokens("k1", 400, true)])
@@ -180,6 +197,19 @@ async fn ai_gateway_pattern(store: OnStore) {
         look(server.http, "ai-gateway", &["user=u1"], "calls").await,
         (0, 5)
     );
+}
+
+/// Whether the alert `tokens-owed` reaches `state` in `/v1/stats` within 10 s (alerts are
+/// evaluated every second).
+async fn alert_is(http: std::net::SocketAddr, state: &str) -> bool {
+    wait_until(Duration::from_secs(10), || async {
+        let stats = common::http(http, "GET", "/v1/stats", &[], "").await.json();
+        stats["alerts"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|x| x["name"] == "tokens-owed" && x["state"] == state)
+        })
+    })
+    .await
 }
 
 #[tokio::test]
@@ -273,4 +303,81 @@ async fn charge_domains_make_envoy_yaml_rules_take_charges() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn refunds_and_report_costs_over_grpc() {
+    use flowgate_server::grpc_report::{Descriptor, Entry, Report, ReportRequest, ReportsClient};
+    let (_dir, path) = config(RULES);
+    let server = OnStore::memory().serve(&path, &[]);
+    let mut c = envoy(server.grpc).await;
+    // A refund to a rule that takes none is refused, naming the rule; nothing is charged.
+    let slot = charges::tokens_of("slot", "s1", 1);
+    let refund = envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor {
+        is_negative_hits: true,
+        ..slot
+    };
+    let e = ask(&mut c, "ai-gateway", vec![tokens("k", 50, false), refund])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("rule `inflight` takes no charges"),
+        "{e:?}"
+    );
+    assert_eq!(
+        look(server.http, "ai-gateway", &["api_key=k"], "tokens").await,
+        (0, 1000)
+    );
+    // flowgate.v1.Reports/Report: a cost alone, then a refund, answered per rule.
+    let mut reports = ReportsClient::connect(format!("http://{}", server.grpc))
+        .await
+        .unwrap();
+    let report = |cost, refund| Report {
+        domain: "ai-gateway".into(),
+        descriptors: vec![Descriptor {
+            entries: vec![Entry {
+                key: "api_key".into(),
+                value: "k".into(),
+            }],
+        }],
+        cost: Some(cost),
+        refund,
+        ..Report::default()
+    };
+    let r = reports
+        .report(ReportRequest {
+            reports: vec![report(1100, false), report(30, true)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.charges.len(), 2);
+    let (charged, refunded) = (&r.charges[0].rules[0], &r.charges[1].rules[0]);
+    assert_eq!(
+        (
+            charged.rule.as_str(),
+            charged.applied,
+            charged.debt,
+            charged.over
+        ),
+        ("tokens", 1100, 100, true)
+    );
+    assert_eq!(
+        (refunded.refund, refunded.applied, refunded.debt),
+        (true, 30, 70)
+    );
+    let bad = reports
+        .report(ReportRequest {
+            reports: vec![report(5, false), report(5_000_000_000, false)],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(bad.message().contains("reports[1].cost"), "{bad:?}");
+    assert_eq!(
+        look(server.http, "ai-gateway", &["api_key=k"], "tokens").await,
+        (70, 0),
+        "the refused batch changed nothing"
+    );
 }
