@@ -155,7 +155,7 @@ pub mod reports_client {
     /// Reports of protected calls' outcomes, for the circuit breakers and the adaptive concurrency
     /// limits their descriptors match, and of their costs, charged to the rules their descriptors
     /// match: the same as the HTTP API's `POST /v1/report` (docs/breakers.md#reporting-calls,
-    /// docs/api.md#charges-in-reports).
+    /// docs/charges.md#charges-in-reports).
     #[derive(Debug, Clone)]
     pub struct ReportsClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -286,7 +286,7 @@ pub mod reports_server {
     /// Reports of protected calls' outcomes, for the circuit breakers and the adaptive concurrency
     /// limits their descriptors match, and of their costs, charged to the rules their descriptors
     /// match: the same as the HTTP API's `POST /v1/report` (docs/breakers.md#reporting-calls,
-    /// docs/api.md#charges-in-reports).
+    /// docs/charges.md#charges-in-reports).
     #[derive(Debug)]
     pub struct ReportsServer<T> {
         inner: Arc<T>,
