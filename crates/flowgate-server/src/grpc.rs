@@ -70,7 +70,9 @@ impl RlsService {
 pub(crate) struct EnvoyRequest {
     pub(crate) request: Request,
     pub(crate) hits_addend: u64,
-    pub(crate) negative: Vec<bool>,
+    /// Bit `i`: descriptor `i` is a refund (a request holds at most 64 descriptors; no
+    /// allocation on the request path).
+    pub(crate) negative: u64,
 }
 
 /// Converts Envoy's request to Flowgate's.
@@ -78,7 +80,15 @@ pub(crate) struct EnvoyRequest {
 /// # Errors
 /// A message for `INVALID_ARGUMENT`.
 pub(crate) fn to_request(req: RateLimitRequest) -> Result<EnvoyRequest, String> {
-    let negative = req.descriptors.iter().map(|d| d.is_negative_hits).collect();
+    // More than 64 descriptors are refused below; the bits of the first 64 are all they need.
+    let negative = req
+        .descriptors
+        .iter()
+        .take(64)
+        .enumerate()
+        .fold(0u64, |bits, (i, d)| {
+            bits | (u64::from(d.is_negative_hits) << i)
+        });
     let descriptors = req.descriptors.into_iter().map(to_descriptor).collect();
     let request = Request {
         domain: req.domain,

@@ -46,7 +46,7 @@ enum Part {
 /// domain, by `--charge-domains`) takes costs as charges. Otherwise it is decided as ever, at
 /// the cost of this look.
 pub(crate) fn may_charge(state: &AppState, req: &EnvoyRequest) -> bool {
-    req.negative.iter().any(|&n| n)
+    req.negative != 0
         || state.limiter.any_report_rule()
         || state.charge_domains.contains(&req.request.domain)
 }
@@ -64,7 +64,7 @@ fn parts(state: &AppState, req: &mut EnvoyRequest) -> Vec<Part> {
     let request = &mut req.request;
     let mut out = Vec::with_capacity(request.descriptors.len());
     for (i, d) in request.descriptors.iter_mut().enumerate() {
-        if req.negative[i] {
+        if req.negative >> i & 1 == 1 {
             out.push(Part::Refund);
             continue;
         }
