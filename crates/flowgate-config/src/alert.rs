@@ -40,6 +40,15 @@ pub enum AlertKind {
         /// Fires only while admitted + rejected per second is at least this.
         min_rate: f64,
     },
+    /// A rule's debt (units charged past its limit, not yet paid back) is above `debt`.
+    RuleDebt {
+        /// The rule's domain.
+        domain: String,
+        /// The rule's name.
+        rule: String,
+        /// Fires while the debt is strictly above it.
+        debt: u64,
+    },
     /// A queue's oldest waiting job (the oldest of its instances) is older than `seconds`.
     QueueAge {
         /// The queue's domain.
@@ -79,6 +88,9 @@ impl AlertSpec {
                 ratio,
                 min_rate,
             } => format!("rule {domain}/{rule} rejection ratio > {ratio} at >= {min_rate}/s"),
+            AlertKind::RuleDebt { domain, rule, debt } => {
+                format!("rule {domain}/{rule} debt > {debt}")
+            }
             AlertKind::QueueAge {
                 domain,
                 queue,
@@ -107,7 +119,7 @@ impl AlertSpec {
     pub fn labels(&self) -> Vec<(String, String)> {
         let mut out = vec![("alertname".to_owned(), self.name.clone())];
         match &self.kind {
-            AlertKind::Rule { domain, rule, .. } => {
+            AlertKind::Rule { domain, rule, .. } | AlertKind::RuleDebt { domain, rule, .. } => {
                 out.push(("domain".into(), domain.clone()));
                 out.push(("rule".into(), rule.clone()));
             }

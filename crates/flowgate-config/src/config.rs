@@ -156,7 +156,7 @@ impl Config {
                 list.iter().any(|&(d, n)| d == domain && n == name)
             };
             let missing = match &a.item.kind {
-                AlertKind::Rule { domain, rule, .. } => {
+                AlertKind::Rule { domain, rule, .. } | AlertKind::RuleDebt { domain, rule, .. } => {
                     let all: Vec<_> = rules
                         .rules()
                         .iter()

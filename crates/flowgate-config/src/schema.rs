@@ -127,6 +127,17 @@ pub enum Watch {
         #[serde(skip_serializing_if = "Option::is_none")]
         min_rate: Option<f64>,
     },
+    /// `rule` with `debt`: fires while the rule's debt (units charged past its limit, not yet
+    /// paid back) is above this.
+    RuleDebt {
+        /// The rule's domain.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
+        /// The rule's name in its domain.
+        rule: String,
+        /// The debt above which it fires, in the rule's units.
+        debt: u64,
+    },
     /// `queue` with `oldest_age`: fires while its oldest waiting job is older than this.
     QueueAge {
         /// The queue's domain.
@@ -210,6 +221,17 @@ pub enum FailureDoc {
     Local,
 }
 
+/// A rule's `charge`: what a gRPC request's cost (Envoy's `hits_addend`) means under it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChargeDoc {
+    /// A cost checked all or nothing (the default).
+    Check,
+    /// A cost reported after the work (Envoy's `apply_on_stream_done`): above 0 a charge,
+    /// counted even past the limit up to `max_debt`; 0 a check, refused while in debt.
+    Report,
+}
+
 /// A circuit breaker's `strategy`: what makes a call bad, and how its threshold reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -262,6 +284,10 @@ pub struct RuleDoc {
     /// by time (default: the limit, one window's worth); at least 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_debt: Option<i64>,
+    /// `check` (default) or `report`: under `report`, a gRPC request's cost above 0 is a charge
+    /// (Envoy AI Gateway's stream-end tokens) and a cost of 0 a check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<ChargeDoc>,
     /// `token_bucket` only: after idle, the rate starts at the limit / `cold_factor` and reaches
     /// the full limit over this period of steady use (`"30s"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -36,7 +36,7 @@ pub use error::{LimitError, QuotaError};
 pub use limit::{Algorithm, Limit, LimitBuilder, Mode, StateTag};
 pub use memory::{MemoryStats, MemoryStore};
 pub use quota::Quota;
-pub use rule::{FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};
+pub use rule::{ChargeMode, FailurePolicy, Matcher, Rule, ValueMatch, Wildcard};
 pub use ruleset::{Matched, RuleSet, RuleSetError};
 pub use schedule::{Override, Schedule};
 pub use store::{ChargeItem, Charges, Decisions, Item, Store, StoreError};

@@ -138,6 +138,18 @@ pub enum FailurePolicy {
     },
 }
 
+/// What Envoy's `hits_addend` (the cost of a `ShouldRateLimit`) means under a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ChargeMode {
+    /// A cost checked all or nothing: over the limit, nothing is consumed (Envoy's default).
+    #[default]
+    Check,
+    /// A cost reported after the work (Envoy's `apply_on_stream_done`, as Envoy AI Gateway
+    /// sends an LLM answer's tokens): a cost above 0 is a charge, counted even past the limit up
+    /// to the rule's `max_debt`; a cost of 0 is a check, refused only while the key is in debt.
+    Report,
+}
+
 /// A rule: a name, the descriptor pattern it matches in its domain, and its limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
@@ -175,6 +187,8 @@ pub struct Rule {
     /// [`crate::adaptive`]) between its `min` and `max`, one per matched descriptor; the rule's
     /// `limit` gives the leases' time to live.
     pub adaptive: Option<crate::adaptive::AimdSpec>,
+    /// What a gRPC request's cost means under it ([`ChargeMode`]).
+    pub charge: ChargeMode,
 }
 
 impl Rule {
@@ -200,6 +214,7 @@ impl Rule {
             schedule: None,
             trial: None,
             adaptive: None,
+            charge: ChargeMode::Check,
         }
     }
 

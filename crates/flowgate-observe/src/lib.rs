@@ -5,6 +5,7 @@
 
 pub mod alerts;
 pub mod breakers;
+pub mod charges;
 mod envoy_names;
 pub mod metrics;
 mod record;

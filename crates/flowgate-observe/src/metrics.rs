@@ -35,6 +35,9 @@
 //! | `flowgate_adaptive_reports_unsent_total` | | reports to adaptive concurrency limits this node could not send to Redis (too many waiting, Redis unreachable, or a flush that failed): they moved only this node's limits |
 //! | `flowgate_breaker_rejections_total` | `domain`, `breaker` | requests refused because the breaker was open (`circuit_open`) |
 //! | `flowgate_auth_failures_total` | `scope`, `reason` | requests refused for their credential, by the scope the route needs and why: `missing` (none presented), `wrong` (a token no credential has), `forbidden` (a credential without the scope), `slowed` (refused unread: the source used up its failed attempts) |
+//! | `flowgate_charge_units_total` | `domain`, `rule`, `kind`, `result` | units charged (`kind="charge"`) and refunded (`refund`) per rule: `applied`, or `dropped` (a charge's units past `max_debt`, a refund's past empty) |
+//! | `flowgate_charges_failed_total` | `kind` | charges and refunds not applied because the store could not answer (`timeout`, `unavailable`, `internal`) |
+//! | `flowgate_rule_debt` | `domain`, `rule` | units charged beyond each rule's limit and not yet paid back, over the keys this node charged ([`crate::charges`]) |
 //! | `flowgate_queue_operations_total` | `op`, `result` | queue operations through this node (`submit`, `lease`, `ack`, `nack`, ...; `ok`, `empty`, `full`, `not_held`, `store_unavailable`, ...) |
 //!
 //! Cardinality is bounded by the rules, not by descriptor values. The `descriptor` label is empty
@@ -280,6 +283,8 @@ pub struct Metrics {
     queue_read_at: AtomicU64,
     /// The circuit breakers' series.
     pub breakers: super::breakers::BreakerMetrics,
+    /// Charges and refunds, and each rule's debt.
+    pub charges: super::charges::ChargeMetrics,
     /// Where Redis's primaries are.
     pub topology: super::topology::TopologyMetrics,
     /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
@@ -462,9 +467,11 @@ impl Metrics {
         );
         let breakers = super::breakers::BreakerMetrics::register(&mut registry);
         let topology = super::topology::TopologyMetrics::register(&mut registry);
+        let charges = super::charges::ChargeMetrics::register(&mut registry);
         Self {
             registry,
             breakers,
+            charges,
             topology,
             decisions,
             shadow_hits,

@@ -178,6 +178,10 @@ pub struct RuleStats {
     /// most [`flowgate::adaptive::MAX_VIEWS`]; keys not yet requested are at the rule's start).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adaptive: Vec<AdaptiveLimit>,
+    /// Units charged beyond the limit and not yet paid back by time, over the keys this node
+    /// charged ([`crate::charges`]); 0 for a rule never charged past its limit.
+    #[serde(default)]
+    pub debt: u64,
 }
 
 /// One key's adaptive concurrency limit.
@@ -356,10 +360,12 @@ impl Watched {
     /// What an alert of `kind` watches.
     pub fn of(kind: &AlertKind) -> Self {
         match kind {
-            AlertKind::Rule { domain, rule, .. } => Watched::Rule {
-                domain: domain.clone(),
-                name: rule.clone(),
-            },
+            AlertKind::Rule { domain, rule, .. } | AlertKind::RuleDebt { domain, rule, .. } => {
+                Watched::Rule {
+                    domain: domain.clone(),
+                    name: rule.clone(),
+                }
+            }
             AlertKind::QueueAge { domain, queue, .. }
             | AlertKind::QueueDepth { domain, queue, .. } => Watched::Queue {
                 domain: domain.clone(),

@@ -160,6 +160,7 @@ import { followStream } from "./stream.js";
       shadow: fig("shadow would reject/s", "shadow"),
       trial: fig("trial would reject/s", "trial"),
       breaker: fig("refused by breaker/s", "circuit-open"),
+      debt: fig("debt (charged past the limit)", "debt"),
     };
     card.append(el("div", { class: "figures" }, Object.values(figs).map((f) => f.box)));
 
@@ -248,6 +249,13 @@ import { followStream } from "./stream.js";
     p.figs.breaker.value.dataset.value = String(r.circuit_open_rate || 0);
     p.figs.breaker.box.hidden = !(r.circuit_open_rate > 0 || (r.totals && r.totals.circuit_open > 0));
     p.figs.breaker.box.classList.toggle("high", r.circuit_open_rate > 0);
+    // Units charged past the limit and not yet paid back (docs/charges.md): shown once a charge
+    // has put the rule in debt, marked while it is.
+    setText(p.figs.debt.value, String(r.debt || 0));
+    p.figs.debt.value.dataset.value = String(r.debt || 0);
+    if (r.debt > 0) p.figs.debt.box.dataset.seen = "1";
+    p.figs.debt.box.hidden = !(r.debt > 0 || p.figs.debt.box.dataset.seen);
+    p.figs.debt.box.classList.toggle("high", r.debt > 0);
 
     setText(p.facts.limit.dd, r.limit || "unlimited");
     setText(p.facts.schedule.dd, r.schedule || "none");

@@ -6,7 +6,7 @@ use flowgate::queue::{
     DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore,
     Submitted,
 };
-use flowgate::store::{Decisions, Item, Store, StoreError};
+use flowgate::store::{ChargeItem, Charges, Decisions, Item, Store, StoreError};
 use flowgate::{Limit, MemoryStore};
 use flowgate_redis::RedisQueueStore;
 
@@ -150,6 +150,16 @@ impl Store for Backend {
         match self {
             Backend::Memory(m) => Ok(m.release_now(key, limit, lease)),
             Backend::Redis(r) => r.release(key, limit, lease).await,
+        }
+    }
+
+    /// Charges take their own path: the memory store's shards, or one Redis call of their own
+    /// (never a decision's lane), which answers at once while Redis is known down and gives up
+    /// at the store's deadline otherwise.
+    async fn charge(&self, items: &[ChargeItem<'_>]) -> Result<Charges, StoreError> {
+        match self {
+            Backend::Memory(m) => m.charge_now(items),
+            Backend::Redis(r) => Box::pin(r.charge(items)).await,
         }
     }
 }

@@ -15,9 +15,11 @@
 //!   `duration_until_reset` the time to half-open, and its `response_headers_to_add` always carry
 //!   `x-flowgate-reason: circuit_open` and `retry-after` (with `--response-headers` or not).
 //! - An empty domain, an empty descriptor list, or a request over the bounds of
-//!   [`crate::limits`] is `INVALID_ARGUMENT`. A descriptor's `limit` override and
-//!   `is_negative_hits` are not supported: an override is ignored (the configured rule applies),
-//!   `is_negative_hits` is `INVALID_ARGUMENT`.
+//!   [`crate::limits`] is `INVALID_ARGUMENT`. A descriptor's `limit` override is not supported:
+//!   it is ignored (the configured rule applies).
+//! - Charges and refunds ([`crate::grpc_charge`]): under a rule with `charge = "report"` (or of
+//!   a domain of `--charge-domains`) a cost above 0 is a charge, 0 a check; a descriptor with
+//!   `is_negative_hits` is a refund of its cost on the rule it matches, floored at empty.
 
 use std::sync::Arc;
 
@@ -62,33 +64,47 @@ impl RlsService {
     }
 }
 
+/// Envoy's request as Flowgate's: the request, the request's own `hits_addend` as sent (0 is
+/// then a check under a rule that takes charges), and which descriptors are refunds
+/// (`is_negative_hits`).
+pub(crate) struct EnvoyRequest {
+    pub(crate) request: Request,
+    pub(crate) hits_addend: u64,
+    /// Bit `i`: descriptor `i` is a refund (a request holds at most 64 descriptors; no
+    /// allocation on the request path).
+    pub(crate) negative: u64,
+}
+
 /// Converts Envoy's request to Flowgate's.
 ///
 /// # Errors
 /// A message for `INVALID_ARGUMENT`.
-pub(crate) fn to_request(req: RateLimitRequest) -> Result<Request, String> {
-    let descriptors = req
+pub(crate) fn to_request(req: RateLimitRequest) -> Result<EnvoyRequest, String> {
+    // More than 64 descriptors are refused below; the bits of the first 64 are all they need.
+    let negative = req
         .descriptors
-        .into_iter()
+        .iter()
+        .take(64)
         .enumerate()
-        .map(|(i, d)| to_descriptor(i, d))
-        .collect::<Result<Vec<_>, _>>()?;
+        .fold(0u64, |bits, (i, d)| {
+            bits | (u64::from(d.is_negative_hits) << i)
+        });
+    let descriptors = req.descriptors.into_iter().map(to_descriptor).collect();
     let request = Request {
         domain: req.domain,
         descriptors,
         cost: limits::request_cost(Some(u64::from(req.hits_addend))),
     };
     limits::validate(&request).map_err(|e| e.to_string())?;
-    Ok(request)
+    Ok(EnvoyRequest {
+        request,
+        hits_addend: u64::from(req.hits_addend),
+        negative,
+    })
 }
 
-fn to_descriptor(i: usize, d: RateLimitDescriptor) -> Result<Descriptor, String> {
-    if d.is_negative_hits {
-        return Err(format!(
-            "descriptor {i}: is_negative_hits is not supported by Flowgate"
-        ));
-    }
-    Ok(Descriptor {
+fn to_descriptor(d: RateLimitDescriptor) -> Descriptor {
+    Descriptor {
         entries: d
             .entries
             .into_iter()
@@ -98,10 +114,10 @@ fn to_descriptor(i: usize, d: RateLimitDescriptor) -> Result<Descriptor, String>
             })
             .collect(),
         cost: d.hits_addend.map(|h| h.value),
-    })
+    }
 }
 
-fn pb_duration(d: std::time::Duration) -> PbDuration {
+pub(crate) fn pb_duration(d: std::time::Duration) -> PbDuration {
     PbDuration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
@@ -160,7 +176,7 @@ pub(crate) fn envoy_unit(limit: u64, window: std::time::Duration) -> (Unit, u32)
 /// The Envoy unit and count of `limit`, as [`envoy_unit`] reports it: a window of exactly one
 /// unit (`100/s`, `5/m`, the common case) is looked up in a table of integer lengths, any other
 /// is scaled by [`envoy_unit`].
-fn unit_of(limit: &Limit) -> (Unit, u32) {
+pub(crate) fn unit_of(limit: &Limit) -> (Unit, u32) {
     let window = limit.window();
     match EXACT_UNITS.iter().find(|(len, _)| *len == window) {
         Some(&(_, unit)) => (unit, u32::try_from(limit.limit()).unwrap_or(u32::MAX)),
@@ -263,7 +279,12 @@ impl RateLimitService for RlsService {
                 return Err(GrpcStatus::invalid_argument(msg));
             }
         };
-        let verdict = self.state.decide(Api::Grpc, &req).await;
+        if crate::grpc_charge::may_charge(&self.state, &req) {
+            return crate::grpc_charge::answer(&self.state, req)
+                .await
+                .map(Response::new);
+        }
+        let verdict = self.state.decide(Api::Grpc, &req.request).await;
         Ok(Response::new(to_response(
             &verdict,
             self.state.response_headers,

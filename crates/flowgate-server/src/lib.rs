@@ -46,9 +46,11 @@
 
 pub mod auth;
 mod backend;
+mod charges;
 mod codes;
 mod eviction;
 mod grpc;
+mod grpc_charge;
 mod grpc_conn;
 pub mod grpc_report;
 mod http;

@@ -1,12 +1,15 @@
 //! Reports of protected calls, whichever front end they came through (`POST /v1/report`,
-//! `flowgate.v1.Reports/Report` over gRPC): a checked report, and recording a batch into the
-//! limiter's breakers and adaptive limits and the metrics.
+//! `flowgate.v1.Reports/Report` over gRPC): a checked report (a call's outcome, a cost, or
+//! both), and recording a batch: its charges in one store call first, then its outcomes into
+//! the limiter's breakers and adaptive limits, and the metrics.
 
 use std::time::Duration;
 
-use flowgate::Descriptor;
 use flowgate::breakers::Outcome;
+use flowgate::store::StoreError;
+use flowgate::{ChargeTarget, Descriptor, Request};
 
+use crate::charges::{self, RuleCharge};
 use crate::state::AppState;
 
 /// The most reports in one body or message.
@@ -16,13 +19,33 @@ pub(crate) const MAX_REPORTS: usize = 1_000;
 /// milliseconds), refused.
 pub(crate) const MAX_LATENCY_MS: f64 = 86_400_000.0;
 
-/// A report, checked.
-pub(crate) struct Report {
-    pub(crate) domain: String,
-    pub(crate) descriptors: Vec<Descriptor>,
+/// A call's outcome, for the breakers and adaptive limits.
+pub(crate) struct Call {
     pub(crate) outcome: Outcome,
     pub(crate) latency: Duration,
     pub(crate) probe: Option<u64>,
+}
+
+/// A report, checked: a call's outcome, its charges (planned against the rules), or both.
+pub(crate) struct Report {
+    pub(crate) domain: String,
+    pub(crate) descriptors: Vec<Descriptor>,
+    pub(crate) call: Option<Call>,
+    /// Whether it gives a cost (its charges may be none: every rule it matched is unlimited
+    /// now).
+    pub(crate) has_cost: bool,
+    pub(crate) charges: Vec<ChargeTarget>,
+}
+
+/// What a report's cost goes to, checked against the rules in force: a message naming what is
+/// wrong otherwise.
+pub(crate) fn plan_cost(
+    state: &AppState,
+    request: Request,
+    refund: bool,
+) -> Result<(Request, Vec<ChargeTarget>), String> {
+    let targets = charges::plan(state, &request, refund, |_| true).map_err(|e| format!("{e}"))?;
+    Ok((request, targets))
 }
 
 /// A latency in milliseconds, checked: from 0 to [`MAX_LATENCY_MS`].
@@ -47,13 +70,42 @@ pub(crate) struct Tally {
     pub(crate) dropped: u64,
 }
 
-/// Records `reports` into the limiter and counts them in the metrics.
-pub(crate) fn record(state: &AppState, reports: &[Report]) -> Tally {
-    let mut t = Tally::default();
+/// What recording a batch did: its outcomes' tally, and each report's charges (empty for a
+/// report without a cost).
+pub(crate) struct Recorded {
+    pub(crate) tally: Tally,
+    pub(crate) charges: Vec<Vec<RuleCharge>>,
+}
+
+/// Records `reports`: their charges first, in one store call, then their outcomes into the
+/// limiter; counts them in the metrics.
+///
+/// # Errors
+/// The store's error when the charges could not be applied: nothing was recorded then.
+pub(crate) async fn record(state: &AppState, reports: Vec<Report>) -> Result<Recorded, StoreError> {
+    let mut plans = Vec::with_capacity(reports.len());
+    let mut calls = Vec::with_capacity(reports.len());
     for r in reports {
+        plans.push(r.charges);
+        calls.push((r.domain, r.descriptors, r.call));
+    }
+    let charges = if plans.iter().all(Vec::is_empty) {
+        plans.into_iter().map(|_| Vec::new()).collect()
+    } else {
+        charges::apply(state, plans).await?
+    };
+    let tally = record_calls(state, &calls);
+    Ok(Recorded { tally, charges })
+}
+
+/// Records the calls' outcomes into the limiter and counts them in the metrics.
+fn record_calls(state: &AppState, calls: &[(String, Vec<Descriptor>, Option<Call>)]) -> Tally {
+    let mut t = Tally::default();
+    for (domain, descriptors, call) in calls {
+        let Some(c) = call else { continue };
         let got = state
             .limiter
-            .report(&r.domain, &r.descriptors, r.outcome, r.latency, r.probe);
+            .report(domain, descriptors, c.outcome, c.latency, c.probe);
         if got.counted > 0 || got.adaptive > 0 {
             t.counted += 1;
         } else if got.dropped > 0 {

@@ -88,6 +88,9 @@ pub struct ServerConfig {
     /// gRPC answers carry `RateLimit-*` headers for Envoy to add (envoyproxy/ratelimit's
     /// `LIMIT_RESPONSE_HEADERS_ENABLED`).
     pub response_headers: bool,
+    /// Domains whose rules take a gRPC request's cost as a charge, as if each declared
+    /// `charge = "report"` (for envoyproxy/ratelimit YAML rules, which cannot say it).
+    pub charge_domains: Vec<String>,
     /// Start on a Redis whose eviction policy may evict queued jobs and the shared rules, with a
     /// warning, instead of refusing it.
     pub redis_allow_eviction: bool,
@@ -161,6 +164,7 @@ impl ServerConfig {
             shadow_mode: false,
             quota_mode: false,
             response_headers: false,
+            charge_domains: Vec::new(),
             redis_allow_eviction: false,
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             grpc_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
@@ -508,6 +512,7 @@ impl Server {
         let stats = stats(&cfg, store, http_addr)?;
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, credentials, stats);
         state.response_headers = cfg.response_headers;
+        state.charge_domains.clone_from(&cfg.charge_domains);
         if cfg.envoy_metric_names {
             state.metrics.enable_envoy_names();
         }

@@ -43,6 +43,9 @@ pub(crate) struct AppState {
     pub(crate) follower: Option<Arc<Follower>>,
     /// Whether gRPC answers carry `RateLimit-*` headers for Envoy to add.
     pub(crate) response_headers: bool,
+    /// Domains whose rules take a gRPC request's cost as a charge, as `charge = "report"` does
+    /// (`--charge-domains`, for envoyproxy/ratelimit YAML rules).
+    pub(crate) charge_domains: Vec<String>,
     /// What may go wrong with Redis's eviction policy, shown by `/readyz`.
     pub(crate) eviction: Arc<Eviction>,
     /// Starting, serving or draining: what `/readyz` answers.
@@ -92,6 +95,7 @@ impl AppState {
             metrics,
             follower: None,
             response_headers: false,
+            charge_domains: Vec::new(),
             eviction,
             lifecycle: crate::probes::Lifecycle::default(),
         }
@@ -144,6 +148,10 @@ impl Sources for AppState {
 
     fn refresh_store(&self) {
         crate::probes::refresh(self);
+    }
+
+    fn rule_debt(&self, domain: &str, rule: &str) -> u64 {
+        self.metrics.charges.rule_debt(domain, rule, self.now())
     }
 
     fn store_topology(&self) -> Option<flowgate_observe::topology::StoreTopology> {

@@ -284,6 +284,8 @@ async fn report_code(addr: SocketAddr, token: Option<&str>) -> tonic::Code {
         outcome: Outcome::Ok as i32,
         latency_ms: 1.0,
         probe: None,
+        cost: None,
+        refund: false,
     };
     let req = ReportRequest {
         reports: vec![report],

@@ -337,6 +337,8 @@ fn grpc_one(
         outcome: outcome as i32,
         latency_ms,
         probe: None,
+        cost: None,
+        refund: false,
     }
 }
 

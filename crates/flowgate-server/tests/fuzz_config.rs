@@ -134,7 +134,7 @@ proptest! {
     #[test]
     fn every_kind_of_alert_is_generated(kinds in prop::collection::vec(watch(Wrong(0), Declared { rules: 1, queues: 1, breakers: 1 }), 200)) {
         let seen: std::collections::BTreeSet<usize> = kinds.iter().map(watch_kind).collect();
-        prop_assert_eq!(seen.len(), 5, "{:?}", seen);
+        prop_assert_eq!(seen.len(), 6, "{:?}", seen);
     }
 
     #[test]

@@ -51,7 +51,9 @@ pub use flowgate_core::{
     Algorithm, Descriptor, Entry, FailurePolicy, Limit, Matcher, MemoryStore, Mode, Quota, Request,
     Rule, RuleSet,
 };
-pub use limiter::{BadShare, DEFAULT_RESERVE_SHARE, Limiter, ReserveError};
+pub use limiter::{
+    BadShare, ChargeRefusal, ChargeTarget, DEFAULT_RESERVE_SHARE, Limiter, ReserveError,
+};
 pub use permit::Permit;
 pub use reservation::{Committed, Reservation, RuleCommit};
 pub use verdict::Verdict;
@@ -67,7 +69,7 @@ pub mod rule {
     pub use flowgate_core::quota::{MAX_LIMIT, parse_duration};
     pub use flowgate_core::schedule::{Dates, Hours, Override, Schedule};
     pub use flowgate_core::{
-        LimitBuilder, LimitError, QuotaError, RuleSetError, ValueMatch, Wildcard,
+        ChargeMode, LimitBuilder, LimitError, QuotaError, RuleSetError, ValueMatch, Wildcard,
     };
 }
 

@@ -26,6 +26,8 @@ pub(crate) struct AlertFields {
     #[serde(default)]
     min_rate: Option<f64>,
     #[serde(default)]
+    debt: Option<u64>,
+    #[serde(default)]
     queue: Option<String>,
     #[serde(default)]
     oldest_age: Option<String>,
@@ -100,7 +102,8 @@ impl AlertFields {
 
     /// Refuses a key that belongs to another kind than the one `named`.
     fn misplaced(&self, named: &Named) -> Result<(), SchemaError> {
-        let keys: [(&str, bool, &[&str]); 5] = [
+        let keys: [(&str, bool, &[&str]); 6] = [
+            ("debt", self.debt.is_some(), &["rule"]),
             ("rejection_ratio", self.rejection_ratio.is_some(), &["rule"]),
             ("min_rate", self.min_rate.is_some(), &["rule"]),
             ("oldest_age", self.oldest_age.is_some(), &["queue"]),
@@ -137,17 +140,34 @@ impl TryFrom<AlertFields> for AlertDoc {
         f.misplaced(&named)?;
         let domain = f.domain;
         let watch = match named {
-            Named::Rule(rule) => Watch::Rule {
-                domain,
-                rule,
-                rejection_ratio: f.rejection_ratio.ok_or_else(|| {
-                    err_at(
-                        "rejection_ratio",
-                        "rule",
-                        "a rule alert needs `rejection_ratio`: it fires while more than this share of the rule's requests is rejected (e.g. 0.5)",
-                    )
-                })?,
-                min_rate: f.min_rate,
+            Named::Rule(rule) => match (f.rejection_ratio, f.debt) {
+                (Some(_), Some(_)) => {
+                    return Err(err(
+                        "debt",
+                        "an alert watches one thing: `rejection_ratio` and `debt` are both given; declare two alerts",
+                    ));
+                }
+                (None, Some(debt)) => {
+                    if f.min_rate.is_some() {
+                        return Err(err(
+                            "min_rate",
+                            "`min_rate` is for `rejection_ratio` alerts, and this one watches `debt`",
+                        ));
+                    }
+                    Watch::RuleDebt { domain, rule, debt }
+                }
+                (rejection_ratio, None) => Watch::Rule {
+                    domain,
+                    rule,
+                    rejection_ratio: rejection_ratio.ok_or_else(|| {
+                        err_at(
+                            "rejection_ratio",
+                            "rule",
+                            "a rule alert needs `rejection_ratio` (it fires while more than this share of the rule's requests is rejected, e.g. 0.5) or `debt` (while more than these units are charged past its limit)",
+                        )
+                    })?,
+                    min_rate: f.min_rate,
+                },
             },
             Named::Queue(queue) => match (f.oldest_age, f.depth) {
                 (Some(_), Some(_)) => {
@@ -229,6 +249,14 @@ impl Watch {
                     min_rate,
                 }
             }
+            Watch::RuleDebt { domain, rule, debt } => {
+                let (domain, rule) = named("rule", domain, rule)?;
+                AlertKind::RuleDebt {
+                    domain,
+                    rule,
+                    debt: *debt,
+                }
+            }
             Watch::QueueAge {
                 domain,
                 queue,
@@ -276,6 +304,11 @@ impl Watch {
                 rule: rule.clone(),
                 rejection_ratio: *ratio,
                 min_rate: Some(*min_rate),
+            },
+            AlertKind::RuleDebt { domain, rule, debt } => Watch::RuleDebt {
+                domain: Some(domain.clone()),
+                rule: rule.clone(),
+                debt: *debt,
             },
             AlertKind::QueueAge {
                 domain,
@@ -351,7 +384,7 @@ impl AlertDoc {
     /// about it is shown at; none for a store alert.
     pub(crate) fn target(&self) -> Option<&'static str> {
         match self.watch {
-            Watch::Rule { .. } => Some("rule"),
+            Watch::Rule { .. } | Watch::RuleDebt { .. } => Some("rule"),
             Watch::QueueAge { .. } | Watch::QueueDepth { .. } => Some("queue"),
             Watch::Breaker { .. } => Some("breaker"),
             Watch::Store { .. } => None,

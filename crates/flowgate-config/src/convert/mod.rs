@@ -9,6 +9,7 @@
 
 pub(crate) mod alert;
 pub(crate) mod breaker;
+mod charge;
 pub(crate) mod queue;
 pub(crate) mod rule;
 

@@ -8,13 +8,14 @@ use flowgate_core::calendar::parse_zone;
 use flowgate_core::quota::format_micros;
 use flowgate_core::schedule::{Dates, Hours, Override, Schedule, day_name, parse_day};
 use flowgate_core::{
-    Algorithm, CalendarUnit, FailurePolicy, Limit, LimitError, Mode, Quota, Rule, Tz, ValueMatch,
+    Algorithm, CalendarUnit, ChargeMode, FailurePolicy, Limit, LimitError, Mode, Quota, Rule, Tz,
+    ValueMatch,
 };
 
 use super::{SchemaError, domain_of, duration_of, err, err_at, name_of, pattern_of};
 use crate::schema::{
-    AdaptiveDoc, EntryDoc, FailureDoc, FlaggedEntry, LimitDoc, LimitField, ModeDoc, NextChange,
-    OverrideDoc, Pattern, RuleDoc, RuleView, TrialDoc,
+    AdaptiveDoc, ChargeDoc, EntryDoc, FailureDoc, FlaggedEntry, LimitDoc, LimitField, ModeDoc,
+    NextChange, OverrideDoc, Pattern, RuleDoc, RuleView, TrialDoc,
 };
 
 /// The default algorithm of a rule that names none (a calendar window's is `fixed_window`).
@@ -263,7 +264,9 @@ impl RuleDoc {
                 nodes: self.nodes.unwrap_or(1).max(1),
             },
         };
+        let charge = self.charge_mode(limit.as_ref())?;
         let mut rule = Rule::new(domain, self.name.clone(), pattern, limit);
+        rule.charge = charge;
         rule.shadow = self.shadow;
         rule.failure = failure;
         rule.replaces = self.replaces.clone();
@@ -532,6 +535,7 @@ impl RuleDoc {
                 .unwrap_or_default(),
             trial: r.trial.as_ref().map(TrialDoc::of),
             adaptive: r.adaptive.as_ref().map(AdaptiveDoc::of),
+            charge: (r.charge == ChargeMode::Report).then_some(ChargeDoc::Report),
         }
     }
 }

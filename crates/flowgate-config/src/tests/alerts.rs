@@ -313,3 +313,58 @@ fn json_errors_name_the_field() {
         serde_json::Value::Object(m)
     );
 }
+
+#[test]
+fn a_debt_alert_loads_reads_back_and_its_errors_name_the_field() {
+    use crate::alert::AlertKind;
+    let loaded = load_alerts(
+        "[[alert]]\nname = \"owed\"\nrule = \"per-client\"\ndebt = 5000\nfor = \"30s\"\n",
+    )
+    .unwrap();
+    let a = &loaded.alerts.alerts()[0];
+    assert_eq!(
+        a.kind,
+        AlertKind::RuleDebt {
+            domain: "api".into(),
+            rule: "per-client".into(),
+            debt: 5000
+        }
+    );
+    assert_eq!(a.watches(), "rule api/per-client debt > 5000 for 30s");
+    let doc = crate::schema::AlertDoc::of(a);
+    let written = ::toml::to_string(&doc).unwrap();
+    assert!(written.contains("debt = 5000"), "{written}");
+    for (text, field, says) in [
+        (
+            "[[alert]]\nname = \"x\"\nrule = \"per-client\"\ndebt = 5\nrejection_ratio = 0.5\n",
+            "debt",
+            "`rejection_ratio` and `debt` are both given",
+        ),
+        (
+            "[[alert]]\nname = \"x\"\nrule = \"per-client\"\ndebt = 5\nmin_rate = 2\n",
+            "min_rate",
+            "`min_rate` is for `rejection_ratio` alerts",
+        ),
+        (
+            "[[alert]]\nname = \"x\"\nqueue = \"refunds\"\ndebt = 5\n",
+            "debt",
+            "`debt` is for `rule` alerts",
+        ),
+        (
+            "[[alert]]\nname = \"x\"\nrule = \"per-client\"\ndebt = -5\n",
+            "debt",
+            "",
+        ),
+        (
+            "[[alert]]\nname = \"x\"\nrule = \"nope\"\ndebt = 5\n",
+            "rule",
+            "no rule `nope`",
+        ),
+    ] {
+        let Err(e) = load_alerts(text) else {
+            panic!("{text}: loaded")
+        };
+        let e = e.to_string();
+        assert!(e.contains(field) && e.contains(says), "{text}: {e}");
+    }
+}

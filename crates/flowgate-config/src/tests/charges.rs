@@ -76,3 +76,52 @@ fn a_bad_max_debt_is_a_clear_error_naming_the_field() {
         assert!(e.message.contains(says), "{extra}: {e}");
     }
 }
+
+#[test]
+fn charge_report_loads_and_reads_back() {
+    use flowgate_core::ChargeMode;
+    for (extra, mode) in [
+        ("", ChargeMode::Check),
+        ("charge = \"check\"\n", ChargeMode::Check),
+        ("charge = \"report\"\n", ChargeMode::Report),
+        (
+            "charge = \"report\"\nalgorithm = \"token_bucket\"\n",
+            ChargeMode::Report,
+        ),
+    ] {
+        let set = rules(&rule(extra));
+        assert_eq!(set[0].charge, mode, "{extra}");
+        let file = schema::FileDoc {
+            rule: set.iter().map(schema::RuleDoc::of).collect(),
+            ..schema::FileDoc::default()
+        };
+        let written = ::toml::to_string(&file).unwrap();
+        assert_eq!(rules(&written), set, "{written}");
+    }
+}
+
+#[test]
+fn a_bad_charge_is_a_clear_error_naming_the_field() {
+    for (extra, says) in [
+        (
+            "charge = \"report\"\nalgorithm = \"concurrency\"\n",
+            "charge = \"report\" needs a rule that takes charges: concurrency takes no charges",
+        ),
+        (
+            "charge = \"report\"\nalgorithm = \"token_bucket\"\nwarmup = \"30s\"\n",
+            "token_bucket with warmup takes no charges",
+        ),
+        ("charge = \"later\"\n", "later"),
+    ] {
+        let e = toml_read("r.toml", &rule(extra)).unwrap_err();
+        assert_eq!(e.field, "rule[0].charge", "{extra}: {e}");
+        assert!(e.message.contains(says), "{extra}: {e}");
+    }
+    let unlimited = "[[rule]]\ndomain = \"llm\"\nname = \"tokens\"\nmatch = [\"api_key\"]\nunlimited = true\ncharge = \"report\"\n";
+    let e = toml_read("r.toml", unlimited).unwrap_err();
+    assert_eq!(e.field, "rule[0].charge", "{e}");
+    assert!(
+        e.message.contains("an unlimited rule counts nothing"),
+        "{e}"
+    );
+}

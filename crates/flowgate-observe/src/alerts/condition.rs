@@ -78,6 +78,24 @@ pub fn read(kind: &AlertKind, view: &StatsView) -> Reading {
                 who: (!who.is_empty()).then(|| who.join(", ")),
             }
         }
+        AlertKind::RuleDebt { domain, rule, debt } => {
+            let Some(r) = view
+                .rules
+                .iter()
+                .find(|r| &r.domain == domain && &r.name == rule)
+            else {
+                return Reading::none();
+            };
+            Reading {
+                holds: r.debt > *debt,
+                value: Some(r.debt as f64),
+                text: Some(format!(
+                    "{} units charged past the limit, not yet paid back",
+                    thousands(r.debt)
+                )),
+                who: None,
+            }
+        }
         AlertKind::QueueAge {
             domain,
             queue,
@@ -220,6 +238,28 @@ mod tests {
             }],
             ..StatsView::default()
         }
+    }
+
+    #[test]
+    fn a_debt_alert_holds_while_the_rules_debt_is_above_its_bound() {
+        let kind = AlertKind::RuleDebt {
+            domain: "api".into(),
+            rule: "per-client".into(),
+            debt: 100,
+        };
+        let mut view = rule_view(0.0, 0.0);
+        for (debt, holds) in [(0, false), (100, false), (101, true), (5000, true)] {
+            view.rules[0].debt = debt;
+            let r = read(&kind, &view);
+            assert_eq!(r.holds, holds, "{debt}");
+            assert_eq!(r.value, Some(debt as f64));
+        }
+        assert_eq!(
+            read(&kind, &view).text.as_deref(),
+            Some("5,000 units charged past the limit, not yet paid back")
+        );
+        view.rules.clear();
+        assert!(!read(&kind, &view).holds, "no such rule in the view");
     }
 
     fn rule(ratio: f64, min_rate: f64) -> AlertKind {

@@ -58,6 +58,12 @@ pub trait Sources: Send + Sync {
     fn store_topology(&self) -> Option<crate::topology::StoreTopology> {
         None
     }
+    /// Rule `rule` of `domain`'s debt now: units charged past its limit not yet paid back
+    /// ([`crate::charges::ChargeMetrics::rule_debt`]).
+    fn rule_debt(&self, domain: &str, rule: &str) -> u64 {
+        let _ = (domain, rule);
+        0
+    }
 }
 use flowgate_config::schema::{LimitDoc, RuleDoc};
 
@@ -380,6 +386,7 @@ impl Stats {
                         })
                         .collect(),
                 },
+                debt: state.rule_debt(&r.domain, &r.name),
             });
         }
         let node_store = StoreStats {

@@ -25,16 +25,23 @@ pub struct Report {
     /// The call's descriptors (at most 64, each of at most 32 entries).
     #[prost(message, repeated, tag = "2")]
     pub descriptors: ::prost::alloc::vec::Vec<Descriptor>,
-    /// Its outcome.
+    /// Its outcome; OUTCOME_UNSPECIFIED with a cost: a charge alone.
     #[prost(enumeration = "Outcome", tag = "3")]
     pub outcome: i32,
-    /// Its latency in milliseconds, from 0 to 86,400,000 (a day).
+    /// Its latency in milliseconds, from 0 to 86,400,000 (a day); with an outcome.
     #[prost(double, tag = "4")]
     pub latency_ms: f64,
     /// The lease a half-open breaker admitted the call with as a probe (the HTTP check's
     /// `probes\[\].probe`): a half-open breaker counts only its probes' reports.
     #[prost(uint64, optional, tag = "5")]
     pub probe: ::core::option::Option<u64>,
+    /// Units to charge to every rule the descriptors match that takes charges (an LLM answer's
+    /// tokens): counted even past the limit, up to the rule's max_debt. At most 4,294,967,295.
+    #[prost(uint64, optional, tag = "6")]
+    pub cost: ::core::option::Option<u64>,
+    /// With a cost: give the units back instead (Envoy's is_negative_hits), floored at empty.
+    #[prost(bool, tag = "7")]
+    pub refund: bool,
 }
 /// A batch of reports.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -44,7 +51,7 @@ pub struct ReportRequest {
     pub reports: ::prost::alloc::vec::Vec<Report>,
 }
 /// What the batch reached.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ReportResponse {
     /// Reports counted by a breaker or an adaptive limit.
     #[prost(uint64, tag = "1")]
@@ -55,12 +62,57 @@ pub struct ReportResponse {
     /// Reports dropped at a breaker's cap on instances.
     #[prost(uint64, tag = "3")]
     pub dropped: u64,
+    /// The charges of the reports with a cost, in the order of the reports.
+    #[prost(message, repeated, tag = "4")]
+    pub charges: ::prost::alloc::vec::Vec<ReportCharges>,
+}
+/// One report's charges.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReportCharges {
+    /// Index of the report in the batch.
+    #[prost(uint32, tag = "1")]
+    pub report: u32,
+    /// Each rule the cost went to (none when every rule it matched is unlimited now).
+    #[prost(message, repeated, tag = "2")]
+    pub rules: ::prost::alloc::vec::Vec<RuleCharged>,
+}
+/// One rule's part of a report's charge.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RuleCharged {
+    /// The rule.
+    #[prost(string, tag = "1")]
+    pub rule: ::prost::alloc::string::String,
+    /// Index of the descriptor that matched it.
+    #[prost(uint32, tag = "2")]
+    pub descriptor: u32,
+    /// Whether the units were given back (a refund) rather than counted.
+    #[prost(bool, tag = "3")]
+    pub refund: bool,
+    /// Units counted (a charge) or given back (a refund).
+    #[prost(uint64, tag = "4")]
+    pub applied: u64,
+    /// Units not applied: a charge's past max_debt, a refund's past empty.
+    #[prost(uint64, tag = "5")]
+    pub dropped: u64,
+    /// Units counted beyond the limit now (paid back by time).
+    #[prost(uint64, tag = "6")]
+    pub debt: u64,
+    /// Whether the key is over its limit now (in debt): a check of it is refused until
+    /// retry_after_ms.
+    #[prost(bool, tag = "7")]
+    pub over: bool,
+    /// Units a check may still take now.
+    #[prost(uint64, tag = "8")]
+    pub remaining: u64,
+    /// When over: milliseconds until a check of it is admitted again.
+    #[prost(uint64, optional, tag = "9")]
+    pub retry_after_ms: ::core::option::Option<u64>,
 }
 /// A call's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum Outcome {
-    /// Not given: refused (INVALID_ARGUMENT).
+    /// Not given: refused (INVALID_ARGUMENT), unless the report has a cost (a charge alone).
     Unspecified = 0,
     /// The call succeeded.
     Ok = 1,
@@ -101,8 +153,9 @@ pub mod reports_client {
     use tonic::codegen::*;
     use tonic::codegen::http::Uri;
     /// Reports of protected calls' outcomes, for the circuit breakers and the adaptive concurrency
-    /// limits their descriptors match: the same as the HTTP API's `POST /v1/report`
-    /// (docs/breakers.md#reporting-calls).
+    /// limits their descriptors match, and of their costs, charged to the rules their descriptors
+    /// match: the same as the HTTP API's `POST /v1/report` (docs/breakers.md#reporting-calls,
+    /// docs/charges.md#charges-in-reports).
     #[derive(Debug, Clone)]
     pub struct ReportsClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -231,8 +284,9 @@ pub mod reports_server {
         ) -> std::result::Result<tonic::Response<super::ReportResponse>, tonic::Status>;
     }
     /// Reports of protected calls' outcomes, for the circuit breakers and the adaptive concurrency
-    /// limits their descriptors match: the same as the HTTP API's `POST /v1/report`
-    /// (docs/breakers.md#reporting-calls).
+    /// limits their descriptors match, and of their costs, charged to the rules their descriptors
+    /// match: the same as the HTTP API's `POST /v1/report` (docs/breakers.md#reporting-calls,
+    /// docs/charges.md#charges-in-reports).
     #[derive(Debug)]
     pub struct ReportsServer<T> {
         inner: Arc<T>,

@@ -6,13 +6,15 @@
 //! from it, checked in so that a build needs no `protoc` nor a protobuf compiler
 //! (`tests/contract.rs` regenerates it with protox and fails on a difference). A bad report is
 //! `INVALID_ARGUMENT` naming its field (`reports[2].latency_ms`); the batch is checked whole
-//! before any report counts.
+//! before any report counts. A report's `cost` is charged (or, with `refund`, given back) to
+//! every rule its descriptors match that takes charges, as `POST /v1/report` does; a batch
+//! whose charges the store cannot take is `UNAVAILABLE`, nothing of it recorded.
 
 use std::sync::Arc;
 
-use flowgate::Request;
 use flowgate::breakers::Outcome as CallOutcome;
 
+use crate::charges;
 use crate::limits;
 use crate::reports::{self, MAX_REPORTS, Report as Checked};
 use crate::state::AppState;
@@ -24,7 +26,9 @@ mod generated {
 }
 
 pub use self::generated::reports_client::ReportsClient;
-pub use self::generated::{Descriptor, Entry, Outcome, Report, ReportRequest, ReportResponse};
+pub use self::generated::{
+    Descriptor, Entry, Outcome, Report, ReportCharges, ReportRequest, ReportResponse, RuleCharged,
+};
 
 /// The service's name.
 pub const SERVICE: &str = "flowgate.v1.Reports";
@@ -35,35 +39,86 @@ fn invalid(at: usize, field: &str, message: impl std::fmt::Display) -> tonic::St
     tonic::Status::invalid_argument(format!("field `reports[{at}].{field}`: {message}"))
 }
 
-/// Checks one report.
-fn check(i: usize, r: Report) -> Result<Checked, tonic::Status> {
+/// The call's outcome of report `i`, if it gives one (a report with a cost may leave it
+/// out).
+fn call_of(i: usize, r: &Report) -> Result<Option<reports::Call>, tonic::Status> {
     let outcome = match Outcome::try_from(r.outcome) {
         Ok(Outcome::Ok) => CallOutcome::Ok,
         Ok(Outcome::Error) => CallOutcome::Error,
+        Ok(Outcome::Unspecified) if r.cost.is_some() && r.probe.is_none() => return Ok(None),
         _ => {
-            return Err(invalid(i, "outcome", "expected OK or ERROR"));
+            return Err(invalid(
+                i,
+                "outcome",
+                "expected OK or ERROR (or a cost, for a charge alone)",
+            ));
         }
     };
     let latency = reports::latency(r.latency_ms).map_err(|e| invalid(i, "latency_ms", e))?;
+    Ok(Some(reports::Call {
+        outcome,
+        latency,
+        probe: r.probe,
+    }))
+}
+
+/// Checks one report against the rules in force.
+fn check(state: &AppState, i: usize, r: Report) -> Result<Checked, tonic::Status> {
+    let call = call_of(i, &r)?;
+    if let Some(c) = r.cost.filter(|&c| c > charges::MAX_COST) {
+        return Err(invalid(
+            i,
+            "cost",
+            format!(
+                "{c} units is more than a limit can count (at most {}): is it in the rule's units?",
+                charges::MAX_COST
+            ),
+        ));
+    }
+    if r.refund && r.cost.is_none() {
+        return Err(invalid(i, "refund", "needs a cost: the units to give back"));
+    }
     let descriptors = r
         .descriptors
         .into_iter()
         .map(|d| flowgate::Descriptor::new(d.entries.into_iter().map(|e| (e.key, e.value))))
         .collect();
-    let request = Request::new(r.domain, descriptors);
+    let request = charges::request(r.domain, descriptors, r.cost.unwrap_or(0));
     limits::validate(&request)
         .map_err(|e| tonic::Status::invalid_argument(format!("reports[{i}]: {e}")))?;
+    let (request, targets) = match r.cost {
+        Some(_) => reports::plan_cost(state, request, r.refund)
+            .map_err(|e| invalid(i, "descriptors", format!("cannot take the cost: {e}")))?,
+        None => (request, Vec::new()),
+    };
     Ok(Checked {
         domain: request.domain,
         descriptors: request.descriptors,
-        outcome,
-        latency,
-        probe: r.probe,
+        call,
+        has_cost: r.cost.is_some(),
+        charges: targets,
     })
 }
 
+fn rule_charged(c: charges::RuleCharge) -> RuleCharged {
+    let d = &c.charged.decision;
+    RuleCharged {
+        rule: c.rule.name.clone(),
+        descriptor: c.descriptor as u32,
+        refund: matches!(c.amount, flowgate::algorithm::Amount::Refund(_)),
+        applied: c.charged.applied,
+        dropped: c.charged.dropped,
+        debt: c.charged.debt,
+        over: !d.allowed,
+        remaining: d.remaining,
+        retry_after_ms: (!d.allowed)
+            .then(|| d.retry_after.map(|r| r.as_millis() as u64))
+            .flatten(),
+    }
+}
+
 /// Checks a batch whole, then records it.
-fn report(state: &AppState, req: ReportRequest) -> Result<ReportResponse, tonic::Status> {
+async fn report(state: &AppState, req: ReportRequest) -> Result<ReportResponse, tonic::Status> {
     if req.reports.len() > MAX_REPORTS {
         return Err(tonic::Status::invalid_argument(format!(
             "field `reports`: {} reports: at most {MAX_REPORTS} in one message",
@@ -74,13 +129,31 @@ fn report(state: &AppState, req: ReportRequest) -> Result<ReportResponse, tonic:
         .reports
         .into_iter()
         .enumerate()
-        .map(|(i, r)| check(i, r))
+        .map(|(i, r)| check(state, i, r))
         .collect::<Result<Vec<_>, _>>()?;
-    let t = reports::record(state, &checked);
+    let with_cost: Vec<bool> = checked.iter().map(|r| r.has_cost).collect();
+    let recorded = reports::record(state, checked).await.map_err(|e| {
+        crate::store_errors::log("gRPC flowgate.v1.Reports/Report", &e);
+        tonic::Status::unavailable(format!(
+            "the store could not take the charges ({}): nothing was charged nor reported",
+            charges::error_kind(&e)
+        ))
+    })?;
+    let t = recorded.tally;
     Ok(ReportResponse {
         counted: t.counted,
         no_breaker: t.no_breaker,
         dropped: t.dropped,
+        charges: recorded
+            .charges
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| with_cost[*i])
+            .map(|(i, rules)| ReportCharges {
+                report: i as u32,
+                rules: rules.into_iter().map(rule_charged).collect(),
+            })
+            .collect(),
     })
 }
 
@@ -99,7 +172,9 @@ impl generated::reports_server::Reports for Reports {
             &request,
             "/flowgate.v1.Reports/Report",
         )?;
-        report(&self.0, request.into_inner()).map(tonic::Response::new)
+        report(&self.0, request.into_inner())
+            .await
+            .map(tonic::Response::new)
     }
 }
 

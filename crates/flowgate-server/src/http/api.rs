@@ -412,6 +412,10 @@ pub(super) async fn metrics(State(state): Shared, _: Caller<Reader>) -> Response
         .metrics
         .queue_degraded
         .set(i64::from(state.queue.store_failing()));
+    state
+        .metrics
+        .charges
+        .refresh(flowgate::store::Store::now(state.limiter.store()));
     (
         [(
             header::CONTENT_TYPE,

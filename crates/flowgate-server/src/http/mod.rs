@@ -19,6 +19,7 @@
 
 mod api;
 mod body;
+mod charged;
 mod dashboard;
 mod doc;
 mod error;

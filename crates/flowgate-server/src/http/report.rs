@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use flowgate::Descriptor;
 use flowgate::breakers::Outcome;
-use flowgate::{Descriptor, Request};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -28,9 +28,11 @@ use super::ApiError;
 use super::body::DescriptorField;
 use super::doc::BodyErrors;
 use super::doc::CredentialErrors;
+use super::error::ErrorBody;
 use super::extract::{Caller, JsonBody, Reporter, RequestBody};
+use crate::charges;
 use crate::limits;
-use crate::reports::{self, MAX_REPORTS, Report};
+use crate::reports::{self, Call, MAX_REPORTS, Report};
 use crate::state::AppState;
 
 /// A call's outcome, as a report names it.
@@ -47,7 +49,7 @@ enum OutcomeName {
     Error,
 }
 
-/// One report: every field is required (each missing one is named).
+/// One report: a call's outcome (`outcome`, `latency_ms`, `probe`), a `cost`, or both.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ReportBody {
@@ -55,7 +57,7 @@ pub(super) struct ReportBody {
     domain: Option<String>,
     /// The call's descriptors.
     descriptors: Option<Vec<DescriptorField>>,
-    /// `ok` or `error`.
+    /// `ok` or `error` (with `latency_ms`); may be left out when the report has a `cost`.
     #[schema(value_type = Option<OutcomeName>)]
     outcome: Option<String>,
     /// The call's latency, in milliseconds, from 0 to a day.
@@ -63,6 +65,13 @@ pub(super) struct ReportBody {
     latency_ms: Option<f64>,
     /// The lease a half-open breaker admitted the call with (`/v1/check`'s `probes`).
     probe: Option<u64>,
+    /// Units to charge to every rule the descriptors match that takes charges (an LLM
+    /// answer's tokens): counted even past the limit, up to the rule's `max_debt`. A whole
+    /// number from 0 to 4,294,967,295; with or without an `outcome`.
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 4_294_967_295_u64)]
+    cost: Option<serde_json::Number>,
+    /// With `cost`: give the units back instead (Envoy's `is_negative_hits`), floored at empty.
+    refund: Option<bool>,
 }
 
 /// One report (its fields at the top) or a batch (`reports`, up to 1,000), not both.
@@ -73,7 +82,7 @@ pub(super) struct Body {
     domain: Option<String>,
     /// The call's descriptors.
     descriptors: Option<Vec<DescriptorField>>,
-    /// `ok` or `error`.
+    /// `ok` or `error` (with `latency_ms`); may be left out when the report has a `cost`.
     #[schema(value_type = Option<OutcomeName>)]
     outcome: Option<String>,
     /// The call's latency, in milliseconds, from 0 to a day.
@@ -81,6 +90,13 @@ pub(super) struct Body {
     latency_ms: Option<f64>,
     /// The lease a half-open breaker admitted the call with (`/v1/check`'s `probes`).
     probe: Option<u64>,
+    /// Units to charge to every rule the descriptors match that takes charges (an LLM
+    /// answer's tokens): counted even past the limit, up to the rule's `max_debt`. A whole
+    /// number from 0 to 4,294,967,295; with or without an `outcome`.
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 4_294_967_295_u64)]
+    cost: Option<serde_json::Number>,
+    /// With `cost`: give the units back instead (Envoy's `is_negative_hits`), floored at empty.
+    refund: Option<bool>,
     /// A batch of reports (at most 1,000), checked whole before any counts.
     #[schema(max_items = 1000)]
     reports: Option<Vec<ReportBody>>,
@@ -91,29 +107,24 @@ impl RequestBody for Body {}
 /// What a body's reports reached.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct Tallied {
-    /// Reports counted by a breaker or an adaptive limit.
+    /// Reports with an outcome counted by a breaker or an adaptive limit.
     counted: u64,
-    /// Reports that matched neither (dropped).
+    /// Reports with an outcome that matched neither (dropped).
     no_breaker: u64,
     /// Reports dropped at a breaker's cap on instances.
     dropped: u64,
+    /// The charges of the reports with a `cost`, in the order of the reports (absent when
+    /// none has one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    charges: Vec<super::charged::ReportCharges>,
 }
 
 fn field(at: &str, name: &str, message: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!("field `{at}{name}`: {message}"))
 }
 
-/// Checks one report; `at` prefixes its fields' names (`reports[3].`).
-fn check(b: ReportBody, at: &str) -> Result<Report, ApiError> {
-    let domain = b
-        .domain
-        .ok_or_else(|| field(at, "domain", "missing: the domain of the breakers"))?;
-    let descriptors: Vec<Descriptor> = b
-        .descriptors
-        .ok_or_else(|| field(at, "descriptors", "missing: the call's descriptors"))?
-        .into_iter()
-        .map(|d| d.0)
-        .collect();
+/// The call's outcome of a report, if it gives one: `outcome` with `latency_ms`.
+fn call_of(b: &ReportBody, at: &str) -> Result<Option<Call>, ApiError> {
     let outcome = match b.outcome.as_deref() {
         Some("ok") => Outcome::Ok,
         Some("error") => Outcome::Error,
@@ -123,6 +134,9 @@ fn check(b: ReportBody, at: &str) -> Result<Report, ApiError> {
                 "outcome",
                 format!("unknown outcome `{other}`: expected \"ok\" or \"error\""),
             ));
+        }
+        None if b.cost.is_some() && b.latency_ms.is_none() && b.probe.is_none() => {
+            return Ok(None);
         }
         None => return Err(field(at, "outcome", "missing: \"ok\" or \"error\"")),
     };
@@ -134,31 +148,84 @@ fn check(b: ReportBody, at: &str) -> Result<Report, ApiError> {
         )
     })?;
     let latency = reports::latency(latency_ms).map_err(|e| field(at, "latency_ms", e))?;
-    let request = Request::new(domain, descriptors);
-    limits::validate(&request).map_err(|e| ApiError::bad_request(format!("{at}{e}")))?;
-    Ok(Report {
-        domain: request.domain,
-        descriptors: request.descriptors,
+    Ok(Some(Call {
         outcome,
         latency,
         probe: b.probe,
+    }))
+}
+
+/// Checks one report against the rules in force; `at` prefixes its fields' names
+/// (`reports[3].`).
+fn check(state: &AppState, b: ReportBody, at: &str) -> Result<Report, ApiError> {
+    if b.refund.is_some() && b.cost.is_none() {
+        return Err(field(
+            at,
+            "refund",
+            "needs a `cost`: the units to give back",
+        ));
+    }
+    let call = call_of(&b, at)?;
+    let domain = b.domain.ok_or_else(|| {
+        field(
+            at,
+            "domain",
+            "missing: the domain of the rules and breakers",
+        )
+    })?;
+    let descriptors: Vec<Descriptor> = b
+        .descriptors
+        .ok_or_else(|| field(at, "descriptors", "missing: the call's descriptors"))?
+        .into_iter()
+        .map(|d| d.0)
+        .collect();
+    let units = b
+        .cost
+        .as_ref()
+        .map(charges::cost_units)
+        .transpose()
+        .map_err(|e| field(at, "cost", e))?;
+    if b.refund.is_some() && units.is_none() {
+        return Err(field(
+            at,
+            "refund",
+            "needs a `cost`: the units to give back",
+        ));
+    }
+    let request = charges::request(domain, descriptors, units.unwrap_or(0));
+    limits::validate(&request).map_err(|e| ApiError::bad_request(format!("{at}{e}")))?;
+    let (request, charges) = match units {
+        Some(_) => reports::plan_cost(state, request, b.refund == Some(true))
+            .map_err(|e| field(at, "descriptors", format!("cannot take the cost: {e}")))?,
+        None => (request, Vec::new()),
+    };
+    Ok(Report {
+        domain: request.domain,
+        descriptors: request.descriptors,
+        call,
+        has_cost: units.is_some(),
+        charges,
     })
 }
 
 /// The reports of a body, checked whole.
-fn reports_of(b: Body) -> Result<Vec<Report>, ApiError> {
+fn reports_of(state: &AppState, b: Body) -> Result<Vec<Report>, ApiError> {
     let one = ReportBody {
         domain: b.domain,
         descriptors: b.descriptors,
         outcome: b.outcome,
         latency_ms: b.latency_ms,
         probe: b.probe,
+        cost: b.cost,
+        refund: b.refund,
     };
     let single = one.domain.is_some()
         || one.descriptors.is_some()
         || one.outcome.is_some()
         || one.latency_ms.is_some()
-        || one.probe.is_some();
+        || one.probe.is_some()
+        || one.cost.is_some()
+        || one.refund.is_some();
     match b.reports {
         Some(_) if single => Err(ApiError::bad_request(
             "field `reports`: a body is one report or a batch (`reports`), not both",
@@ -171,27 +238,35 @@ fn reports_of(b: Body) -> Result<Vec<Report>, ApiError> {
         Some(list) => list
             .into_iter()
             .enumerate()
-            .map(|(i, r)| check(r, &format!("reports[{i}].")))
+            .map(|(i, r)| check(state, r, &format!("reports[{i}].")))
             .collect(),
-        None => Ok(vec![check(one, "")?]),
+        None => Ok(vec![check(state, one, "")?]),
     }
 }
 
-/// Report protected calls' outcomes to the circuit breakers and adaptive limits they match.
+/// Report protected calls' outcomes to the circuit breakers and adaptive limits they match,
+/// and their costs to the rules they match (charges, counted even past the limit up to each
+/// rule's `max_debt`, or refunds).
 #[utoipa::path(post, path = "/v1/report", tag = "breakers", security(("reporter" = [])), request_body = Body, responses(CredentialErrors,
-    (status = 200, description = "Counted.", body = Tallied),
+    (status = 200, description = "Counted and charged.", body = Tallied),
     BodyErrors,
+    (status = 503, description = "The store could not take the charges: nothing was recorded (`store_unavailable`, the error's kind in `detail`).", body = ErrorBody),
 ))]
 pub(super) async fn report(
     State(state): State<Arc<AppState>>,
     _: Caller<Reporter>,
     JsonBody(body): JsonBody<Body>,
 ) -> Result<Json<Tallied>, ApiError> {
-    let reports = reports_of(body)?;
-    let t = reports::record(&state, &reports);
+    let reports = reports_of(&state, body)?;
+    let with_cost: Vec<bool> = reports.iter().map(|r| r.has_cost).collect();
+    let recorded = reports::record(&state, reports)
+        .await
+        .map_err(|e| super::charged::unavailable(&e))?;
+    let t = recorded.tally;
     Ok(Json(Tallied {
         counted: t.counted,
         no_breaker: t.no_breaker,
         dropped: t.dropped,
+        charges: super::charged::answers(recorded.charges, &with_cost),
     }))
 }

@@ -205,6 +205,7 @@ pub(crate) fn rule_doc(w: Wrong, i: usize) -> BoxedStrategy<RuleDoc> {
                 warmup: warmup.as_ref().map(|w| w.0.clone()),
                 cold_factor: warmup.and_then(|w| w.1),
                 max_debt: None,
+                charge: None,
                 failure,
                 nodes,
                 shadow: flags[0],

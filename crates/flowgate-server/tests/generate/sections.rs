@@ -98,6 +98,8 @@ pub(crate) fn watch(w: Wrong, declared: Declared) -> BoxedStrategy<Watch> {
                 rejection_ratio,
                 min_rate,
             }),
+        weight(declared.rules) => (domain.clone(), name(&RULES, declared.rules), count(w, &[0u64, 5000]))
+            .prop_map(|(domain, rule, debt)| Watch::RuleDebt { domain, rule, debt }),
         weight(declared.queues) => (domain.clone(), queues.clone(), duration_text(w, &["5m", "90s"])).prop_map(
             |(domain, queue, oldest_age)| Watch::QueueAge {
                 domain,
@@ -130,6 +132,7 @@ pub(crate) fn watch_kind(w: &Watch) -> usize {
         Watch::QueueDepth { .. } => 2,
         Watch::Store { .. } => 3,
         Watch::Breaker { .. } => 4,
+        Watch::RuleDebt { .. } => 5,
     }
 }
 

@@ -13,10 +13,13 @@ use crate::breakers::{self, Breakers, Outcome, Refusal, Reported};
 use crate::permit::{LeaseRef, Permit};
 use crate::verdict::{Status, Verdict};
 
+mod charge;
 mod decide;
 mod reserve;
 
 pub use reserve::{BadShare, DEFAULT_RESERVE_SHARE, ReserveError};
+
+pub use charge::{ChargeRefusal, ChargeTarget};
 
 /// Decides requests against a set of rules, in a store.
 ///
@@ -44,10 +47,19 @@ pub struct Limiter<S: Store = MemoryStore> {
     adaptive: adaptive::Registry,
     /// The share of a rule's limit one reservation may take, as `f64` bits.
     reserve_share: AtomicU64,
+    /// Whether some rule in force has `charge = "report"`.
+    any_report: AtomicBool,
 }
 
 fn any_adaptive(rules: &RuleSet) -> bool {
     rules.rules().iter().any(|r| r.adaptive.is_some())
+}
+
+fn any_report(rules: &RuleSet) -> bool {
+    rules
+        .rules()
+        .iter()
+        .any(|r| r.charge == flowgate_core::ChargeMode::Report)
 }
 
 /// The verdict of a request refused by an open circuit breaker: no rule was asked.
@@ -71,6 +83,7 @@ impl<S: Store> Limiter<S> {
     pub fn new(rules: RuleSet, store: S) -> Self {
         Self {
             any_adaptive: AtomicBool::new(any_adaptive(&rules)),
+            any_report: AtomicBool::new(any_report(&rules)),
             adaptive: adaptive::Registry::default(),
             rules: ArcSwap::from_pointee(rules),
             store,
@@ -222,6 +235,13 @@ impl<S: Store> Limiter<S> {
         &self.fallback
     }
 
+    /// Whether some rule in force takes a request's cost as a charge (`charge = "report"`,
+    /// [`flowgate_core::ChargeMode::Report`]): one relaxed load, for front ends that look for
+    /// such rules only then.
+    pub fn any_report_rule(&self) -> bool {
+        self.any_report.load(Ordering::Relaxed)
+    }
+
     /// The rules in force.
     pub fn rules(&self) -> Arc<RuleSet> {
         self.rules.load_full()
@@ -231,6 +251,7 @@ impl<S: Store> Limiter<S> {
     pub fn set_rules(&self, rules: RuleSet) {
         self.any_adaptive
             .store(any_adaptive(&rules), Ordering::Relaxed);
+        self.any_report.store(any_report(&rules), Ordering::Relaxed);
         self.rules.store(Arc::new(rules));
     }
 

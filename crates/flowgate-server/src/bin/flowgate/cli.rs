@@ -196,6 +196,12 @@ pub(crate) struct ServeArgs {
     /// Envoy to pass on (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`).
     #[arg(long, env = "FLOWGATE_RESPONSE_HEADERS")]
     pub(crate) response_headers: bool,
+    /// Domains whose rules take a gRPC request's cost (`hits_addend`) as a charge, as if each
+    /// declared `charge = "report"`: above 0 counted even past the limit up to `max_debt`
+    /// (Envoy's `apply_on_stream_done`, Envoy AI Gateway's tokens), 0 a check. For
+    /// envoyproxy/ratelimit YAML rules (`--charge-domains ai-gateway,llm`).
+    #[arg(long, env = "FLOWGATE_CHARGE_DOMAINS", value_delimiter = ',')]
+    pub(crate) charge_domains: Vec<String>,
     /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
     /// (`ratelimit_service_rate_limit_total_hits`, `_over_limit`, `_near_limit`,
     /// `_within_limit`, `_shadow_mode`), for the dashboards and alerts built on them.
@@ -493,6 +499,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.shadow_mode = args.shadow_mode;
     cfg.quota_mode = args.quota_mode;
     cfg.response_headers = args.response_headers;
+    cfg.charge_domains = args.charge_domains;
     cfg.envoy_metric_names = args.envoy_metric_names;
     cfg.drain_delay = args.drain_delay;
     cfg.shutdown_grace = args.shutdown_grace;

@@ -1,0 +1,272 @@
+//! Charges and refunds as the server shows them: units charged, refunded and dropped per rule,
+//! charges refused for a store error, and each rule's debt.
+//!
+//! A rule's debt is the sum, over the keys this node charged, of each key's debt as its last
+//! charge or refund found it, paid back since as its algorithm pays it: continuously on a token
+//! or leaky bucket (exact: the GCRA pays a debt back at the limit's rate), all at once when the
+//! key stops being over on a fixed or sliding window or a sliding log (an upper bound until
+//! then). A key charged through another node is counted by that node. At most
+//! [`MAX_KEYS_PER_RULE`] keys are followed per rule (beyond, a key's debt is left out), and a
+//! key is forgotten once out of debt.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use flowgate::algorithm::{Amount, Charged};
+use flowgate::{Algorithm, ChargeTarget};
+
+/// The most keys in debt followed per rule.
+pub const MAX_KEYS_PER_RULE: usize = 10_000;
+
+/// Labels of `flowgate_charge_units_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UnitLabels {
+    /// The rule's domain.
+    pub domain: String,
+    /// The rule.
+    pub rule: String,
+    /// `charge` or `refund`.
+    pub kind: &'static str,
+    /// `applied` or `dropped` (a charge's units past `max_debt`, a refund's past empty).
+    pub result: &'static str,
+}
+
+/// Labels of `flowgate_rule_debt`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DebtLabels {
+    /// The rule's domain.
+    pub domain: String,
+    /// The rule.
+    pub rule: String,
+}
+
+/// Labels of `flowgate_charges_failed_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailedLabels {
+    /// `timeout`, `unavailable` or `internal`.
+    pub kind: &'static str,
+}
+
+/// One key's debt as its last charge found it.
+#[derive(Clone, Copy, Debug)]
+struct KeyDebt {
+    /// Units beyond the limit then.
+    debt: u64,
+    /// When (store clock, µs).
+    at: u64,
+    /// When the key stops being over (store clock, µs).
+    until: u64,
+    /// Paid back continuously (a bucket) rather than all at once at `until`.
+    continuous: bool,
+}
+
+impl KeyDebt {
+    fn now(&self, now: u64) -> u64 {
+        if now >= self.until {
+            return 0;
+        }
+        if !self.continuous || self.until <= self.at {
+            return self.debt;
+        }
+        let left = (self.until - now) as u128;
+        let span = (self.until - self.at.min(now)) as u128;
+        (u128::from(self.debt) * left).div_ceil(span) as u64
+    }
+}
+
+/// The charges' metric families and the debts followed.
+pub struct ChargeMetrics {
+    units: Family<UnitLabels, Counter>,
+    failed: Family<FailedLabels, Counter>,
+    debt: Family<DebtLabels, Gauge>,
+    debts: Mutex<HashMap<(String, String), HashMap<String, KeyDebt>>>,
+    /// The rules whose debt has a series (the family cannot be listed).
+    seen: Mutex<Vec<DebtLabels>>,
+}
+
+impl ChargeMetrics {
+    /// The families, registered in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            units: Family::default(),
+            failed: Family::default(),
+            debt: Family::default(),
+            debts: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Vec::new()),
+        };
+        for kind in ["timeout", "unavailable", "internal"] {
+            let _ = m.failed.get_or_create(&FailedLabels { kind });
+        }
+        registry.register(
+            "flowgate_charge_units",
+            "Units charged and refunded per rule: applied, or dropped (a charge past max_debt, a refund past empty)",
+            m.units.clone(),
+        );
+        registry.register(
+            "flowgate_charges_failed",
+            "Charges and refunds not applied because the store could not answer, by error kind",
+            m.failed.clone(),
+        );
+        registry.register(
+            "flowgate_rule_debt",
+            "Units charged beyond each rule's limit and not yet paid back by time, over the keys this node charged",
+            m.debt.clone(),
+        );
+        m
+    }
+
+    /// Records one rule's charge or refund `t`, answered `c` at `now` (the store's clock).
+    pub fn charged(&self, t: &ChargeTarget, c: &Charged, now: u64) {
+        let (domain, rule, key, limit) = (&t.rule.domain, &t.rule.name, &t.key, &t.limit);
+        let kind = match t.amount {
+            Amount::Charge(_) => "charge",
+            Amount::Refund(_) => "refund",
+        };
+        for (result, n) in [("applied", c.applied), ("dropped", c.dropped)] {
+            self.units
+                .get_or_create(&UnitLabels {
+                    domain: domain.clone(),
+                    rule: rule.clone(),
+                    kind,
+                    result,
+                })
+                .inc_by(n);
+        }
+        let mut debts = self.debts.lock();
+        let rule_key = (domain.clone(), rule.clone());
+        if c.debt == 0 {
+            if let Some(keys) = debts.get_mut(&rule_key) {
+                keys.remove(key.as_str());
+            }
+            return;
+        }
+        let keys = debts.entry(rule_key).or_default();
+        if keys.len() >= MAX_KEYS_PER_RULE && !keys.contains_key(key.as_str()) {
+            keys.retain(|_, d| d.until > now);
+            if keys.len() >= MAX_KEYS_PER_RULE {
+                return;
+            }
+        }
+        let over_for = c
+            .decision
+            .retry_after
+            .unwrap_or(c.decision.reset_after)
+            .as_micros() as u64;
+        keys.insert(
+            key.clone(),
+            KeyDebt {
+                debt: c.debt,
+                at: now,
+                until: now.saturating_add(over_for),
+                continuous: matches!(
+                    limit.algorithm(),
+                    Algorithm::TokenBucket | Algorithm::LeakyBucket
+                ),
+            },
+        );
+    }
+
+    /// Counts a charge not applied for the store's error of `kind`.
+    pub fn failed(&self, kind: &'static str) {
+        self.failed.get_or_create(&FailedLabels { kind }).inc();
+    }
+
+    /// Each rule's debt at `now` (store clock), rules in debt only; keys out of debt are
+    /// forgotten.
+    pub fn debts(&self, now: u64) -> Vec<((String, String), u64)> {
+        let mut debts = self.debts.lock();
+        debts.retain(|_, keys| {
+            keys.retain(|_, d| d.until > now);
+            !keys.is_empty()
+        });
+        debts
+            .iter()
+            .map(|(rule, keys)| (rule.clone(), keys.values().map(|d| d.now(now)).sum()))
+            .filter(|(_, d)| *d > 0)
+            .collect()
+    }
+
+    /// One rule's debt at `now` (store clock).
+    pub fn rule_debt(&self, domain: &str, rule: &str, now: u64) -> u64 {
+        let debts = self.debts.lock();
+        debts
+            .get(&(domain.to_owned(), rule.to_owned()))
+            .map_or(0, |keys| keys.values().map(|d| d.now(now)).sum())
+    }
+
+    /// Sets `flowgate_rule_debt` from the debts at `now` (store clock); a rule out of debt reads
+    /// 0 (its series stays once it has been in debt).
+    pub fn refresh(&self, now: u64) {
+        let debts = self.debts(now);
+        let mut seen = self.seen.lock();
+        for labels in seen.iter() {
+            self.debt.get_or_create(labels).set(0);
+        }
+        for ((domain, rule), d) in debts {
+            let labels = DebtLabels { domain, rule };
+            self.debt
+                .get_or_create(&labels)
+                .set(i64::try_from(d).unwrap_or(i64::MAX));
+            if !seen.contains(&labels) {
+                seen.push(labels);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use std::sync::Arc;
+
+    use flowgate::decision::Decision;
+    use flowgate::{Algorithm, Limit, Quota, Rule};
+
+    use super::*;
+
+    fn charged(debt: u64, retry_ms: u64) -> Charged {
+        let mut decision = Decision::UNLIMITED;
+        decision.allowed = debt == 0;
+        decision.retry_after = (debt > 0).then(|| Duration::from_millis(retry_ms));
+        Charged {
+            applied: debt,
+            dropped: 0,
+            debt,
+            decision,
+        }
+    }
+
+    #[test]
+    fn a_buckets_debt_is_paid_back_continuously_a_windows_at_once() {
+        let m = ChargeMetrics::register(&mut Registry::default());
+        let q: Quota = "10/s".parse().unwrap();
+        let tb = Limit::new(Algorithm::TokenBucket, q).unwrap();
+        let fw = Limit::new(Algorithm::FixedWindow, q).unwrap();
+        let t = |rule: &str, key: &str, limit: &Limit, amount| ChargeTarget {
+            descriptor: 0,
+            rule: Arc::new(Rule::new("d", rule, Vec::new(), Some(limit.clone()))),
+            key: key.to_owned(),
+            limit: limit.clone(),
+            amount,
+        };
+        let c = Amount::Charge(10);
+        m.charged(&t("tb", "k", &tb, c), &charged(10, 1000), 0);
+        m.charged(&t("fw", "k", &fw, c), &charged(10, 1000), 0);
+        assert_eq!(m.rule_debt("d", "tb", 500_000), 5);
+        assert_eq!(m.rule_debt("d", "fw", 500_000), 10);
+        assert_eq!(m.rule_debt("d", "fw", 1_000_000), 0);
+        m.charged(&t("tb", "k2", &tb, c), &charged(4, 400), 500_000);
+        assert_eq!(m.rule_debt("d", "tb", 500_000), 9);
+        let refund = t("tb", "k", &tb, Amount::Refund(10));
+        m.charged(&refund, &charged(0, 0), 600_000);
+        assert_eq!(m.rule_debt("d", "tb", 600_000), 3);
+        assert_eq!(m.debts(2_000_000), vec![]);
+    }
+}

@@ -1,0 +1,151 @@
+//! Charges and refunds through the server, whichever front end they came through (`cost` in
+//! `POST /v1/report` and `flowgate.v1.Reports/Report`, a `ShouldRateLimit` under a rule with
+//! `charge = "report"`, `is_negative_hits`): the cost checked, the rules it goes to, and one
+//! store call for a whole batch, counted in the metrics.
+//!
+//! When the store cannot answer, nothing is charged and the caller is told so (503,
+//! `UNAVAILABLE`), counted in `flowgate_charges_failed_total`: a charge is never decided by a
+//! failure policy, since admitting or refusing means nothing for work already done. Charges
+//! take their own path to the store ([`flowgate::Limiter::charge`]): never behind a decision,
+//! answered at once while Redis is known down, given up at the store's deadline otherwise.
+
+use flowgate::algorithm::{Amount, Charged};
+use flowgate::store::StoreError;
+use flowgate::{ChargeRefusal, ChargeTarget, Descriptor, Request, Rule};
+
+use crate::state::AppState;
+
+/// The largest cost one report charges or refunds: the largest count a limit holds (32 bits),
+/// beyond which a cost is a unit error (bytes sent as bits, a timestamp sent as a count).
+pub(crate) const MAX_COST: u64 = crate::limits::MAX_COST;
+
+/// A report's cost, checked: units, charged or refunded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cost {
+    /// The units, at most [`MAX_COST`].
+    pub(crate) units: u64,
+    /// Given back (Envoy's `is_negative_hits`), floored at empty.
+    pub(crate) refund: bool,
+}
+
+impl Cost {
+    /// The store's amount for `units`.
+    pub(crate) fn amount(refund: bool, units: u64) -> Amount {
+        if refund {
+            Amount::Refund(units)
+        } else {
+            Amount::Charge(units)
+        }
+    }
+}
+
+/// A cost sent as a JSON number, checked: a whole number of units from 0 to [`MAX_COST`].
+pub(crate) fn cost_units(n: &serde_json::Number) -> Result<u64, String> {
+    if let Some(u) = n.as_u64() {
+        return if u <= MAX_COST {
+            Ok(u)
+        } else {
+            Err(format!(
+                "{u} units is more than a limit can count (at most {MAX_COST}): is it in the rule's units?"
+            ))
+        };
+    }
+    if n.as_i64().is_some_and(|i| i < 0) || n.as_f64().is_some_and(|f| f < 0.0) {
+        return Err(format!(
+            "{n} is negative: a cost is a whole number of units from 0 to {MAX_COST}; to give units back send `\"refund\": true` with a positive cost"
+        ));
+    }
+    Err(format!(
+        "{n} is not a whole number of units: a cost is a whole number from 0 to {MAX_COST}"
+    ))
+}
+
+/// One rule's part of a charge, as applied.
+#[derive(Clone, Debug)]
+pub(crate) struct RuleCharge {
+    /// Index of the descriptor that matched the rule.
+    pub(crate) descriptor: usize,
+    /// The rule.
+    pub(crate) rule: std::sync::Arc<Rule>,
+    /// The rule's limit it was charged under.
+    pub(crate) limit: flowgate::Limit,
+    /// What was asked.
+    pub(crate) amount: Amount,
+    /// What the store did.
+    pub(crate) charged: Charged,
+}
+
+/// The rules `domain` and `descriptors` charge with `cost` (every matched rule whose
+/// algorithm takes charges, and that `takes`).
+///
+/// # Errors
+/// A message naming what is wrong: no rule matched, or none that takes charges (each named).
+pub(crate) fn plan(
+    state: &AppState,
+    request: &Request,
+    refund: bool,
+    takes: impl Fn(&Rule) -> bool,
+) -> Result<Vec<ChargeTarget>, ChargeRefusal> {
+    state
+        .limiter
+        .charge_targets(request, |units| Cost::amount(refund, units), takes)
+}
+
+/// A request of `domain` and `descriptors` whose cost is `units` (each descriptor's own when it
+/// gives one).
+pub(crate) fn request(domain: String, descriptors: Vec<Descriptor>, units: u64) -> Request {
+    Request {
+        domain,
+        descriptors,
+        cost: units,
+    }
+}
+
+/// Applies the planned charges of a batch in one store call, and counts them; answers each
+/// plan's rules' charges, in order.
+///
+/// # Errors
+/// The store's error: nothing was charged (on a Redis Cluster, slots before the failing one
+/// may keep theirs), counted in `flowgate_charges_failed_total`.
+pub(crate) async fn apply(
+    state: &AppState,
+    plans: Vec<Vec<ChargeTarget>>,
+) -> Result<Vec<Vec<RuleCharge>>, StoreError> {
+    let all: Vec<ChargeTarget> = plans.iter().flatten().cloned().collect();
+    let charged = match state.limiter.charge(&all).await {
+        Ok(c) => c,
+        Err(e) => {
+            state.metrics.charges.failed(error_kind(&e));
+            return Err(e);
+        }
+    };
+    let now = flowgate::store::Store::now(state.limiter.store());
+    let mut answers = charged.into_iter();
+    let mut out = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let mut rules = Vec::with_capacity(plan.len());
+        for t in plan {
+            let Some(c) = answers.next() else { break };
+            state.metrics.charges.charged(&t, &c, now);
+            rules.push(RuleCharge {
+                descriptor: t.descriptor,
+                rule: t.rule,
+                limit: t.limit,
+                amount: t.amount,
+                charged: c,
+            });
+        }
+        out.push(rules);
+    }
+    Ok(out)
+}
+
+/// The kind of a store error, as the metrics and the answers name it: `timeout`,
+/// `unavailable` or `internal` (the error's own text stays in the log).
+pub(crate) fn error_kind(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Timeout => "timeout",
+        StoreError::Internal(_) => "internal",
+        _ => "unavailable",
+    }
+}
