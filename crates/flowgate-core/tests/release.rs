@@ -164,6 +164,40 @@ proptest! {
     }
 }
 
+/// Whether units taken at `taken` count no more at `now`: their window ended, their bucket or
+/// log entry left the window (never for a token or leaky bucket, where time gives units back).
+fn gone(l: &Limit, taken: u64, now: u64) -> bool {
+    use algorithm::fixed_window::window_end;
+    match l.algorithm() {
+        Algorithm::FixedWindow => window_end(l, taken) != window_end(l, now),
+        Algorithm::SlidingWindow => {
+            taken / l.bucket_width() < (now + 1).saturating_sub(l.window()) / l.bucket_width()
+        }
+        Algorithm::SlidingLog => taken + l.window() <= now,
+        _ => false,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
+
+    #[test]
+    fn units_that_count_no_more_are_not_given_back(
+        l in arb_limit(),
+        ops in prop::collection::vec((0u64..300_000, op(20)), 0..40),
+        n in 1u64..30,
+        ago in 0u64..3_000_000,
+    ) {
+        let (mut s, now) = build(&l, &ops);
+        let taken = now - ago;
+        prop_assume!(gone(&l, taken, now));
+        let before = seen(&l, &s, now);
+        let r = algorithm::charge(&l, &mut s, now, Amount::release(n, taken)).unwrap();
+        prop_assert_eq!((r.applied, r.dropped), (0, n));
+        prop_assert_eq!(seen(&l, &s, now), before);
+    }
+}
+
 fn fixed(q: &str) -> Limit {
     Limit::new(Algorithm::FixedWindow, q.parse::<Quota>().unwrap()).unwrap()
 }
