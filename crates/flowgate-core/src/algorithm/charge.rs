@@ -100,8 +100,9 @@ pub fn chargeable(limit: &Limit) -> Result<(), ChargeError> {
     }
 }
 
-/// Charges or refunds `amount` at `now` under `limit`: a charge is applied even past the limit,
-/// up to `limit.max_debt()` beyond it; a refund is floored at empty. A charge of 0 only looks.
+/// Charges, refunds or releases `amount` at `now` under `limit`: a charge is applied even past
+/// the limit, up to `limit.max_debt()` beyond it; a refund is floored at empty; a release gives
+/// back a reservation's units as far as they still count at `now`. An amount of 0 only looks.
 /// A state of another algorithm counts as empty.
 ///
 /// # Errors
