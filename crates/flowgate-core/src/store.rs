@@ -23,7 +23,7 @@ pub struct Item<'a> {
     pub enforce: bool,
 }
 
-/// One charge or refund within a report (see [`crate::algorithm::charge`]).
+/// One charge, refund or release within a report (see [`crate::algorithm::charge`]).
 #[derive(Clone, Copy, Debug)]
 pub struct ChargeItem<'a> {
     /// The state key (see [`crate::ruleset::state_key`]).
@@ -121,8 +121,8 @@ pub trait Store: Send + Sync + 'static {
         crate::clock::system_now()
     }
 
-    /// Applies `items`, charges and refunds, each to its key (docs/algorithms.md, "Charges,
-    /// debt and refunds"): never refused for being over the limit. The batch is checked whole:
+    /// Applies `items`, charges, refunds and releases, each to its key (docs/algorithms.md,
+    /// "Charges, debt and refunds"): never refused for being over the limit. The batch is checked whole:
     /// if any item's limit takes no charges, the store answers [`StoreError::Internal`] naming
     /// it and changes nothing (callers check [`crate::algorithm::chargeable`] first, to tell
     /// their users). A store that cannot take charges answers that error for every batch, the

@@ -7,7 +7,10 @@
 --
 -- KEYS: the call's distinct state keys.
 -- ARGV[1]: as decide.lua's call string, but each block's fourth parameter is the limit's
---          max_debt, and an item's flags are 1 for a refund (0: a charge).
+--          max_debt, and an item's flags byte is 0 for a charge, 1 for a refund, 2 for the
+--          release of a reservation; a release's item ends with one more '<d': the instant the
+--          reservation took its units, or for a fixed window the end of the window holding that
+--          instant (the client computes it: calendar periods need a time zone database).
 -- Returns { now, the units each item applied (a list), the keys' states before the call }.
 
 local call = ARGV[1]
@@ -42,9 +45,13 @@ for i = 1, nitems do
   if n == 255 then
     n, at = unpack_at('<d', call, at)
   end
+  local taken = 0
+  if flags == 2 then
+    taken, at = unpack_at('<d', call, at)
+  end
   local k = k1 + 256 * k2
   local blk, v = blocks[b], states[k] or nil
-  local new, idle_at, got, patch = blk[1](v, now, n, flags % 2 == 1, blk[2], unpack(blk, 3))
+  local new, idle_at, got, patch = blk[1](v, now, n, flags, taken, blk[2], unpack(blk, 3))
   if new then
     if patch then
       new = sub(v, 1, patch) .. new .. sub(v, patch + #new + 1)

@@ -76,10 +76,12 @@ local function refund(v, at, cost, _, limit, window, e1, e2)
   return v
 end
 
--- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's fixed_window::charge and
--- refund: counted up to limit + max_debt (and 2^32 - 1), given back down to 0. Answers the new
--- state (nil: unchanged), when it is empty again, and the units applied.
-local function charge(v, now, n, refunding, max_debt, limit, window, e1, e2)
+-- A charge of `n` units at `now` (`kind` 0), a refund (1) or a release (2), as Rust's
+-- fixed_window::charge, refund and release: counted up to limit + max_debt (and 2^32 - 1), given
+-- back down to 0; a release only while the window counted is `taken`'s (`taken` is that
+-- window's end). Answers the new state (nil: unchanged), when it is empty again, and the units
+-- applied.
+local function charge(v, now, n, kind, taken, max_debt, limit, window, e1, e2)
   local e0, c = window_of(v)
   local e = window_end(now, window, e1, e2)
   if e0 >= e then
@@ -87,8 +89,11 @@ local function charge(v, now, n, refunding, max_debt, limit, window, e1, e2)
   else
     c = 0
   end
+  if kind == 2 and taken ~= e then
+    return nil, 0, 0
+  end
   local applied
-  if refunding then
+  if kind > 0 then
     applied = min(n, c)
     c = c - applied
   else

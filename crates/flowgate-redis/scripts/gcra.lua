@@ -57,13 +57,14 @@ local function refund(v, at, cost, _, t)
   return pack('<d', max(tat_of(v) - cost * t, 0))
 end
 
--- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's gcra::charge and refund:
--- the TAT pushed n * T further, at most to now + tau + max_debt * T (whole units), or pulled back
--- n * T, never before now. Answers the new state (nil: unchanged), when it is empty again, and
--- the units applied.
-local function charge(v, now, n, refunding, max_debt, t, tau)
+-- A charge of `n` units at `now` (`kind` 0), a refund (1) or a release (2, as a refund: the TAT
+-- keeps no trace of when units were taken), as Rust's gcra::charge and refund: the TAT pushed
+-- n * T further, at most to now + tau + max_debt * T (whole units), or pulled back n * T, never
+-- before now. Answers the new state (nil: unchanged), when it is empty again, and the units
+-- applied.
+local function charge(v, now, n, kind, _, max_debt, t, tau)
   local tat = tat_of(v)
-  if refunding then
+  if kind > 0 then
     if tat <= now then
       return nil, 0, 0
     end

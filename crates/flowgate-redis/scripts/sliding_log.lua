@@ -100,11 +100,36 @@ local function refund(v, at, cost)
   return v
 end
 
--- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's sliding_log::charge and
--- refund: logged as one entry up to a live sum of limit + max_debt, or taken from the newest live
--- entries, to an empty log. Answers the new state (nil: unchanged), when it is empty again, the
--- units applied, and for a patch the byte it starts at (see admit).
-local function charge(v, now, n, refunding, max_debt, limit, window)
+-- A release of `n` units taken at `taken`, as Rust's sliding_log::release: from the first live
+-- entry at or after `taken` (a request is logged at the newest instant if the clock stepped
+-- back), while `taken` is in the window; an emptied entry leaves the log. `first` to `to`: the
+-- live entries, summing `sum`.
+local function release(v, now, n, taken, first, to, sum, window)
+  if now >= window and taken <= now - window then
+    return nil, 0, 0
+  end
+  for i = first, to - 11, 12 do
+    local ts, c = unpack_at('<dI4', v, i)
+    if ts >= taken then
+      local take = min(n, c)
+      if take == 0 then
+        return nil, 0, 0
+      end
+      local entry = c > take and pack('<dI4', ts, c - take) or ''
+      local rest = sub(v, first, i - 1) .. entry .. sub(v, i + 12, to)
+      local idle = #rest > 0 and unpack_at('<d', rest, #rest - 11) + window or now
+      return rest .. pack('<I4I4', 0, sum - take), idle, take
+    end
+  end
+  return nil, 0, 0
+end
+
+-- A charge of `n` units at `now` (`kind` 0), a refund (1) or a release (2), as Rust's
+-- sliding_log::charge, refund and release: logged as one entry up to a live sum of
+-- limit + max_debt, taken from the newest live entries, to an empty log, or released (above).
+-- Answers the new state (nil: unchanged), when it is empty again, the units applied, and for a
+-- patch the byte it starts at (see admit).
+local function charge(v, now, n, kind, taken, max_debt, limit, window)
   local from, to, sum = log_of(v)
   if not from then
     from, to, sum = 1, 0, 0
@@ -120,7 +145,10 @@ local function charge(v, now, n, refunding, max_debt, limit, window)
       first = first + 12
     end
   end
-  if not refunding then
+  if kind == 2 then
+    return release(v, now, n, taken, first, to, sum, window)
+  end
+  if kind == 0 then
     local applied = min(n, max(limit + max_debt - sum, 0))
     if applied == 0 then
       return nil, 0, 0

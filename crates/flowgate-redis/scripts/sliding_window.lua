@@ -109,17 +109,37 @@ local function live(v, now, head, total, window, width, ring)
   return lo, sum
 end
 
--- A charge of `n` units (or a refund, `refunding`) at `now`, as Rust's sliding_window::charge
--- and refund: counted in now's bucket up to a live sum of limit + max_debt, or given back from
--- the newest live bucket down, to 0. Answers the new state (nil: unchanged), when it is empty
--- again, and the units applied.
-local function charge(v, now, n, refunding, max_debt, limit, window, width, ring)
+-- A release of `n` units taken at `taken`, as Rust's sliding_window::release: from the bucket
+-- `taken` fell in, while it is live (from `lo` to `head`).
+local function release(v, n, taken, head, total, lo, window, width, ring)
+  local j = idiv(taken, width)
+  if not head or j < lo or j > head then
+    return nil, 0, 0
+  end
+  local q = head - j
+  local c = count(v, q)
+  local take = min(n, c)
+  if take == 0 then
+    return nil, 0, 0
+  end
+  return sub(v, 1, 4 * q) .. pack('<I4', c - take) .. sub(v, 4 * q + 5, 4 * ring)
+    .. pack('<dd', head, total - take), leaves_at(head, window, width), take
+end
+
+-- A charge of `n` units at `now` (`kind` 0), a refund (1) or a release (2) as Rust's
+-- sliding_window::charge, refund and release: counted in now's bucket up to a live sum of
+-- limit + max_debt, given back from the newest live bucket down, to 0, or released (above).
+-- Answers the new state (nil: unchanged), when it is empty again, and the units applied.
+local function charge(v, now, n, kind, taken, max_debt, limit, window, width, ring)
   local head, total = ring_of(v, ring, width)
   local lo, sum = 0, 0
   if head then
     lo, sum = live(v, now, head, total, window, width, ring)
   end
-  if not refunding then
+  if kind == 2 then
+    return release(v, n, taken, head, total, lo, window, width, ring)
+  end
+  if kind == 0 then
     local applied = min(n, max(limit + max_debt - sum, 0))
     if applied == 0 then
       return nil, 0, 0

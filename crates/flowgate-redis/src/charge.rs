@@ -76,8 +76,15 @@ async fn call(
                 distinct.push(&key[..]);
                 distinct.len() - 1
             });
-        let flags = u8::from(matches!(item.amount, Amount::Refund(_)));
+        let (flags, taken) = match item.amount {
+            Amount::Charge(_) => (0, None),
+            Amount::Refund(_) => (1, None),
+            Amount::Release { taken, .. } => (2, Some(release_mark(item.limit, taken))),
+        };
         push_item(&mut body, item.amount.units(), bi, (k + 1) as u16, flags);
+        if let Some(taken) = taken {
+            body.extend_from_slice(&(taken as f64).to_le_bytes());
+        }
     }
     if blocks.len() > 255 {
         return Err(StoreError::Internal(
@@ -98,6 +105,16 @@ async fn call(
         .await
         .map_err(|e| store_error(&e))?;
     replay(reply, items, keys, &distinct, near)
+}
+
+/// What a release sends the script of the instant its reservation took its units (`charge.lua`'s
+/// header): for a fixed window the end of the window holding it, which only the client can
+/// compute for a calendar window; else the instant.
+fn release_mark(limit: &flowgate_core::Limit, taken: Micros) -> Micros {
+    match limit.algorithm() {
+        flowgate_core::Algorithm::FixedWindow => algorithm::fixed_window::window_end(limit, taken),
+        _ => taken,
+    }
 }
 
 /// Reads the script's reply and replays `items` on the states it found.

@@ -627,9 +627,7 @@ impl Store for RedisStore {
         self.settle(&r);
         if let Ok(charges) = &r {
             for (item, c) in items.iter().zip(charges) {
-                if matches!(item.amount, flowgate_core::algorithm::Amount::Refund(_))
-                    && c.applied > 0
-                {
+                if item.amount.gives_back() && c.applied > 0 {
                     inner.blocked.forget(item.key);
                 }
             }

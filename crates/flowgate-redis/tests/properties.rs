@@ -44,9 +44,9 @@ enum Step {
     /// Advance the clock by `dt` us, then decide these requests in one call (`decide_batch`);
     /// the memory store decides them one after another.
     Batch(u64, Vec<Vec<(usize, u64, bool)>>),
-    /// Advance the clock by `dt` us, then charge items `(limit index, units, refund)` in one
-    /// report.
-    Charge(u64, Vec<(usize, u64, bool)>),
+    /// Advance the clock by `dt` us, then charge items `(limit index, units, kind, ago)` in one
+    /// report: kind 0 a charge, 1 a refund, 2 the release of units taken `ago` us before now.
+    Charge(u64, Vec<(usize, u64, u8, u64)>),
 }
 
 fn limit_case() -> impl Strategy<Value = LimitCase> {
@@ -150,7 +150,8 @@ fn schedule(limits: usize) -> impl Strategy<Value = Vec<Step>> {
             (
                 0..limits,
                 prop_oneof![8 => 0u64..12, 1 => 250u64..600, 1 => Just(1u64 << 33)],
-                prop::bool::weighted(0.3),
+                prop_oneof![5 => Just(0u8), 2 => Just(1u8), 3 => Just(2u8)],
+                prop_oneof![2 => Just(0u64), 3 => 0u64..1_000, 3 => 0u64..400_000, 1 => 0u64..3_000_000],
             ),
             1..4,
         ),
@@ -351,28 +352,29 @@ fn agree(rt: &tokio::runtime::Runtime, redis: &RedisStore, clock: &ManualClock, 
     }
 }
 
-/// Charges `raw` (`(limit index, units, refund)` each) on both stores: both refuse the report
+/// Charges `raw` (`(limit index, units, kind, ago)` each, as [`Step::Charge`]) on both stores: both refuse the report
 /// (a limit that takes no charges), or both answer alike.
 fn charges_agree(
     at: &str,
     rt: &tokio::runtime::Runtime,
     redis: &RedisStore,
     memory: &MemoryStore<ManualClock>,
-    raw: &[(usize, u64, bool)],
+    raw: &[(usize, u64, u8, u64)],
     keys: &[String],
     limits: &[Limit],
 ) -> Result<(), TestCaseError> {
+    let now = memory.now();
     let items: Vec<ChargeItem<'_>> = raw
         .iter()
-        .map(|&(i, n, refund)| {
+        .map(|&(i, n, kind, ago)| {
             let i = i % limits.len();
             ChargeItem {
                 key: &keys[i],
                 limit: &limits[i],
-                amount: if refund {
-                    Amount::Refund(n)
-                } else {
-                    Amount::Charge(n)
+                amount: match kind {
+                    0 => Amount::Charge(n),
+                    1 => Amount::Refund(n),
+                    _ => Amount::release(n, now.saturating_sub(ago)),
                 },
             }
         })

@@ -261,11 +261,22 @@ async fn run_table<S: Store>(store: &S, clock: &ManualClock, key_prefix: &str, t
                     .map(|p| {
                         let parts: Vec<&str> = p.trim().split(':').collect();
                         let (sign, n) = parts[2].split_at(1);
+                        let (n, taken) = match n.split_once('@') {
+                            Some((n, t)) => (n, Some(t)),
+                            None => (n, None),
+                        };
                         let n = n.parse().unwrap_or_else(|_| panic!("{at}: bad charge"));
-                        let amount = match sign {
-                            "+" => Amount::Charge(n),
-                            "-" => Amount::Refund(n),
-                            _ => panic!("{at}: a charge is +N or -N"),
+                        let taken = taken.map(|t| {
+                            start
+                                + t.replace('_', "")
+                                    .parse::<u64>()
+                                    .unwrap_or_else(|_| panic!("{at}: bad @"))
+                        });
+                        let amount = match (sign, taken) {
+                            ("+", None) => Amount::Charge(n),
+                            ("-", None) => Amount::Refund(n),
+                            ("-", Some(taken)) => Amount::release(n, taken),
+                            _ => panic!("{at}: a charge is +N, -N or -N@T"),
                         };
                         (parts[0], format!("{key_prefix}:{si}:{}", parts[1]), amount)
                     })

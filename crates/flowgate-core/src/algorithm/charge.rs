@@ -21,22 +21,35 @@ pub enum Amount {
     Charge(u64),
     /// Gives units back (Envoy's `is_negative_hits`), floored at empty.
     Refund(u64),
+    /// Gives back the `units` a reservation took at `taken` (an admitted decision of cost
+    /// `units`), as far as they still count: never more than `units`, never units of a window
+    /// that has ended (docs/algorithms.md, "Releasing a reservation").
+    Release {
+        /// The units the reservation took.
+        units: u64,
+        /// The instant it took them, on the store's clock.
+        taken: Micros,
+    },
 }
 
 impl Amount {
     /// Gives back `units` that a reservation took at `taken`, as far as they still count now
     /// (the units of a window that has ended count no more, and are not given back).
     pub fn release(units: u64, taken: Micros) -> Amount {
-        // Placeholder until the release transition lands: a refund now.
-        let _ = taken;
-        Amount::Refund(units)
+        Amount::Release { units, taken }
     }
 
     /// The units asked for.
     pub fn units(self) -> u64 {
         match self {
             Amount::Charge(n) | Amount::Refund(n) => n,
+            Amount::Release { units, .. } => units,
         }
+    }
+
+    /// Whether the amount gives units back (a refund or a release).
+    pub fn gives_back(self) -> bool {
+        !matches!(self, Amount::Charge(_))
     }
 }
 
@@ -87,8 +100,9 @@ pub fn chargeable(limit: &Limit) -> Result<(), ChargeError> {
     }
 }
 
-/// Charges or refunds `amount` at `now` under `limit`: a charge is applied even past the limit,
-/// up to `limit.max_debt()` beyond it; a refund is floored at empty. A charge of 0 only looks.
+/// Charges, refunds or releases `amount` at `now` under `limit`: a charge is applied even past
+/// the limit, up to `limit.max_debt()` beyond it; a refund is floored at empty; a release gives
+/// back a reservation's units as far as they still count at `now`. An amount of 0 only looks.
 /// A state of another algorithm counts as empty.
 ///
 /// # Errors
@@ -130,12 +144,18 @@ pub fn charge(
 /// Applies `n > 0` units of `amount` to a chargeable limit's state; answers the units applied.
 fn change(limit: &Limit, state: &mut State, now: Micros, amount: Amount, n: u64) -> u64 {
     let charging = matches!(amount, Amount::Charge(_));
+    let taken = match amount {
+        Amount::Release { taken, .. } => Some(taken),
+        _ => None,
+    };
     match limit.algorithm() {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => {
             let mut s = match state {
                 State::Gcra(s) => *s,
                 _ => GcraState::default(),
             };
+            // A release is a refund here: the TAT holds no trace of when units were taken, and
+            // whatever time already gave back is floored at `now`.
             let applied = if charging {
                 gcra::charge(limit, &mut s, now, n)
             } else {
@@ -148,10 +168,10 @@ fn change(limit: &Limit, state: &mut State, now: Micros, amount: Amount, n: u64)
         }
         Algorithm::FixedWindow => {
             let mut s = fixed(state);
-            let applied = if charging {
-                fixed_window::charge(limit, &mut s, now, n)
-            } else {
-                fixed_window::refund(limit, &mut s, now, n)
+            let applied = match taken {
+                _ if charging => fixed_window::charge(limit, &mut s, now, n),
+                Some(taken) => fixed_window::release(limit, &mut s, now, n, taken),
+                None => fixed_window::refund(limit, &mut s, now, n),
             };
             if applied > 0 {
                 // count <= MAX_LIMIT = u32::MAX, bounded by fixed_window::charge.
@@ -172,10 +192,10 @@ fn change(limit: &Limit, state: &mut State, now: Micros, amount: Amount, n: u64)
             let State::SlidingWindow(s) = state else {
                 return 0;
             };
-            if charging {
-                sliding_window::charge(limit, s, now, n)
-            } else {
-                sliding_window::refund(limit, s, now, n)
+            match taken {
+                _ if charging => sliding_window::charge(limit, s, now, n),
+                Some(taken) => sliding_window::release(limit, s, now, n, taken),
+                None => sliding_window::refund(limit, s, now, n),
             }
         }
         Algorithm::SlidingLog => {
@@ -188,10 +208,10 @@ fn change(limit: &Limit, state: &mut State, now: Micros, amount: Amount, n: u64)
             let State::SlidingLog(s) = state else {
                 return 0;
             };
-            if charging {
-                sliding_log::charge(limit, s, now, n)
-            } else {
-                sliding_log::refund(limit, s, now, n)
+            match taken {
+                _ if charging => sliding_log::charge(limit, s, now, n),
+                Some(taken) => sliding_log::release(limit, s, now, n, taken),
+                None => sliding_log::refund(limit, s, now, n),
             }
         }
         // Refused by `chargeable`.

@@ -98,6 +98,16 @@ pub fn refund(l: &Limit, s: &mut FixedWindowState, now: Micros, n: u64) -> u64 {
     given
 }
 
+/// Gives back up to `n` units a reservation took at `taken`: only while the window counted at
+/// `now` is the window of `taken` (once it ended, its units count no more); floored at 0;
+/// answers the units given back.
+pub fn release(l: &Limit, s: &mut FixedWindowState, now: Micros, n: u64, taken: Micros) -> u64 {
+    if current(l, s, now).0 != window_end(l, taken) {
+        return 0;
+    }
+    refund(l, s, now, n)
+}
+
 /// The units counted beyond the limit at `now`.
 pub fn debt(l: &Limit, s: &FixedWindowState, now: Micros) -> u64 {
     current(l, s, now).1.saturating_sub(l.limit())

@@ -116,6 +116,27 @@ pub fn refund(l: &Limit, s: &mut SlidingLogState, now: Micros, n: u64) -> u64 {
     given
 }
 
+/// Gives back up to `n` units a reservation took at `taken`, from the entry that logged it (the
+/// first at or after `taken`: a request is logged at the newest instant if the clock stepped
+/// back), while `taken` is still in the window at `now`; an emptied entry leaves the log;
+/// answers the units given back.
+pub fn release(l: &Limit, s: &mut SlidingLogState, now: Micros, n: u64, taken: Micros) -> u64 {
+    let (first, _) = live(l, s, now);
+    if now >= l.window() && taken <= now - l.window() {
+        return 0;
+    }
+    let Some(i) = (first..s.entries.len()).find(|&i| s.entries[i].0 >= taken) else {
+        return 0;
+    };
+    let given = n.min(s.entries[i].1);
+    s.entries[i].1 -= given;
+    if s.entries[i].1 == 0 {
+        s.entries.remove(i);
+        s.idle_at = s.entries.back().map_or(0, |e| e.0 + l.window());
+    }
+    given
+}
+
 /// Whether every entry has left the window.
 pub fn is_idle(s: &SlidingLogState, now: Micros) -> bool {
     s.idle_at <= now

@@ -152,6 +152,21 @@ pub fn refund(l: &Limit, s: &mut SlidingWindowState, now: Micros, n: u64) -> u64
     given
 }
 
+/// Gives back up to `n` units a reservation took at `taken`, from the bucket `taken` fell in,
+/// while that bucket still counts at `now`; floored at 0; answers the units given back.
+pub fn release(l: &Limit, s: &mut SlidingWindowState, now: Micros, n: u64, taken: Micros) -> u64 {
+    let j = taken / l.bucket_width();
+    match first(l, s, now) {
+        Some(lo) if lo <= j && j <= s.head => {
+            let c = &mut s.counts[slot(l, j)];
+            let given = n.min(*c);
+            *c -= given;
+            given
+        }
+        _ => 0,
+    }
+}
+
 /// Whether every bucket has left the window.
 pub fn is_idle(s: &SlidingWindowState, now: Micros) -> bool {
     s.idle_at <= now
