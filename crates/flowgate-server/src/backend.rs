@@ -8,6 +8,7 @@ use flowgate::queue::{
 };
 use flowgate::store::{Decisions, Item, Store, StoreError};
 use flowgate::{Limit, MemoryStore};
+use flowgate_core::store::{ChargeItem, Charges};
 use flowgate_redis::RedisQueueStore;
 
 use flowgate_observe::view::StoreKind;
@@ -143,6 +144,13 @@ impl Store for Backend {
             // Boxed: the Redis call's future is about 1.7 KB, and every caller's future would
             // otherwise carry it, and move it, on the embedded store too.
             Backend::Redis(r) => Box::pin(r.decide(items)).await,
+        }
+    }
+
+    async fn charge(&self, items: &[ChargeItem<'_>]) -> Result<Charges, StoreError> {
+        match self {
+            Backend::Memory(m) => m.charge_now(items),
+            Backend::Redis(r) => Box::pin(r.charge(items)).await,
         }
     }
 
