@@ -8,6 +8,7 @@ pub mod breakers;
 mod envoy_names;
 pub mod metrics;
 mod record;
+pub mod reservations;
 pub mod stats;
 pub mod topology;
 pub mod view;

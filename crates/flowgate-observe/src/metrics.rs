@@ -280,6 +280,8 @@ pub struct Metrics {
     queue_read_at: AtomicU64,
     /// The circuit breakers' series.
     pub breakers: super::breakers::BreakerMetrics,
+    /// The outstanding reservations' series.
+    pub reservations: super::reservations::ReservationMetrics,
     /// Where Redis's primaries are.
     pub topology: super::topology::TopologyMetrics,
     /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
@@ -461,10 +463,12 @@ impl Metrics {
             logs_suppressed.clone(),
         );
         let breakers = super::breakers::BreakerMetrics::register(&mut registry);
+        let reservations = super::reservations::ReservationMetrics::register(&mut registry);
         let topology = super::topology::TopologyMetrics::register(&mut registry);
         Self {
             registry,
             breakers,
+            reservations,
             topology,
             decisions,
             shadow_hits,

@@ -55,6 +55,33 @@ async fn remaining(addr: SocketAddr, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no remaining in {}", r.body))
 }
 
+/// Waits until `/v1/stats` and `/metrics` show `count` reservations holding `units` under rule
+/// `tokens`.
+async fn seen(addr: SocketAddr, count: u64, units: u64) {
+    let want = json!([{"domain": "llm", "rule": "tokens", "count": count, "units": units}]);
+    let ok = wait_until(Duration::from_secs(10), || async {
+        let stats = common::http(addr, "GET", "/v1/stats", &[], "").await.json();
+        stats["reservations"] == want
+            && common::metric(
+                addr,
+                "flowgate_reservation_units_outstanding",
+                &["rule=\"tokens\""],
+            )
+            .await
+                == units as f64
+            && common::metric(
+                addr,
+                "flowgate_reservations_outstanding",
+                &["domain=\"llm\""],
+            )
+            .await
+                == count as f64
+    })
+    .await;
+    let stats = common::http(addr, "GET", "/v1/stats", &[], "").await.json();
+    assert!(ok, "not seen: {want} in {}", stats["reservations"]);
+}
+
 fn id_of(r: &HttpResponse) -> String {
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()["id"].as_str().unwrap().to_owned()
@@ -95,6 +122,7 @@ async fn on_memory_a_reservation_counts_until_its_commit_or_its_ttl() {
     assert!(refused.json()["id"].is_null());
     // The first, never committed, stops counting after its TTL.
     wait_remaining(a, "k1", 500).await;
+    seen(a, 1, 500).await;
     // Its commit still counts its cost, and says it expired.
     let c = commit(a, json!({"id": first, "cost": 120})).await;
     assert_eq!(c.status, 200, "{}", c.body);
@@ -203,13 +231,12 @@ async fn bad_reservations_and_commits_are_refused_naming_the_field_and_change_no
     assert_eq!(remaining(a, "k").await, 1000 - 7 - 40);
 }
 
-/// Two servers on one real Redis.
+/// Two servers on one real Redis, with a deadline wide enough for a debug build on a busy
+/// machine (a decision past it would be the failure policy's, with no reservation).
 fn two_on(redis: &RedisServer, path: &std::path::Path) -> (common::Proc, common::Proc) {
     let url = redis.url();
-    (
-        spawn_server(path, &["--redis-url", &url]),
-        spawn_server(path, &["--redis-url", &url]),
-    )
+    let args = ["--redis-url", &url, "--redis-deadline", "2s"];
+    (spawn_server(path, &args), spawn_server(path, &args))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,6 +251,7 @@ async fn on_redis_a_reservation_is_the_clusters() {
     // The second, never committed, stops counting after its TTL, on both nodes.
     wait_remaining(a.http, "k", 500).await;
     assert_eq!(remaining(b.http, "k").await, 500);
+    seen(b.http, 1, 500).await;
     // Committed on the other node; a second commit on either is refused.
     let c = commit(b.http, json!({"id": one, "cost": 200})).await;
     assert_eq!(c.status, 200, "{}", c.body);

@@ -415,6 +415,7 @@ impl Stats {
             queues,
             store,
             alerts: Vec::new(),
+            reservations: Vec::new(),
             breakers: state
                 .breakers()
                 .iter()

@@ -418,6 +418,7 @@ pub(super) async fn metrics(State(state): Shared, _: Caller<Reader>) -> Response
         .metrics
         .breakers
         .adaptive_unsent(state.limiter.adaptive().unsent());
+    state.metrics.reservations.set(&state.reserve.outstanding());
     state
         .metrics
         .queue_degraded

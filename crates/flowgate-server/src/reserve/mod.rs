@@ -24,6 +24,7 @@ use flowgate_core::algorithm::{Amount, Charged, chargeable};
 use flowgate_core::clock::micros;
 use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
 use flowgate_core::store::ChargeItem;
+use flowgate_observe::reservations::ReservationsView;
 
 pub(crate) use self::records::Records;
 use crate::state::{Api, AppState};
@@ -55,6 +56,8 @@ impl Default for ReserveConfig {
 pub(crate) struct Reserve {
     pub(crate) records: Records,
     pub(crate) config: ReserveConfig,
+    /// The outstanding reservations per rule as last read (by the sweeper, each second).
+    outstanding: parking_lot::Mutex<Vec<ReservationsView>>,
 }
 
 /// Why a reservation or a commit is refused, each naming its field or id; nothing changed.
@@ -119,7 +122,34 @@ fn limit_of(rules: &RuleSet, domain: &str, rule: &str, now: Micros) -> Option<Li
 impl Reserve {
     /// The records that go with `backend`, under `config`.
     pub(crate) fn new(records: Records, config: ReserveConfig) -> Self {
-        Self { records, config }
+        Self {
+            records,
+            config,
+            outstanding: parking_lot::Mutex::default(),
+        }
+    }
+
+    /// The outstanding reservations per rule, as last read.
+    pub(crate) fn outstanding(&self) -> Vec<ReservationsView> {
+        self.outstanding.lock().clone()
+    }
+
+    /// Reads the outstanding reservations again (kept as they were when they cannot be read).
+    pub(crate) async fn read_outstanding(&self) {
+        match self.records.outstanding().await {
+            Ok(now) => {
+                *self.outstanding.lock() = now
+                    .into_iter()
+                    .map(|o| ReservationsView {
+                        domain: o.domain,
+                        rule: o.rule,
+                        count: o.count,
+                        units: o.units,
+                    })
+                    .collect();
+            }
+            Err(e) => tracing::debug!(error = %e, "outstanding reservations cannot be read now"),
+        }
     }
 
     /// Checks a reservation's request against the rules: each matched rule with a limit must

@@ -15,6 +15,9 @@ use crate::state::AppState;
 /// within this much of its expiry.
 pub(crate) const EVERY: Duration = Duration::from_millis(100);
 
+/// The outstanding reservations are read every this many sweeps (each second).
+const READ_EVERY: u32 = 10;
+
 /// Reservations released per call, at most (more wait for the next call, at once).
 const BATCH: usize = 500;
 
@@ -52,9 +55,14 @@ pub(crate) fn spawn(state: Arc<AppState>, shutdown: watch::Receiver<bool>) -> Jo
         let sweep = async {
             let mut tick = tokio::time::interval(EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut n: u32 = 0;
             loop {
                 tick.tick().await;
                 once(&state).await;
+                if n % READ_EVERY == 0 {
+                    state.reserve.read_outstanding().await;
+                }
+                n = n.wrapping_add(1);
             }
         };
         tokio::select! {
