@@ -54,11 +54,11 @@ impl Records {
                 break;
             }
             self.forgetting.pop_first();
-            if let Some(e) = self.by_id.remove(&id) {
-                if e.phase == Phase::Open {
-                    self.expiring.remove(&(e.reservation.expires, id));
-                    self.count(&e.reservation, false);
-                }
+            if let Some(e) = self.by_id.remove(&id)
+                && e.phase == Phase::Open
+            {
+                self.expiring.remove(&(e.reservation.expires, id));
+                self.count(&e.reservation, false);
             }
         }
     }

@@ -59,7 +59,7 @@ pub(crate) fn spawn(state: Arc<AppState>, shutdown: watch::Receiver<bool>) -> Jo
             loop {
                 tick.tick().await;
                 once(&state).await;
-                if n % READ_EVERY == 0 {
+                if n.is_multiple_of(READ_EVERY) {
                     state.reserve.read_outstanding().await;
                 }
                 n = n.wrapping_add(1);
