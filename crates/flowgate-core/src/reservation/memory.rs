@@ -64,6 +64,11 @@ impl Records {
     }
 }
 
+/// The most records kept at once (open ones and tombstones): each is an outsider's request
+/// admitted by a limit, but limits can be large; past it a reservation is refused (the server
+/// gives its units back and answers 503) until records are forgotten.
+pub const MAX_RECORDS: usize = 1_000_000;
+
 /// Reservation records in memory (see [`super`]); cheap to share behind an `Arc`.
 #[derive(Default)]
 pub struct MemoryReservations {
@@ -86,8 +91,13 @@ impl MemoryReservations {
         self.len() == 0
     }
 
-    fn put_now(&self, r: &Reservation, forget_at: Micros) {
+    fn put_now(&self, r: &Reservation, forget_at: Micros) -> Result<(), StoreError> {
         let mut rec = self.records.lock();
+        if rec.by_id.len() >= MAX_RECORDS {
+            return Err(StoreError::Unavailable(format!(
+                "the reservation records are full ({MAX_RECORDS} kept until they are forgotten)"
+            )));
+        }
         rec.expiring.insert((r.expires, r.id.clone()));
         rec.forgetting.insert((forget_at, r.id.clone()));
         rec.count(r, true);
@@ -99,6 +109,7 @@ impl MemoryReservations {
                 forget_at,
             },
         );
+        Ok(())
     }
 
     fn claim_now(&self, id: &ReservationId, now: Micros) -> Claim {
@@ -190,8 +201,7 @@ impl MemoryReservations {
 
 impl Reservations for MemoryReservations {
     async fn put(&self, reservation: &Reservation, forget_at: Micros) -> Result<(), StoreError> {
-        self.put_now(reservation, forget_at);
-        Ok(())
+        self.put_now(reservation, forget_at)
     }
 
     async fn claim(&self, id: &ReservationId, now: Micros) -> Result<Claim, StoreError> {
@@ -235,7 +245,7 @@ mod tests {
     fn a_commit_claims_once_and_a_tombstone_answers_after() {
         let m = MemoryReservations::new();
         let r = reservation(100, 7);
-        m.put_now(&r, 200);
+        m.put_now(&r, 200).unwrap();
         assert_eq!(m.outstanding_now()[0].units, 7);
         let first = m.claim_now(&r.id, 50);
         assert_eq!(
@@ -259,8 +269,8 @@ mod tests {
     fn expiry_releases_once_then_a_commit_only_charges() {
         let m = MemoryReservations::new();
         let (a, b) = (reservation(100, 3), reservation(300, 4));
-        m.put_now(&a, 400);
-        m.put_now(&b, 600);
+        m.put_now(&a, 400).unwrap();
+        m.put_now(&b, 600).unwrap();
         assert!(m.expire_now(99, 10).is_empty());
         assert_eq!(m.expire_now(100, 10), vec![a.clone()]);
         assert!(m.expire_now(100, 10).is_empty(), "released once");
@@ -279,7 +289,7 @@ mod tests {
     fn an_unclaimed_commit_can_be_retried() {
         let m = MemoryReservations::new();
         let r = reservation(100, 5);
-        m.put_now(&r, 200);
+        m.put_now(&r, 200).unwrap();
         let c = m.claim_now(&r.id, 10);
         m.unclaim_now(&c);
         assert_eq!(m.outstanding_now()[0].count, 1);
