@@ -21,6 +21,7 @@ pub mod queue;
 pub mod quota;
 pub mod random;
 pub mod redact;
+pub mod reservation;
 pub mod rule;
 pub mod ruleset;
 pub mod schedule;

@@ -127,6 +127,7 @@ impl ChargeMetrics {
         let kind = match t.amount {
             Amount::Charge(_) => "charge",
             Amount::Refund(_) => "refund",
+            Amount::Release { .. } => "release",
         };
         for (result, n) in [("applied", c.applied), ("dropped", c.dropped)] {
             self.units

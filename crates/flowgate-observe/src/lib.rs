@@ -9,6 +9,7 @@ pub mod charges;
 mod envoy_names;
 pub mod metrics;
 mod record;
+pub mod reservations;
 pub mod stats;
 pub mod topology;
 pub mod view;

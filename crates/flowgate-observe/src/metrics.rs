@@ -285,6 +285,8 @@ pub struct Metrics {
     pub breakers: super::breakers::BreakerMetrics,
     /// Charges and refunds, and each rule's debt.
     pub charges: super::charges::ChargeMetrics,
+    /// The outstanding reservations' series.
+    pub reservations: super::reservations::ReservationMetrics,
     /// Where Redis's primaries are.
     pub topology: super::topology::TopologyMetrics,
     /// envoyproxy/ratelimit's series (`--envoy-metric-names`); unset, they are neither recorded
@@ -466,12 +468,14 @@ impl Metrics {
             logs_suppressed.clone(),
         );
         let breakers = super::breakers::BreakerMetrics::register(&mut registry);
+        let reservations = super::reservations::ReservationMetrics::register(&mut registry);
         let topology = super::topology::TopologyMetrics::register(&mut registry);
         let charges = super::charges::ChargeMetrics::register(&mut registry);
         Self {
             registry,
             breakers,
             charges,
+            reservations,
             topology,
             decisions,
             shadow_hits,

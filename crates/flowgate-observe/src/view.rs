@@ -32,6 +32,10 @@ pub struct StatsView {
     /// them), this process's on the embedded store.
     #[serde(default)]
     pub breakers: Vec<BreakerView>,
+    /// The outstanding reservations per rule (`POST /v1/reserve`), rules without any left out:
+    /// the cluster's on Redis, this process's on the embedded store.
+    #[serde(default)]
+    pub reservations: Vec<crate::reservations::ReservationsView>,
 
     /// The rules' version and origin.
     pub rules_info: RulesInfoView,

@@ -92,6 +92,10 @@ pub static ALERTS_WRITE: LazyLock<Script> =
 pub static RULES_PUSH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/rules_push.lua")));
 
+/// Reservation records: put, claim once, unclaim, expire (`reservations.lua`).
+pub(crate) static RESERVATIONS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/reservations.lua")));
+
 #[cfg(test)]
 mod tests {
     use super::*;

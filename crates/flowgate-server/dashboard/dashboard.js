@@ -18,6 +18,7 @@ import {
 import { makeTrial, renderTrial, loadHistory, loadEditor, sendEditor } from "./changes.js";
 import { makeChart, stepped } from "./charts.js";
 import { followStream } from "./stream.js";
+import { renderReservations } from "./reservations.js";
 
 (function () {
   "use strict";
@@ -519,6 +520,7 @@ import { followStream } from "./stream.js";
     renderAlerts(v.alerts || []);
     renderBreakers(v.breakers || []);
     breakKeys($("breakers"));
+    renderReservations(v.reservations || []);
     renderQueues(v);
     renderStore(v.store || {});
     renderNodes(v);

@@ -67,6 +67,10 @@ pub enum ErrorCode {
     FollowsFiles,
     /// A change of the shared rules that would drop every declared queue.
     QueuesWouldBeRemoved,
+    /// No reservation has the id committed (never made, or forgotten): nothing changed.
+    UnknownReservation,
+    /// The reservation was committed already: nothing changed.
+    AlreadyCommitted,
     /// The store cannot answer now: try again later.
     StoreUnavailable,
     /// The node is starting or draining (`/readyz`).
@@ -77,7 +81,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the enum.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::AdminDisabled,
@@ -100,6 +104,8 @@ impl ErrorCode {
         ErrorCode::VersionConflict,
         ErrorCode::FollowsFiles,
         ErrorCode::QueuesWouldBeRemoved,
+        ErrorCode::UnknownReservation,
+        ErrorCode::AlreadyCommitted,
         ErrorCode::StoreUnavailable,
         ErrorCode::NotReady,
         ErrorCode::Internal,
@@ -130,6 +136,8 @@ impl ErrorCode {
             ErrorCode::VersionConflict => "version_conflict",
             ErrorCode::FollowsFiles => "follows_files",
             ErrorCode::QueuesWouldBeRemoved => "queues_would_be_removed",
+            ErrorCode::UnknownReservation => "unknown_reservation",
+            ErrorCode::AlreadyCommitted => "already_committed",
             ErrorCode::StoreUnavailable => "store_unavailable",
             ErrorCode::NotReady => "not_ready",
             ErrorCode::Internal => "internal",

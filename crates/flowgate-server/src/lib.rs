@@ -61,6 +61,7 @@ mod probes;
 mod queue_watch;
 mod reload;
 mod reports;
+mod reserve;
 pub mod rules;
 mod server;
 mod shutdown;
@@ -73,6 +74,7 @@ pub use codes::ErrorCode;
 /// The figures the dashboard, the alerts and `GET /v1/stats` show.
 pub use flowgate_observe::alerts;
 pub use flowgate_observe::view as stats;
+pub use reserve::{DEFAULT_MAX_SHARE, DEFAULT_MAX_TTL, ReserveConfig};
 pub use server::{
     DEFAULT_DATA_DIR, DEFAULT_GRPC_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTP_HEADER_TIMEOUT,
     DEFAULT_HTTP_MAX_CONNECTIONS, Server, ServerConfig, ServerError,

@@ -123,6 +123,11 @@ pub struct ServerConfig {
     /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
     /// (`ratelimit_service_rate_limit_total_hits` and its siblings).
     pub envoy_metric_names: bool,
+    /// The clamps of reservations (`--reserve-max-share`, `--reserve-max-ttl`).
+    pub reserve: crate::reserve::ReserveConfig,
+    /// HTTP decision answers (`/v1/check`, `/v1/acquire`, `/v1/reserve`) also carry OpenAI's
+    /// `x-ratelimit-limit-tokens`, `-remaining-tokens` and `-reset-tokens` (`--openai-headers`).
+    pub openai_headers: bool,
 }
 
 /// The default cap on HTTP connections (and on gRPC connections) at once.
@@ -177,6 +182,8 @@ impl ServerConfig {
             redis_wait_replicas: 0,
             redis_wait_timeout: flowgate_redis::DEFAULT_WAIT_TIMEOUT,
             envoy_metric_names: false,
+            reserve: crate::reserve::ReserveConfig::default(),
+            openai_headers: false,
         }
     }
 
@@ -513,6 +520,8 @@ impl Server {
         let mut state = AppState::new(limiter, queue, loaded.alerts, info, credentials, stats);
         state.response_headers = cfg.response_headers;
         state.charge_domains.clone_from(&cfg.charge_domains);
+        state.reserve.config = cfg.reserve;
+        state.openai_headers = cfg.openai_headers;
         if cfg.envoy_metric_names {
             state.metrics.enable_envoy_names();
         }
@@ -584,6 +593,7 @@ impl Server {
             .map_err(|e| ServerError::Store(format!("alerts on Redis: {e}")))?,
         );
         background.push(sweep_store(Arc::clone(&state), rx.clone()));
+        background.push(crate::reserve::sweep::spawn(Arc::clone(&state), rx.clone()));
         // Awaited at shutdown, not aborted: it may be publishing the figures.
         let figures = tokio::spawn(flowgate_observe::stats::run(
             Arc::clone(&state),

@@ -50,6 +50,10 @@ pub(crate) struct AppState {
     pub(crate) eviction: Arc<Eviction>,
     /// Starting, serving or draining: what `/readyz` answers.
     pub(crate) lifecycle: crate::probes::Lifecycle,
+    /// The reservations: their records and clamps.
+    pub(crate) reserve: crate::reserve::Reserve,
+    /// Whether HTTP decision answers carry OpenAI's `x-ratelimit-*-tokens` headers.
+    pub(crate) openai_headers: bool,
 }
 
 impl AppState {
@@ -69,6 +73,10 @@ impl AppState {
         limiter
             .breakers()
             .on_transition(move |e| counted.breakers.transition(e));
+        let reserve = crate::reserve::Reserve::new(
+            crate::reserve::Records::for_backend(limiter.store()),
+            crate::reserve::ReserveConfig::default(),
+        );
         let limiter = Arc::new(limiter);
         let stats = Arc::new(stats);
         let recorder = Arc::new(Recorder::new(Arc::clone(&metrics), Arc::clone(&stats)));
@@ -98,6 +106,8 @@ impl AppState {
             charge_domains: Vec::new(),
             eviction,
             lifecycle: crate::probes::Lifecycle::default(),
+            reserve,
+            openai_headers: false,
         }
     }
 

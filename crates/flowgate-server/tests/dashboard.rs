@@ -561,6 +561,10 @@ async fn files_are_served_with_their_types_policy_and_cache_validators() {
         ("/dashboard/charts.js", "text/javascript; charset=utf-8"),
         ("/dashboard/stream.js", "text/javascript; charset=utf-8"),
         ("/dashboard/changes.js", "text/javascript; charset=utf-8"),
+        (
+            "/dashboard/reservations.js",
+            "text/javascript; charset=utf-8",
+        ),
         ("/dashboard/dashboard.css", "text/css; charset=utf-8"),
         (
             "/dashboard/uPlot.iife.min.js",

@@ -422,6 +422,7 @@ impl Stats {
             queues,
             store,
             alerts: Vec::new(),
+            reservations: Vec::new(),
             breakers: state
                 .breakers()
                 .iter()

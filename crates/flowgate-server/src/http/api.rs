@@ -69,7 +69,7 @@ pub(super) struct AcquireBody {
 impl RequestBody for AcquireBody {}
 
 /// A request from a body's parts, validated.
-fn request(
+pub(super) fn request(
     domain: String,
     descriptors: Vec<DescriptorField>,
     hits_addend: Option<u64>,
@@ -84,8 +84,9 @@ fn request(
     Ok(req)
 }
 
-/// The verdict as HTTP: 200 or 429, with the `RateLimit-*` headers and, on 429, `Retry-After`.
-fn verdict_response(v: &Verdict) -> Response {
+/// The verdict's status and headers: 200 or 429, the `RateLimit-*` headers, OpenAI's token
+/// headers when `openai` ([`super::openai`]), and, on 429, `Retry-After`.
+pub(super) fn verdict_head(v: &Verdict, openai: bool) -> (StatusCode, HeaderMap) {
     let status = if v.allowed {
         StatusCode::OK
     } else {
@@ -93,11 +94,14 @@ fn verdict_response(v: &Verdict) -> Response {
     };
     // Room for every header the answer ends with (the three `RateLimit-*`, `Retry-After`,
     // `content-type`, `content-length`, `x-content-type-options`), so that none grows the map.
-    let mut headers = HeaderMap::with_capacity(8);
+    let mut headers = HeaderMap::with_capacity(if openai { 11 } else { 8 });
     for (name, value) in v.headers() {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);
         }
+    }
+    if openai {
+        super::openai::insert(v, &mut headers);
     }
     if !v.allowed {
         // Every 429 says when to retry, at least 1 s ahead: a rejection with no known retry
@@ -106,6 +110,12 @@ fn verdict_response(v: &Verdict) -> Response {
         let secs = v.retry_after().map_or(1, retry_after_secs);
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    (status, headers)
+}
+
+/// The verdict as HTTP: [`verdict_head`] and the verdict's answer.
+fn verdict_response(v: &Verdict, openai: bool) -> Response {
+    let (status, headers) = verdict_head(v, openai);
     (status, headers, Json(VerdictAnswer::of(v))).into_response()
 }
 
@@ -120,7 +130,7 @@ async fn decide(
     if hold && verdict.allowed && !verdict.wait.is_zero() {
         tokio::time::sleep(verdict.wait).await;
     }
-    Ok(verdict_response(&verdict))
+    Ok(verdict_response(&verdict, state.openai_headers))
 }
 
 /// Decide a request: 200 when admitted, 429 when refused.
@@ -408,6 +418,7 @@ pub(super) async fn metrics(State(state): Shared, _: Caller<Reader>) -> Response
         .metrics
         .breakers
         .adaptive_unsent(state.limiter.adaptive().unsent());
+    state.metrics.reservations.set(&state.reserve.outstanding());
     state
         .metrics
         .queue_degraded

@@ -62,7 +62,7 @@ fn rule_charged(c: RuleCharge) -> RuleCharged {
         descriptor: c.descriptor,
         kind: match c.amount {
             Amount::Charge(_) => ChargeKind::Charge,
-            Amount::Refund(_) => ChargeKind::Refund,
+            Amount::Refund(_) | Amount::Release { .. } => ChargeKind::Refund,
         },
         applied: c.charged.applied,
         dropped: c.charged.dropped,

@@ -97,6 +97,11 @@ const ASSETS: &[Asset] = &[
         content_type: "text/javascript; charset=utf-8",
         bytes: include_bytes!("../../dashboard/changes.js"),
     },
+    Asset {
+        name: "reservations.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../dashboard/reservations.js"),
+    },
 ];
 
 /// Each asset's `ETag`, in [`ASSETS`]' order: a quoted prefix of the SHA-256 of its bytes.

@@ -24,9 +24,11 @@ mod dashboard;
 mod doc;
 mod error;
 mod extract;
+mod openai;
 mod payload;
 mod queues;
 mod report;
+mod reserve;
 mod rules;
 mod stats;
 mod verdict;
@@ -50,6 +52,8 @@ fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(api::acquire))
         .routes(routes!(api::release))
         .routes(routes!(report::report))
+        .routes(routes!(reserve::reserve))
+        .routes(routes!(reserve::commit))
         .routes(routes!(rules::get_rules, rules::put_rules))
         .routes(routes!(versions::push))
         .routes(routes!(versions::version))

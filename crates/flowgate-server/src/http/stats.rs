@@ -59,6 +59,7 @@ fn query(q: Result<Params<StatsQuery>, ApiError>) -> Result<StatsQuery, ApiError
 fn view(state: &AppState, window: usize, scope: Option<Scope>) -> StatsView {
     StatsView {
         alerts: state.alerts.views(),
+        reservations: state.reserve.outstanding(),
         ..state.stats.view(state, window, scope)
     }
 }

@@ -202,6 +202,19 @@ pub(crate) struct ServeArgs {
     /// envoyproxy/ratelimit YAML rules (`--charge-domains ai-gateway,llm`).
     #[arg(long, env = "FLOWGATE_CHARGE_DOMAINS", value_delimiter = ',')]
     pub(crate) charge_domains: Vec<String>,
+    /// HTTP decision answers (`/v1/check`, `/v1/acquire`, `/v1/reserve`) also carry OpenAI's
+    /// `x-ratelimit-limit-tokens`, `x-ratelimit-remaining-tokens` and `x-ratelimit-reset-tokens`
+    /// for the binding rule, which LLM clients read.
+    #[arg(long, env = "FLOWGATE_OPENAI_HEADERS")]
+    pub(crate) openai_headers: bool,
+    /// The largest reservation (`POST /v1/reserve`'s `estimate`), as a share of each matched
+    /// rule's limit (limitador's clamp: half).
+    #[arg(long, env = "FLOWGATE_RESERVE_MAX_SHARE", default_value_t = flowgate_server::DEFAULT_MAX_SHARE, value_parser = parse_share)]
+    pub(crate) reserve_max_share: f64,
+    /// The longest a reservation holds its units uncommitted, and the TTL of one that names
+    /// none.
+    #[arg(long, env = "FLOWGATE_RESERVE_MAX_TTL", default_value = "60s", value_parser = parse_duration)]
+    pub(crate) reserve_max_ttl: std::time::Duration,
     /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
     /// (`ratelimit_service_rate_limit_total_hits`, `_over_limit`, `_near_limit`,
     /// `_within_limit`, `_shadow_mode`), for the dashboards and alerts built on them.
@@ -500,6 +513,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     cfg.quota_mode = args.quota_mode;
     cfg.response_headers = args.response_headers;
     cfg.charge_domains = args.charge_domains;
+    cfg.openai_headers = args.openai_headers;
+    cfg.reserve = flowgate_server::ReserveConfig {
+        max_share: args.reserve_max_share,
+        max_ttl: args.reserve_max_ttl,
+    };
     cfg.envoy_metric_names = args.envoy_metric_names;
     cfg.drain_delay = args.drain_delay;
     cfg.shutdown_grace = args.shutdown_grace;
@@ -551,5 +569,15 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tokens(a) => crate::tokens_cli::run(&a),
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Floor(a) => crate::bench::floor(a).await,
+    }
+}
+
+/// A share of a limit: a number above 0, at most 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 1.0 => Ok(s),
+        _ => Err(format!(
+            "{text:?} is not a share: expected a number above 0 and at most 1, such as 0.5"
+        )),
     }
 }

@@ -31,6 +31,9 @@ pub(crate) enum BenchApi {
     Grpc,
     /// `POST /v1/check` over HTTP/1.1.
     Http,
+    /// `POST /v1/reserve` (estimate 1) then `POST /v1/commit` of its id (cost 1) over HTTP/1.1:
+    /// one request of the report is the pair.
+    Reserve,
     /// No server: a [`flowgate::Limiter`] in this process on the store of `--redis-url` (or the
     /// memory store) with the rules of `--config` (the library-level reference).
     Library,
@@ -105,6 +108,41 @@ enum Conn {
         hyper::client::conn::http1::SendRequest<Full<Bytes>>,
         SocketAddr,
     ),
+    Reserve(
+        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        SocketAddr,
+    ),
+}
+
+/// Posts `body` to `path` on `send` (connecting again to `addr` if the connection closed);
+/// answers the status and the body.
+async fn post(
+    send: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+) -> Option<(u16, Bytes)> {
+    if send.ready().await.is_err() {
+        *send = http_conn(addr).await.ok()?;
+    }
+    let req = hyper::Request::post(path)
+        .header("host", addr.to_string())
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .ok()?;
+    let resp = send.send_request(req).await.ok()?;
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.ok()?.to_bytes();
+    Some((status, body))
+}
+
+/// An HTTP status as an outcome.
+fn outcome(status: Option<u16>) -> Outcome {
+    match status {
+        Some(200) => Outcome::Ok,
+        Some(429) => Outcome::Over,
+        _ => Outcome::Error,
+    }
 }
 
 async fn http_conn(
@@ -154,32 +192,35 @@ impl Conn {
                 }
             }
             Conn::Http(send, addr) => {
-                if send.ready().await.is_err() {
-                    match http_conn(*addr).await {
-                        Ok(s) => *send = s,
-                        Err(_) => return Outcome::Error,
-                    }
-                }
                 let body = json!({"domain": domain, "descriptors": [format!("{key}={value}")]});
-                let req = hyper::Request::post("/v1/check")
-                    .header("host", addr.to_string())
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body.to_string())));
-                let Ok(req) = req else {
+                outcome(
+                    post(send, *addr, "/v1/check", body.to_string())
+                        .await
+                        .map(|r| r.0),
+                )
+            }
+            Conn::Reserve(send, addr) => {
+                let body = json!({"domain": domain, "descriptors": [format!("{key}={value}")], "estimate": 1});
+                let Some((status, answer)) =
+                    post(send, *addr, "/v1/reserve", body.to_string()).await
+                else {
                     return Outcome::Error;
                 };
-                match send.send_request(req).await {
-                    Ok(resp) => {
-                        let status = resp.status().as_u16();
-                        let _ = resp.into_body().collect().await;
-                        match status {
-                            200 => Outcome::Ok,
-                            429 => Outcome::Over,
-                            _ => Outcome::Error,
-                        }
-                    }
-                    Err(_) => Outcome::Error,
+                if status != 200 {
+                    return outcome(Some(status));
                 }
+                let id = serde_json::from_slice::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|v| v["id"].as_str().map(str::to_owned));
+                let Some(id) = id else {
+                    return Outcome::Error;
+                };
+                let body = json!({"id": id, "cost": 1});
+                outcome(
+                    post(send, *addr, "/v1/commit", body.to_string())
+                        .await
+                        .map(|r| r.0),
+                )
             }
         }
     }
@@ -278,6 +319,11 @@ pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             args.addr
                 .unwrap_or(flowgate_server::DEFAULT_HTTP_ADDR.parse()?),
         ),
+        BenchApi::Reserve => (
+            "reserve",
+            args.addr
+                .unwrap_or(flowgate_server::DEFAULT_HTTP_ADDR.parse()?),
+        ),
         BenchApi::Library => ("library", flowgate_server::DEFAULT_GRPC_ADDR.parse()?),
     };
     let library = match args.api {
@@ -298,7 +344,7 @@ pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     };
     let connections = match args.api {
         BenchApi::Grpc => args.connections.clamp(1, concurrency),
-        BenchApi::Http => concurrency,
+        BenchApi::Http | BenchApi::Reserve => concurrency,
         BenchApi::Library => 1,
     };
     let mut conns = Vec::with_capacity(connections);
@@ -318,6 +364,12 @@ pub(crate) async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
                 Conn::Grpc(RateLimitServiceClient::new(ch))
             }
             BenchApi::Http => Conn::Http(
+                http_conn(addr)
+                    .await
+                    .with_context(|| format!("cannot connect to {addr}"))?,
+                addr,
+            ),
+            BenchApi::Reserve => Conn::Reserve(
                 http_conn(addr)
                     .await
                     .with_context(|| format!("cannot connect to {addr}"))?,

@@ -1,0 +1,90 @@
+-- Reservation records shared by a cluster (flowgate_core::reservation; the memory twin is
+-- MemoryReservations): each claimed exactly once, by its commit or by one node's sweeper.
+--
+-- KEYS (one hash tag, one slot, apart from the limits' state keys):
+--   1 {flowgate:res}:expiry       zset: id -> expiry (us), the open records only
+--   2 {flowgate:res}:outstanding  hash: "n<label>" -> open records, "u<label>" -> their units
+--   3 {flowgate:res}:r:<id>       hash (put, claim, unclaim): s phase ("o" open, "r" released,
+--                                 "c" committed), e expiry, b the items' text, k the number of
+--                                 labels, l<i> and u<i> each label and its units; expires (a
+--                                 tombstone) at its forget_at
+-- ARGV: 1 op, then
+--   put      2 id, 3 expiry (us), 4 forget_at (us), 5 items' text, 6 k, then k pairs
+--            (label, units)                                          -> 1
+--   claim    2 id                      -> {"unknown"} | {"committed"} | {"released", e, b}
+--                                         | {"open", e, b}
+--   unclaim  2 id, 3 the phase to restore ("o" or "r")               -> 1 (0: not claimed)
+--   expire   2 now (us), 3 max         -> flat list: id, e, b of each record released
+
+local op = ARGV[1]
+local PREFIX = '{flowgate:res}:r:'
+
+local function count(rec, by)
+  local k = tonumber(redis.call('HGET', rec, 'k') or '0')
+  for i = 1, k do
+    local label = redis.call('HGET', rec, 'l' .. i)
+    local units = tonumber(redis.call('HGET', rec, 'u' .. i))
+    local n = redis.call('HINCRBY', KEYS[2], 'n' .. label, by)
+    local u = redis.call('HINCRBY', KEYS[2], 'u' .. label, by * units)
+    if n <= 0 or u < 0 then
+      redis.call('HDEL', KEYS[2], 'n' .. label, 'u' .. label)
+    end
+  end
+end
+
+if op == 'put' then
+  local rec, id = KEYS[3], ARGV[2]
+  local k = tonumber(ARGV[6])
+  redis.call('HSET', rec, 's', 'o', 'e', ARGV[3], 'b', ARGV[5], 'k', k)
+  for i = 1, k do
+    redis.call('HSET', rec, 'l' .. i, ARGV[5 + 2 * i], 'u' .. i, ARGV[6 + 2 * i])
+  end
+  redis.call('PEXPIREAT', rec, math.ceil(tonumber(ARGV[4]) / 1000))
+  redis.call('ZADD', KEYS[1], ARGV[3], id)
+  count(rec, 1)
+  return 1
+elseif op == 'claim' then
+  local rec, id = KEYS[3], ARGV[2]
+  local s = redis.call('HGET', rec, 's')
+  if not s then
+    return {'unknown'}
+  end
+  if s == 'c' then
+    return {'committed'}
+  end
+  redis.call('HSET', rec, 's', 'c')
+  local e, b = redis.call('HGET', rec, 'e'), redis.call('HGET', rec, 'b')
+  if s == 'r' then
+    return {'released', e, b}
+  end
+  redis.call('ZREM', KEYS[1], id)
+  count(rec, -1)
+  return {'open', e, b}
+elseif op == 'unclaim' then
+  local rec, id = KEYS[3], ARGV[2]
+  if redis.call('HGET', rec, 's') ~= 'c' then
+    return 0
+  end
+  redis.call('HSET', rec, 's', ARGV[3])
+  if ARGV[3] == 'o' then
+    redis.call('ZADD', KEYS[1], redis.call('HGET', rec, 'e'), id)
+    count(rec, 1)
+  end
+  return 1
+elseif op == 'expire' then
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+  local out = {}
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[1], id)
+    local rec = PREFIX .. id
+    if redis.call('HGET', rec, 's') == 'o' then
+      redis.call('HSET', rec, 's', 'r')
+      count(rec, -1)
+      out[#out + 1] = id
+      out[#out + 1] = redis.call('HGET', rec, 'e')
+      out[#out + 1] = redis.call('HGET', rec, 'b')
+    end
+  end
+  return out
+end
+return redis.error_reply('reservations.lua: unknown op ' .. tostring(op))

@@ -1,0 +1,189 @@
+//! Reservation records on Redis (`reservations.lua`), shared by every node on it: a reservation
+//! made on one node is committed on another, and exactly one node's sweeper releases it when it
+//! expires. The records and their index live under the hash tag `{flowgate:res}`, one slot
+//! apart from the limits' state keys (whose charges go through [`crate::RedisStore`]'s
+//! `charge`).
+
+use flowgate_core::Micros;
+use flowgate_core::reservation::{
+    Claim, Outstanding, Reservation, ReservationId, Reservations, unlabel,
+};
+use flowgate_core::store::StoreError;
+use redis::Value;
+
+use crate::RedisStore;
+use crate::scripts::RESERVATIONS;
+
+/// The open records by expiry.
+pub(crate) const EXPIRY_KEY: &str = "{flowgate:res}:expiry";
+/// The open records and their units per rule.
+pub(crate) const OUTSTANDING_KEY: &str = "{flowgate:res}:outstanding";
+
+fn record_key(id: &ReservationId) -> String {
+    format!("{{flowgate:res}}:r:{id}")
+}
+
+fn bad(what: &str) -> StoreError {
+    StoreError::Internal(format!(
+        "unexpected reply from the reservations script: {what}"
+    ))
+}
+
+fn text(v: &Value) -> Result<String, StoreError> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).map_err(|_| bad("not UTF-8")),
+        Value::SimpleString(s) => Ok(s.clone()),
+        Value::Int(n) => Ok(n.to_string()),
+        _ => Err(bad("not text")),
+    }
+}
+
+fn number(v: &Value) -> Result<u64, StoreError> {
+    text(v)?.parse().map_err(|_| bad("not a number"))
+}
+
+/// A record from its id, expiry and items' text.
+fn record(id: ReservationId, e: &Value, b: &Value) -> Result<Reservation, StoreError> {
+    Ok(Reservation {
+        id,
+        expires: number(e)?,
+        items: Reservation::decode_items(&text(b)?)
+            .map_err(|e| StoreError::Internal(e.to_string()))?,
+    })
+}
+
+/// Reservation records on Redis (see the module documentation).
+#[derive(Clone)]
+pub struct RedisReservations {
+    store: RedisStore,
+}
+
+impl RedisStore {
+    /// The reservation records on this Redis.
+    pub fn reservations(&self) -> RedisReservations {
+        RedisReservations {
+            store: self.clone(),
+        }
+    }
+}
+
+impl RedisReservations {
+    fn invoke(&self, op: &str, id: Option<&ReservationId>) -> redis::ScriptInvocation<'static> {
+        let mut inv = RESERVATIONS.prepare_invoke();
+        inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+        if let Some(id) = id {
+            inv.key(record_key(id));
+        }
+        inv.arg(op);
+        if let Some(id) = id {
+            inv.arg(id.as_str());
+        }
+        inv
+    }
+
+    async fn run(&self, inv: &redis::ScriptInvocation<'_>) -> Result<Value, StoreError> {
+        self.store.conn().query_script(inv).await
+    }
+}
+
+impl Reservations for RedisReservations {
+    async fn put(&self, r: &Reservation, forget_at: Micros) -> Result<(), StoreError> {
+        let mut inv = self.invoke("put", Some(&r.id));
+        inv.arg(r.expires)
+            .arg(forget_at)
+            .arg(r.encode_items())
+            .arg(r.items.len());
+        for (label, units) in r.labels() {
+            inv.arg(label).arg(units);
+        }
+        self.run(&inv).await.map(drop)
+    }
+
+    async fn claim(&self, id: &ReservationId, now: Micros) -> Result<Claim, StoreError> {
+        let reply = self.run(&self.invoke("claim", Some(id))).await?;
+        let Value::Array(parts) = reply else {
+            return Err(bad("not a list"));
+        };
+        match (parts.first().map(text).transpose()?.as_deref(), &parts[..]) {
+            (Some("unknown"), _) => Ok(Claim::Unknown),
+            (Some("committed"), _) => Ok(Claim::Committed),
+            (Some("released"), [_, e, b]) => Ok(Claim::Released(record(id.clone(), e, b)?)),
+            (Some("open"), [_, e, b]) => {
+                let reservation = record(id.clone(), e, b)?;
+                let expired = reservation.expires <= now;
+                Ok(Claim::Open {
+                    reservation,
+                    expired,
+                })
+            }
+            _ => Err(bad("unknown claim")),
+        }
+    }
+
+    async fn unclaim(&self, claimed: &Claim) -> Result<(), StoreError> {
+        let (r, phase) = match claimed {
+            Claim::Open { reservation, .. } => (reservation, "o"),
+            Claim::Released(r) => (r, "r"),
+            Claim::Committed | Claim::Unknown => return Ok(()),
+        };
+        let mut inv = self.invoke("unclaim", Some(&r.id));
+        inv.arg(phase);
+        self.run(&inv).await.map(drop)
+    }
+
+    async fn expire(&self, now: Micros, max: usize) -> Result<Vec<Reservation>, StoreError> {
+        let mut inv = self.invoke("expire", None);
+        inv.arg(now).arg(max);
+        let Value::Array(parts) = self.run(&inv).await? else {
+            return Err(bad("not a list"));
+        };
+        parts
+            .chunks(3)
+            .map(|c| match c {
+                [id, e, b] => {
+                    let id = text(id)?.parse().map_err(|_| bad("not an id"))?;
+                    record(id, e, b)
+                }
+                _ => Err(bad("a partial record")),
+            })
+            .collect()
+    }
+
+    async fn outstanding(&self) -> Result<Vec<Outstanding>, StoreError> {
+        let fields: Vec<(String, u64)> = self
+            .store
+            .conn()
+            .query(redis::cmd("HGETALL").arg(OUTSTANDING_KEY))
+            .await?;
+        let mut out: Vec<Outstanding> = Vec::new();
+        for (field, value) in fields {
+            let Some(label) = field.get(1..) else {
+                continue;
+            };
+            let Some((domain, rule)) = unlabel(label) else {
+                continue;
+            };
+            let at = match out
+                .iter()
+                .position(|o| o.domain == domain && o.rule == rule)
+            {
+                Some(i) => i,
+                None => {
+                    out.push(Outstanding {
+                        domain: domain.to_owned(),
+                        rule: rule.to_owned(),
+                        ..Outstanding::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            if field.starts_with('n') {
+                out[at].count = value;
+            } else {
+                out[at].units = value;
+            }
+        }
+        out.sort_by(|a, b| (&a.domain, &a.rule).cmp(&(&b.domain, &b.rule)));
+        Ok(out)
+    }
+}
