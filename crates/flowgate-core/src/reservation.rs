@@ -20,7 +20,7 @@ mod record;
 
 use std::future::Future;
 
-pub use self::memory::MemoryReservations;
+pub use self::memory::{MAX_RECORDS, MemoryReservations};
 pub use self::record::{BadId, DecodeError, Reservation, ReservationId, Reserved, label, unlabel};
 
 use crate::clock::Micros;
