@@ -67,7 +67,7 @@ impl Records {
 /// The most records kept at once (open ones and tombstones): each is an outsider's request
 /// admitted by a limit, but limits can be large; past it a reservation is refused (the server
 /// gives its units back and answers 503) until records are forgotten.
-pub(super) const MAX_RECORDS: usize = 1_000_000;
+pub const MAX_RECORDS: usize = 1_000_000;
 
 /// Reservation records in memory (see [`super`]); cheap to share behind an `Arc`.
 #[derive(Default)]
