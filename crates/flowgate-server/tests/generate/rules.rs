@@ -2,7 +2,7 @@
 
 use flowgate::Algorithm;
 use flowgate_config::schema::{
-    AdaptiveDoc, AlgorithmDoc, FailureDoc, ModeDoc, OverrideDoc, RuleDoc, TrialDoc,
+    AdaptiveDoc, AlgorithmDoc, ChargeDoc, FailureDoc, ModeDoc, OverrideDoc, RuleDoc, TrialDoc,
 };
 use flowgate_testkit::fuzz::hostile_text;
 use proptest::prelude::*;
@@ -171,6 +171,17 @@ pub(crate) fn rule_doc(w: Wrong, i: usize) -> BoxedStrategy<RuleDoc> {
                     concurrency,
                     prop::option::weighted(0.8, adaptive_doc(w)).boxed(),
                 ),
+                // Charges: a debt bound and Envoy's report mode, on the algorithms that take
+                // them (now and then on one that does not, to be refused).
+                w.of(
+                    !concurrency,
+                    opt((
+                        opt(w.pick(1i64..=10_000, any::<i64>())),
+                        opt(named::<ChargeDoc>()),
+                    ))
+                    .boxed(),
+                )
+                .prop_map(Option::unwrap_or_default),
             );
             (limit, rest)
         })
@@ -189,6 +200,7 @@ pub(crate) fn rule_doc(w: Wrong, i: usize) -> BoxedStrategy<RuleDoc> {
                     trial,
                     schedule,
                     adaptive,
+                    (max_debt, charge),
                 ),
             )| RuleDoc {
                 domain,
@@ -204,8 +216,8 @@ pub(crate) fn rule_doc(w: Wrong, i: usize) -> BoxedStrategy<RuleDoc> {
                 max_wait: delay.and_then(|d| d.1),
                 warmup: warmup.as_ref().map(|w| w.0.clone()),
                 cold_factor: warmup.and_then(|w| w.1),
-                max_debt: None,
-                charge: None,
+                max_debt,
+                charge,
                 failure,
                 nodes,
                 shadow: flags[0],
