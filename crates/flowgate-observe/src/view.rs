@@ -182,8 +182,9 @@ pub struct RuleStats {
     /// most [`flowgate::adaptive::MAX_VIEWS`]; keys not yet requested are at the rule's start).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adaptive: Vec<AdaptiveLimit>,
-    /// Units charged beyond the limit and not yet paid back by time, over the keys this node
-    /// charged ([`crate::charges`]); 0 for a rule never charged past its limit.
+    /// Units charged beyond the limit and not yet paid back by time, over its keys in debt (on
+    /// Redis the cluster's, each key once: [`crate::charges::merged_debt`]); 0 for a rule never
+    /// charged past its limit.
     #[serde(default)]
     pub debt: u64,
 }

@@ -164,6 +164,14 @@ impl Sources for AppState {
         self.metrics.charges.rule_debt(domain, rule, self.now())
     }
 
+    fn key_debts(
+        &self,
+        domain: &str,
+        rule: &str,
+    ) -> Vec<(String, flowgate_observe::charges::KeyDebt)> {
+        self.metrics.charges.key_debts(domain, rule, self.now())
+    }
+
     fn store_topology(&self) -> Option<flowgate_observe::topology::StoreTopology> {
         match self.limiter.store() {
             crate::backend::Backend::Redis(r) => Some((&r.topology()).into()),

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::cell::{self, HISTORY_SECONDS, History};
 use super::sketch::{Counter, Summary};
 use super::{RuleCell, Stats, rate};
+use crate::charges::{KeyDebt, merged_debt};
 use crate::view::{Counts, NodeRates, NodeView, RECENT_SECONDS, StoreStats};
 
 /// A node's figures expire, and it leaves the live list, this long after it last published.
@@ -88,6 +89,9 @@ pub(super) struct NodeRule {
     seconds: Vec<Second>,
     top_admitted: Vec<Counted>,
     top_rejected: Vec<Counted>,
+    /// Its keys in debt, as this node last charged them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    debts: Vec<(String, KeyDebt)>,
 }
 
 impl NodeRule {
@@ -145,16 +149,35 @@ fn summary(c: &[Counted]) -> Summary {
 impl Stats {
     /// This node's figures for the rules in force, as published: its seconds from `from` to
     /// `at`.
-    pub(super) fn snapshot(&self, at: i64, from: i64, rules: &flowgate::RuleSet) -> NodeSnapshot {
+    pub(super) fn snapshot(
+        &self,
+        at: i64,
+        from: i64,
+        rules: &flowgate::RuleSet,
+        state: &impl super::Sources,
+    ) -> NodeSnapshot {
         let span = usize::try_from(at - from + 1)
             .unwrap_or(1)
             .clamp(1, HISTORY_SECONDS);
         let cells = self.cells.read();
         let mut out = Vec::new();
         for r in rules.rules() {
+            let debts = state.key_debts(&r.domain, &r.name);
             let Some(c): Option<&std::sync::Arc<RuleCell>> =
                 cells.get(&(r.domain.clone(), r.name.clone()))
             else {
+                // A rule this node only charged (reports, commits): its debts alone.
+                if !debts.is_empty() {
+                    out.push(NodeRule {
+                        domain: r.domain.clone(),
+                        name: r.name.clone(),
+                        totals: Counts::default(),
+                        seconds: Vec::new(),
+                        top_admitted: Vec::new(),
+                        top_rejected: Vec::new(),
+                        debts,
+                    });
+                }
                 continue;
             };
             let s = c.sampled.lock();
@@ -173,6 +196,7 @@ impl Stats {
                     .collect(),
                 top_admitted: counted(&s.top_admitted),
                 top_rejected: counted(&s.top_rejected),
+                debts,
             });
         }
         let sampled = self.sampled.lock();
@@ -305,6 +329,24 @@ impl ClusterState {
                 }
             })
             .collect()
+    }
+
+    /// A rule's debt at `now` (store clock): its keys in debt as the live nodes published them
+    /// and as this node (`mine`) charged them since, each key once, as its latest charge found
+    /// it.
+    pub(super) fn debt(
+        &self,
+        key: &(String, String),
+        mine: Vec<(String, KeyDebt)>,
+        now: u64,
+    ) -> u64 {
+        let published = self
+            .rules(key)
+            .flat_map(|(_, r)| r.debts.iter().map(|(k, d)| (k.as_str(), d)));
+        merged_debt(
+            published.chain(mine.iter().map(|(k, d)| (k.as_str(), d))),
+            now,
+        )
     }
 
     /// Requests breaker instance `key` refused over the recent window, on every live node.
@@ -534,6 +576,7 @@ mod tests {
                     .collect(),
                 top_admitted: Vec::new(),
                 top_rejected: Vec::new(),
+                debts: Vec::new(),
             }],
             refused: Vec::new(),
         }

@@ -31,6 +31,7 @@ use cluster::Cluster;
 use latency::Latency;
 use refusals::Refusals;
 
+use crate::charges::KeyDebt;
 use crate::view::{
     AdaptiveLimit, Counts, Hitter, NextChange, NodeView, QueueStats, RECENT_SECONDS, ReadTimes,
     RuleStats, RulesInfoView, Scope, Series, StatsView, StoreKind, StoreStats,
@@ -63,6 +64,12 @@ pub trait Sources: Send + Sync {
     fn rule_debt(&self, domain: &str, rule: &str) -> u64 {
         let _ = (domain, rule);
         0
+    }
+    /// Rule `rule` of `domain`'s keys in debt, as this node last charged them
+    /// ([`crate::charges::ChargeMetrics::key_debts`]): published for the cluster's debt.
+    fn key_debts(&self, domain: &str, rule: &str) -> Vec<(String, KeyDebt)> {
+        let _ = (domain, rule);
+        Vec::new()
     }
 }
 use flowgate_config::schema::{LimitDoc, RuleDoc};
@@ -386,7 +393,10 @@ impl Stats {
                         })
                         .collect(),
                 },
-                debt: state.rule_debt(&r.domain, &r.name),
+                debt: match &cluster {
+                    Some(c) => c.debt(&key, state.key_debts(&r.domain, &r.name), now),
+                    None => state.rule_debt(&r.domain, &r.name),
+                },
             });
         }
         let node_store = StoreStats {
@@ -463,7 +473,7 @@ impl Stats {
         state.refresh_store();
         self.sample(now, state.store_degraded(), rules.rules());
         if let Some(c) = &self.cluster {
-            let mine = self.snapshot(now, c.publish_from(now), &rules);
+            let mine = self.snapshot(now, c.publish_from(now), &rules, state);
             c.exchange(mine, now).await;
         }
     }
@@ -490,7 +500,7 @@ pub async fn run(state: Arc<impl Sources>, stats: Arc<Stats>, mut shutdown: watc
         let degraded = state.store_degraded();
         stats.sample(at, degraded, rules.rules());
         if let Some(c) = &stats.cluster {
-            let mine = stats.snapshot(at, c.publish_from(at), &rules);
+            let mine = stats.snapshot(at, c.publish_from(at), &rules, state.as_ref());
             c.exchange(mine, at).await;
         }
         let view = stats.view(state.as_ref(), SUBSCRIBER_WINDOW, None);
