@@ -368,7 +368,7 @@ impl LimitBuilder {
     }
 
     /// Sets `max_debt`, the units a charge may count beyond the limit (default: the limit; see
-    /// [`crate::algorithm::charge`]).
+    /// [`crate::algorithm::charge()`]).
     pub fn max_debt(mut self, max_debt: u64) -> Self {
         self.max_debt = Some(max_debt);
         self

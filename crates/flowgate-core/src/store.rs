@@ -23,7 +23,7 @@ pub struct Item<'a> {
     pub enforce: bool,
 }
 
-/// One charge, refund or release within a report (see [`crate::algorithm::charge`]).
+/// One charge, refund or release within a report (see [`crate::algorithm::charge()`]).
 #[derive(Clone, Copy, Debug)]
 pub struct ChargeItem<'a> {
     /// The state key (see [`crate::ruleset::state_key`]).

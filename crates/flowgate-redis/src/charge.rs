@@ -1,5 +1,5 @@
 //! Charges and refunds on Redis (`charge.lua`): the script applies them, the client replays them
-//! on the states the script found with the Rust transition ([`algorithm::charge`]) to report each
+//! on the states the script found with the Rust transition ([`algorithm::charge()`]) to report each
 //! answer, and checks that both applied alike.
 
 use std::collections::HashMap;

@@ -7,7 +7,7 @@
 //! never changes the state, and a request of cost 0 only looks.
 //!
 //! Charges (costs learned after the work, applied past the limit up to a bounded debt) and
-//! refunds are [`charge`], a transition of its own.
+//! refunds are [`charge()`], a transition of its own.
 //!
 //! [`State`] wraps the per-algorithm states for stores that keep many keys of mixed algorithms;
 //! [`transition`] is the one-call form for people who own their state.
