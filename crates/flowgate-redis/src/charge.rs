@@ -75,7 +75,7 @@ async fn call(
 /// A commit's answer from `commit.lua`.
 pub(crate) enum Committed {
     /// Claimed and charged: the record's expiry and the charges' answers.
-    Done(Micros, Charges),
+    Done(Micros, Vec<algorithm::Charged>),
     /// The record was not as read: `[phase, expiry, items' text]`, or `None` when it is gone
     /// (`unknown`) or was committed (`committed`): the first element says which.
     Other(Vec<Value>),
@@ -137,9 +137,13 @@ pub(crate) async fn commit(
     };
     Ok(Committed::Done(
         expires,
-        replay(charged, items, &keys, &distinct, near)?,
+        replay(charged, items, &keys, &distinct, near)?.into_vec(),
     ))
 }
+
+/// A call of `charge.lua`: its string, its distinct keys in order, and the instant the client
+/// expects the script to run at.
+type Call<'k> = (Vec<u8>, Vec<&'k [u8]>, Micros);
 
 /// `charge.lua`'s call string for `items` and their Redis `keys`: the string, the distinct
 /// keys in order, and the instant the client expects the script to run at.
@@ -147,7 +151,7 @@ fn encode<'k>(
     caller: &Caller,
     items: &[ChargeItem<'_>],
     keys: &'k [KeyBytes],
-) -> Result<(Vec<u8>, Vec<&'k [u8]>, Micros), StoreError> {
+) -> Result<Call<'k>, StoreError> {
     let near = caller.time.estimate();
     let mut blocks: Vec<[u64; 7]> = Vec::new();
     let mut distinct: Vec<&[u8]> = Vec::new();

@@ -1,14 +1,16 @@
 //! Reservation records on Redis (`reservations.lua`), shared by every node on it: a reservation
 //! made on one node is committed on another, and exactly one node's sweeper releases it when it
 //! expires. The records and their index live under the hash tag `{flowgate:res}`, one slot
-//! apart from the limits' state keys (whose charges go through [`crate::RedisStore`]'s
-//! `charge`).
+//! apart from the limits' state keys. On a single Redis (or Sentinel) a commit claims the record
+//! and applies its charges in one script ([`RedisReservations::commit`], `commit.lua`); on a
+//! cluster it claims, then charges through [`crate::RedisStore`]'s `charge`.
 
 use flowgate_core::Micros;
+use flowgate_core::algorithm::Charged;
 use flowgate_core::reservation::{
     Claim, Outstanding, Reservation, ReservationId, Reservations, unlabel,
 };
-use flowgate_core::store::{ChargeItem, Charges, StoreError};
+use flowgate_core::store::{ChargeItem, StoreError};
 use redis::Value;
 
 use crate::RedisStore;
@@ -96,7 +98,7 @@ pub enum AtomicCommit {
         /// Whether its expiry had passed.
         expired: bool,
         /// The items' answers.
-        charges: Charges,
+        charges: Vec<Charged>,
     },
     /// The record is not as the caller read it (a sweeper released it, or another node's
     /// commit came first): what it is now; nothing was done.
@@ -175,9 +177,7 @@ fn claim_of(id: &ReservationId, reply: Value, now: Micros) -> Result<Claim, Stor
     // A changed record's answer names its phase: as a claim's of that phase.
     let first = parts.first().map(text).transpose()?;
     let tag = match (first.as_deref(), &parts[..]) {
-        (Some("changed"), [_, s, _, _]) if matches!(s, Value::BulkString(b) if b == b"r") => {
-            "released"
-        }
+        (Some("changed"), [_, Value::BulkString(s), _, _]) if s == b"r" => "released",
         (Some("changed"), _) => "open",
         (Some(t), _) => t,
         (None, _) => return Err(bad("an empty answer")),

@@ -5,8 +5,8 @@
 //!   every outstanding reservation: counter + outstanding + estimate ≤ limit.
 //! - Its record ([`flowgate_core::reservation`]) is claimed exactly once: by its commit, which
 //!   gives the estimate back ([`Amount::release`]) and charges the actual cost in one
-//!   [`Store::charge`] batch per rule, or at its expiry by one node's sweeper ([`sweep`]), which
-//!   gives the estimate back.
+//!   [`Store::charge`] batch per rule (on a single Redis, in the claim's own script: [`atomic`]),
+//!   or at its expiry by one node's sweeper ([`sweep`]), which gives the estimate back.
 //! - Its record stays a tombstone until its expiry plus the maximum TTL: a commit after the
 //!   expiry still charges its cost (and says it expired); a second commit is refused.
 //! - A reservation is clamped: its estimate to a share of each matched rule's limit
@@ -165,7 +165,7 @@ fn batch<'a>(
 fn applied(
     r: &Reservation,
     limits: &[Option<Limit>],
-    answers: flowgate_core::store::Charges,
+    answers: impl IntoIterator<Item = Charged>,
     cost: Option<u64>,
     release: bool,
 ) -> Vec<Applied> {
