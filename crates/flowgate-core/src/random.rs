@@ -22,6 +22,16 @@ pub fn seed() -> Result<u64, RandomError> {
     Ok(u64::from_le_bytes(b))
 }
 
+/// 128 random bits from the operating system, in one read of its source.
+///
+/// # Errors
+/// [`RandomError`] when the operating system's source fails.
+pub fn seed128() -> Result<u128, RandomError> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| RandomError(e.to_string()))?;
+    Ok(u128::from_le_bytes(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 --            (label, units)                                          -> 1
 --   claim    2 id                      -> {"unknown"} | {"committed"} | {"released", e, b}
 --                                         | {"open", e, b}
+--   peek     2 id                      -> as claim, changing nothing
 --   unclaim  2 id, 3 the phase to restore ("o" or "r")               -> 1 (0: not claimed)
 --   expire   2 now (us), 3 max         -> flat list: id, e, b of each record released
 
@@ -43,6 +44,16 @@ if op == 'put' then
   redis.call('ZADD', KEYS[1], ARGV[3], id)
   count(rec, 1)
   return 1
+elseif op == 'peek' then
+  local s = redis.call('HGET', KEYS[3], 's')
+  if not s then
+    return {'unknown'}
+  end
+  if s == 'c' then
+    return {'committed'}
+  end
+  local state = s == 'r' and 'released' or 'open'
+  return {state, redis.call('HGET', KEYS[3], 'e'), redis.call('HGET', KEYS[3], 'b')}
 elseif op == 'claim' then
   local rec, id = KEYS[3], ARGV[2]
   local s = redis.call('HGET', rec, 's')

@@ -11,7 +11,7 @@ use redis::Value;
 use crate::call::{Caller, block, calendar_bounds, header, push_item, script_window_end};
 use crate::error::store_error;
 use crate::keys::{KeyBytes, redis_key_bytes, slot};
-use crate::scripts::CHARGE;
+use crate::scripts::{CHARGE, COMMIT};
 use crate::state;
 
 /// Keys one call carries at most (the script unpacks them into one `MGET`).
@@ -58,6 +58,100 @@ async fn call(
     items: &[ChargeItem<'_>],
     keys: &[KeyBytes],
 ) -> Result<Charges, StoreError> {
+    let (string, distinct, near) = encode(caller, items, keys)?;
+    let mut inv = CHARGE.prepare_invoke();
+    for k in &distinct {
+        inv.key(*k);
+    }
+    inv.arg(string);
+    let reply = caller
+        .conn
+        .invoke(&inv)
+        .await
+        .map_err(|e| store_error(&e))?;
+    replay(reply, items, keys, &distinct, near)
+}
+
+/// A commit's answer from `commit.lua`.
+pub(crate) enum Committed {
+    /// Claimed and charged: the record's expiry and the charges' answers.
+    Done(Micros, Vec<algorithm::Charged>),
+    /// The record was not as read: `[phase, expiry, items' text]`, or `None` when it is gone
+    /// (`unknown`) or was committed (`committed`): the first element says which.
+    Other(Vec<Value>),
+}
+
+/// One call of `commit.lua`: claims the record at `record` (`[expiry index, outstanding, record]`
+/// keys) of reservation `id` if it is still in `phase` with `items_text`, and applies `items`
+/// (whose Redis `keys` are `keys`) with it, all or nothing. A single Redis only: the keys are
+/// of several slots.
+pub(crate) async fn commit(
+    caller: &Caller,
+    record: [&str; 3],
+    id: &str,
+    (phase, items_text): (&str, &str),
+    items: &[ChargeItem<'_>],
+) -> Result<Committed, StoreError> {
+    if items.len() > MAX_KEYS {
+        return Err(StoreError::Internal(format!(
+            "a commit charges more than {MAX_KEYS} items"
+        )));
+    }
+    for (i, item) in items.iter().enumerate() {
+        algorithm::chargeable(item.limit)
+            .map_err(|e| StoreError::Internal(format!("charge item {i}: {e}")))?;
+    }
+    let keys: Vec<KeyBytes> = items
+        .iter()
+        .map(|i| redis_key_bytes(i.key, i.limit))
+        .collect();
+    let (string, distinct, near) = encode(caller, items, &keys)?;
+    let mut inv = COMMIT.prepare_invoke();
+    for k in record {
+        inv.key(k);
+    }
+    for k in &distinct {
+        inv.key(*k);
+    }
+    inv.arg(id).arg(phase).arg(items_text).arg(string);
+    let reply = caller
+        .conn
+        .invoke(&inv)
+        .await
+        .map_err(|e| store_error(&e))?;
+    let Value::Array(mut parts) = reply else {
+        return Err(bad("not a list"));
+    };
+    if parts.first() != Some(&Value::BulkString(b"done".to_vec())) {
+        return Ok(Committed::Other(parts));
+    }
+    let (Some(charged), Some(expires)) = (parts.pop(), parts.pop()) else {
+        return Err(bad("a commit without its charges"));
+    };
+    let expires = match expires {
+        Value::BulkString(b) => std::str::from_utf8(&b)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| bad("not an expiry"))?,
+        _ => return Err(bad("not an expiry")),
+    };
+    Ok(Committed::Done(
+        expires,
+        replay(charged, items, &keys, &distinct, near)?.into_vec(),
+    ))
+}
+
+/// A call of `charge.lua`: its string, its distinct keys in order, and the instant the client
+/// expects the script to run at.
+type Call<'k> = (Vec<u8>, Vec<&'k [u8]>, Micros);
+
+/// `charge.lua`'s call string for `items` and their Redis `keys`: the string, the distinct
+/// keys in order, and the instant the client expects the script to run at.
+fn encode<'k>(
+    caller: &Caller,
+    items: &[ChargeItem<'_>],
+    keys: &'k [KeyBytes],
+) -> Result<Call<'k>, StoreError> {
     let near = caller.time.estimate();
     let mut blocks: Vec<[u64; 7]> = Vec::new();
     let mut distinct: Vec<&[u8]> = Vec::new();
@@ -94,17 +188,7 @@ async fn call(
     let (now, slack) = caller.time.now_and_slack();
     let mut string = header(now, slack, &blocks, items.len() as u32, body.len());
     string.extend_from_slice(&body);
-    let mut inv = CHARGE.prepare_invoke();
-    for k in &distinct {
-        inv.key(*k);
-    }
-    inv.arg(string);
-    let reply = caller
-        .conn
-        .invoke(&inv)
-        .await
-        .map_err(|e| store_error(&e))?;
-    replay(reply, items, keys, &distinct, near)
+    Ok((string, distinct, near))
 }
 
 /// What a release sends the script of the instant its reservation took its units (`charge.lua`'s

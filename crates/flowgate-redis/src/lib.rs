@@ -91,7 +91,7 @@ pub use options::{
 pub use pubsub::follow;
 pub use queue::{INSTANCES_KEY, QUEUE_DEADLINE, RedisQueueStore};
 pub use replication::{DEFAULT_WAIT_TIMEOUT, Replicated};
-pub use reservations::RedisReservations;
+pub use reservations::{AtomicCommit, RedisReservations};
 pub use sentinel::is_sentinel_url;
 pub use stats::RedisStats;
 pub use store::RedisStore;

@@ -1,17 +1,20 @@
 //! Reservation records on Redis (`reservations.lua`), shared by every node on it: a reservation
 //! made on one node is committed on another, and exactly one node's sweeper releases it when it
 //! expires. The records and their index live under the hash tag `{flowgate:res}`, one slot
-//! apart from the limits' state keys (whose charges go through [`crate::RedisStore`]'s
-//! `charge`).
+//! apart from the limits' state keys. On a single Redis (or Sentinel) a commit claims the record
+//! and applies its charges in one script ([`RedisReservations::commit`], `commit.lua`); on a
+//! cluster it claims, then charges through [`crate::RedisStore`]'s `charge`.
 
 use flowgate_core::Micros;
+use flowgate_core::algorithm::Charged;
 use flowgate_core::reservation::{
     Claim, Outstanding, Reservation, ReservationId, Reservations, unlabel,
 };
-use flowgate_core::store::StoreError;
+use flowgate_core::store::{ChargeItem, StoreError};
 use redis::Value;
 
 use crate::RedisStore;
+use crate::charge::Committed;
 use crate::scripts::RESERVATIONS;
 
 /// The open records by expiry.
@@ -86,6 +89,115 @@ impl RedisReservations {
     }
 }
 
+/// What an atomic commit ([`RedisReservations::commit`]) did.
+#[derive(Debug)]
+pub enum AtomicCommit {
+    /// Claimed and charged together: whether the reservation had expired, and the charges'
+    /// answers (in the order of the items).
+    Done {
+        /// Whether its expiry had passed.
+        expired: bool,
+        /// The items' answers.
+        charges: Vec<Charged>,
+    },
+    /// The record is not as the caller read it (a sweeper released it, or another node's
+    /// commit came first): what it is now; nothing was done.
+    Changed(Claim),
+}
+
+impl RedisReservations {
+    /// Whether [`RedisReservations::commit`] can be used: on a single Redis (or Sentinel), where
+    /// one script may use the records and the limits' state keys together. On a cluster they
+    /// are in different slots: claim, then charge.
+    pub fn commits_atomically(&self) -> bool {
+        !self.store.is_cluster()
+    }
+
+    /// Reads reservation `id`'s record as [`Reservations::claim`] would answer at `now`,
+    /// claiming nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the records cannot be read.
+    pub async fn peek(&self, id: &ReservationId, now: Micros) -> Result<Claim, StoreError> {
+        let reply = self.run(&self.invoke("peek", Some(id))).await?;
+        claim_of(id, reply, now)
+    }
+
+    /// Claims `read` (an open or released record, as [`RedisReservations::peek`] answered it)
+    /// and applies `items` (its commit's release and charges) in one script call: both happen
+    /// or neither. When the record is no longer as read, nothing happens and the answer says
+    /// what it is now.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the call fails (nothing was applied if Redis answered; on a timeout,
+    /// all or nothing was) or `read` is neither open nor released.
+    pub async fn commit(
+        &self,
+        read: &Claim,
+        now: Micros,
+        items: &[ChargeItem<'_>],
+    ) -> Result<AtomicCommit, StoreError> {
+        let (r, phase) = match read {
+            Claim::Open { reservation, .. } => (reservation, "o"),
+            Claim::Released(r) => (r, "r"),
+            Claim::Committed | Claim::Unknown => {
+                return Err(StoreError::Internal(
+                    "only an open or released reservation is committed".into(),
+                ));
+            }
+        };
+        let record = record_key(&r.id);
+        let text = r.encode_items();
+        let answer = self
+            .store
+            .commit_call(
+                [EXPIRY_KEY, OUTSTANDING_KEY, record.as_str()],
+                r.id.as_str(),
+                (phase, &text),
+                items,
+            )
+            .await?;
+        match answer {
+            Committed::Done(expires, charges) => Ok(AtomicCommit::Done {
+                expired: expires <= now,
+                charges,
+            }),
+            Committed::Other(parts) => {
+                claim_of(&r.id, Value::Array(parts), now).map(AtomicCommit::Changed)
+            }
+        }
+    }
+}
+
+/// A claim from `reservations.lua`'s (or `commit.lua`'s) answer.
+fn claim_of(id: &ReservationId, reply: Value, now: Micros) -> Result<Claim, StoreError> {
+    let Value::Array(parts) = reply else {
+        return Err(bad("not a list"));
+    };
+    // A changed record's answer names its phase: as a claim's of that phase.
+    let first = parts.first().map(text).transpose()?;
+    let tag = match (first.as_deref(), &parts[..]) {
+        (Some("changed"), [_, Value::BulkString(s), _, _]) if s == b"r" => "released",
+        (Some("changed"), _) => "open",
+        (Some(t), _) => t,
+        (None, _) => return Err(bad("an empty answer")),
+    };
+    match (tag, &parts[..]) {
+        ("unknown", _) => Ok(Claim::Unknown),
+        ("committed", _) => Ok(Claim::Committed),
+        ("released", [_, .., e, b]) => Ok(Claim::Released(record(id.clone(), e, b)?)),
+        ("open", [_, .., e, b]) => {
+            let reservation = record(id.clone(), e, b)?;
+            let expired = reservation.expires <= now;
+            Ok(Claim::Open {
+                reservation,
+                expired,
+            })
+        }
+        _ => Err(bad("unknown claim")),
+    }
+}
+
 impl Reservations for RedisReservations {
     async fn put(&self, r: &Reservation, forget_at: Micros) -> Result<(), StoreError> {
         let mut inv = self.invoke("put", Some(&r.id));
@@ -101,23 +213,7 @@ impl Reservations for RedisReservations {
 
     async fn claim(&self, id: &ReservationId, now: Micros) -> Result<Claim, StoreError> {
         let reply = self.run(&self.invoke("claim", Some(id))).await?;
-        let Value::Array(parts) = reply else {
-            return Err(bad("not a list"));
-        };
-        match (parts.first().map(text).transpose()?.as_deref(), &parts[..]) {
-            (Some("unknown"), _) => Ok(Claim::Unknown),
-            (Some("committed"), _) => Ok(Claim::Committed),
-            (Some("released"), [_, e, b]) => Ok(Claim::Released(record(id.clone(), e, b)?)),
-            (Some("open"), [_, e, b]) => {
-                let reservation = record(id.clone(), e, b)?;
-                let expired = reservation.expires <= now;
-                Ok(Claim::Open {
-                    reservation,
-                    expired,
-                })
-            }
-            _ => Err(bad("unknown claim")),
-        }
+        claim_of(id, reply, now)
     }
 
     async fn unclaim(&self, claimed: &Claim) -> Result<(), StoreError> {

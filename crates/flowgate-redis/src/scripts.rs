@@ -67,8 +67,22 @@ pub(crate) static DECIDE: LazyLock<Script> =
 pub(crate) static REFUND: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/refund.lua"))));
 /// Applies charges and refunds (`charge.lua`).
-pub(crate) static CHARGE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/charge.lua"))));
+pub(crate) static CHARGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&assemble(&with_charges(include_str!(
+        "../scripts/charge.lua"
+    ))))
+});
+/// Claims a reservation's record and applies its commit's charges in one call (`commit.lua`).
+pub(crate) static COMMIT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&assemble(&with_charges(include_str!(
+        "../scripts/commit.lua"
+    ))))
+});
+
+/// `driver` after `charges.lua` (the charges' body it calls).
+fn with_charges(driver: &str) -> String {
+    format!("{}\n{driver}", include_str!("../scripts/charges.lua"))
+}
 /// Releases a concurrency lease (`release.lua`).
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/release.lua"))));

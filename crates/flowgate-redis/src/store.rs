@@ -574,6 +574,36 @@ fn one_slot(encoded: &Encoded) -> Option<u16> {
     slots.all(|s| s == first).then_some(first)
 }
 
+impl RedisStore {
+    /// `commit.lua` ([`crate::charge::commit`]) under the store's deadline and health, as
+    /// [`Store::charge`].
+    pub(crate) async fn commit_call(
+        &self,
+        record: [&str; 3],
+        id: &str,
+        read: (&str, &str),
+        items: &[flowgate_core::ChargeItem<'_>],
+    ) -> Result<crate::charge::Committed, StoreError> {
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
+        let inner = &self.inner;
+        let call = crate::charge::commit(&inner.caller, record, id, read, items);
+        let r = tokio::time::timeout(inner.deadline, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout));
+        self.settle(&r);
+        if let Ok(crate::charge::Committed::Done(_, charges)) = &r {
+            for (item, c) in items.iter().zip(charges) {
+                if item.amount.gives_back() && c.applied > 0 {
+                    inner.blocked.forget(item.key);
+                }
+            }
+        }
+        r
+    }
+}
+
 impl Store for RedisStore {
     fn now(&self) -> Micros {
         RedisStore::now(self)

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::clock::Micros;
-use crate::random::{RandomError, seed};
+use crate::random::{RandomError, seed128};
 
 /// A reservation's id: 128 random bits from the operating system, as 32 lowercase hex digits,
 /// so that no caller can guess another's.
@@ -21,7 +21,7 @@ impl ReservationId {
     /// # Errors
     /// [`RandomError`] when the operating system's random source fails.
     pub fn random() -> Result<Self, RandomError> {
-        Ok(Self(format!("{:016x}{:016x}", seed()?, seed()?)))
+        Ok(Self(format!("{:032x}", seed128()?)))
     }
 
     /// The id's text.

@@ -5,13 +5,14 @@
 //!   every outstanding reservation: counter + outstanding + estimate ≤ limit.
 //! - Its record ([`flowgate_core::reservation`]) is claimed exactly once: by its commit, which
 //!   gives the estimate back ([`Amount::release`]) and charges the actual cost in one
-//!   [`Store::charge`] batch per rule, or at its expiry by one node's sweeper ([`sweep`]), which
-//!   gives the estimate back.
+//!   [`Store::charge`] batch per rule (on a single Redis, in the claim's own script: [`atomic`]),
+//!   or at its expiry by one node's sweeper ([`sweep`]), which gives the estimate back.
 //! - Its record stays a tombstone until its expiry plus the maximum TTL: a commit after the
 //!   expiry still charges its cost (and says it expired); a second commit is refused.
 //! - A reservation is clamped: its estimate to a share of each matched rule's limit
 //!   (`--reserve-max-share`), its TTL to `--reserve-max-ttl`.
 
+mod atomic;
 mod records;
 pub(crate) mod sweep;
 
@@ -58,6 +59,8 @@ pub(crate) struct Reserve {
     pub(crate) config: ReserveConfig,
     /// The outstanding reservations per rule as last read (by the sweeper, each second).
     outstanding: parking_lot::Mutex<Vec<ReservationsView>>,
+    /// The reservations this node made on Redis, until committed here ([`atomic`]).
+    recent: atomic::Recent,
 }
 
 /// Why a reservation or a commit is refused, each naming its field or id; nothing changed.
@@ -119,6 +122,78 @@ fn limit_of(rules: &RuleSet, domain: &str, rule: &str, now: Micros) -> Option<Li
     Some(limit.clone())
 }
 
+/// The limit in force of each of `r`'s rules (`None`: removed, or takes no charges now).
+fn limits(state: &AppState, r: &Reservation) -> Vec<Option<Limit>> {
+    let rules = state.limiter.rules();
+    let now = state.limiter.store().now();
+    r.items
+        .iter()
+        .map(|i| limit_of(&rules, &i.domain, &i.rule, now))
+        .collect()
+}
+
+/// The charge batch giving back `r`'s estimate (when `release`) and charging `cost` (when
+/// some) under each rule of `limits` (as [`limits`] answered for `r`).
+fn batch<'a>(
+    r: &'a Reservation,
+    limits: &'a [Option<Limit>],
+    cost: Option<u64>,
+    release: bool,
+) -> Vec<ChargeItem<'a>> {
+    let mut batch = Vec::new();
+    for (i, limit) in r.items.iter().zip(limits) {
+        let Some(limit) = limit else { continue };
+        if release {
+            batch.push(ChargeItem {
+                key: &i.key,
+                limit,
+                amount: Amount::release(i.estimate, i.taken),
+            });
+        }
+        if let Some(cost) = cost {
+            batch.push(ChargeItem {
+                key: &i.key,
+                limit,
+                amount: Amount::Charge(cost),
+            });
+        }
+    }
+    batch
+}
+
+/// What [`batch`]'s `answers` applied, per rule charged.
+fn applied(
+    r: &Reservation,
+    limits: &[Option<Limit>],
+    answers: impl IntoIterator<Item = Charged>,
+    cost: Option<u64>,
+    release: bool,
+) -> Vec<Applied> {
+    let mut answers = answers.into_iter();
+    let mut out = Vec::new();
+    for (i, limit) in r.items.iter().zip(limits) {
+        if limit.is_none() {
+            continue;
+        }
+        let released = if release {
+            answers.next().map_or(0, |a| a.applied)
+        } else {
+            0
+        };
+        let charged = if cost.is_some() { answers.next() } else { None };
+        if let Some(charged) = charged {
+            out.push(Applied {
+                domain: i.domain.clone(),
+                rule: i.rule.clone(),
+                key: i.key.clone(),
+                released,
+                charged,
+            });
+        }
+    }
+    out
+}
+
 impl Reserve {
     /// The records that go with `backend`, under `config`.
     pub(crate) fn new(records: Records, config: ReserveConfig) -> Self {
@@ -126,6 +201,7 @@ impl Reserve {
             records,
             config,
             outstanding: parking_lot::Mutex::default(),
+            recent: atomic::Recent::default(),
         }
     }
 
@@ -263,6 +339,11 @@ impl Reserve {
             let _ = self.apply(state, &reservation, None, true).await;
             return Err(ReserveError::Store(e));
         }
+        if let Records::Redis(x) = &self.records
+            && x.commits_atomically()
+        {
+            self.recent.keep(&reservation, now, forget_at);
+        }
         Ok(Admitted {
             verdict,
             reservation: Some(reservation),
@@ -278,59 +359,13 @@ impl Reserve {
         cost: Option<u64>,
         release: bool,
     ) -> Result<Vec<Applied>, StoreError> {
-        let store = state.limiter.store();
-        let rules = state.limiter.rules();
-        let now = store.now();
-        let limits: Vec<Option<Limit>> = r
-            .items
-            .iter()
-            .map(|i| limit_of(&rules, &i.domain, &i.rule, now))
-            .collect();
-        let mut batch = Vec::new();
-        for (i, limit) in r.items.iter().zip(&limits) {
-            let Some(limit) = limit else { continue };
-            if release {
-                batch.push(ChargeItem {
-                    key: &i.key,
-                    limit,
-                    amount: Amount::release(i.estimate, i.taken),
-                });
-            }
-            if let Some(cost) = cost {
-                batch.push(ChargeItem {
-                    key: &i.key,
-                    limit,
-                    amount: Amount::Charge(cost),
-                });
-            }
-        }
+        let limits = limits(state, r);
+        let batch = batch(r, &limits, cost, release);
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let answers = store.charge(&batch).await?;
-        let mut answers = answers.into_iter();
-        let mut out = Vec::new();
-        for (i, limit) in r.items.iter().zip(&limits) {
-            if limit.is_none() {
-                continue;
-            }
-            let released = if release {
-                answers.next().map_or(0, |a| a.applied)
-            } else {
-                0
-            };
-            let charged = if cost.is_some() { answers.next() } else { None };
-            if let Some(charged) = charged {
-                out.push(Applied {
-                    domain: i.domain.clone(),
-                    rule: i.rule.clone(),
-                    key: i.key.clone(),
-                    released,
-                    charged,
-                });
-            }
-        }
-        Ok(out)
+        let answers = state.limiter.store().charge(&batch).await?;
+        Ok(applied(r, &limits, answers, cost, release))
     }
 
     /// Commits reservation `id` with its actual `cost`; with `charge_to` (a request naming the
@@ -343,6 +378,14 @@ impl Reserve {
         charge_to: Option<&Request>,
     ) -> Result<Committed, ReserveError> {
         let now = state.limiter.store().now();
+        if let (Records::Redis(x), Some(id)) = (&self.records, id)
+            && x.commits_atomically()
+        {
+            match self.commit_atomic(state, x, id, cost, now).await? {
+                Some(done) => return Ok(done),
+                None => return self.commit_unknown(state, Some(id), cost, charge_to).await,
+            }
+        }
         let claim = match id {
             Some(id) => self
                 .records
@@ -363,15 +406,7 @@ impl Reserve {
                         .ok_or_else(|| ReserveError::Bad("id: missing".into()))?,
                 ));
             }
-            Claim::Unknown => {
-                return match (charge_to, id) {
-                    (Some(req), _) => self.charge(state, req, cost).await,
-                    (None, Some(id)) => Err(ReserveError::Unknown(id.clone())),
-                    (None, None) => Err(ReserveError::Bad(
-                        "id: missing (or name `domain` and `descriptors` to charge the cost to their rules)".into(),
-                    )),
-                };
-            }
+            Claim::Unknown => return self.commit_unknown(state, id, cost, charge_to).await,
         };
         match self.apply(state, r, Some(cost), release).await {
             Ok(applied) => Ok(Committed {
@@ -386,6 +421,24 @@ impl Reserve {
                 }
                 Err(ReserveError::Store(e))
             }
+        }
+    }
+
+    /// A commit of an unknown (or no) id: charged to `charge_to`'s rules, else refused.
+    async fn commit_unknown(
+        &self,
+        state: &AppState,
+        id: Option<&ReservationId>,
+        cost: u64,
+        charge_to: Option<&Request>,
+    ) -> Result<Committed, ReserveError> {
+        match (charge_to, id) {
+            (Some(req), _) => self.charge(state, req, cost).await,
+            (None, Some(id)) => Err(ReserveError::Unknown(id.clone())),
+            (None, None) => Err(ReserveError::Bad(
+                "id: missing (or name `domain` and `descriptors` to charge the cost to their rules)"
+                    .into(),
+            )),
         }
     }
 
