@@ -82,7 +82,14 @@ pub mod decision {
 
 /// Time: the clock a store reads, a real one, and one that tests move by hand.
 pub mod clock {
-    pub use flowgate_core::clock::{Clock, ManualClock, Micros, SystemClock, system_now};
+    pub use flowgate_core::clock::{Clock, ManualClock, Micros, SystemClock, micros, system_now};
+}
+
+/// For a server that takes reservations from remote callers (`POST /v1/reserve`): the records
+/// of what each reservation took, claimed exactly once by its commit or its expiry. In process,
+/// [`Limiter::reserve`] needs none of it.
+pub mod records {
+    pub use flowgate_core::reservation::*;
 }
 
 /// The algorithms as pure transitions `(state, now, cost) -> (state', decision)`, for a caller

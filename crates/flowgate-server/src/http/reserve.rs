@@ -13,7 +13,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use flowgate_core::reservation::ReservationId;
+use flowgate::records::ReservationId;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

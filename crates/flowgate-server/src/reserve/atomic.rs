@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 
 use flowgate::clock::Micros;
+use flowgate::records::{Claim, Reservation, ReservationId};
 use flowgate::store::StoreError;
-use flowgate_core::reservation::{Claim, Reservation, ReservationId};
 use flowgate_redis::{AtomicCommit, RedisReservations};
 
 use super::{Committed, Reserve, ReserveError, applied, batch, limits};

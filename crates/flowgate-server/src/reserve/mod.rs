@@ -3,7 +3,7 @@
 //!
 //! - A reservation's units are in the counters (on Redis, the cluster's), so admission counts
 //!   every outstanding reservation: counter + outstanding + estimate ≤ limit.
-//! - Its record ([`flowgate_core::reservation`]) is claimed exactly once: by its commit, which
+//! - Its record ([`flowgate::records`]) is claimed exactly once: by its commit, which
 //!   gives the estimate back ([`Amount::release`]) and charges the actual cost in one
 //!   [`Store::charge`] batch per rule (on a single Redis, in the claim's own script: [`atomic`]),
 //!   or at its expiry by one node's sweeper ([`sweep`]), which gives the estimate back.
@@ -18,13 +18,13 @@ pub(crate) mod sweep;
 
 use std::time::Duration;
 
+use flowgate::algorithm::{Amount, Charged, chargeable};
 use flowgate::clock::Micros;
+use flowgate::clock::micros;
+use flowgate::records::{Claim, Reservation, ReservationId, Reservations, Reserved};
+use flowgate::store::ChargeItem;
 use flowgate::store::{Store, StoreError};
 use flowgate::{Limit, Request, RuleSet, Verdict};
-use flowgate_core::algorithm::{Amount, Charged, chargeable};
-use flowgate_core::clock::micros;
-use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
-use flowgate_core::store::ChargeItem;
 use flowgate_observe::reservations::ReservationsView;
 
 pub(crate) use self::records::Records;

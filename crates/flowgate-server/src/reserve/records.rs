@@ -2,10 +2,10 @@
 //! Redis (shared by the cluster) with Redis.
 
 use flowgate::clock::Micros;
-use flowgate::store::StoreError;
-use flowgate_core::reservation::{
+use flowgate::records::{
     Claim, MemoryReservations, Outstanding, Reservation, ReservationId, Reservations,
 };
+use flowgate::store::StoreError;
 use flowgate_redis::RedisReservations;
 
 use crate::backend::Backend;

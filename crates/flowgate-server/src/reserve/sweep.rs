@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flowgate::records::Reservations;
 use flowgate::store::Store;
-use flowgate_core::reservation::Reservations;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
