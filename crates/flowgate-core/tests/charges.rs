@@ -8,15 +8,10 @@ use flowgate_core::algorithm::{self, Amount, ChargeError, State};
 use flowgate_core::{Algorithm, Limit, Quota};
 use proptest::prelude::*;
 
-const EPOCH: u64 = 1_700_000_000_000_000;
+#[path = "common/chargeable.rs"]
+mod chargeable;
 
-const CHARGEABLE: [Algorithm; 5] = [
-    Algorithm::FixedWindow,
-    Algorithm::SlidingWindow,
-    Algorithm::SlidingLog,
-    Algorithm::TokenBucket,
-    Algorithm::LeakyBucket,
-];
+use chargeable::{CHARGEABLE, EPOCH, arb_limit, full};
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -33,30 +28,6 @@ fn op(lim: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
-fn limit(a: Algorithm, lim: u64, window_ms: u64, burst: u64, max_debt: u64) -> Limit {
-    let mut b = Limit::builder(
-        a,
-        Quota::new(lim, Duration::from_millis(window_ms)).unwrap(),
-    )
-    .buckets(4)
-    .max_debt(max_debt);
-    if matches!(a, Algorithm::TokenBucket | Algorithm::LeakyBucket) {
-        b = b.burst(burst);
-    }
-    b.build().unwrap()
-}
-
-fn arb_limit() -> impl Strategy<Value = Limit> {
-    (
-        prop::sample::select(CHARGEABLE.to_vec()),
-        1u64..20,
-        1u64..2000,
-        1u64..5,
-        0u64..40,
-    )
-        .prop_map(|(a, lim, w, burst, debt)| limit(a, lim, w, burst, debt))
-}
-
 /// Everything a later request can see of `state`: the decisions of costs 0..=3 over the next
 /// two windows.
 fn seen(l: &Limit, state: &State, now: u64) -> Vec<flowgate_core::Decision> {
@@ -65,14 +36,6 @@ fn seen(l: &Limit, state: &State, now: u64) -> Vec<flowgate_core::Decision> {
         .flat_map(|k| (0..4).map(move |c| (now + k * step, c)))
         .map(|(t, c)| algorithm::check(l, state, t, c))
         .collect()
-}
-
-/// The most a full key holds, in units.
-fn full(l: &Limit) -> u64 {
-    match l.algorithm() {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => l.burst(),
-        _ => l.limit(),
-    }
 }
 
 proptest! {

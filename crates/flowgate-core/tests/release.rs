@@ -3,21 +3,14 @@
 //! key without the reservation would, or more strictly, never more permissively; never more than
 //! the reservation's units are given back; a release of 0 changes nothing.
 
-use std::time::Duration;
-
 use flowgate_core::algorithm::{self, Amount, State};
 use flowgate_core::{Algorithm, Decision, Limit, Quota};
 use proptest::prelude::*;
 
-const EPOCH: u64 = 1_700_000_000_000_000;
+#[path = "common/chargeable.rs"]
+mod chargeable;
 
-const CHARGEABLE: [Algorithm; 5] = [
-    Algorithm::FixedWindow,
-    Algorithm::SlidingWindow,
-    Algorithm::SlidingLog,
-    Algorithm::TokenBucket,
-    Algorithm::LeakyBucket,
-];
+use chargeable::{EPOCH, arb_limit, full};
 
 /// What builds the key's state before the reservation.
 #[derive(Clone, Copy, Debug)]
@@ -35,38 +28,6 @@ fn op(lim: u64) -> impl Strategy<Value = Op> {
         (0..lim + 2).prop_map(Op::Refund),
         (0..lim + 2, 0u64..400_000).prop_map(|(n, ago)| Op::Release(n, ago)),
     ]
-}
-
-fn limit(a: Algorithm, lim: u64, window_ms: u64, burst: u64, max_debt: u64) -> Limit {
-    let mut b = Limit::builder(
-        a,
-        Quota::new(lim, Duration::from_millis(window_ms)).unwrap(),
-    )
-    .buckets(4)
-    .max_debt(max_debt);
-    if matches!(a, Algorithm::TokenBucket | Algorithm::LeakyBucket) {
-        b = b.burst(burst);
-    }
-    b.build().unwrap()
-}
-
-fn arb_limit() -> impl Strategy<Value = Limit> {
-    (
-        prop::sample::select(CHARGEABLE.to_vec()),
-        1u64..20,
-        1u64..2000,
-        1u64..5,
-        0u64..40,
-    )
-        .prop_map(|(a, lim, w, burst, debt)| limit(a, lim, w, burst, debt))
-}
-
-/// The most one request can take.
-fn full(l: &Limit) -> u64 {
-    match l.algorithm() {
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => l.burst(),
-        _ => l.limit(),
-    }
 }
 
 /// Everything a later request can see of `state` from `from` on: the decisions of every cost
