@@ -13,6 +13,7 @@ use flowgate::algorithm::{Amount, Charged};
 use flowgate::store::StoreError;
 use flowgate::{ChargeRefusal, ChargeTarget, Descriptor, Request, Rule};
 
+use crate::rule_charge::{ChargeKind, ChargedUnder, RuleCharge};
 use crate::state::AppState;
 
 /// The largest cost one report charges or refunds: the largest count a limit holds (32 bits),
@@ -62,17 +63,32 @@ pub(crate) fn cost_units(n: &serde_json::Number) -> Result<u64, String> {
 
 /// One rule's part of a charge, as applied.
 #[derive(Clone, Debug)]
-pub(crate) struct RuleCharge {
+pub(crate) struct Applied {
     /// Index of the descriptor that matched the rule.
     pub(crate) descriptor: usize,
     /// The rule.
     pub(crate) rule: std::sync::Arc<Rule>,
+    /// The rule's state key for the descriptor.
+    pub(crate) key: String,
     /// The rule's limit it was charged under.
     pub(crate) limit: flowgate::Limit,
     /// What was asked.
     pub(crate) amount: Amount,
     /// What the store did.
     pub(crate) charged: Charged,
+}
+
+impl Applied {
+    /// What a report's answer tells of it.
+    pub(crate) fn answer(&self) -> RuleCharge {
+        let at = ChargedUnder {
+            domain: self.rule.domain.clone(),
+            rule: self.rule.name.clone(),
+            key: self.key.clone(),
+            descriptor: Some(self.descriptor),
+        };
+        RuleCharge::new(at, ChargeKind::of(&self.amount), 0, &self.charged)
+    }
 }
 
 /// The rules `domain` and `descriptors` charge with `cost` (every matched rule whose
@@ -110,7 +126,7 @@ pub(crate) fn request(domain: String, descriptors: Vec<Descriptor>, units: u64) 
 pub(crate) async fn apply(
     state: &AppState,
     plans: Vec<Vec<ChargeTarget>>,
-) -> Result<Vec<Vec<RuleCharge>>, StoreError> {
+) -> Result<Vec<Vec<Applied>>, StoreError> {
     let all: Vec<ChargeTarget> = plans.iter().flatten().cloned().collect();
     let charged = match state.limiter.charge(&all).await {
         Ok(c) => c,
@@ -127,9 +143,10 @@ pub(crate) async fn apply(
         for t in plan {
             let Some(c) = answers.next() else { break };
             state.metrics.charges.charged(&t, &c, now);
-            rules.push(RuleCharge {
+            rules.push(Applied {
                 descriptor: t.descriptor,
                 rule: t.rule,
+                key: t.key,
                 limit: t.limit,
                 amount: t.amount,
                 charged: c,

@@ -30,7 +30,7 @@ use flowgate::rule::ChargeMode;
 use flowgate::{ChargeRefusal, ChargeTarget, Request, Rule};
 use tonic::Status as GrpcStatus;
 
-use crate::charges::{self, RuleCharge};
+use crate::charges::{self, Applied};
 use crate::grpc::{EnvoyRequest, pb_duration, to_response, unit_of};
 use crate::state::{Api, AppState};
 
@@ -124,7 +124,7 @@ fn targets(
 }
 
 /// A charged descriptor's status: over its limit while in debt.
-fn charged_status(c: &RuleCharge) -> DescriptorStatus {
+fn charged_status(c: &Applied) -> DescriptorStatus {
     let d = &c.charged.decision;
     let (unit, per_unit) = unit_of(&c.limit);
     let over = !d.allowed && !c.rule.shadow;

@@ -62,6 +62,7 @@ mod queue_watch;
 mod reload;
 mod reports;
 mod reserve;
+mod rule_charge;
 pub mod rules;
 mod server;
 mod shutdown;

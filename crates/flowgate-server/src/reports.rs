@@ -9,7 +9,8 @@ use flowgate::breakers::Outcome;
 use flowgate::store::StoreError;
 use flowgate::{ChargeTarget, Descriptor, Request};
 
-use crate::charges::{self, RuleCharge};
+use crate::charges::{self, Applied};
+use crate::rule_charge::RuleCharge;
 use crate::state::AppState;
 
 /// The most reports in one body or message.
@@ -74,7 +75,20 @@ pub(crate) struct Tally {
 /// report without a cost).
 pub(crate) struct Recorded {
     pub(crate) tally: Tally,
-    pub(crate) charges: Vec<Vec<RuleCharge>>,
+    pub(crate) charges: Vec<Vec<Applied>>,
+}
+
+impl Recorded {
+    /// What each report with a cost (`with_cost`, by index) did per rule, in order: its index
+    /// and its rules' answers.
+    pub(crate) fn charge_answers(&self, with_cost: &[bool]) -> Vec<(usize, Vec<RuleCharge>)> {
+        self.charges
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| with_cost.get(*i).copied().unwrap_or(false))
+            .map(|(i, rules)| (i, rules.iter().map(Applied::answer).collect()))
+            .collect()
+    }
 }
 
 /// Records `reports`: their charges first, in one store call, then their outcomes into the

@@ -7,6 +7,8 @@
 #[path = "common/charges.rs"]
 mod charges;
 mod common;
+#[path = "common/stats.rs"]
+mod stats;
 
 use std::time::Duration;
 
@@ -144,17 +146,11 @@ async fn ai_gateway_pattern(store: OnStore) {
         500.0,
         "the rule's debt in /metrics"
     );
-    let stats = common::http(server.http, "GET", "/v1/stats", &[], "")
-        .await
-        .json();
-    let rule = stats["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "tokens")
-        .unwrap()
-        .clone();
-    assert_eq!(rule["debt"], 500, "the rule's debt in /v1/stats: {rule}");
+    assert_eq!(
+        stats::rule_debt(server.http, "tokens").await,
+        Some(500),
+        "the rule's debt in /v1/stats"
+    );
     assert!(
         alert_is(server.http, "firing").await,
         "the debt alert fires while the debt is above 400"
@@ -199,17 +195,9 @@ async fn ai_gateway_pattern(store: OnStore) {
     );
 }
 
-/// Whether the alert `tokens-owed` reaches `state` in `/v1/stats` within 10 s (alerts are
-/// evaluated every second).
+/// Whether the alert `tokens-owed` reaches `state` in `/v1/stats` within 10 s.
 async fn alert_is(http: std::net::SocketAddr, state: &str) -> bool {
-    wait_until(Duration::from_secs(10), || async {
-        let stats = common::http(http, "GET", "/v1/stats", &[], "").await.json();
-        stats["alerts"].as_array().is_some_and(|a| {
-            a.iter()
-                .any(|x| x["name"] == "tokens-owed" && x["state"] == state)
-        })
-    })
-    .await
+    stats::alert_reaches(http, "tokens-owed", state, Duration::from_secs(10)).await
 }
 
 #[tokio::test]
@@ -307,7 +295,9 @@ async fn charge_domains_make_envoy_yaml_rules_take_charges() {
 
 #[tokio::test]
 async fn refunds_and_report_costs_over_grpc() {
-    use flowgate_server::grpc_report::{Descriptor, Entry, Report, ReportRequest, ReportsClient};
+    use flowgate_server::grpc_report::{
+        ChargeKind, Descriptor, Entry, Report, ReportRequest, ReportsClient,
+    };
     let (_dir, path) = config(RULES);
     let server = OnStore::memory().serve(&path, &[]);
     let mut c = envoy(server.grpc).await;
@@ -364,8 +354,35 @@ async fn refunds_and_report_costs_over_grpc() {
         ("tokens", 1100, 100, true)
     );
     assert_eq!(
-        (refunded.refund, refunded.applied, refunded.debt),
-        (true, 30, 70)
+        (
+            charged.domain.as_str(),
+            charged.key.as_str(),
+            charged.descriptor,
+            charged.kind(),
+            charged.released,
+            charged.remaining,
+        ),
+        (
+            "ai-gateway",
+            "ai-gateway:tokens:api_key=k",
+            Some(0),
+            ChargeKind::Charge,
+            0,
+            0
+        )
+    );
+    assert!(
+        charged.retry_after_ms.is_some_and(|ms| ms > 0),
+        "{charged:?}"
+    );
+    assert_eq!(
+        (
+            refunded.kind(),
+            refunded.refund,
+            refunded.applied,
+            refunded.debt
+        ),
+        (ChargeKind::Refund, true, 30, 70)
     );
     let bad = reports
         .report(ReportRequest {

@@ -6,11 +6,14 @@
 #[path = "common/charges.rs"]
 mod charges;
 mod common;
+#[path = "common/reservations.rs"]
+mod reservations;
 
 use std::time::Duration;
 
 use charges::{OnStore, look, report_cost};
 use common::{config, metric, post_json, wait_until};
+use reservations::{commit, id_of, reserve};
 use serde_json::json;
 
 const RULES: &str = r#"
@@ -143,6 +146,116 @@ async fn reports_with_costs(store: OnStore) {
         .await,
         4100.0
     );
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .cloned()
+        .collect();
+    k.sort();
+    k
+}
+
+/// The fields of message `name` in `proto` (its text), sorted.
+fn proto_fields(proto: &str, name: &str) -> Vec<String> {
+    let start = proto
+        .find(&format!("message {name} {{"))
+        .unwrap_or_else(|| panic!("no message {name}"));
+    let body = &proto[start..start + proto[start..].find("\n}").unwrap()];
+    let mut fields: Vec<String> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && l.ends_with(';') && l.contains('='))
+        .filter_map(|l| {
+            l.split('=')
+                .next()?
+                .split_whitespace()
+                .last()
+                .map(str::to_owned)
+        })
+        .collect();
+    fields.sort();
+    fields
+}
+
+/// A report's and a commit's per-rule objects have the same keys, every one present (nulls
+/// included), which are the OpenAPI component `RuleCharge` both routes reference, all required,
+/// and the fields of the gRPC `RuleCharged` (which keeps `refund` beside `kind`).
+#[tokio::test]
+async fn a_report_and_a_commit_answer_the_same_per_rule_object() {
+    let (_dir, path) = config(RULES);
+    let server = OnStore::memory().serve(&path, &[]);
+    let http = server.http;
+    let (status, report) = report_cost(http, "llm", &["api_key=k1"], json!(10), false).await;
+    assert_eq!(status, 200, "{report}");
+    let reported = &report["charges"][0]["rules"][0];
+    let id = id_of(&reserve(http, "llm", &["api_key=k1"], 100, None).await);
+    let r = commit(http, json!({"id": id, "cost": 1200})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let commit = r.json();
+    let committed = &commit["rules"][0];
+    assert_eq!(
+        keys(reported),
+        keys(committed),
+        "{reported} against {committed}"
+    );
+    assert_eq!(
+        (
+            &committed["descriptor"],
+            &committed["kind"],
+            &committed["released"]
+        ),
+        (&json!(null), &json!("charge"), &json!(100)),
+        "{committed}"
+    );
+    assert_eq!(
+        (
+            &committed["over"],
+            &committed["debt"],
+            &committed["remaining"]
+        ),
+        (&json!(true), &json!(210), &json!(0)),
+        "{committed}"
+    );
+    assert!(
+        committed["retry_after_ms"].as_u64().unwrap() > 0,
+        "{committed}"
+    );
+    assert_eq!(
+        (&reported["released"], &reported["retry_after_ms"]),
+        (&json!(0), &json!(null)),
+        "{reported}"
+    );
+    let doc = common::http(http, "GET", "/openapi.json", &[], "")
+        .await
+        .json();
+    let schemas = &doc["components"]["schemas"];
+    let component = &schemas["RuleCharge"];
+    let mut required: Vec<String> = serde_json::from_value(component["required"].clone()).unwrap();
+    required.sort();
+    assert_eq!(required, keys(&component["properties"]), "all required");
+    assert_eq!(keys(reported), required, "the answer is the component");
+    let reference = json!("#/components/schemas/RuleCharge");
+    assert_eq!(
+        schemas["ReportCharges"]["properties"]["rules"]["items"]["$ref"],
+        reference
+    );
+    assert_eq!(
+        schemas["CommitAnswer"]["properties"]["rules"]["items"]["$ref"],
+        reference
+    );
+    let proto = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../proto/flowgate/v1/reports.proto"),
+    )
+    .unwrap();
+    let mut grpc = proto_fields(&proto, "RuleCharged");
+    grpc.retain(|f| f != "refund");
+    assert_eq!(grpc, required, "gRPC's RuleCharged has the same fields");
 }
 
 #[tokio::test]

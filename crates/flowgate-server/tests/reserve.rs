@@ -5,13 +5,16 @@
 mod common;
 #[path = "reserve/load.rs"]
 mod load;
+#[path = "common/reservations.rs"]
+mod reservations;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{HttpResponse, config, post_json, spawn_server, wait_until};
 use flowgate_testkit::redis::RedisServer;
-use serde_json::{Value, json};
+use reservations::{commit, id_of};
+use serde_json::json;
 
 const RULES: &str = r#"
 domain = "llm"
@@ -29,17 +32,10 @@ limit = "5/1m"
 algorithm = "concurrency"
 "#;
 
+/// A reservation of `estimate` units under `api_key=<key>`, held `ttl`.
 async fn reserve(addr: SocketAddr, key: &str, estimate: u64, ttl: &str) -> HttpResponse {
-    post_json(
-        addr,
-        "/v1/reserve",
-        json!({"domain": "llm", "descriptors": [format!("api_key={key}")], "estimate": estimate, "ttl": ttl}),
-    )
-    .await
-}
-
-async fn commit(addr: SocketAddr, body: Value) -> HttpResponse {
-    post_json(addr, "/v1/commit", body).await
+    let descriptor = format!("api_key={key}");
+    reservations::reserve(addr, "llm", &[&descriptor], estimate, Some(ttl)).await
 }
 
 /// The units left under `key`, as a cost-0 check sees them.
@@ -80,11 +76,6 @@ async fn seen(addr: SocketAddr, count: u64, units: u64) {
     .await;
     let stats = common::http(addr, "GET", "/v1/stats", &[], "").await.json();
     assert!(ok, "not seen: {want} in {}", stats["reservations"]);
-}
-
-fn id_of(r: &HttpResponse) -> String {
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.json()["id"].as_str().unwrap().to_owned()
 }
 
 /// Waits until `key` has `want` units left (an expired reservation given back by the sweeper).
@@ -135,6 +126,15 @@ async fn on_memory_a_reservation_counts_until_its_commit_or_its_ttl() {
     assert_eq!(c.status, 200, "{}", c.body);
     assert_eq!(c.json()["expired"], false);
     assert_eq!(c.json()["rules"][0]["released"], 500);
+    assert_eq!(
+        (
+            &c.json()["rules"][0]["remaining"],
+            &c.json()["rules"][0]["retry_after_ms"]
+        ),
+        (&json!(580), &json!(null)),
+        "{}",
+        c.body
+    );
     assert_eq!(remaining(a, "k1").await, 580);
     // Twice: refused naming the id, nothing changed.
     let again = commit(a, json!({"id": second, "cost": 300})).await;
@@ -147,6 +147,14 @@ async fn on_memory_a_reservation_counts_until_its_commit_or_its_ttl() {
     let c = commit(a, json!({"id": big, "cost": 1400})).await;
     assert_eq!(c.json()["rules"][0]["debt"], 400, "{}", c.body);
     assert_eq!(c.json()["rules"][0]["over"], true);
+    assert_eq!(c.json()["rules"][0]["remaining"], 0);
+    assert!(
+        c.json()["rules"][0]["retry_after_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms > 0),
+        "{}",
+        c.body
+    );
     let check = post_json(
         a,
         "/v1/check",
@@ -178,19 +186,9 @@ async fn bad_reservations_and_commits_are_refused_naming_the_field_and_change_no
     refused(&reserve(a, "k", u64::MAX, "10s").await, 400, &["estimate"]);
     refused(&reserve(a, "k", 10, "31s").await, 400, &["ttl", "30000"]);
     refused(&reserve(a, "k", 10, "soon").await, 400, &["ttl"]);
-    let nothing = post_json(
-        a,
-        "/v1/reserve",
-        json!({"domain": "llm", "descriptors": ["user=1"], "estimate": 5}),
-    )
-    .await;
+    let nothing = reservations::reserve(a, "llm", &["user=1"], 5, None).await;
     refused(&nothing, 400, &["descriptors", "no rule"]);
-    let conc = post_json(
-        a,
-        "/v1/reserve",
-        json!({"domain": "llm", "descriptors": ["slot=1"], "estimate": 1}),
-    )
-    .await;
+    let conc = reservations::reserve(a, "llm", &["slot=1"], 1, None).await;
     refused(&conc, 400, &["inflight", "concurrency"]);
     refused(
         &commit(a, json!({"id": id, "cost": -1})).await,

@@ -76,16 +76,17 @@ pub struct ReportCharges {
     #[prost(message, repeated, tag = "2")]
     pub rules: ::prost::alloc::vec::Vec<RuleCharged>,
 }
-/// One rule's part of a report's charge.
+/// What a charge did under one rule: the same object as the HTTP API's RuleCharge (in
+/// POST /v1/report's charges\[i\].rules\[j\] and POST /v1/commit's rules\[j\]), every field set.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RuleCharged {
-    /// The rule.
+    /// The rule's name.
     #[prost(string, tag = "1")]
     pub rule: ::prost::alloc::string::String,
-    /// Index of the descriptor that matched it.
-    #[prost(uint32, tag = "2")]
-    pub descriptor: u32,
-    /// Whether the units were given back (a refund) rather than counted.
+    /// Index of the descriptor in the report that matched the rule (always set in a report).
+    #[prost(uint32, optional, tag = "2")]
+    pub descriptor: ::core::option::Option<u32>,
+    /// Whether kind is REFUND (the same fact, as a bool).
     #[prost(bool, tag = "3")]
     pub refund: bool,
     /// Units counted (a charge) or given back (a refund).
@@ -104,9 +105,22 @@ pub struct RuleCharged {
     /// Units a check may still take now.
     #[prost(uint64, tag = "8")]
     pub remaining: u64,
-    /// When over: milliseconds until a check of it is admitted again.
+    /// When over: milliseconds until a check of the key is admitted again (rounded up); unset
+    /// when not over.
     #[prost(uint64, optional, tag = "9")]
     pub retry_after_ms: ::core::option::Option<u64>,
+    /// The rule's domain.
+    #[prost(string, tag = "10")]
+    pub domain: ::prost::alloc::string::String,
+    /// The rule's state key (domain:rule:descriptor).
+    #[prost(string, tag = "11")]
+    pub key: ::prost::alloc::string::String,
+    /// A charge or a refund.
+    #[prost(enumeration = "ChargeKind", tag = "12")]
+    pub kind: i32,
+    /// Units of a reservation's estimate given back: 0 in a report.
+    #[prost(uint64, tag = "13")]
+    pub released: u64,
 }
 /// A call's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
@@ -137,6 +151,39 @@ impl Outcome {
             "OUTCOME_UNSPECIFIED" => Some(Self::Unspecified),
             "OK" => Some(Self::Ok),
             "ERROR" => Some(Self::Error),
+            _ => None,
+        }
+    }
+}
+/// Whether a charge counted units or gave them back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ChargeKind {
+    /// Never sent.
+    Unspecified = 0,
+    /// Units counted, even past the limit, up to max_debt beyond it.
+    Charge = 1,
+    /// Units given back, floored at empty.
+    Refund = 2,
+}
+impl ChargeKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CHARGE_KIND_UNSPECIFIED",
+            Self::Charge => "CHARGE",
+            Self::Refund => "REFUND",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CHARGE_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "CHARGE" => Some(Self::Charge),
+            "REFUND" => Some(Self::Refund),
             _ => None,
         }
     }

@@ -17,6 +17,7 @@ use flowgate::breakers::Outcome as CallOutcome;
 use crate::charges;
 use crate::limits;
 use crate::reports::{self, MAX_REPORTS, Report as Checked};
+use crate::rule_charge::{self, RuleCharge};
 use crate::state::AppState;
 
 /// The messages and the service of `flowgate.v1`, as generated from the protos.
@@ -27,7 +28,8 @@ mod generated {
 
 pub use self::generated::reports_client::ReportsClient;
 pub use self::generated::{
-    Descriptor, Entry, Outcome, Report, ReportCharges, ReportRequest, ReportResponse, RuleCharged,
+    ChargeKind, Descriptor, Entry, Outcome, Report, ReportCharges, ReportRequest, ReportResponse,
+    RuleCharged,
 };
 
 /// The service's name.
@@ -100,20 +102,26 @@ fn check(state: &AppState, i: usize, r: Report) -> Result<Checked, tonic::Status
     })
 }
 
-fn rule_charged(c: charges::RuleCharge) -> RuleCharged {
-    let d = &c.charged.decision;
+/// The message of what a charge did under one rule: the HTTP answer's fields, one for one.
+fn rule_charged(c: RuleCharge) -> RuleCharged {
+    let kind = match c.kind {
+        rule_charge::ChargeKind::Charge => ChargeKind::Charge,
+        rule_charge::ChargeKind::Refund => ChargeKind::Refund,
+    };
     RuleCharged {
-        rule: c.rule.name.clone(),
-        descriptor: c.descriptor as u32,
-        refund: matches!(c.amount, flowgate::algorithm::Amount::Refund(_)),
-        applied: c.charged.applied,
-        dropped: c.charged.dropped,
-        debt: c.charged.debt,
-        over: !d.allowed,
-        remaining: d.remaining,
-        retry_after_ms: (!d.allowed)
-            .then(|| d.retry_after.map(|r| r.as_millis() as u64))
-            .flatten(),
+        domain: c.domain,
+        rule: c.rule,
+        key: c.key,
+        descriptor: c.descriptor.map(|d| u32::try_from(d).unwrap_or(u32::MAX)),
+        kind: kind as i32,
+        refund: kind == ChargeKind::Refund,
+        released: c.released,
+        applied: c.applied,
+        dropped: c.dropped,
+        debt: c.debt,
+        over: c.over,
+        remaining: c.remaining,
+        retry_after_ms: c.retry_after_ms,
     }
 }
 
@@ -145,12 +153,10 @@ async fn report(state: &AppState, req: ReportRequest) -> Result<ReportResponse, 
         no_breaker: t.no_breaker,
         dropped: t.dropped,
         charges: recorded
-            .charges
+            .charge_answers(&with_cost)
             .into_iter()
-            .enumerate()
-            .filter(|(i, _)| with_cost[*i])
             .map(|(i, rules)| ReportCharges {
-                report: i as u32,
+                report: u32::try_from(i).unwrap_or(u32::MAX),
                 rules: rules.into_iter().map(rule_charged).collect(),
             })
             .collect(),

@@ -1,50 +1,15 @@
-//! The charges of `POST /v1/report` as its answer shows them: per report with a `cost`, per
-//! rule it went to, what was applied and dropped, the debt left, and whether the key is now
-//! over its limit.
+//! The charges of `POST /v1/report` as its answer shows them: per report with a `cost`, what
+//! the charge did under each rule it went to ([`RuleCharge`], as a commit's answer tells it).
 
 use axum::http::StatusCode;
-use flowgate::algorithm::Amount;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::ApiError;
 use super::error::ErrorCode;
-use crate::charges::{RuleCharge, error_kind};
-
-/// `charge` or `refund`.
-#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum ChargeKind {
-    /// Units counted, even past the limit, up to `max_debt` beyond it.
-    Charge,
-    /// Units given back, floored at empty.
-    Refund,
-}
-
-/// One rule's part of a report's charge.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct RuleCharged {
-    /// The rule.
-    rule: String,
-    /// Index of the descriptor that matched it.
-    descriptor: usize,
-    /// A charge or a refund.
-    kind: ChargeKind,
-    /// Units counted (a charge) or given back (a refund).
-    applied: u64,
-    /// Units not applied: a charge's past `max_debt`, a refund's past empty.
-    dropped: u64,
-    /// Units counted beyond the limit now (paid back by time).
-    debt: u64,
-    /// Whether the key is over its limit now (in debt): a check of it is refused until
-    /// `retry_after_ms`.
-    over: bool,
-    /// Units a check may still take now.
-    remaining: u64,
-    /// When over: milliseconds until a check of it is admitted again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_after_ms: Option<u64>,
-}
+use crate::charges::error_kind;
+use crate::reports::Recorded;
+use crate::rule_charge::RuleCharge;
 
 /// One report's charges.
 #[derive(Debug, Serialize, ToSchema)]
@@ -52,39 +17,15 @@ pub(super) struct ReportCharges {
     /// Index of the report in the batch (0 for a body of one report).
     report: usize,
     /// Each rule the cost went to (none when every rule it matched is unlimited now).
-    rules: Vec<RuleCharged>,
-}
-
-fn rule_charged(c: RuleCharge) -> RuleCharged {
-    let d = &c.charged.decision;
-    RuleCharged {
-        rule: c.rule.name.clone(),
-        descriptor: c.descriptor,
-        kind: match c.amount {
-            Amount::Charge(_) => ChargeKind::Charge,
-            Amount::Refund(_) | Amount::Release { .. } => ChargeKind::Refund,
-        },
-        applied: c.charged.applied,
-        dropped: c.charged.dropped,
-        debt: c.charged.debt,
-        over: !d.allowed,
-        remaining: d.remaining,
-        retry_after_ms: (!d.allowed)
-            .then(|| d.retry_after.map(|r| r.as_millis() as u64))
-            .flatten(),
-    }
+    rules: Vec<RuleCharge>,
 }
 
 /// The answer's charges: one entry per report with a cost (`with_cost`), in order.
-pub(super) fn answers(charges: Vec<Vec<RuleCharge>>, with_cost: &[bool]) -> Vec<ReportCharges> {
-    charges
+pub(super) fn answers(recorded: &Recorded, with_cost: &[bool]) -> Vec<ReportCharges> {
+    recorded
+        .charge_answers(with_cost)
         .into_iter()
-        .enumerate()
-        .filter(|(i, _)| with_cost.get(*i).copied().unwrap_or(false))
-        .map(|(report, rules)| ReportCharges {
-            report,
-            rules: rules.into_iter().map(rule_charged).collect(),
-        })
+        .map(|(report, rules)| ReportCharges { report, rules })
         .collect()
 }
 

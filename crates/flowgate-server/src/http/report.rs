@@ -267,6 +267,6 @@ pub(super) async fn report(
         counted: t.counted,
         no_breaker: t.no_breaker,
         dropped: t.dropped,
-        charges: super::charged::answers(recorded.charges, &with_cost),
+        charges: super::charged::answers(&recorded, &with_cost),
     }))
 }

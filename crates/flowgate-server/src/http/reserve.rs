@@ -25,6 +25,7 @@ use super::verdict::VerdictAnswer;
 use super::{ApiError, ErrorCode};
 use crate::limits::MAX_COST;
 use crate::reserve::{Applied, Committed, ReserveError};
+use crate::rule_charge::{ChargeKind, ChargedUnder, RuleCharge};
 use crate::state::{Api, AppState};
 
 type Shared = State<Arc<AppState>>;
@@ -166,50 +167,27 @@ pub(super) struct CommitBody {
 
 impl RequestBody for CommitBody {}
 
-/// What a commit applied under one rule.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct RuleCommitted {
-    /// The rule's domain.
-    domain: String,
-    /// The rule's name.
-    rule: String,
-    /// The state key.
-    key: String,
-    /// The reserved units given back (0 when the reservation had expired: the sweeper had).
-    released: u64,
-    /// The units of the cost counted.
-    applied: u64,
-    /// The units of the cost dropped past the rule's `max_debt`.
-    dropped: u64,
-    /// Units counted beyond the limit now (the debt left).
-    debt: u64,
-    /// Whether the key is over its limit now (its next checks are refused until time pays it
-    /// back).
-    over: bool,
-}
-
 /// The answer to a commit.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct CommitAnswer {
     /// The reservation committed; `null` for a plain charge to `domain` and `descriptors`.
+    #[schema(required = true)]
     id: Option<String>,
     /// Whether the reservation had expired (its cost is counted all the same).
     expired: bool,
     /// What was applied, per rule (a rule removed since the reservation is left out).
-    rules: Vec<RuleCommitted>,
+    rules: Vec<RuleCharge>,
 }
 
-fn rule_committed(a: Applied) -> RuleCommitted {
-    RuleCommitted {
+/// What a commit did under one rule: the estimate given back and the cost charged.
+fn rule_committed(a: Applied) -> RuleCharge {
+    let at = ChargedUnder {
         domain: a.domain,
         rule: a.rule,
         key: a.key,
-        released: a.released,
-        applied: a.charged.applied,
-        dropped: a.charged.dropped,
-        debt: a.charged.debt,
-        over: !a.charged.decision.allowed,
-    }
+        descriptor: None,
+    };
+    RuleCharge::new(at, ChargeKind::Charge, a.released, &a.charged)
 }
 
 /// Commit a reservation's actual cost: applied whatever the limit (up to each rule's
