@@ -2,14 +2,20 @@
 //! charges through either node, the same debt read on both (each key once, as its latest charge
 //! found it), and the debt alert fires from the cluster's figures.
 
+#[path = "common/charges.rs"]
+mod charges;
 mod common;
+#[path = "common/stats.rs"]
+mod stats;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{config, post_json, spawn_server, wait_until};
+use charges::report_cost;
+use common::{config, spawn_server, wait_until};
 use flowgate_testkit::redis::RedisServer;
 use serde_json::json;
+use stats::{alert_reaches, rule_debt};
 
 // A fixed window of an hour: the debt stays as charged for the test's length.
 const RULES: &str = r#"
@@ -28,22 +34,13 @@ debt = 600
 "#;
 
 async fn charge(addr: SocketAddr, key: &str, cost: u64) {
-    let r = post_json(
-        addr,
-        "/v1/report",
-        json!({"domain": "llm", "descriptors": [format!("api_key={key}")], "cost": cost}),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    let descriptor = format!("api_key={key}");
+    let (status, body) = report_cost(addr, "llm", &[&descriptor], json!(cost), false).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 async fn debt(addr: SocketAddr) -> Option<u64> {
-    let stats = common::http(addr, "GET", "/v1/stats", &[], "").await.json();
-    stats["rules"]
-        .as_array()?
-        .iter()
-        .find(|r| r["name"] == "tokens")?["debt"]
-        .as_u64()
+    rule_debt(addr, "tokens").await
 }
 
 /// Whether both nodes read `want` as the rule's debt within 15 s (figures are shared every
@@ -56,14 +53,7 @@ async fn both_read(a: SocketAddr, b: SocketAddr, want: u64) -> bool {
 }
 
 async fn alert_is(http: SocketAddr, state: &str) -> bool {
-    wait_until(Duration::from_secs(15), || async {
-        let stats = common::http(http, "GET", "/v1/stats", &[], "").await.json();
-        stats["alerts"].as_array().is_some_and(|a| {
-            a.iter()
-                .any(|x| x["name"] == "tokens-owed" && x["state"] == state)
-        })
-    })
-    .await
+    alert_reaches(http, "tokens-owed", state, Duration::from_secs(15)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,13 +85,8 @@ async fn a_rules_debt_is_the_clusters_on_redis() {
         );
     }
     // A refund through a pays k2's debt back: read on both.
-    let r = post_json(
-        a.http,
-        "/v1/report",
-        json!({"domain": "llm", "descriptors": ["api_key=k2"], "cost": 200, "refund": true}),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, body) = report_cost(a.http, "llm", &["api_key=k2"], json!(200), true).await;
+    assert_eq!(status, 200, "{body}");
     assert!(
         both_read(a.http, b.http, 500).await,
         "k2 refunded out of debt"

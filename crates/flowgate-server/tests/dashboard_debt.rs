@@ -2,13 +2,16 @@
 //! rule never charged past its limit, shown with the debt once a charge puts it in debt, and
 //! back at 0 once a refund pays it.
 
+#[path = "common/charges.rs"]
+mod charges;
 mod common;
 #[path = "dashboard/kit.rs"]
 mod kit;
 
 use std::time::Duration;
 
-use common::{TestServer, post_json};
+use charges::report_cost;
+use common::TestServer;
 use kit::*;
 use serde_json::json;
 
@@ -51,9 +54,8 @@ async fn a_rules_debt_is_shown_on_the_dashboard() {
     })
     .await;
     assert!(listed, "a rule never in debt shows no debt");
-    let charge = |cost, refund| json!({"domain": "llm", "descriptors": ["api_key=k"], "cost": cost, "refund": refund});
-    let r = post_json(addr, "/v1/report", charge(1300, false)).await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, body) = report_cost(addr, "llm", &["api_key=k"], json!(1300), false).await;
+    assert_eq!(status, 200, "{body}");
     let (shown, debt) = poll(
         &c,
         Duration::from_secs(10),
@@ -68,8 +70,8 @@ async fn a_rules_debt_is_shown_on_the_dashboard() {
         json!(true),
         "another rule shows none"
     );
-    let r = post_json(addr, "/v1/report", charge(2000, true)).await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, body) = report_cost(addr, "llm", &["api_key=k"], json!(2000), true).await;
+    assert_eq!(status, 200, "{body}");
     let (paid, debt) = poll(
         &c,
         Duration::from_secs(10),

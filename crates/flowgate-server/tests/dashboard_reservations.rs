@@ -4,10 +4,12 @@
 mod common;
 #[path = "dashboard/kit.rs"]
 mod kit;
+#[path = "common/reservations.rs"]
+mod reservations;
 
 use std::time::Duration;
 
-use common::{TestServer, post_json};
+use common::TestServer;
 use kit::*;
 use serde_json::json;
 
@@ -42,21 +44,15 @@ async fn outstanding_reservations_in_a_real_browser() {
     assert!(shown, "no reservation: the page says so");
     let mut ids = Vec::new();
     for estimate in [1000, 2500] {
-        let r = post_json(
-            addr,
-            "/v1/reserve",
-            json!({"domain": "llm", "descriptors": ["api_key=k1"], "estimate": estimate}),
-        )
-        .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        ids.push(r.json()["id"].as_str().unwrap().to_owned());
+        let r = reservations::reserve(addr, "llm", &["api_key=k1"], estimate, None).await;
+        ids.push(reservations::id_of(&r));
     }
     let (shown, row) = poll(&c, Duration::from_secs(10), ROW, |v| {
         *v == json!(["2", "3500", true])
     })
     .await;
     assert!(shown, "the row: {row}");
-    let r = post_json(addr, "/v1/commit", json!({"id": ids[0], "cost": 10})).await;
+    let r = reservations::commit(addr, json!({"id": ids[0], "cost": 10})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let (shown, row) = poll(&c, Duration::from_secs(10), ROW, |v| {
         *v == json!(["1", "2500", true])

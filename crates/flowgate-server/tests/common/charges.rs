@@ -56,9 +56,8 @@ pub async fn envoy(addr: SocketAddr) -> RateLimitServiceClient<Channel> {
 /// 0 at request time, the tokens at stream end), a refund when `negative`.
 pub fn tokens(key: &str, hits: u64, negative: bool) -> RateLimitDescriptor {
     RateLimitDescriptor {
-        hits_addend: Some(UInt64Value { value: hits }),
         is_negative_hits: negative,
-        ..descriptor(&[("api_key", key)])
+        ..tokens_of("api_key", key, hits)
     }
 }
 
