@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use charges::{OnStore, ask, envoy, look, tokens};
 use common::{config, metric, wait_until};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tonic::transport::Channel;
 
 const RULES: &str = r#"
 [[rule]]
@@ -62,74 +65,21 @@ limit = "4/m"
 algorithm = "concurrency"
 "#;
 
-async fn ai_gateway_pattern(store: OnStore) {
-    let (_dir, path) = config(RULES);
-    let server = store.serve(&path, &[]);
-    let mut c = envoy(server.grpc).await;
-    let at = |code: Code| (code, code);
-    // Request time: cost 0 passes; stream end: the tokens are charged, counted even when large.
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 0, false)])
-            .await
-            .unwrap(),
-        at(Code::Ok)
-    );
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 600, false)])
-            .await
-            .unwrap(),
-        at(Code::Ok)
-    );
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 0, false)])
-            .await
-            .unwrap(),
-        at(Code::Ok)
-    );
-    // Past the limit: counted, not lost (1,200 of 1,000), and the key is now over.
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 600, false)])
-            .await
-            .unwrap(),
-        at(Code::OverLimit),
-        "the charge's answer says the key is now over"
-    );
-    assert_eq!(
-        look(server.http, "ai-gateway", &["api_key=k1"], "tokens").await,
-        (200, 0)
-    );
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 0, false)])
-            .await
-            .unwrap(),
-        at(Code::OverLimit),
-        "the next request's check is refused"
-    );
-    // Another key is untouched.
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k2", 0, false)])
-            .await
-            .unwrap(),
-        at(Code::Ok)
-    );
-    // Up to max_debt (500): the rest is dropped, and counted as dropped.
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 1000, false)])
-            .await
-            .unwrap(),
-        at(Code::OverLimit)
-    );
-    assert_eq!(
-        look(server.http, "ai-gateway", &["api_key=k1"], "tokens").await,
-        (500, 0)
-    );
+/// One descriptor asked of domain `ai-gateway`: the overall code and the descriptor's.
+async fn gateway(c: &mut RateLimitServiceClient<Channel>, d: RateLimitDescriptor) -> (Code, Code) {
+    ask(c, "ai-gateway", vec![d]).await.unwrap()
+}
+
+/// The debt the AI Gateway pattern leaves (500 of `tokens`, 700 units dropped), seen in
+/// `/metrics`, `/v1/stats` and the debt alert.
+async fn debt_seen(http: std::net::SocketAddr) {
     let dropped = [
         r#"rule="tokens""#,
         r#"kind="charge""#,
         r#"result="dropped""#,
     ];
     assert_eq!(
-        metric(server.http, "flowgate_charge_units_total", &dropped).await,
+        metric(http, "flowgate_charge_units_total", &dropped).await,
         700.0
     );
     let applied = [
@@ -138,57 +88,78 @@ async fn ai_gateway_pattern(store: OnStore) {
         r#"result="applied""#,
     ];
     assert_eq!(
-        metric(server.http, "flowgate_charge_units_total", &applied).await,
+        metric(http, "flowgate_charge_units_total", &applied).await,
         1500.0
     );
     assert_eq!(
-        metric(server.http, "flowgate_rule_debt", &[r#"rule="tokens""#]).await,
+        metric(http, "flowgate_rule_debt", &[r#"rule="tokens""#]).await,
         500.0,
         "the rule's debt in /metrics"
     );
     assert_eq!(
-        stats::rule_debt(server.http, "tokens").await,
+        stats::rule_debt(http, "tokens").await,
         Some(500),
         "the rule's debt in /v1/stats"
     );
     assert!(
-        alert_is(server.http, "firing").await,
+        alert_is(http, "firing").await,
         "the debt alert fires while the debt is above 400"
     );
-    // is_negative_hits: a refund; 400 back leaves 100 of debt (still over), then floored at 0.
+}
+
+async fn ai_gateway_pattern(store: OnStore) {
+    let (_dir, path) = config(RULES);
+    let server = store.serve(&path, &[]);
+    let mut c = envoy(server.grpc).await;
+    let at = |code: Code| (code, code);
+    let k1 = || look(server.http, "ai-gateway", &["api_key=k1"], "tokens");
+    // Request time: cost 0 passes; stream end: the tokens are charged, counted even when large.
+    assert_eq!(gateway(&mut c, tokens("k1", 0, false)).await, at(Code::Ok));
     assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 400, true)])
-            .await
-            .unwrap(),
+        gateway(&mut c, tokens("k1", 600, false)).await,
+        at(Code::Ok)
+    );
+    assert_eq!(gateway(&mut c, tokens("k1", 0, false)).await, at(Code::Ok));
+    // Past the limit: counted, not lost (1,200 of 1,000), and the key is now over.
+    assert_eq!(
+        gateway(&mut c, tokens("k1", 600, false)).await,
+        at(Code::OverLimit),
+        "the charge's answer says the key is now over"
+    );
+    assert_eq!(k1().await, (200, 0));
+    assert_eq!(
+        gateway(&mut c, tokens("k1", 0, false)).await,
+        at(Code::OverLimit),
+        "the next request's check is refused"
+    );
+    // Another key is untouched.
+    assert_eq!(gateway(&mut c, tokens("k2", 0, false)).await, at(Code::Ok));
+    // Up to max_debt (500): the rest is dropped, and counted as dropped.
+    assert_eq!(
+        gateway(&mut c, tokens("k1", 1000, false)).await,
         at(Code::OverLimit)
     );
+    assert_eq!(k1().await, (500, 0));
+    debt_seen(server.http).await;
+    // is_negative_hits: a refund; 400 back leaves 100 of debt (still over), then floored at 0.
     assert_eq!(
-        look(server.http, "ai-gateway", &["api_key=k1"], "tokens").await,
-        (100, 0)
+        gateway(&mut c, tokens("k1", 400, true)).await,
+        at(Code::OverLimit)
     );
+    assert_eq!(k1().await, (100, 0));
     assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 5000, true)])
-            .await
-            .unwrap(),
+        gateway(&mut c, tokens("k1", 5000, true)).await,
         at(Code::Ok)
     );
     assert_eq!(
-        look(server.http, "ai-gateway", &["api_key=k1"], "tokens").await,
+        k1().await,
         (0, 1000),
         "refunds are floored at empty: the whole limit is free again, no more"
     );
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![tokens("k1", 0, false)])
-            .await
-            .unwrap(),
-        at(Code::Ok)
-    );
+    assert_eq!(gateway(&mut c, tokens("k1", 0, false)).await, at(Code::Ok));
     // A rule without charge = "report" keeps Envoy's all-or-nothing cost.
     let user = |hits| charges::tokens_of("user", "u1", hits);
-    assert_eq!(
-        ask(&mut c, "ai-gateway", vec![user(9)]).await.unwrap(),
-        at(Code::OverLimit)
-    );
+    assert_eq!(gateway(&mut c, user(9)).await, at(Code::OverLimit));
     assert_eq!(
         look(server.http, "ai-gateway", &["user=u1"], "calls").await,
         (0, 5)
