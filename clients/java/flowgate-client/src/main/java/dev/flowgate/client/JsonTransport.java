@@ -105,7 +105,9 @@ final class JsonTransport {
   /**
    * Sends {@code body} to {@code route} and completes with the answer if its status is one of
    * {@code accepted}; any other status completes exceptionally with the typed exception of the
-   * server's error ({@link #errorOf}), a failed exchange with a {@link ConnectionException}.
+   * server's error ({@link #errorOf}), a failed exchange with a {@link ConnectionException}. A
+   * 429 is an answer only when its body is a verdict (a decision's refusal); a 429 of the
+   * credentials' check ({@code too_many_failed_credentials}) is an error whatever the route.
    *
    * @param route the route
    * @param body the JSON body, or null for none
@@ -118,7 +120,8 @@ final class JsonTransport {
         .thenApply(
             reply -> {
               for (int status : accepted) {
-                if (reply.status() == status) {
+                if (reply.status() == status
+                    && (status != 429 || reply.body().has("allowed"))) {
                   return reply;
                 }
               }
