@@ -60,6 +60,15 @@ if ! command -v chromedriver >/dev/null 2>&1; then
 fi
 chromedriver --version
 
+# The Java client (clients/java) builds with Maven on a JDK 17 or newer.
+if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+  echo "== installing maven and openjdk-17-jdk-headless (Debian packages; the Java client)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven >/dev/null
+fi
+
 # A one-off build (CI's fresh clone) gains nothing from incremental caches, which would double
 # the disk it needs.
 if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
@@ -72,5 +81,7 @@ echo "== cargo doc (warnings, broken and private links included, are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== the Java client: mvn verify in clients/java, against the flowgate binary cargo test built"
+scripts/test-java.sh
 echo "== schemathesis: the HTTP API against its OpenAPI document"
 crates/flowgate-server/scripts/schemathesis.sh
