@@ -107,6 +107,25 @@ class AcquireTest {
   }
 
   @Test
+  void anAnswerPastTheTimeoutIsAConnectionTimeout() {
+    try (FlowgateServer server = FlowgateServer.start(RULES)) {
+      FlowgateClient client =
+          FlowgateClient.builder(server.baseUrl()).requestTimeout(Duration.ofMillis(100)).build();
+      // The third in line is held 400 ms by the server: past the 100 ms the client waits.
+      AcquireOptions hold = AcquireOptions.holdOnServer(Duration.ZERO);
+      client.acquireAsync(refund("D"));
+      client.acquireAsync(refund("D"));
+      ConnectionException e =
+          assertThrows(ConnectionException.class, () -> {
+            for (int i = 0; i < 3; i++) {
+              client.acquire(refund("D"), hold).close();
+            }
+          });
+      assertTrue(e.isTimeout(), e.getMessage());
+    }
+  }
+
+  @Test
   void aPermitReleasesItsLeaseOnClose() {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
       FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();

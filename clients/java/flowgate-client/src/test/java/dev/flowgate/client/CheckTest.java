@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flowgate.client.testing.FlowgateServer;
 import java.time.Duration;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** {@code check} against a real server: admitted, then refused with its retry time. */
@@ -52,6 +53,38 @@ class CheckTest {
 
       // Another user has a counter of its own.
       assertTrue(client.check(Request.of("api", Descriptor.of("user", "8"))).allowed());
+    }
+  }
+
+  @Test
+  void oneClientIsSharedByManyThreads() throws Exception {
+    String rules =
+        """
+        domain = "api"
+
+        [[rule]]
+        name = "per-user"
+        match = "user"
+        limit = "100/1h"
+        algorithm = "fixed_window"
+        """;
+    try (FlowgateServer server = FlowgateServer.start(rules)) {
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
+      Request req = Request.of("api", Descriptor.of("user", "7"));
+      java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(8);
+      try {
+        List<java.util.concurrent.Future<Boolean>> calls = new java.util.ArrayList<>();
+        for (int i = 0; i < 160; i++) {
+          calls.add(pool.submit(() -> client.check(req).allowed()));
+        }
+        int allowed = 0;
+        for (java.util.concurrent.Future<Boolean> call : calls) {
+          allowed += call.get(60, java.util.concurrent.TimeUnit.SECONDS) ? 1 : 0;
+        }
+        assertEquals(100, allowed, "exactly the limit admitted, from 8 threads at once");
+      } finally {
+        pool.shutdownNow();
+      }
     }
   }
 
