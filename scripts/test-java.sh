@@ -16,7 +16,9 @@ fi
 status=0
 (cd clients/java && mvn -q -B -ntp -Dstyle.color=never clean verify -Dflowgate.binary="$binary") || status=$?
 
-# The tests' count, from Surefire's reports.
+# The tests' count, from Surefire's reports, on a line of its own (Debian's Maven ends its quiet
+# output with colour resets and no newline).
+echo
 python3 - <<'PY' || true
 import glob, xml.etree.ElementTree as ET
 tests = failed = skipped = 0
