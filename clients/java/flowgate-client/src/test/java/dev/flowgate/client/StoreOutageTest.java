@@ -25,7 +25,9 @@ class StoreOutageTest {
   @Test
   void aChargeWhileTheStoreIsDownIsStoreUnavailable() {
     try (RedisServer redis = RedisServer.start();
-        FlowgateServer server = FlowgateServer.start(RULES, "--redis-url", redis.url())) {
+        // A deadline wide enough for a busy machine while Redis runs.
+        FlowgateServer server =
+            FlowgateServer.start(RULES, "--redis-url", redis.url(), "--redis-deadline", "2s")) {
       FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
       Request req = Request.of("llm", Descriptor.of("api_key", "k1"));
       assertEquals(10, client.charge(req, 10).get(0).applied());
