@@ -2,9 +2,10 @@
 # Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
 # (tests start their own servers on free loopback ports), promtool, prometheus-alertmanager
 # (the alerts' end-to-end test) and chromium with chromedriver (the dashboard's browser test),
-# then formatting, lints, the docs, and every test (unit, property, conformance
-# against memory, Redis and Redis Cluster, integration, doc tests), and last schemathesis against
-# a real server, from the API's OpenAPI document.
+# Maven and a JDK (the Java client), then formatting, lints, the docs, and every test (unit,
+# property, conformance against memory, Redis and Redis Cluster, integration, doc tests), the Java
+# client's build and tests against the binary those built, and last schemathesis against a real
+# server, from the API's OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,5 +1,6 @@
 package dev.flowgate.client;
 
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.time.Duration;
@@ -342,10 +343,10 @@ public final class FlowgateClient {
    * @return what the commit did
    */
   public CompletableFuture<CommitAnswer> commitAsync(String id, long cost) {
-    return commitBody(Bodies.commit(java.util.Objects.requireNonNull(id, "id"), null, cost));
+    return commitBody(Bodies.commit(Objects.requireNonNull(id, "id"), null, cost));
   }
 
-  private CompletableFuture<CommitAnswer> commitBody(com.fasterxml.jackson.databind.node.ObjectNode body) {
+  private CompletableFuture<CommitAnswer> commitBody(ObjectNode body) {
     return transport
         .call(Route.COMMIT, body, transport.timeout(), 200)
         .thenApply(reply -> reply.as(CommitAnswer.class));

@@ -61,13 +61,9 @@ public record Verdict(
     Duration retry = retryAfter().orElse(null);
     if (reason == ErrorCode.CIRCUIT_OPEN) {
       String name = breaker == null ? "a circuit breaker" : "breaker " + breaker.key();
-      return fail(new CircuitOpenException(reason, name + " is open", retry, this));
+      throw new CircuitOpenException(reason, name + " is open", retry, this);
     }
-    return fail(new OverLimitException(ErrorCode.OVER_LIMIT, refusedBy(), retry, this));
-  }
-
-  private static Verdict fail(FlowgateException e) {
-    throw e;
+    throw new OverLimitException(ErrorCode.OVER_LIMIT, refusedBy(), retry, this);
   }
 
   private String refusedBy() {
