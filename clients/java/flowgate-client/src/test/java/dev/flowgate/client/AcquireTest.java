@@ -148,6 +148,60 @@ class AcquireTest {
   }
 
   @Test
+  void aProbesReportClosesTheBreaker() {
+    String rules =
+        """
+        domain = "payments"
+
+        [[breaker]]
+        name = "wpg"
+        match = ["channel=WPG"]
+        strategy = "error_count"
+        threshold = 2
+        window = "10s"
+        min_calls = 2
+        open_for = "300ms"
+        probes = 1
+        probe_timeout = "1m"
+        """;
+    try (FlowgateServer server = FlowgateServer.start(rules)) {
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
+      Request pay = Request.of("payments", Descriptor.of("channel", "WPG"));
+      client.report(
+          Report.outcome(pay, false, Duration.ofMillis(1)),
+          Report.outcome(pay, false, Duration.ofMillis(1)));
+      assertEquals(ErrorCode.CIRCUIT_OPEN, client.check(pay).reason());
+      // Half-open after 300 ms: the first acquire admitted is the probe.
+      Permit probe = null;
+      long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      while (probe == null && System.nanoTime() < deadline) {
+        try {
+          probe = client.acquire(pay);
+        } catch (CircuitOpenException open) {
+          sleep(open.retryAfter().orElse(Duration.ofMillis(50)));
+        }
+      }
+      assertTrue(probe != null, "never half-open");
+      assertEquals(1, probe.verdict().probes().size());
+      assertEquals("wpg", probe.verdict().probes().get(0).breaker());
+      // Its one probe taken, the breaker refuses others until the probe reports.
+      assertEquals(ErrorCode.CIRCUIT_OPEN, client.check(pay).reason());
+      assertEquals(1, probe.report(true, Duration.ofMillis(3)).counted());
+      assertTrue(client.check(pay).allowed(), "closed by the probe's success");
+      assertTrue(client.check(pay).allowed());
+    }
+  }
+
+  private static void sleep(Duration d) {
+    try {
+      Thread.sleep(Math.max(1, Math.min(d.toMillis(), 200)));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+
+  @Test
   void failedCallsOpenTheBreaker() {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
       FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
