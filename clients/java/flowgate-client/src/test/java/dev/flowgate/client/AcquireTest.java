@@ -91,6 +91,34 @@ class AcquireTest {
   }
 
   @Test
+  void theGivenExecutorCompletesTheWaits() throws Exception {
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(
+            2,
+            r -> {
+              Thread t = new Thread(r, "app-pool");
+              t.setDaemon(true);
+              return t;
+            });
+    try (FlowgateServer server = FlowgateServer.start(RULES)) {
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).executor(pool).build();
+      client.acquire(refund("E")).close();
+      String thread =
+          client
+              .acquireAsync(refund("E"))
+              .thenApply(
+                  p -> {
+                    p.releaseAsync();
+                    return Thread.currentThread().getName();
+                  })
+              .get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertEquals("app-pool", thread);
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
   void aHeldAcquireAnswersOnceTheSlotCame() {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
       FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
