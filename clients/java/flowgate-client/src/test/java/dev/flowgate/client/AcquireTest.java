@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flowgate.client.testing.FlowgateServer;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 
@@ -102,17 +103,27 @@ class AcquireTest {
             });
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
       FlowgateClient client = FlowgateClient.builder(server.baseUrl()).executor(pool).build();
-      client.acquire(refund("E")).close();
-      String thread =
-          client
-              .acquireAsync(refund("E"))
-              .thenApply(
-                  p -> {
-                    p.releaseAsync();
-                    return Thread.currentThread().getName();
-                  })
-              .get(30, java.util.concurrent.TimeUnit.SECONDS);
-      assertEquals("app-pool", thread);
+      // Four at once: all but the first wait for their slots, 200 ms apart.
+      List<CompletableFuture<String>> acquired = new java.util.ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        acquired.add(
+            client
+                .acquireAsync(refund("E"))
+                .thenApply(
+                    p -> {
+                      p.releaseAsync();
+                      return p.verdict().waitMs() > 0 ? Thread.currentThread().getName() : "";
+                    }));
+      }
+      int waited = 0;
+      for (CompletableFuture<String> a : acquired) {
+        String thread = a.get(30, java.util.concurrent.TimeUnit.SECONDS);
+        if (!thread.isEmpty()) {
+          waited++;
+          assertEquals("app-pool", thread, "the thread that completed a wait");
+        }
+      }
+      assertTrue(waited >= 2, "waits: " + waited);
     } finally {
       pool.shutdownNow();
     }
