@@ -491,7 +491,7 @@ public final class FlowgateClient {
         http.executor(executor);
       }
       return new FlowgateClient(
-          new JsonTransport(http.build(), baseUrl, token, requestTimeout), executor);
+          new JsonTransport(http.build(), baseUrl, token, requestTimeout, executor), executor);
     }
 
     private static Duration positive(Duration d, String name) {

@@ -19,6 +19,8 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.function.BiFunction;
 import java.util.function.Supplier;
 
 /**
@@ -39,19 +41,24 @@ final class JsonTransport {
   private final URI base;
   private final Supplier<String> token;
   private final Duration timeout;
+  private final Executor executor;
 
   /**
    * @param http the client whose connections are used
    * @param base the server's base URI ({@code http://127.0.0.1:8080})
    * @param token the bearer token for each request, or null for none (read at each request)
    * @param timeout how long an answer may take, by default
+   * @param executor where answers are completed (the callers' dependent stages run there), or
+   *     null for wherever the HTTP client completes them
    */
-  JsonTransport(HttpClient http, URI base, Supplier<String> token, Duration timeout) {
+  JsonTransport(
+      HttpClient http, URI base, Supplier<String> token, Duration timeout, Executor executor) {
     this.http = http;
     String text = base.toString();
     this.base = URI.create(text.endsWith("/") ? text.substring(0, text.length() - 1) : text);
     this.token = token;
     this.timeout = timeout;
+    this.executor = executor;
   }
 
   /** The default timeout of an answer. */
@@ -153,14 +160,16 @@ final class JsonTransport {
     if (bearer != null) {
       request.header("authorization", "Bearer " + bearer);
     }
-    return http.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray())
-        .handle(
-            (response, failure) -> {
-              if (failure != null) {
-                throw new CompletionException(connectionFailure(route, failure));
-              }
-              return new Reply(response.statusCode(), response.headers(), parse(response));
-            });
+    CompletableFuture<HttpResponse<byte[]>> sent =
+        http.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    BiFunction<HttpResponse<byte[]>, Throwable, Reply> answer =
+        (response, failure) -> {
+          if (failure != null) {
+            throw new CompletionException(connectionFailure(route, failure));
+          }
+          return new Reply(response.statusCode(), response.headers(), parse(response));
+        };
+    return executor == null ? sent.handle(answer) : sent.handleAsync(answer, executor);
   }
 
   private static JsonNode parse(HttpResponse<byte[]> response) {
