@@ -447,8 +447,10 @@ public final class FlowgateClient {
     }
 
     /**
-     * The executor of the HTTP client's work and of the completions of the {@code Async} calls;
-     * the HTTP client's own by default.
+     * The executor of the HTTP client's work and of the completions of the {@code Async} calls:
+     * every answer completes on it, so the stages a caller chains run there (the HTTP client's
+     * own threads by default). A blocking call made from one of its threads holds that thread
+     * while it waits: give it threads enough.
      *
      * @param executor the executor
      * @return this builder
