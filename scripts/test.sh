@@ -2,9 +2,10 @@
 # Flowgate's whole test suite, on a fresh machine: installs redis-server when it is missing
 # (tests start their own servers on free loopback ports), promtool, prometheus-alertmanager
 # (the alerts' end-to-end test) and chromium with chromedriver (the dashboard's browser test),
-# then formatting, lints, the docs, and every test (unit, property, conformance
-# against memory, Redis and Redis Cluster, integration, doc tests), and last schemathesis against
-# a real server, from the API's OpenAPI document.
+# Maven and a JDK (the Java client), then formatting, lints, the docs, and every test (unit,
+# property, conformance against memory, Redis and Redis Cluster, integration, doc tests), the Java
+# client's build and tests against the binary those built, and last schemathesis against a real
+# server, from the API's OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,6 +61,15 @@ if ! command -v chromedriver >/dev/null 2>&1; then
 fi
 chromedriver --version
 
+# The Java client (clients/java) builds with Maven on a JDK 17 or newer.
+if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+  echo "== installing maven and openjdk-17-jdk-headless (Debian packages; the Java client)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven >/dev/null
+fi
+
 # A one-off build (CI's fresh clone) gains nothing from incremental caches, which would double
 # the disk it needs.
 if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
@@ -72,5 +82,7 @@ echo "== cargo doc (warnings, broken and private links included, are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== the Java client: mvn verify in clients/java, against the flowgate binary cargo test built"
+scripts/test-java.sh
 echo "== schemathesis: the HTTP API against its OpenAPI document"
 crates/flowgate-server/scripts/schemathesis.sh

@@ -1,0 +1,297 @@
+package dev.flowgate.client;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.PropertyNamingStrategies;
+import com.fasterxml.jackson.databind.node.MissingNode;
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpHeaders;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.function.BiFunction;
+import java.util.function.Supplier;
+
+/**
+ * The HTTP plumbing every call of the client shares: one {@link HttpClient} (its keep-alive
+ * connection pool, TLS, executor), the server's base URI, the bearer token, the request timeout,
+ * JSON in and out, and the mapping of the server's JSON errors to typed exceptions. Thread-safe:
+ * it holds nothing that changes.
+ */
+final class JsonTransport {
+  /** JSON as the server writes it: snake_case fields; unknown fields and enum values ignored. */
+  static final ObjectMapper JSON =
+      new ObjectMapper()
+          .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+          .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false)
+          .configure(DeserializationFeature.READ_UNKNOWN_ENUM_VALUES_AS_NULL, true);
+
+  private final HttpClient http;
+  private final URI base;
+  private final Supplier<String> token;
+  private final Duration timeout;
+  private final Executor executor;
+
+  /**
+   * @param http the client whose connections are used
+   * @param base the server's base URI ({@code http://127.0.0.1:8080})
+   * @param token the bearer token for each request, or null for none (read at each request)
+   * @param timeout how long an answer may take, by default
+   * @param executor where answers are completed (the callers' dependent stages run there), or
+   *     null for wherever the HTTP client completes them
+   */
+  JsonTransport(
+      HttpClient http, URI base, Supplier<String> token, Duration timeout, Executor executor) {
+    this.http = http;
+    String text = base.toString();
+    this.base = URI.create(text.endsWith("/") ? text.substring(0, text.length() - 1) : text);
+    this.token = token;
+    this.timeout = timeout;
+    this.executor = executor;
+  }
+
+  /** The default timeout of an answer. */
+  Duration timeout() {
+    return timeout;
+  }
+
+  /**
+   * One answer of the server: its status, headers and JSON body ({@link MissingNode} when empty).
+   *
+   * @param status the HTTP status
+   * @param headers the headers
+   * @param body the JSON body
+   */
+  record Reply(int status, HttpHeaders headers, JsonNode body) {
+    /** The {@code Retry-After} header, in seconds, as a duration; null when absent. */
+    Duration retryAfterHeader() {
+      return headers
+          .firstValue("retry-after")
+          .map(
+              s -> {
+                try {
+                  return Duration.ofSeconds(Long.parseLong(s.trim()));
+                } catch (NumberFormatException e) {
+                  return null;
+                }
+              })
+          .orElse(null);
+    }
+
+    /** The body as a {@code type}; a body that does not fit is a {@link FlowgateException}. */
+    <T> T as(Class<T> type) {
+      return read(body, type, status);
+    }
+  }
+
+  /** A JSON node as a {@code type}; one that does not fit is a {@link FlowgateException}. */
+  static <T> T read(JsonNode node, Class<T> type, int status) {
+    try {
+      return JSON.treeToValue(node, type);
+    } catch (JsonProcessingException e) {
+      throw new FlowgateException(
+          status,
+          ErrorCode.UNKNOWN,
+          "the server's answer is not a " + type.getSimpleName() + ": " + e.getOriginalMessage(),
+          null,
+          e);
+    }
+  }
+
+  /**
+   * Sends {@code body} to {@code route} and completes with the answer if its status is one of
+   * {@code accepted}; any other status completes exceptionally with the typed exception of the
+   * server's error ({@link #errorOf}), a failed exchange with a {@link ConnectionException}. A
+   * 429 is an answer only when its body is a verdict (a decision's refusal); a 429 of the
+   * credentials' check ({@code too_many_failed_credentials}) is an error whatever the route.
+   *
+   * @param route the route
+   * @param body the JSON body, or null for none
+   * @param timeout how long the answer may take
+   * @param accepted the statuses that are answers rather than errors
+   * @return the answer
+   */
+  CompletableFuture<Reply> call(Route route, JsonNode body, Duration timeout, int... accepted) {
+    return send(route, body, timeout)
+        .thenApply(
+            reply -> {
+              for (int status : accepted) {
+                if (reply.status() == status
+                    && (status != 429 || reply.body().has("allowed"))) {
+                  return reply;
+                }
+              }
+              throw errorOf(reply);
+            });
+  }
+
+  /** Sends {@code body} to {@code route}; completes with whatever status came. */
+  CompletableFuture<Reply> send(Route route, JsonNode body, Duration timeout) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create(base + route.path))
+            .timeout(timeout)
+            .header("accept", "application/json");
+    if (body == null) {
+      request.method(route.method, HttpRequest.BodyPublishers.noBody());
+    } else {
+      byte[] bytes;
+      try {
+        bytes = JSON.writeValueAsBytes(body);
+      } catch (JsonProcessingException e) {
+        return CompletableFuture.failedFuture(
+            new IllegalArgumentException("cannot write the request as JSON", e));
+      }
+      request
+          .header("content-type", "application/json")
+          .method(route.method, HttpRequest.BodyPublishers.ofByteArray(bytes));
+    }
+    String bearer = token == null ? null : token.get();
+    if (bearer != null) {
+      request.header("authorization", "Bearer " + bearer);
+    }
+    CompletableFuture<HttpResponse<byte[]>> sent =
+        http.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    BiFunction<HttpResponse<byte[]>, Throwable, Reply> answer =
+        (response, failure) -> {
+          if (failure != null) {
+            throw new CompletionException(connectionFailure(route, failure));
+          }
+          return new Reply(response.statusCode(), response.headers(), parse(response));
+        };
+    return executor == null ? sent.handle(answer) : sent.handleAsync(answer, executor);
+  }
+
+  private static JsonNode parse(HttpResponse<byte[]> response) {
+    byte[] bytes = response.body();
+    if (bytes == null || bytes.length == 0) {
+      return MissingNode.getInstance();
+    }
+    try {
+      return JSON.readTree(bytes);
+    } catch (IOException e) {
+      throw new CompletionException(
+          new FlowgateException(
+              response.statusCode(),
+              ErrorCode.UNKNOWN,
+              "the server's answer is not JSON: " + e.getMessage(),
+              null,
+              e));
+    }
+  }
+
+  private ConnectionException connectionFailure(Route route, Throwable failure) {
+    Throwable cause = failure instanceof CompletionException && failure.getCause() != null
+        ? failure.getCause()
+        : failure;
+    boolean timedOut = cause instanceof HttpTimeoutException;
+    String what;
+    if (cause instanceof HttpConnectTimeoutException) {
+      what = "could not connect in time to ";
+    } else if (timedOut) {
+      what = "no answer in time from ";
+    } else if (cause instanceof ConnectException) {
+      what = "could not connect to ";
+    } else {
+      what = "the exchange failed with ";
+    }
+    return new ConnectionException(
+        what + base + " (" + route.method + " " + route.path + "): " + cause,
+        timedOut,
+        cause);
+  }
+
+  /**
+   * The typed exception of an error answer: its status and {@code error} code decide the type,
+   * its {@code detail} the message, its {@code Retry-After} the retry time.
+   *
+   * @param reply an answer with an error status
+   * @return the exception to throw
+   */
+  static FlowgateException errorOf(Reply reply) {
+    JsonNode body = reply.body();
+    ErrorCode code = ErrorCode.of(body.path("error").asText(""));
+    String detail = body.path("detail").asText(body.isMissingNode() ? "(no body)" : body.toString());
+    Duration retry = reply.retryAfterHeader();
+    switch (reply.status()) {
+      case 400:
+        return new BadRequestException(code, detail);
+      case 401:
+        return new UnauthorizedException(code, detail, retry);
+      case 403:
+        return new ForbiddenException(code, detail, retry);
+      case 404:
+        return new NotFoundException(code, detail, retry);
+      case 409:
+        return new ConflictException(code, detail, retry);
+      case 429:
+        return tooMany(reply, code, detail, retry);
+      case 503:
+        return new StoreUnavailableException(code, detail, retry);
+      default:
+        return new FlowgateException(reply.status(), code, detail, retry, null);
+    }
+  }
+
+  /** A 429: a refused decision's body is a verdict (its {@code reason}), others an error. */
+  private static FlowgateException tooMany(
+      Reply reply, ErrorCode code, String detail, Duration retry) {
+    JsonNode body = reply.body();
+    if (body.has("allowed")) {
+      Verdict verdict = reply.as(Verdict.class);
+      try {
+        verdict.orThrow();
+      } catch (FlowgateException refused) {
+        return refused;
+      }
+    }
+    switch (code) {
+      case OVER_LIMIT:
+        return new OverLimitException(code, detail, retry);
+      case CIRCUIT_OPEN:
+        return new CircuitOpenException(code, detail, retry);
+      case TOO_MANY_FAILED_CREDENTIALS:
+        return new CredentialsSlowedException(code, detail, retry);
+      default:
+        return new FlowgateException(429, code, detail, retry, null);
+    }
+  }
+
+  /**
+   * Waits for {@code future} and returns its value, or throws its failure as it is (a
+   * {@link FlowgateException}, not wrapped): how every blocking call joins its asynchronous form.
+   * An interrupt cancels the future, keeps the thread's interrupt status and throws a
+   * {@link ConnectionException}.
+   */
+  static <T> T join(CompletableFuture<T> future) {
+    try {
+      return future.get();
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof CompletionException && cause.getCause() != null) {
+        cause = cause.getCause();
+      }
+      if (cause instanceof RuntimeException) {
+        throw (RuntimeException) cause;
+      }
+      if (cause instanceof Error) {
+        throw (Error) cause;
+      }
+      throw new ConnectionException("the call failed: " + cause, false, cause);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      future.cancel(true);
+      throw new ConnectionException("interrupted while waiting for the server", false, e);
+    }
+  }
+}
