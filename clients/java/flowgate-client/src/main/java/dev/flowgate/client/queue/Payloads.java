@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import java.util.Base64;
 
 /**
@@ -15,6 +16,7 @@ final class Payloads {
   static final ObjectMapper MAPPER =
       new ObjectMapper()
           .configure(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS, true)
+          .configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false)
           .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
 
   private Payloads() {}

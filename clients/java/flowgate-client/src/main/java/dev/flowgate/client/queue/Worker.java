@@ -399,6 +399,10 @@ public final class Worker implements AutoCloseable {
           Thread.currentThread().interrupt();
         }
         handlerFailures.incrementAndGet();
+        if (hardStopped) {
+          LOG.log(Level.DEBUG, "the handler of {0} ended after its handback: {1}", job, e);
+          return JobResult.retryWithQueueBackoff();
+        }
         LOG.log(Level.WARNING, "the handler failed on " + job + ": retried after the queue's backoff", e);
         return JobResult.retryWithQueueBackoff();
       }
