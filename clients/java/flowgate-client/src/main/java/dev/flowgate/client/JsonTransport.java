@@ -157,25 +157,14 @@ final class JsonTransport {
     if (bearer != null) {
       request.header("authorization", "Bearer " + bearer);
     }
-    CompletableFuture<HttpResponse<byte[]>> exchange =
-        http.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
-    CompletableFuture<Reply> reply =
-        exchange.handle(
+    return http.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray())
+        .handle(
             (response, failure) -> {
               if (failure != null) {
                 throw new CompletionException(connectionFailure(route, failure));
               }
               return new Reply(response.statusCode(), response.headers(), parse(response));
             });
-    // Cancelling the answer cancels the exchange (its connection closed): a queue's long-poll
-    // lease cancelled this way gives its job back to the queue at once.
-    reply.whenComplete(
-        (r, failure) -> {
-          if (reply.isCancelled()) {
-            exchange.cancel(true);
-          }
-        });
-    return reply;
   }
 
   private static JsonNode parse(HttpResponse<byte[]> response) {

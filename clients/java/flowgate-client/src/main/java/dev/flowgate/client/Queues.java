@@ -111,9 +111,10 @@ public final class Queues {
   }
 
   /**
-   * {@link #lease} without blocking. Cancelling the future closes its connection, and the
-   * server gives a job it was about to answer back to the queue, first in line, no attempt
-   * counted.
+   * {@link #lease} without blocking. Cancelling the future ({@code cancel(true)}) cancels the
+   * exchange and closes its connection (the JDK's HTTP client passes a dependent future's
+   * cancellation back to its exchange), so the server keeps the job it was about to answer,
+   * first in line, no attempt counted.
    *
    * @param queue the instance
    * @param wait how long to wait, 0 to 60 s

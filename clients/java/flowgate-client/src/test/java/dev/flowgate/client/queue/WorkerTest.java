@@ -200,7 +200,7 @@ class WorkerTest {
       Worker worker =
           Worker.builder(queues, WPG)
               .concurrency(2)
-              .leaseWait(Duration.ofSeconds(20))
+              .leaseWait(Duration.ofSeconds(40))
               .handler(
                   job -> {
                     started.countDown();
@@ -215,12 +215,21 @@ class WorkerTest {
       Await.until(WAIT, "stopping", () -> !worker.isRunning());
       assertFalse(stopped.isDone(), "the stop waits for the job in flight");
       release.countDown();
-      assertTrue(stopped.get(30, TimeUnit.SECONDS), "finished within the grace");
+      // Well before the 40 s long-poll would have ended: the stop cancelled it.
+      assertTrue(stopped.get(20, TimeUnit.SECONDS), "finished within the grace");
       assertEquals(1, worker.stats().acked());
       assertEquals(0, worker.stats().inFlight());
 
-      // The cancelled long-poll holds nothing: a job submitted now is leased by another at once.
-      long next = queues.submit(WPG, jobs(1, "after-")).jobs().get(0).id();
+      // The cancelled long-poll holds nothing: a job submitted now stays in line (watched for a
+      // second, in which a long-poll left open would have taken it at its slot), and another
+      // lease gets it, its first attempt.
+      SubmitAnswer after = queues.submit(WPG, jobs(1, "after-"));
+      long next = after.jobs().get(0).id();
+      long watchUntil = System.nanoTime() + 1_000_000_000L;
+      while (System.nanoTime() < watchUntil) {
+        InstanceStats s = queues.overview().instance(after.instance()).orElseThrow();
+        assertEquals(0L, s.inFlight() + s.reserved(), "a lease left open took the job: " + s);
+      }
       Job job = queues.lease(WPG, Duration.ofSeconds(10)).orElseThrow();
       assertEquals(next, job.id());
       assertEquals(1, job.attempt());
