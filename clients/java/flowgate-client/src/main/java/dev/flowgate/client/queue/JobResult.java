@@ -11,6 +11,9 @@ import java.util.Objects;
  * goes to the dead letters instead.
  */
 public final class JobResult {
+  /** The longest retry delay the server takes ({@code retry_after_ms} of a nack). */
+  public static final Duration MAX_RETRY_DELAY = Duration.ofDays(30);
+
   private static final JobResult ACK = new JobResult(true, null);
   private static final JobResult BACKOFF = new JobResult(false, null);
 
@@ -35,8 +38,8 @@ public final class JobResult {
    */
   public static JobResult retry(Duration delay) {
     Objects.requireNonNull(delay, "delay");
-    if (delay.isNegative()) {
-      throw new IllegalArgumentException("a retry delay is not negative: " + delay);
+    if (delay.isNegative() || delay.compareTo(MAX_RETRY_DELAY) > 0) {
+      throw new IllegalArgumentException("a retry delay is 0 to 30 days, not " + delay);
     }
     return new JobResult(false, delay);
   }

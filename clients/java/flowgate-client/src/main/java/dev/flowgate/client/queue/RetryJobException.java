@@ -28,8 +28,8 @@ public class RetryJobException extends RuntimeException {
   public RetryJobException(String message, Duration retryAfter, Throwable cause) {
     super(message, cause);
     this.retryAfter = Objects.requireNonNull(retryAfter, "retryAfter");
-    if (retryAfter.isNegative()) {
-      throw new IllegalArgumentException("a retry delay is not negative: " + retryAfter);
+    if (retryAfter.isNegative() || retryAfter.compareTo(JobResult.MAX_RETRY_DELAY) > 0) {
+      throw new IllegalArgumentException("a retry delay is 0 to 30 days, not " + retryAfter);
     }
   }
 

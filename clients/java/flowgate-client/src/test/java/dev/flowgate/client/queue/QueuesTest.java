@@ -12,6 +12,7 @@ import dev.flowgate.client.ConflictException;
 import dev.flowgate.client.Descriptor;
 import dev.flowgate.client.ErrorCode;
 import dev.flowgate.client.FlowgateClient;
+import dev.flowgate.client.FlowgateException;
 import dev.flowgate.client.NotFoundException;
 import dev.flowgate.client.Queues;
 import dev.flowgate.client.testing.FlowgateServer;
@@ -95,6 +96,27 @@ class QueuesTest {
       assertEquals("50/s", after.rate());
       QueueInfo info = queues.overview().queue("payments", "refunds").orElseThrow();
       assertEquals(List.of("biz=REFUND", "channel"), info.match());
+    }
+  }
+
+  @Test
+  @Timeout(60)
+  void aFullQueueRefusesTheWholeBatchWithItsRetryTime() {
+    try (FlowgateServer server =
+        QueueTesting.server(QueueTesting.queue("1/s", "max_depth = 2"))) {
+      Queues queues = QueueTesting.client(server.baseUrl()).queues();
+      queues.submit(WPG, NewJob.jsonText("{\"n\": 0}"));
+      FlowgateException full =
+          assertThrows(
+              FlowgateException.class,
+              () ->
+                  queues.submit(
+                      WPG, List.of(NewJob.jsonText("{\"n\": 1}"), NewJob.jsonText("{\"n\": 2}"))));
+      assertEquals(429, full.status());
+      assertEquals(ErrorCode.QUEUE_FULL, full.code());
+      assertEquals(Duration.ofSeconds(1), full.retryAfter().orElseThrow());
+      // All or nothing: one job still fits.
+      assertEquals(1, queues.submit(WPG, NewJob.jsonText("{\"n\": 1}")).jobs().size());
     }
   }
 
