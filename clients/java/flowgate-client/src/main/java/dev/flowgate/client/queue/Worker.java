@@ -451,6 +451,13 @@ public final class Worker implements AutoCloseable {
                 failure.toString());
             return;
           }
+          LOG.log(
+              Level.DEBUG,
+              "the {0} of {1} failed (attempt {2}); sending it again: {3}",
+              verb,
+              job,
+              attempt,
+              failure.toString());
         }
       }
     }

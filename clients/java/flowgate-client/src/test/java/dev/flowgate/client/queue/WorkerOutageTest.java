@@ -1,6 +1,7 @@
 package dev.flowgate.client.queue;
 
 import static dev.flowgate.client.queue.QueueTesting.WPG;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flowgate.client.Queues;
@@ -12,6 +13,8 @@ import java.time.Instant;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -23,6 +26,46 @@ class WorkerOutageTest {
   private static final Duration WAIT = Duration.ofSeconds(30);
   /** A short lease: a job a killed server had reserved comes back soon. */
   private static final String CONFIG = QueueTesting.queue("20/s", "lease = \"3s\"");
+
+  @Test
+  @Timeout(90)
+  void anAckThatMeetsTheServerDownIsSentAgainWhenItIsBack() throws Exception {
+    String config = QueueTesting.queue("20/s", "lease = \"60s\"");
+    try (RedisProcess redis = RedisProcess.start()) {
+      FlowgateServer server = QueueTesting.server(config, "--redis-url", redis.url());
+      int port = server.httpPort();
+      Queues queues = QueueTesting.client(server.baseUrl()).queues();
+      CountDownLatch started = new CountDownLatch(1);
+      CountDownLatch release = new CountDownLatch(1);
+      Worker worker =
+          Worker.builder(queues, WPG)
+              .leaseWait(Duration.ofSeconds(2))
+              .backoff(Duration.ofMillis(100), Duration.ofSeconds(1))
+              .handler(
+                  job -> {
+                    started.countDown();
+                    assertTrue(release.await(30, TimeUnit.SECONDS));
+                    return JobResult.ack();
+                  })
+              .start();
+      try {
+        String instance = queues.submit(WPG, NewJob.json(Map.of("n", 1))).instance();
+        assertTrue(started.await(30, TimeUnit.SECONDS));
+        server.close();
+        // The job is done while the server is down: its ack fails, and is sent again.
+        release.countDown();
+        server = QueueTesting.serverAt("127.0.0.1:" + port, config, "--redis-url", redis.url());
+        Await.until(WAIT, () -> "the ack: " + worker.stats(), () -> worker.stats().acked() == 1);
+        InstanceStats stats = queues.overview().instance(instance).orElseThrow();
+        assertEquals(1L, stats.ackedTotal(), stats.toString());
+        assertEquals(0L, stats.depth(), stats.toString());
+        assertEquals(0, worker.stats().nacked());
+      } finally {
+        worker.stop(Duration.ofSeconds(5));
+        server.close();
+      }
+    }
+  }
 
   @Test
   @Timeout(90)
