@@ -62,6 +62,16 @@ public final class FlowgateClient {
     return transport;
   }
 
+  /**
+   * The queues' calls (submit, lease, ack, nack, dead letters, figures) on this client's
+   * connections; {@link dev.flowgate.client.queue.Worker} runs a handler over them.
+   *
+   * @return the queues' calls; thread-safe, as the client
+   */
+  public Queues queues() {
+    return new Queues(transport);
+  }
+
 
   // ---- check
 

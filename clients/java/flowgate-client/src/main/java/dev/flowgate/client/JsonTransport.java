@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import com.fasterxml.jackson.databind.PropertyNamingStrategies;
 import com.fasterxml.jackson.databind.node.MissingNode;
 import java.io.IOException;
@@ -30,10 +31,16 @@ import java.util.function.Supplier;
  * it holds nothing that changes.
  */
 final class JsonTransport {
-  /** JSON as the server writes it: snake_case fields; unknown fields and enum values ignored. */
+  /**
+   * JSON as the server writes it: snake_case fields; unknown fields and enum values ignored;
+   * decimals read as {@link java.math.BigDecimal}, trailing zeros kept (a queue job's payload
+   * keeps its amounts' digits).
+   */
   static final ObjectMapper JSON =
       new ObjectMapper()
           .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+          .configure(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS, true)
+          .configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false)
           .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false)
           .configure(DeserializationFeature.READ_UNKNOWN_ENUM_VALUES_AS_NULL, true);
 

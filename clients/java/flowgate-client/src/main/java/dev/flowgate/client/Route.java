@@ -10,7 +10,16 @@ enum Route {
   RELEASE("POST", "/v1/release"),
   REPORT("POST", "/v1/report"),
   RESERVE("POST", "/v1/reserve"),
-  COMMIT("POST", "/v1/commit");
+  COMMIT("POST", "/v1/commit"),
+  QUEUES("GET", "/v1/queues"),
+  QUEUE_SUBMIT("POST", "/v1/queues/submit"),
+  QUEUE_LEASE("POST", "/v1/queues/lease"),
+  QUEUE_ACK("POST", "/v1/queues/ack"),
+  QUEUE_NACK("POST", "/v1/queues/nack"),
+  QUEUE_DEAD("POST", "/v1/queues/dead"),
+  QUEUE_DEAD_REQUEUE("POST", "/v1/queues/dead/requeue"),
+  QUEUE_DEAD_PURGE("POST", "/v1/queues/dead/purge"),
+  QUEUE_PURGE("POST", "/v1/queues/purge");
 
   final String method;
   final String path;

@@ -93,6 +93,11 @@ public final class FlowgateServer implements AutoCloseable {
     return baseUrl;
   }
 
+  /** The HTTP API's port. */
+  public int httpPort() {
+    return URI.create(baseUrl).getPort();
+  }
+
   /** The gRPC port's address, {@code 127.0.0.1:PORT}. */
   public String grpcAddr() {
     return grpcAddr;
@@ -152,8 +157,18 @@ public final class FlowgateServer implements AutoCloseable {
     private final Map<String, String> env = new LinkedHashMap<>();
     private final Map<String, String> files = new LinkedHashMap<>();
     private SSLContext tls;
+    private String httpAddr = "127.0.0.1:0";
 
     private Builder() {}
+
+    /**
+     * The HTTP address ({@code 127.0.0.1:0}, an ephemeral port, by default): a fixed one to start
+     * a server again where its clients expect it ({@link FlowgateServer#httpPort()}).
+     */
+    public Builder httpAddr(String addr) {
+      this.httpAddr = addr;
+      return this;
+    }
 
     /** The rules, Flowgate TOML, written to {@code flowgate.toml} in the server's directory. */
     public Builder config(String toml) {
@@ -204,7 +219,7 @@ public final class FlowgateServer implements AutoCloseable {
               "--config",
               dir.resolve("flowgate.toml").toString(),
               "--http-addr",
-              "127.0.0.1:0",
+              httpAddr,
               "--grpc-addr",
               "127.0.0.1:0"));
       flags.forEach(f -> command.add(f.replace("{dir}", dir.toString())));
