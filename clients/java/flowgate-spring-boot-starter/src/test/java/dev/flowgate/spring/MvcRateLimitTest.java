@@ -75,7 +75,7 @@ class MvcRateLimitTest {
   void theThirdCallIs429WithRetryAfterAndAProblem() {
     double allowed = count("allowed");
     double over = count("over_limit");
-    int calls = payments.calls.get();
+    int calls = payments.calls();
 
     for (int i = 0; i < 2; i++) {
       HttpResponse<String> ok = Http.get(port, "/pay?channel=mvc-WPG");
@@ -97,7 +97,7 @@ class MvcRateLimitTest {
     assertTrue(retryMs > 0 && retryMs <= 60_000, problem.toString());
     assertEquals((retryMs + 999) / 1000, retry, "Retry-After is the seconds rounded up");
     assertTrue(problem.path("detail").asText().contains("per-channel"), problem.toString());
-    assertEquals(calls + 2, payments.calls.get(), "the refused call never ran");
+    assertEquals(calls + 2, payments.calls(), "the refused call never ran");
 
     // Another channel has a counter of its own: the descriptor came from the argument.
     assertEquals(200, Http.get(port, "/pay?channel=mvc-ALI").statusCode());

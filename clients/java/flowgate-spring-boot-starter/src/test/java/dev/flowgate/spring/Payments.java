@@ -11,7 +11,12 @@ public class Payments {
   /** What a payment answers. */
   public record Receipt(String channel, long amount) {}
 
-  final AtomicInteger calls = new AtomicInteger();
+  private final AtomicInteger calls = new AtomicInteger();
+
+  /** How many payments ran (a method: the proxy's own fields are not the bean's). */
+  public int calls() {
+    return calls.get();
+  }
 
   @RateLimited(domain = "payments", descriptors = "channel=#{#p.channel}")
   public Receipt pay(Payment p) {
