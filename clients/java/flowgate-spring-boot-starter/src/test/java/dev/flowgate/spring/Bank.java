@@ -25,6 +25,15 @@ public class Bank {
         : CompletableFuture.completedFuture("charged at " + bank);
   }
 
+  @RateLimited(domain = "downstream", descriptors = "bank=#{#bank}")
+  @FlowgateBreaker(domain = "downstream", descriptors = "bank=#{#bank}")
+  public String chargeBoth(String bank, boolean fail) {
+    if (fail) {
+      throw new IllegalStateException("the bank failed");
+    }
+    return "charged at " + bank;
+  }
+
   @RateLimited(domain = "spaced", descriptors = "queue=#{#queue}")
   public long spaced(String queue) {
     return System.nanoTime();

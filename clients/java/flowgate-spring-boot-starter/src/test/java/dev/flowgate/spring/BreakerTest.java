@@ -135,6 +135,19 @@ class BreakerTest {
   }
 
   @Test
+  void bothAnnotationsOnOneRequestShareOneAcquireThatReports() {
+    Request b4 = Request.of("downstream", Descriptor.of("bank", "B4")).withCost(0);
+    double ok = reports("ok");
+    assertEquals("charged at B4", bank.chargeBoth("B4", false));
+    assertEquals(ok + 1, reports("ok"));
+    for (int i = 0; i < 3; i++) {
+      assertThrows(IllegalStateException.class, () -> bank.chargeBoth("B4", true));
+    }
+    assertThrows(CircuitOpenException.class, () -> client.acquire(b4));
+    assertThrows(FlowgateCircuitOpenException.class, () -> bank.chargeBoth("B4", false));
+  }
+
+  @Test
   void aDelayRulesSlotIsWaitedFor() {
     // 10/s in delay mode: three calls at once are spaced 100 ms apart.
     long first = bank.spaced("q1");
