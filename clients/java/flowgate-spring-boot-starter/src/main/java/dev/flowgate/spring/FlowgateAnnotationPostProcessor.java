@@ -6,7 +6,10 @@ import org.springframework.aop.support.ComposablePointcut;
 import org.springframework.aop.support.DefaultPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
 import org.springframework.aop.framework.autoproxy.AbstractBeanFactoryAwareAdvisingPostProcessor;
+import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.factory.BeanFactory;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.util.ReflectionUtils;
 
 /**
  * Proxies the beans that have {@link RateLimited} or {@link FlowgateBreaker} methods (on the
@@ -14,7 +17,8 @@ import org.springframework.beans.factory.BeanFactory;
  * support does: no AspectJ needed. The proxy subclasses the bean's class (as Spring Boot's AOP
  * does by default), and its advice comes before advisors the bean had already (a refused call
  * opens no transaction). The {@link FlowgateGuard} bean is looked up at the first call, so that
- * proxying creates no bean early.
+ * proxying creates no bean early; the annotations themselves are parsed when the bean is
+ * proxied, so that a bad descriptor fails the application's start, naming its method.
  */
 public class FlowgateAnnotationPostProcessor extends AbstractBeanFactoryAwareAdvisingPostProcessor {
   private static final long serialVersionUID = 1L;
@@ -32,6 +36,20 @@ public class FlowgateAnnotationPostProcessor extends AbstractBeanFactoryAwareAdv
         new ComposablePointcut(new AnnotationMatchingPointcut(null, RateLimited.class, true))
             .union(new AnnotationMatchingPointcut(null, FlowgateBreaker.class, true));
     this.advisor = new DefaultPointcutAdvisor(pointcut, interceptor(beanFactory));
+  }
+
+  @Override
+  public Object postProcessAfterInitialization(Object bean, String beanName) {
+    Object processed = super.postProcessAfterInitialization(bean, beanName);
+    if (processed != bean) {
+      ReflectionUtils.doWithMethods(
+          AopUtils.getTargetClass(bean),
+          MethodSpec::of,
+          m ->
+              AnnotatedElementUtils.hasAnnotation(m, RateLimited.class)
+                  || AnnotatedElementUtils.hasAnnotation(m, FlowgateBreaker.class));
+    }
+    return processed;
   }
 
   private static MethodInterceptor interceptor(BeanFactory beanFactory) {

@@ -83,16 +83,55 @@ class AutoConfigurationTest {
   }
 
   @Test
-  void aBadDescriptorNamesTheMethodAtItsFirstCall() {
+  void aBadDescriptorFailsTheStartNamingTheMethod() {
     runner
         .withBean(BadAnnotation.class)
         .run(
             context -> {
-              IllegalStateException e =
+              assertThat(context).hasFailed();
+              Throwable t = context.getStartupFailure();
+              StringBuilder messages = new StringBuilder();
+              for (; t != null; t = t.getCause()) {
+                messages.append(t.getMessage()).append('\n');
+              }
+              assertThat(messages.toString())
+                  .contains("BadAnnotation.call")
+                  .contains("literal key");
+            });
+  }
+
+  /** The exceptions of an application's own API. */
+  static class Rejections implements FlowgateRejections {
+    @Override
+    public RuntimeException unavailable(Refusal refusal) {
+      return new UnsupportedOperationException("ours: " + refusal.domain());
+    }
+  }
+
+  /** A guarded bean that fails closed. */
+  public static class Closed {
+    @RateLimited(
+        domain = "payments",
+        descriptors = "channel=#{#c}",
+        onUnavailable = Unavailable.REJECT)
+    public String call(String c) {
+      return c;
+    }
+  }
+
+  @Test
+  void anApplicationsOwnRejectionsAreThrown() {
+    runner
+        .withPropertyValues("flowgate.base-url=http://127.0.0.1:9", "flowgate.connect-timeout=2s")
+        .withBean(Rejections.class)
+        .withBean(Closed.class)
+        .run(
+            context -> {
+              UnsupportedOperationException e =
                   assertThrows(
-                      IllegalStateException.class,
-                      () -> context.getBean(BadAnnotation.class).call("a"));
-              assertThat(e.getMessage()).contains("BadAnnotation.call").contains("literal key");
+                      UnsupportedOperationException.class,
+                      () -> context.getBean(Closed.class).call("x"));
+              assertEquals("ours: payments", e.getMessage());
             });
   }
 
