@@ -166,6 +166,7 @@ class AutoConfigurationTest {
           .contains("\"flowgate.fail-open\"")
           .contains("\"flowgate.tls.trust-store\"")
           .contains("\"flowgate.web.problem-details\"")
+          .contains("\"management.health.flowgate.enabled\"")
           .contains("Whether a guarded call goes ahead when Flowgate cannot answer");
     }
   }
