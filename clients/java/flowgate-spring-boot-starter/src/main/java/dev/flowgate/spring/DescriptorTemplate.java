@@ -83,7 +83,12 @@ final class DescriptorTemplate {
       }
       if (value == null) {
         throw new IllegalArgumentException(
-            "descriptor \"" + source + "\": the value of " + keys.get(i) + " is null");
+            "descriptor \""
+                + source
+                + "\": the value of "
+                + keys.get(i)
+                + " is null (naming a parameter, #p, needs the code compiled with -parameters;"
+                + " #p0 names the first by position)");
       }
       list.add(new Descriptor.Entry(keys.get(i), value.toString()));
     }
