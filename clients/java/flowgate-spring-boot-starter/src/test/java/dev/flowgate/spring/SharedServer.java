@@ -21,7 +21,7 @@ final class SharedServer {
       domain = "spaced"
       name = "spaced"
       match = "queue"
-      limit = "10/s"
+      limit = "1/s"
       algorithm = "leaky_bucket"
       mode = "delay"
       max_wait = "5s"
