@@ -5,7 +5,9 @@ import io.micrometer.core.instrument.MeterRegistry;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
@@ -13,14 +15,15 @@ import org.springframework.boot.ssl.SslBundles;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
+import org.springframework.core.env.Environment;
 
 /**
  * Flowgate in a Spring Boot application: a {@link FlowgateClient} from the {@code flowgate.*}
  * properties (unless the application declares its own), the {@link RateLimited} and {@link
  * FlowgateBreaker} support, and its metrics. The web answers and the health indicator are in
  * their own auto-configurations ({@link FlowgateWebAutoConfiguration}, {@link
- * FlowgateHealthAutoConfiguration}); a queue worker's would sit beside them, taking the client
- * and the {@link FlowgateMetrics} beans.
+ * FlowgateHealthAutoConfiguration}). The {@link FlowgateWorker} methods' workers are run by the
+ * {@link QueueWorkers} bean (unless {@code flowgate.worker.enabled=false}).
  */
 @AutoConfiguration
 @EnableConfigurationProperties(FlowgateProperties.class)
@@ -89,6 +92,33 @@ public class FlowgateAutoConfiguration {
     return new FlowgateAnnotationPostProcessor();
   }
 
+  /**
+   * The workers of the {@link FlowgateWorker} methods, started and stopped with the context.
+   *
+   * @param beanFactory where the annotated beans are found
+   * @param client the client
+   * @param environment resolves placeholders in the annotations
+   * @param meters where the workers' counts are published
+   * @param properties the shutdown grace
+   * @return the workers' lifecycle
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnBooleanProperty(name = "flowgate.worker.enabled", matchIfMissing = true)
+  public QueueWorkers flowgateQueueWorkers(
+      BeanFactory beanFactory,
+      FlowgateClient client,
+      Environment environment,
+      ObjectProvider<WorkerMeters> meters,
+      FlowgateProperties properties) {
+    return new QueueWorkers(
+        (ConfigurableListableBeanFactory) beanFactory,
+        client,
+        environment,
+        meters.getIfAvailable(() -> WorkerMeters.NONE),
+        properties.getWorker().getShutdownGrace());
+  }
+
   /** The meters, when Micrometer is on the class path. */
   @Configuration(proxyBeanMethods = false)
   @ConditionalOnClass(MeterRegistry.class)
@@ -104,6 +134,19 @@ public class FlowgateAutoConfiguration {
     FlowgateMetrics flowgateMetrics(ObjectProvider<MeterRegistry> registry) {
       MeterRegistry r = registry.getIfAvailable();
       return r == null ? FlowgateMetrics.NONE : new MicrometerFlowgateMetrics(r);
+    }
+
+    /**
+     * The workers' meters, registered in the application's registry (none: not published).
+     *
+     * @param registry the registry
+     * @return the meters
+     */
+    @Bean
+    @ConditionalOnMissingBean
+    WorkerMeters flowgateWorkerMeters(ObjectProvider<MeterRegistry> registry) {
+      MeterRegistry r = registry.getIfAvailable();
+      return r == null ? WorkerMeters.NONE : new MicrometerWorkerMeters(r);
     }
   }
 }

@@ -33,6 +33,8 @@ public class FlowgateProperties {
 
   private final Web web = new Web();
 
+  private final Worker worker = new Worker();
+
   public URI getBaseUrl() {
     return baseUrl;
   }
@@ -79,6 +81,10 @@ public class FlowgateProperties {
 
   public Web getWeb() {
     return web;
+  }
+
+  public Worker getWorker() {
+    return worker;
   }
 
   /**
@@ -178,6 +184,34 @@ public class FlowgateProperties {
 
     public void setProblemDetails(boolean problemDetails) {
       this.problemDetails = problemDetails;
+    }
+  }
+
+  /** The workers of {@code @FlowgateWorker} methods. */
+  public static class Worker {
+    /** Whether the {@code @FlowgateWorker} methods' workers run in this application. */
+    private boolean enabled = true;
+
+    /**
+     * How long jobs in flight may still run when the application stops; those still running
+     * then are handed back to the queue (delivered again).
+     */
+    private Duration shutdownGrace = Duration.ofSeconds(30);
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public Duration getShutdownGrace() {
+      return shutdownGrace;
+    }
+
+    public void setShutdownGrace(Duration shutdownGrace) {
+      this.shutdownGrace = shutdownGrace;
     }
   }
 }
