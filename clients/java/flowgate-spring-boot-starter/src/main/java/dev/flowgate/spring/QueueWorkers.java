@@ -102,10 +102,15 @@ public class QueueWorkers implements SmartLifecycle {
       throw new IllegalStateException(
           "@FlowgateWorker " + where + ": concurrency is 1 to 1,024, not " + a.concurrency());
     }
-    QueueInstance queue =
-        QueueInstance.of(
-            environment.resolveRequiredPlaceholders(a.domain()),
-            descriptor(environment.resolveRequiredPlaceholders(a.descriptor()), where));
+    QueueInstance queue;
+    try {
+      queue =
+          QueueInstance.of(
+              environment.resolveRequiredPlaceholders(a.domain()),
+              descriptor(environment.resolveRequiredPlaceholders(a.descriptor()), where));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalStateException("@FlowgateWorker " + where + ": " + e.getMessage(), e);
+    }
     Method invocable = AopUtils.selectInvocableMethod(method, bean.getClass());
     invocable.setAccessible(true);
     Worker worker =
@@ -166,18 +171,42 @@ public class QueueWorkers implements SmartLifecycle {
       stopping = List.copyOf(workers);
       running = false;
     }
-    // All at once: the grace is the application's, not each worker's.
-    CompletableFuture.allOf(
-            stopping.stream()
-                .map(w -> CompletableFuture.runAsync(() -> w.stop(grace)))
-                .toArray(CompletableFuture[]::new))
+    if (stopping.isEmpty()) {
+      callback.run();
+      return;
+    }
+    // Logged here through the application's logging: the workers' own stop lines go through
+    // java.util.logging, whose bridge Spring Boot removes as the context closes.
+    LOG.info(
+        "stopping " + stopping.size() + " Flowgate worker(s): jobs in flight get " + grace.toMillis() + " ms");
+    // All at once, each on a thread of its own: the grace is the application's, not each
+    // worker's (the common pool may have a single thread).
+    List<CompletableFuture<Boolean>> stops =
+        stopping.stream()
+            .map(w -> CompletableFuture.supplyAsync(() -> w.stop(grace), QueueWorkers::stopThread))
+            .toList();
+    CompletableFuture.allOf(stops.toArray(CompletableFuture[]::new))
         .whenComplete(
             (ok, e) -> {
               if (e != null) {
                 LOG.warn("stopping the Flowgate workers failed", e);
+              } else {
+                long handedBack = stopping.stream().mapToLong(w -> w.stats().handedBack()).sum();
+                LOG.info(
+                    handedBack == 0
+                        ? "Flowgate workers stopped: every job in flight finished"
+                        : "Flowgate workers stopped: "
+                            + handedBack
+                            + " job(s) still running after the grace were handed back");
               }
               callback.run();
             });
+  }
+
+  private static void stopThread(Runnable stop) {
+    Thread t = new Thread(stop, "flowgate-worker-stop");
+    t.setDaemon(true);
+    t.start();
   }
 
   @Override

@@ -2,6 +2,7 @@ package dev.flowgate.spring;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flowgate.client.Descriptor;
@@ -212,6 +213,43 @@ class WorkerAnnotationTest {
     assertEquals("b1", again.payload().path("id").asText());
     assertEquals(2, again.attempt());
     client.queues().ack(again);
+  }
+
+  /** A handler that cannot be one: two parameters. */
+  public static class BadHandler {
+    @FlowgateWorker(domain = "jobs", descriptor = "queue=bad")
+    public void handle(Task task, String extra) {}
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class BadApp {
+    @Bean
+    BadHandler badHandler() {
+      return new BadHandler();
+    }
+  }
+
+  @Test
+  void anUnusableAnnotationFailsTheStartNamingItsMethod() {
+    Exception e =
+        assertThrows(
+            Exception.class,
+            () ->
+                new SpringApplicationBuilder(BadApp.class)
+                    .web(WebApplicationType.NONE)
+                    .properties(
+                        Map.of(
+                            "flowgate.base-url", server.baseUrl(),
+                            "spring.main.banner-mode", "off",
+                            "logging.level.root", "off"))
+                    .run()
+                    .close());
+    String messages = "";
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      messages += t.getMessage() + " / ";
+    }
+    assertTrue(messages.contains("@FlowgateWorker BadHandler.handle: the method takes one"), messages);
   }
 
   static long gapMs(Handlers h, String id) {
