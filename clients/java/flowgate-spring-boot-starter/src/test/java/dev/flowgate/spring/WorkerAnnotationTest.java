@@ -134,7 +134,9 @@ class WorkerAnnotationTest {
                 "flowgate.worker.shutdown-grace", grace,
                 "test.queue", queue,
                 "spring.main.banner-mode", "off",
-                "logging.level.root", "warn"))
+                "logging.level.root", "warn",
+                // The handlers' expected failures and hand-backs, logged with their stacks.
+                "logging.level.dev.flowgate.client.queue.Worker", "error"))
         .run();
   }
 
