@@ -17,8 +17,9 @@ import java.lang.annotation.Target;
  * public void refund(Refund r) { channel.refund(r); }
  * }</pre>
  *
- * <p>The method takes one parameter: the job's JSON payload bound to the parameter's type by
- * Jackson (field names as they are), or the {@link dev.flowgate.client.queue.Job} itself. It
+ * <p>The method takes one parameter: the job's JSON payload bound to the parameter's class by
+ * Jackson (field names as they are; not a generic type), or the {@link
+ * dev.flowgate.client.queue.Job} itself. It
  * returns nothing (the job is acked when it returns), anything else (ignored, acked), or a
  * {@link dev.flowgate.client.queue.JobResult}. When it throws, the job is nacked: after the
  * delay of a {@link dev.flowgate.client.queue.RetryJobException}, otherwise after the queue's

@@ -10,6 +10,7 @@ import dev.flowgate.client.queue.Worker;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.lang.reflect.ParameterizedType;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -97,6 +98,14 @@ public class QueueWorkers implements SmartLifecycle {
     if (method.getParameterCount() != 1 || Modifier.isStatic(method.getModifiers())) {
       throw new IllegalStateException(
           "@FlowgateWorker " + where + ": the method takes one parameter (the payload or the Job)");
+    }
+    if (method.getGenericParameterTypes()[0] instanceof ParameterizedType) {
+      // Job.payloadAs binds to a class: a List<Refund> would come as a list of maps.
+      throw new IllegalStateException(
+          "@FlowgateWorker "
+              + where
+              + ": the parameter is a class the payload binds to (a record, say), or the Job;"
+              + " not a generic type");
     }
     if (a.concurrency() < 1 || a.concurrency() > 1024) {
       throw new IllegalStateException(

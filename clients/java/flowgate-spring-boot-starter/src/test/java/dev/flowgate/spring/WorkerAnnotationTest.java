@@ -232,13 +232,33 @@ class WorkerAnnotationTest {
     }
   }
 
+  /** A handler whose payload cannot be bound: a generic type. */
+  public static class GenericHandler {
+    @FlowgateWorker(domain = "jobs", descriptor = "queue=bad")
+    public void handle(List<Task> tasks) {}
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class GenericApp {
+    @Bean
+    GenericHandler genericHandler() {
+      return new GenericHandler();
+    }
+  }
+
   @Test
   void anUnusableAnnotationFailsTheStartNamingItsMethod() {
+    assertStartFails(BadApp.class, "@FlowgateWorker BadHandler.handle: the method takes one");
+    assertStartFails(GenericApp.class, "@FlowgateWorker GenericHandler.handle: the parameter is");
+  }
+
+  static void assertStartFails(Class<?> app, String expected) {
     Exception e =
         assertThrows(
             Exception.class,
             () ->
-                new SpringApplicationBuilder(BadApp.class)
+                new SpringApplicationBuilder(app)
                     .web(WebApplicationType.NONE)
                     .properties(
                         Map.of(
@@ -251,7 +271,7 @@ class WorkerAnnotationTest {
     for (Throwable t = e; t != null; t = t.getCause()) {
       messages += t.getMessage() + " / ";
     }
-    assertTrue(messages.contains("@FlowgateWorker BadHandler.handle: the method takes one"), messages);
+    assertTrue(messages.contains(expected), messages);
   }
 
   static long gapMs(Handlers h, String id) {
