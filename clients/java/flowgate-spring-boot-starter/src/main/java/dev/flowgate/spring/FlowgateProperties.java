@@ -194,9 +194,10 @@ public class FlowgateProperties {
 
     /**
      * How long jobs in flight may still run when the application stops; those still running
-     * then are handed back to the queue (delivered again).
+     * then are handed back to the queue (delivered again). Under Spring's
+     * spring.lifecycle.timeout-per-shutdown-phase (30s), with room for the hand-back.
      */
-    private Duration shutdownGrace = Duration.ofSeconds(30);
+    private Duration shutdownGrace = Duration.ofSeconds(20);
 
     public boolean isEnabled() {
       return enabled;
