@@ -10,7 +10,8 @@ enum Route {
   RELEASE("POST", "/v1/release"),
   REPORT("POST", "/v1/report"),
   RESERVE("POST", "/v1/reserve"),
-  COMMIT("POST", "/v1/commit");
+  COMMIT("POST", "/v1/commit"),
+  STATS("GET", "/v1/stats");
 
   final String method;
   final String path;

@@ -71,6 +71,7 @@ class OpenApiDriftTest {
         Route.COMMIT,
         List.of(Bodies.commit("5f0c2e1b9a7d4c3e8f6a1b2c3d4e5f60", null, 7),
             Bodies.commit(null, req, 7)));
+    out.put(Route.STATS, List.of());
     return out;
   }
 
@@ -83,6 +84,7 @@ class OpenApiDriftTest {
     out.put(Route.REPORT, List.of(ReportAnswer.class));
     out.put(Route.RESERVE, List.of(Verdict.class, Reservation.Fields.class));
     out.put(Route.COMMIT, List.of(CommitAnswer.class));
+    out.put(Route.STATS, List.of(Stats.class));
     return out;
   }
 
