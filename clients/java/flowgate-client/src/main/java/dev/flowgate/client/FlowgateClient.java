@@ -362,6 +362,29 @@ public final class FlowgateClient {
         .thenApply(reply -> reply.as(CommitAnswer.class));
   }
 
+  // ---- figures
+
+  /**
+   * The server's figures ({@code GET /v1/stats}; scope {@code reader}): per rule its decisions
+   * and debt, the outstanding reservations.
+   *
+   * @return the figures
+   */
+  public Stats stats() {
+    return JsonTransport.join(statsAsync());
+  }
+
+  /**
+   * {@link #stats()} without blocking.
+   *
+   * @return the figures
+   */
+  public CompletableFuture<Stats> statsAsync() {
+    return transport
+        .call(Route.STATS, null, transport.timeout(), 200)
+        .thenApply(reply -> reply.as(Stats.class));
+  }
+
   /**
    * Builds a {@link FlowgateClient}. Only the base URL is required; the defaults suit a server
    * on the same network.

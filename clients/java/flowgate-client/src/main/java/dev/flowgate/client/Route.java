@@ -19,7 +19,8 @@ enum Route {
   QUEUE_DEAD("POST", "/v1/queues/dead"),
   QUEUE_DEAD_REQUEUE("POST", "/v1/queues/dead/requeue"),
   QUEUE_DEAD_PURGE("POST", "/v1/queues/dead/purge"),
-  QUEUE_PURGE("POST", "/v1/queues/purge");
+  QUEUE_PURGE("POST", "/v1/queues/purge"),
+  STATS("GET", "/v1/stats");
 
   final String method;
   final String path;

@@ -67,6 +67,35 @@ class ChargesTest {
   }
 
   @Test
+  void theFiguresShowTheDebtAndTheReservations() {
+    try (FlowgateServer server = FlowgateServer.start(RULES)) {
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
+      client.charge(key("k6"), 1300);
+      client.reserve(key("k7"), 100, null);
+      assertTrue(client.check(key("k7")).allowed());
+      // The server reads its figures once a second.
+      long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      Stats stats = client.stats();
+      while (System.nanoTime() < deadline
+          && (stats.reservations().isEmpty() || stats.rule("llm", "tokens").debt() == 0)) {
+        try {
+          Thread.sleep(50);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new IllegalStateException(e);
+        }
+        stats = client.statsAsync().join();
+      }
+      Stats.RuleFigures tokens = stats.rule("llm", "tokens");
+      // 300 past the limit, paid back at 1000 an hour since.
+      assertTrue(tokens.debt() > 280 && tokens.debt() <= 300, tokens.toString());
+      assertTrue(tokens.totals().admitted() >= 1, tokens.toString());
+      assertEquals(1, stats.reservations().get(0).count());
+      assertEquals(100, stats.reservations().get(0).units());
+    }
+  }
+
+  @Test
   void aBatchOfReportsIsAnsweredPerReport() {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
       FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();

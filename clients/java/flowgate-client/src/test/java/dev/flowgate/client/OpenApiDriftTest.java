@@ -72,6 +72,7 @@ class OpenApiDriftTest {
         List.of(Bodies.commit("5f0c2e1b9a7d4c3e8f6a1b2c3d4e5f60", null, 7),
             Bodies.commit(null, req, 7)));
     out.putAll(QueueDriftSamples.requests());
+    out.put(Route.STATS, List.of());
     return out;
   }
 
@@ -85,6 +86,7 @@ class OpenApiDriftTest {
     out.put(Route.RESERVE, List.of(Verdict.class, Reservation.Fields.class));
     out.put(Route.COMMIT, List.of(CommitAnswer.class));
     out.putAll(QueueDriftSamples.answers());
+    out.put(Route.STATS, List.of(Stats.class));
     return out;
   }
 
