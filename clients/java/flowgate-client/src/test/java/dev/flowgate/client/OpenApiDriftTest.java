@@ -50,6 +50,7 @@ class OpenApiDriftTest {
     Report full =
         Report.outcome(req, false, Duration.ofMillis(12)).withProbe(4294967297L).withCost(5);
     Map<Route, List<JsonNode>> out = new LinkedHashMap<>();
+    out.putAll(QueueDriftSamples.requests());
     out.put(Route.CHECK, List.of(Bodies.check(req)));
     out.put(
         Route.ACQUIRE,
@@ -71,20 +72,19 @@ class OpenApiDriftTest {
         Route.COMMIT,
         List.of(Bodies.commit("5f0c2e1b9a7d4c3e8f6a1b2c3d4e5f60", null, 7),
             Bodies.commit(null, req, 7)));
-    out.putAll(QueueDriftSamples.requests());
     return out;
   }
 
   /** Each route's answer records: what the client reads of its 200 (and 429) answer. */
   private static Map<Route, List<Class<?>>> answers() {
     Map<Route, List<Class<?>>> out = new LinkedHashMap<>();
+    out.putAll(QueueDriftSamples.answers());
     out.put(Route.CHECK, List.of(Verdict.class));
     out.put(Route.ACQUIRE, List.of(Verdict.class));
     out.put(Route.RELEASE, List.of(Released.class));
     out.put(Route.REPORT, List.of(ReportAnswer.class));
     out.put(Route.RESERVE, List.of(Verdict.class, Reservation.Fields.class));
     out.put(Route.COMMIT, List.of(CommitAnswer.class));
-    out.putAll(QueueDriftSamples.answers());
     return out;
   }
 
