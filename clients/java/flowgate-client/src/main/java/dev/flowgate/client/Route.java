@@ -5,12 +5,6 @@ package dev.flowgate.client;
  * drift test checks against {@code docs/openapi.json}.
  */
 enum Route {
-  CHECK("POST", "/v1/check"),
-  ACQUIRE("POST", "/v1/acquire"),
-  RELEASE("POST", "/v1/release"),
-  REPORT("POST", "/v1/report"),
-  RESERVE("POST", "/v1/reserve"),
-  COMMIT("POST", "/v1/commit"),
   QUEUES("GET", "/v1/queues"),
   QUEUE_SUBMIT("POST", "/v1/queues/submit"),
   QUEUE_LEASE("POST", "/v1/queues/lease"),
@@ -20,6 +14,12 @@ enum Route {
   QUEUE_DEAD_REQUEUE("POST", "/v1/queues/dead/requeue"),
   QUEUE_DEAD_PURGE("POST", "/v1/queues/dead/purge"),
   QUEUE_PURGE("POST", "/v1/queues/purge"),
+  CHECK("POST", "/v1/check"),
+  ACQUIRE("POST", "/v1/acquire"),
+  RELEASE("POST", "/v1/release"),
+  REPORT("POST", "/v1/report"),
+  RESERVE("POST", "/v1/reserve"),
+  COMMIT("POST", "/v1/commit"),
   STATS("GET", "/v1/stats");
 
   final String method;

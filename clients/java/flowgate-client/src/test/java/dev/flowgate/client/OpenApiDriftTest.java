@@ -50,6 +50,7 @@ class OpenApiDriftTest {
     Report full =
         Report.outcome(req, false, Duration.ofMillis(12)).withProbe(4294967297L).withCost(5);
     Map<Route, List<JsonNode>> out = new LinkedHashMap<>();
+    out.putAll(QueueDriftSamples.requests());
     out.put(Route.CHECK, List.of(Bodies.check(req)));
     out.put(
         Route.ACQUIRE,
@@ -79,6 +80,7 @@ class OpenApiDriftTest {
   /** Each route's answer records: what the client reads of its 200 (and 429) answer. */
   private static Map<Route, List<Class<?>>> answers() {
     Map<Route, List<Class<?>>> out = new LinkedHashMap<>();
+    out.putAll(QueueDriftSamples.answers());
     out.put(Route.CHECK, List.of(Verdict.class));
     out.put(Route.ACQUIRE, List.of(Verdict.class));
     out.put(Route.RELEASE, List.of(Released.class));
