@@ -1,6 +1,8 @@
 package dev.flowgate.spring;
 
 import java.util.concurrent.CompletableFuture;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
 
 /** The tests' downstream call behind a Flowgate breaker, and a rate-limited waiting call. */
 public class Bank {
@@ -23,6 +25,18 @@ public class Bank {
     return fail
         ? CompletableFuture.failedFuture(new IllegalStateException("the bank failed"))
         : CompletableFuture.completedFuture("charged at " + bank);
+  }
+
+  @FlowgateBreaker(domain = "downstream", descriptors = "bank=#{#bank}")
+  public Mono<String> chargeReactive(String bank, boolean fail) {
+    return fail
+        ? Mono.error(new IllegalStateException("the bank failed"))
+        : Mono.just("charged at " + bank);
+  }
+
+  @RateLimited(domain = "payments", descriptors = "channel=#{#channel}")
+  public Flux<String> statements(String channel) {
+    return Flux.just("a", "b", "c");
   }
 
   @RateLimited(domain = "downstream", descriptors = "bank=#{#bank}")

@@ -12,6 +12,7 @@ import dev.flowgate.client.Request;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.net.http.HttpResponse;
+import java.util.List;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -145,6 +146,24 @@ class BreakerTest {
     }
     assertThrows(CircuitOpenException.class, () -> client.acquire(b4));
     assertThrows(FlowgateCircuitOpenException.class, () -> bank.chargeBoth("B4", false));
+  }
+
+  @Test
+  void aMonosErrorIsReportedAndAFluxIsLimited() {
+    Request b5 = Request.of("downstream", Descriptor.of("bank", "B5")).withCost(0);
+    assertEquals("charged at B5", bank.chargeReactive("B5", false).block());
+    for (int i = 0; i < 3; i++) {
+      assertThrows(IllegalStateException.class, () -> bank.chargeReactive("B5", true).block());
+    }
+    assertThrows(CircuitOpenException.class, () -> client.acquire(b5));
+    assertThrows(FlowgateCircuitOpenException.class, () -> bank.chargeReactive("B5", false).block());
+
+    // A Flux: each subscription asks once (the channel's limit is 2).
+    assertEquals(List.of("a", "b", "c"), bank.statements("flux-statements").collectList().block());
+    assertEquals(List.of("a", "b", "c"), bank.statements("flux-statements").collectList().block());
+    assertThrows(
+        FlowgateRateLimitedException.class,
+        () -> bank.statements("flux-statements").collectList().block());
   }
 
   @Test
