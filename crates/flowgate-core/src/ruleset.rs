@@ -100,6 +100,8 @@ pub struct RuleSet {
     /// Each rule's state-key prefix, `<domain>:<rule>:` escaped, made once per rule set.
     prefixes: Vec<Box<str>>,
     domains: Map<Node>,
+    /// Each rule's index by domain, then name.
+    by_name: Map<Map<usize>>,
 }
 
 impl RuleSet {
@@ -157,6 +159,10 @@ impl RuleSet {
                 });
             }
             node.rule = Some(i);
+            set.by_name
+                .entry(r.domain.clone())
+                .or_default()
+                .insert(r.name.clone(), i);
         }
         set.prefixes = rules
             .iter()
@@ -169,6 +175,12 @@ impl RuleSet {
     /// The rules, in the order given.
     pub fn rules(&self) -> &[Arc<Rule>] {
         &self.rules
+    }
+
+    /// Rule `name` of `domain`, if there is one.
+    pub fn named(&self, domain: &str, name: &str) -> Option<&Arc<Rule>> {
+        let i = *self.by_name.get(domain)?.get(name)?;
+        self.rules.get(i)
     }
 
     /// Whether a domain has any rule.

@@ -1,47 +1,22 @@
--- Flowgate commit: claims a reservation's record (reservations.lua's `claim`) and applies its
--- commit's release and charge (charge.lua) in one call, so that a commit is applied whole or not
--- at all. For a single Redis (or Sentinel), where the records and the state keys may be used
--- together; on a cluster the server claims, then charges.
+-- Flowgate commit: claims reservations' records (reservations.lua's `claim`) and applies each
+-- commit's release and charge (charge.lua) in the same call, so that a commit is applied whole or
+-- not at all. The commits of one call (coalesced, see the client's batch.rs) are each handled
+-- independently, in order, exactly as if sent one after another: one that cannot be applied
+-- answers its error, changes nothing, and the others go on. For a single Redis (or Sentinel),
+-- where the records and the state keys may be used together; on a cluster the server claims,
+-- then charges.
 --
--- KEYS: 1 {flowgate:res}:expiry, 2 {flowgate:res}:outstanding, 3 {flowgate:res}:r:<id> (as
---       reservations.lua), then the charge's distinct state keys.
--- ARGV: 1 id, 2 the phase the caller read ("o" open: the charge gives the estimate back and
---       charges; "r" released by a sweeper: it only charges), 3 the items' text it read,
---       4 the charge's call string (charge.lua's ARGV[1]).
--- Returns {"unknown"} | {"committed"} | {"changed", phase, expiry, items' text} (the record is
--- not as read: nothing done, the caller builds its charge again) | {"done", expiry, charge.lua's
--- reply}.
+-- KEYS: 1 {flowgate:res}:expiry, 2 {flowgate:res}:outstanding (as reservations.lua), then for
+--       each commit its record {flowgate:res}:r:<id> and its charge's distinct state keys.
+-- ARGV: for each commit, five: the number of its state keys, its id, the phase the caller read
+--       ("o" open: the charge gives the estimate back and charges; "r" released by a sweeper:
+--       it only charges), the items' text it read, the charge's call string (charge.lua's
+--       ARGV[1]).
+-- Returns a list, one answer per commit: {"unknown"} | {"committed"} | {"changed", phase,
+-- expiry, items' text} (the record is not as read: nothing done, the caller builds its charge
+-- again) | {"done", expiry, charge.lua's reply} | {"error", message} (nothing done).
 
-local rec, id = KEYS[3], ARGV[1]
-local s = redis.call('HGET', rec, 's')
-if not s then
-  return {'unknown'}
-end
-if s == 'c' then
-  return {'committed'}
-end
-local e, b = redis.call('HGET', rec, 'e'), redis.call('HGET', rec, 'b')
-if s ~= ARGV[2] or b ~= ARGV[3] then
-  return {'changed', s, e, b}
-end
-
-local keys = {}
-for k = 4, #KEYS do
-  keys[#keys + 1] = KEYS[k]
-end
--- Everything that can fail (a malformed call, a state that cannot be read) fails here, before
--- the first write.
-local write
-if #keys > 0 then
-  write = charges(ARGV[4])(keys)
-else
-  write = function()
-    return { 0, {} }
-  end
-end
-
-redis.call('HSET', rec, 's', 'c')
-if s == 'o' then
+local function outstanding(rec, id)
   redis.call('ZREM', KEYS[1], id)
   local k = tonumber(redis.call('HGET', rec, 'k') or '0')
   for i = 1, k do
@@ -54,4 +29,58 @@ if s == 'o' then
     end
   end
 end
-return {'done', e, write()}
+
+-- Reads a commit's record and computes its charge, writing nothing: an answer when there is
+-- nothing to do, else nil, the record's phase and expiry and the charge's write.
+local function read(rec, phase, text, call, keys)
+  local s = redis.call('HGET', rec, 's')
+  if not s then
+    return {'unknown'}
+  end
+  if s == 'c' then
+    return {'committed'}
+  end
+  local e, b = redis.call('HGET', rec, 'e'), redis.call('HGET', rec, 'b')
+  if s ~= phase or b ~= text then
+    return {'changed', s, e, b}
+  end
+  if #keys == 0 then
+    return nil, s, e, function()
+      return { 0, {} }
+    end
+  end
+  return nil, s, e, charges(call)(keys)
+end
+
+local function commit(rec, id, phase, text, call, keys)
+  -- Everything that can fail (a record or a state that cannot be read, a malformed call) fails
+  -- in `read`, before this commit's first write: it answers its error, the others go on.
+  local ok, answer, s, e, write = pcall(read, rec, phase, text, call, keys)
+  if not ok then
+    if type(answer) == 'table' and answer.err then
+      answer = answer.err
+    end
+    return {'error', tostring(answer)}
+  end
+  if answer then
+    return answer
+  end
+  redis.call('HSET', rec, 's', 'c')
+  if s == 'o' then
+    outstanding(rec, id)
+  end
+  return {'done', e, write()}
+end
+
+local out, at = {}, 3
+for c = 0, #ARGV / 5 - 1 do
+  local nkeys = tonumber(ARGV[c * 5 + 1])
+  local keys = {}
+  for k = 1, nkeys do
+    keys[k] = KEYS[at + k]
+  end
+  out[#out + 1] = commit(KEYS[at], ARGV[c * 5 + 2], ARGV[c * 5 + 3], ARGV[c * 5 + 4],
+    ARGV[c * 5 + 5], keys)
+  at = at + 1 + nkeys
+end
+return out

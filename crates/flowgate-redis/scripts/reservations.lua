@@ -4,13 +4,13 @@
 -- KEYS (one hash tag, one slot, apart from the limits' state keys):
 --   1 {flowgate:res}:expiry       zset: id -> expiry (us), the open records only
 --   2 {flowgate:res}:outstanding  hash: "n<label>" -> open records, "u<label>" -> their units
---   3 {flowgate:res}:r:<id>       hash (put, claim, unclaim): s phase ("o" open, "r" released,
---                                 "c" committed), e expiry, b the items' text, k the number of
+--   3 {flowgate:res}:r:<id>       hash (claim, unclaim; a put has one per record, KEYS[3..]):
+--                                 s phase ("o" open, "r" released, "c" committed), e expiry, b the items' text, k the number of
 --                                 labels, l<i> and u<i> each label and its units; expires (a
 --                                 tombstone) at its forget_at
 -- ARGV: 1 op, then
---   put      2 id, 3 expiry (us), 4 forget_at (us), 5 items' text, 6 k, then k pairs
---            (label, units)                                          -> 1
+--   put      for each record of KEYS[3..] in order: id, expiry (us), forget_at (us), items'
+--            text, k, then k pairs (label, units)  -> per record: 1, or its error's text
 --   claim    2 id                      -> {"unknown"} | {"committed"} | {"released", e, b}
 --                                         | {"open", e, b}
 --   peek     2 id                      -> as claim, changing nothing
@@ -33,17 +33,41 @@ local function count(rec, by)
   end
 end
 
-if op == 'put' then
-  local rec, id = KEYS[3], ARGV[2]
-  local k = tonumber(ARGV[6])
-  redis.call('HSET', rec, 's', 'o', 'e', ARGV[3], 'b', ARGV[5], 'k', k)
+-- Writes one record (`put`): `at` is where its arguments begin.
+local function put(rec, at)
+  local id, e, k = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 4])
+  local fields = {'s', 'o', 'e', e, 'b', ARGV[at + 3], 'k', k}
   for i = 1, k do
-    redis.call('HSET', rec, 'l' .. i, ARGV[5 + 2 * i], 'u' .. i, ARGV[6 + 2 * i])
+    fields[#fields + 1], fields[#fields + 2] = 'l' .. i, ARGV[at + 3 + 2 * i]
+    fields[#fields + 1], fields[#fields + 2] = 'u' .. i, ARGV[at + 4 + 2 * i]
   end
-  redis.call('PEXPIREAT', rec, math.ceil(tonumber(ARGV[4]) / 1000))
-  redis.call('ZADD', KEYS[1], ARGV[3], id)
-  count(rec, 1)
-  return 1
+  -- (the record first: a key that cannot take it fails here, before anything is counted)
+  redis.call('HSET', rec, unpack(fields))
+  redis.call('PEXPIREAT', rec, math.ceil(tonumber(ARGV[at + 2]) / 1000))
+  redis.call('ZADD', KEYS[1], e, id)
+  for i = 1, k do
+    redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[at + 3 + 2 * i], 1)
+    redis.call('HINCRBY', KEYS[2], 'u' .. ARGV[at + 3 + 2 * i], ARGV[at + 4 + 2 * i])
+  end
+end
+
+if op == 'put' then
+  -- One call may carry several records (coalesced, see the client's batch.rs), each written
+  -- independently: one that cannot be answers its error, and the others are written.
+  local out, at = {}, 2
+  for r = 3, #KEYS do
+    local ok, err = pcall(put, KEYS[r], at)
+    if ok then
+      out[#out + 1] = 1
+    else
+      if type(err) == 'table' and err.err then
+        err = err.err
+      end
+      out[#out + 1] = tostring(err)
+    end
+    at = at + 5 + 2 * tonumber(ARGV[at + 4])
+  end
+  return out
 elseif op == 'peek' then
   local s = redis.call('HGET', KEYS[3], 's')
   if not s then

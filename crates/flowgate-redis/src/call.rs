@@ -437,7 +437,28 @@ impl Caller {
         }
         Ok(out)
     }
+}
 
+/// Decisions coalesced ([`crate::batch`]): a request is one [`Encoded`], its answer its items'
+/// decisions.
+#[derive(Clone)]
+pub(crate) struct DecideBatch(pub(crate) Caller);
+
+impl crate::batch::Batch for DecideBatch {
+    type Request = Encoded;
+    type Answer = flowgate_core::Decisions;
+
+    async fn call(&self, requests: &[&Encoded]) -> Result<Vec<Self::Answer>, StoreError> {
+        let decided = self.0.decide(requests).await?;
+        let mut rest = decided.decisions.into_iter();
+        Ok(requests
+            .iter()
+            .map(|r| rest.by_ref().take(r.len()).collect())
+            .collect())
+    }
+}
+
+impl Caller {
     /// Deletes a state the script and the replay read differently: not one Flowgate writes
     /// (another program's, or damaged), so that the key's next decision starts afresh instead
     /// of failing until the state expires.

@@ -8,9 +8,11 @@ use flowgate_core::algorithm::{self, Amount, State};
 use flowgate_core::{ChargeItem, Charges, Micros, StoreError};
 use redis::Value;
 
+use crate::batch::Lanes;
 use crate::call::{Caller, block, calendar_bounds, header, push_item, script_window_end};
 use crate::error::store_error;
 use crate::keys::{KeyBytes, redis_key_bytes, slot};
+use crate::reservations::{EXPIRY_KEY, OUTSTANDING_KEY};
 use crate::scripts::{CHARGE, COMMIT};
 use crate::state;
 
@@ -81,14 +83,62 @@ pub(crate) enum Committed {
     Other(Vec<Value>),
 }
 
-/// One call of `commit.lua`: claims the record at `record` (`[expiry index, outstanding, record]`
-/// keys) of reservation `id` if it is still in `phase` with `items_text`, and applies `items`
-/// (whose Redis `keys` are `keys`) with it, all or nothing. A single Redis only: the keys are
-/// of several slots.
+/// One commit, encoded for `commit.lua`: its record's key, its id, the phase and items' text its
+/// caller read, its charge's distinct state keys and call string.
+pub(crate) struct CommitRequest {
+    record: String,
+    id: String,
+    phase: String,
+    text: String,
+    keys: Vec<KeyBytes>,
+    string: Vec<u8>,
+}
+
+/// Commits coalesced ([`crate::batch`]): each request one commit, its answer `commit.lua`'s for
+/// it. A single Redis only: the keys are of several slots.
+#[derive(Clone)]
+pub(crate) struct CommitBatch(pub(crate) Caller);
+
+impl crate::batch::Batch for CommitBatch {
+    type Request = CommitRequest;
+    type Answer = Value;
+
+    async fn call(&self, requests: &[&CommitRequest]) -> Result<Vec<Value>, StoreError> {
+        let mut inv = COMMIT.prepare_invoke();
+        inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+        for r in requests {
+            inv.key(r.record.as_str());
+            for k in &r.keys {
+                inv.key(&k[..]);
+            }
+        }
+        for r in requests {
+            inv.arg(r.keys.len())
+                .arg(r.id.as_str())
+                .arg(r.phase.as_str())
+                .arg(r.text.as_str())
+                .arg(&r.string[..]);
+        }
+        let reply = self
+            .0
+            .conn
+            .invoke(&inv)
+            .await
+            .map_err(|e| store_error(&e))?;
+        match reply {
+            Value::Array(answers) if answers.len() == requests.len() => Ok(answers),
+            _ => Err(bad("not one answer per commit")),
+        }
+    }
+}
+
+/// Claims the record at `record` of reservation `id` if it is still in `phase` with
+/// `items_text`, and applies `items` with it, all or nothing, through `lanes` (with the commits
+/// in flight beside it) or alone.
 pub(crate) async fn commit(
     caller: &Caller,
-    record: [&str; 3],
-    id: &str,
+    lanes: Option<&Lanes<CommitBatch>>,
+    (record, id): (&str, &str),
     (phase, items_text): (&str, &str),
     items: &[ChargeItem<'_>],
 ) -> Result<Committed, StoreError> {
@@ -106,24 +156,33 @@ pub(crate) async fn commit(
         .map(|i| redis_key_bytes(i.key, i.limit))
         .collect();
     let (string, distinct, near) = encode(caller, items, &keys)?;
-    let mut inv = COMMIT.prepare_invoke();
-    for k in record {
-        inv.key(k);
-    }
-    for k in &distinct {
-        inv.key(*k);
-    }
-    inv.arg(id).arg(phase).arg(items_text).arg(string);
-    let reply = caller
-        .conn
-        .invoke(&inv)
-        .await
-        .map_err(|e| store_error(&e))?;
+    let request = CommitRequest {
+        record: record.to_owned(),
+        id: id.to_owned(),
+        phase: phase.to_owned(),
+        text: items_text.to_owned(),
+        keys: distinct.iter().map(|k| KeyBytes::from_slice(k)).collect(),
+        string,
+    };
+    let reply = match lanes {
+        Some(lanes) => lanes.submit(0, request).await?,
+        None => crate::batch::alone(&CommitBatch(caller.clone()), request).await?,
+    };
     let Value::Array(mut parts) = reply else {
         return Err(bad("not a list"));
     };
-    if parts.first() != Some(&Value::BulkString(b"done".to_vec())) {
-        return Ok(Committed::Other(parts));
+    match parts.first() {
+        Some(Value::BulkString(t)) if t == b"done" => {}
+        Some(Value::BulkString(t)) if t == b"error" => {
+            let message = match parts.get(1) {
+                Some(Value::BulkString(m)) => String::from_utf8_lossy(m).into_owned(),
+                _ => "no message".to_owned(),
+            };
+            return Err(StoreError::Internal(format!(
+                "the commit of reservation {id} failed, nothing applied: {message}"
+            )));
+        }
+        _ => return Ok(Committed::Other(parts)),
     }
     let (Some(charged), Some(expires)) = (parts.pop(), parts.pop()) else {
         return Err(bad("a commit without its charges"));

@@ -253,12 +253,13 @@ pub struct RedisOptions {
     /// Default 10,000.
     pub blocked_capacity: usize,
     /// Whether decisions in flight at the same moment are coalesced into one script call (on a
-    /// Redis Cluster, those whose keys share a slot: a hot limit's; see `batch.rs`).
-    /// Default on.
+    /// Redis Cluster, those whose keys share a slot: a hot limit's; see `batch.rs`), and so are
+    /// reservation records' writes, and commits on a single Redis (or Sentinel), each kind in
+    /// calls of its own. Default on.
     pub coalesce: bool,
     /// The largest number of requests in one coalesced script call. Default 64.
     pub max_batch: usize,
-    /// Coalesced script calls in flight at once (at least 1). Default 2: while one call is in
+    /// Coalesced script calls in flight at once, per lane and kind (at least 1). Default 2: while one call is in
     /// Redis the next one is already on its way, so Redis does not wait for the client between
     /// calls; more calls in flight only make each one smaller.
     pub batches_in_flight: usize,

@@ -3,7 +3,9 @@
 //! expires. The records and their index live under the hash tag `{flowgate:res}`, one slot
 //! apart from the limits' state keys. On a single Redis (or Sentinel) a commit claims the record
 //! and applies its charges in one script ([`RedisReservations::commit`], `commit.lua`); on a
-//! cluster it claims, then charges through [`crate::RedisStore`]'s `charge`.
+//! cluster it claims, then charges through [`crate::RedisStore`]'s `charge`. The records'
+//! writes, and on a single Redis the commits, in flight at the same moment share script calls
+//! ([`crate::batch`]): each written or committed independently, in order, as if alone.
 
 use flowgate_core::Micros;
 use flowgate_core::algorithm::Charged;
@@ -15,6 +17,7 @@ use redis::Value;
 
 use crate::RedisStore;
 use crate::charge::Committed;
+use crate::conn::RedisConnection;
 use crate::scripts::RESERVATIONS;
 
 /// The open records by expiry.
@@ -53,6 +56,62 @@ fn record(id: ReservationId, e: &Value, b: &Value) -> Result<Reservation, StoreE
         items: Reservation::decode_items(&text(b)?)
             .map_err(|e| StoreError::Internal(e.to_string()))?,
     })
+}
+
+/// One record to write, encoded for `reservations.lua`'s `put`.
+pub(crate) struct PutRequest {
+    record: String,
+    id: String,
+    expires: Micros,
+    forget_at: Micros,
+    text: String,
+    labels: Vec<(String, u64)>,
+}
+
+/// Records' writes coalesced ([`crate::batch`]): one `put` call writes every record waiting.
+/// Their keys share the records' slot, so one lane serves a cluster too.
+#[derive(Clone)]
+pub(crate) struct PutBatch(pub(crate) RedisConnection);
+
+impl crate::batch::Batch for PutBatch {
+    type Request = PutRequest;
+    /// Each record's own outcome: one that could not be written fails alone.
+    type Answer = Result<(), StoreError>;
+
+    async fn call(&self, requests: &[&PutRequest]) -> Result<Vec<Self::Answer>, StoreError> {
+        let mut inv = RESERVATIONS.prepare_invoke();
+        inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+        for r in requests {
+            inv.key(r.record.as_str());
+        }
+        inv.arg("put");
+        for r in requests {
+            inv.arg(r.id.as_str())
+                .arg(r.expires)
+                .arg(r.forget_at)
+                .arg(r.text.as_str())
+                .arg(r.labels.len());
+            for (label, units) in &r.labels {
+                inv.arg(label.as_str()).arg(*units);
+            }
+        }
+        let Value::Array(answers) = self.0.query_script::<Value>(&inv).await? else {
+            return Err(bad("not a list"));
+        };
+        if answers.len() != requests.len() {
+            return Err(bad("not one answer per record"));
+        }
+        Ok(answers
+            .into_iter()
+            .map(|a| match a {
+                Value::Int(1) => Ok(()),
+                other => Err(StoreError::Internal(format!(
+                    "the reservation's record could not be written: {}",
+                    text(&other).unwrap_or_else(|_| format!("{other:?}"))
+                ))),
+            })
+            .collect())
+    }
 }
 
 /// Reservation records on Redis (see the module documentation).
@@ -150,12 +209,7 @@ impl RedisReservations {
         let text = r.encode_items();
         let answer = self
             .store
-            .commit_call(
-                [EXPIRY_KEY, OUTSTANDING_KEY, record.as_str()],
-                r.id.as_str(),
-                (phase, &text),
-                items,
-            )
+            .commit_call((record.as_str(), r.id.as_str()), (phase, &text), items)
             .await?;
         match answer {
             Committed::Done(expires, charges) => Ok(AtomicCommit::Done {
@@ -200,15 +254,15 @@ fn claim_of(id: &ReservationId, reply: Value, now: Micros) -> Result<Claim, Stor
 
 impl Reservations for RedisReservations {
     async fn put(&self, r: &Reservation, forget_at: Micros) -> Result<(), StoreError> {
-        let mut inv = self.invoke("put", Some(&r.id));
-        inv.arg(r.expires)
-            .arg(forget_at)
-            .arg(r.encode_items())
-            .arg(r.items.len());
-        for (label, units) in r.labels() {
-            inv.arg(label).arg(units);
-        }
-        self.run(&inv).await.map(drop)
+        let request = PutRequest {
+            record: record_key(&r.id),
+            id: r.id.as_str().to_owned(),
+            expires: r.expires,
+            forget_at,
+            text: r.encode_items(),
+            labels: r.labels().collect(),
+        };
+        self.store.put_call(request).await
     }
 
     async fn claim(&self, id: &ReservationId, now: Micros) -> Result<Claim, StoreError> {

@@ -6,17 +6,18 @@ use std::time::Duration;
 use flowgate_core::{
     Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock,
 };
-use tokio::sync::oneshot;
 
-use crate::batch::{Batching, Job, Lanes};
+use crate::batch::{Batching, Lanes};
 use crate::blocked::{Blocked, Record};
-use crate::call::{Caller, EncItem, Encoded, TimeSource};
+use crate::call::{Caller, DecideBatch, EncItem, Encoded, TimeSource};
+use crate::charge::CommitBatch;
 use crate::cluster;
 use crate::conn::RedisConnection;
 use crate::error::store_error;
 use crate::health::{Change, DOWN, Health, StoreHealth};
 use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
+use crate::reservations::{PutBatch, PutRequest};
 use crate::scripts::RELEASE;
 use crate::stats::{Counters, RedisStats};
 
@@ -37,7 +38,11 @@ struct Inner {
     deadline: Duration,
     blocked: Blocked,
     local_clock: Arc<dyn Clock>,
-    lanes: Option<Lanes>,
+    lanes: Option<Lanes<DecideBatch>>,
+    /// Reservation records' writes, coalesced.
+    puts: Option<Lanes<PutBatch>>,
+    /// Commits, coalesced (a single Redis only: a commit's keys span slots).
+    commits: Option<Lanes<CommitBatch>>,
     leases: LeaseIds,
     /// Whether Redis is known down (decisions then answer at once).
     health: Health,
@@ -147,7 +152,27 @@ impl RedisStore {
                 if caller.conn.is_cluster() { SLOTS } else { 1 },
                 options.batches_in_flight,
                 Batching {
-                    caller: caller.clone(),
+                    batch: DecideBatch(caller.clone()),
+                    max_batch: options.max_batch,
+                },
+            )
+        });
+        let puts = options.coalesce.then(|| {
+            Lanes::new(
+                1,
+                options.batches_in_flight,
+                Batching {
+                    batch: PutBatch(caller.conn.clone()),
+                    max_batch: options.max_batch,
+                },
+            )
+        });
+        let commits = (options.coalesce && !caller.conn.is_cluster()).then(|| {
+            Lanes::new(
+                1,
+                options.batches_in_flight,
+                Batching {
+                    batch: CommitBatch(caller.clone()),
                     max_batch: options.max_batch,
                 },
             )
@@ -159,6 +184,8 @@ impl RedisStore {
                 blocked: Blocked::new(options.blocked_capacity),
                 local_clock,
                 lanes,
+                puts,
+                commits,
                 leases,
                 health: Health::new(options.down_after),
                 probe_every: options.probe_every,
@@ -386,7 +413,7 @@ impl RedisStore {
 
     /// The coalescing lane of `encoded`: the only one on a single server; on a cluster its
     /// slot's, when all its keys share one (a request spanning slots is decided per slot).
-    fn lane(&self, encoded: &Encoded) -> Option<(&Lanes, usize)> {
+    fn lane(&self, encoded: &Encoded) -> Option<(&Lanes<DecideBatch>, usize)> {
         let lanes = self.inner.lanes.as_ref()?;
         if !self.inner.caller.conn.is_cluster() {
             return Some((lanes, 0));
@@ -397,34 +424,13 @@ impl RedisStore {
     async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
         let encoded = self.encode(items);
         let caller = &self.inner.caller;
-        let direct = async |encoded: &Encoded| -> Result<Decisions, StoreError> {
-            Ok(caller
-                .decide(&[encoded])
-                .await?
-                .decisions
-                .into_iter()
-                .collect())
-        };
         let Some((lanes, lane)) = self.lane(&encoded) else {
             if caller.conn.is_cluster() {
                 return cluster::decide(caller, self.inner.deadline, items, encoded).await;
             }
-            return direct(&encoded).await;
+            return crate::batch::alone(&DecideBatch(caller.clone()), encoded).await;
         };
-        if let Ok(_permit) = lanes.slots(lane).try_acquire() {
-            // (the call's slot is held until Redis has answered)
-            return direct(&encoded).await;
-        }
-        let (reply, rx) = oneshot::channel();
-        let stopped = || StoreError::Unavailable("the batching workers have stopped".into());
-        lanes
-            .sender(lane)
-            .send(Job {
-                request: encoded,
-                reply,
-            })
-            .map_err(|_| stopped())?;
-        Ok(rx.await.map_err(|_| stopped())??.into_iter().collect())
+        lanes.submit(lane, encoded).await
     }
 }
 
@@ -459,12 +465,21 @@ fn one_slot(encoded: &Encoded) -> Option<u16> {
 }
 
 impl RedisStore {
+    /// Writes a reservation's record (`reservations.lua`'s `put`), with the writes in flight
+    /// beside it when coalescing, within the connection's timeout (not the decisions' deadline:
+    /// a write that timed out may still have been applied).
+    pub(crate) async fn put_call(&self, request: PutRequest) -> Result<(), StoreError> {
+        match &self.inner.puts {
+            Some(lanes) => lanes.submit(0, request).await?,
+            None => crate::batch::alone(&PutBatch(self.inner.caller.conn.clone()), request).await?,
+        }
+    }
+
     /// `commit.lua` ([`crate::charge::commit`]) under the store's deadline and health, as
     /// [`Store::charge`].
     pub(crate) async fn commit_call(
         &self,
-        record: [&str; 3],
-        id: &str,
+        record: (&str, &str),
         read: (&str, &str),
         items: &[flowgate_core::ChargeItem<'_>],
     ) -> Result<crate::charge::Committed, StoreError> {
@@ -472,7 +487,8 @@ impl RedisStore {
             return Err(e);
         }
         let inner = &self.inner;
-        let call = crate::charge::commit(&inner.caller, record, id, read, items);
+        let call =
+            crate::charge::commit(&inner.caller, inner.commits.as_ref(), record, read, items);
         let r = tokio::time::timeout(inner.deadline, call)
             .await
             .unwrap_or(Err(StoreError::Timeout));

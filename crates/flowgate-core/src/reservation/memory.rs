@@ -4,7 +4,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use parking_lot::Mutex;
 
-use super::record::unlabel;
 use super::{Claim, Outstanding, Reservation, ReservationId, Reservations};
 use crate::clock::Micros;
 use crate::store::StoreError;
@@ -18,7 +17,8 @@ enum Phase {
 }
 
 struct Entry {
-    reservation: Reservation,
+    /// The record (`None` once committed: a tombstone needs only its phase).
+    reservation: Option<Reservation>,
     phase: Phase,
     forget_at: Micros,
 }
@@ -30,21 +30,39 @@ struct Records {
     expiring: BTreeSet<(Micros, ReservationId)>,
     /// Every record by the instant it is forgotten.
     forgetting: BTreeSet<(Micros, ReservationId)>,
-    /// Open reservations and their units, per label.
-    outstanding: HashMap<String, (u64, u64)>,
+    /// Open reservations and their units, per domain and rule (looked up without building a
+    /// key: a reservation's put and claim allocate nothing here once its rule is known).
+    outstanding: HashMap<String, HashMap<String, (u64, u64)>>,
 }
 
 impl Records {
     fn count(&mut self, r: &Reservation, up: bool) {
-        for (label, units) in r.labels() {
-            let e = self.outstanding.entry(label).or_default();
+        for i in &r.items {
             if up {
-                *e = (e.0 + 1, e.1.saturating_add(units));
-            } else {
-                *e = (e.0.saturating_sub(1), e.1.saturating_sub(units));
+                let rules = match self.outstanding.get_mut(&i.domain) {
+                    Some(rules) => rules,
+                    None => self.outstanding.entry(i.domain.clone()).or_default(),
+                };
+                let e = match rules.get_mut(&i.rule) {
+                    Some(e) => e,
+                    None => rules.entry(i.rule.clone()).or_default(),
+                };
+                *e = (e.0 + 1, e.1.saturating_add(i.estimate));
+                continue;
+            }
+            let Some(rules) = self.outstanding.get_mut(&i.domain) else {
+                continue;
+            };
+            if let Some(e) = rules.get_mut(&i.rule) {
+                *e = (e.0.saturating_sub(1), e.1.saturating_sub(i.estimate));
+                if e.0 == 0 {
+                    rules.remove(&i.rule);
+                }
+            }
+            if rules.is_empty() {
+                self.outstanding.remove(&i.domain);
             }
         }
-        self.outstanding.retain(|_, e| e.0 > 0);
     }
 
     /// Drops the records whose `forget_at` has passed.
@@ -56,9 +74,10 @@ impl Records {
             self.forgetting.pop_first();
             if let Some(e) = self.by_id.remove(&id)
                 && e.phase == Phase::Open
+                && let Some(r) = e.reservation
             {
-                self.expiring.remove(&(e.reservation.expires, id));
-                self.count(&e.reservation, false);
+                self.expiring.remove(&(r.expires, id));
+                self.count(&r, false);
             }
         }
     }
@@ -104,7 +123,7 @@ impl MemoryReservations {
         rec.by_id.insert(
             r.id.clone(),
             Entry {
-                reservation: r.clone(),
+                reservation: Some(r.clone()),
                 phase: Phase::Open,
                 forget_at,
             },
@@ -119,7 +138,9 @@ impl MemoryReservations {
             return Claim::Unknown;
         };
         let phase = std::mem::replace(&mut e.phase, Phase::Committed);
-        let reservation = e.reservation.clone();
+        let Some(reservation) = e.reservation.take() else {
+            return Claim::Committed;
+        };
         match phase {
             Phase::Committed => Claim::Committed,
             Phase::Released => Claim::Released(reservation),
@@ -149,6 +170,7 @@ impl MemoryReservations {
             return;
         }
         e.phase = phase;
+        e.reservation = Some(r.clone());
         if phase == Phase::Open {
             rec.expiring.insert((r.expires, r.id.clone()));
             rec.count(r, true);
@@ -169,8 +191,11 @@ impl MemoryReservations {
             let Some(e) = rec.by_id.get_mut(&id) else {
                 continue;
             };
+            // (the expiring index holds open records only, each with its reservation)
+            let Some(r) = e.reservation.clone() else {
+                continue;
+            };
             e.phase = Phase::Released;
-            let r = e.reservation.clone();
             debug_assert!(e.forget_at >= at);
             rec.count(&r, false);
             out.push(r);
@@ -184,11 +209,10 @@ impl MemoryReservations {
         let mut out: Vec<Outstanding> = rec
             .outstanding
             .iter()
-            .filter_map(|(label, &(count, units))| {
-                let (domain, rule) = unlabel(label)?;
-                Some(Outstanding {
-                    domain: domain.to_owned(),
-                    rule: rule.to_owned(),
+            .flat_map(|(domain, rules)| {
+                rules.iter().map(|(rule, &(count, units))| Outstanding {
+                    domain: domain.clone(),
+                    rule: rule.clone(),
                     count,
                     units,
                 })

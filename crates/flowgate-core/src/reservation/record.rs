@@ -8,9 +8,10 @@ use crate::clock::Micros;
 use crate::random::{RandomError, seed128};
 
 /// A reservation's id: 128 random bits from the operating system, as 32 lowercase hex digits,
-/// so that no caller can guess another's.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ReservationId(String);
+/// so that no caller can guess another's. Held as its digits, inline: cloned and hashed without
+/// an allocation (a record is indexed under its id three times).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReservationId([u8; ID_DIGITS]);
 
 /// Digits of an id.
 const ID_DIGITS: usize = 32;
@@ -21,18 +22,28 @@ impl ReservationId {
     /// # Errors
     /// [`RandomError`] when the operating system's random source fails.
     pub fn random() -> Result<Self, RandomError> {
-        Ok(Self(format!("{:032x}", seed128()?)))
+        let text = format!("{:032x}", seed128()?);
+        let mut digits = [0; ID_DIGITS];
+        digits.copy_from_slice(text.as_bytes());
+        Ok(Self(digits))
     }
 
     /// The id's text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // (only ASCII hex digits are ever held: `random` and `from_str` check them)
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
 impl fmt::Display for ReservationId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ReservationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ReservationId({})", self.as_str())
     }
 }
 
@@ -47,7 +58,9 @@ impl FromStr for ReservationId {
     fn from_str(s: &str) -> Result<Self, BadId> {
         let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
         if s.len() == ID_DIGITS && s.bytes().all(hex) {
-            Ok(Self(s.to_owned()))
+            let mut digits = [0; ID_DIGITS];
+            digits.copy_from_slice(s.as_bytes());
+            Ok(Self(digits))
         } else {
             Err(BadId)
         }

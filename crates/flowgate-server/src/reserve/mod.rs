@@ -113,10 +113,7 @@ pub(crate) struct Committed {
 
 /// The limit in force of rule `rule` in `domain` at `now`, if it still exists and takes charges.
 fn limit_of(rules: &RuleSet, domain: &str, rule: &str, now: Micros) -> Option<Limit> {
-    let r = rules
-        .rules()
-        .iter()
-        .find(|r| r.domain == domain && r.name == rule)?;
+    let r = rules.named(domain, rule)?;
     let limit = r.limit_at(now)?;
     chargeable(limit).ok()?;
     Some(limit.clone())
