@@ -241,14 +241,14 @@ impl Reserve {
             };
             if let Err(e) = chargeable(limit) {
                 return Err(ReserveError::Bad(format!(
-                    "descriptors[{}]: rule `{}`: {e}",
+                    "field `descriptors[{}]`: rule `{}`: {e}",
                     m.descriptor, m.rule.name
                 )));
             }
             let max = (limit.limit() as f64 * self.config.max_share).floor() as u64;
             if req.cost > max {
                 return Err(ReserveError::Bad(format!(
-                    "estimate {} is over the maximum of {max} for rule `{}` ({} of its limit {}; --reserve-max-share)",
+                    "field `estimate`: {} is over the maximum of {max} for rule `{}` ({} of its limit {}; --reserve-max-share)",
                     req.cost,
                     m.rule.name,
                     self.config.max_share,
@@ -261,7 +261,7 @@ impl Reserve {
             Ok(())
         } else {
             Err(ReserveError::Bad(
-                "descriptors: no rule with a limit matches them in this domain: nothing to reserve"
+                "field `descriptors`: no rule with a limit matches them in this domain: nothing to reserve"
                     .into(),
             ))
         }
@@ -276,21 +276,22 @@ impl Reserve {
     ) -> Result<Admitted, ReserveError> {
         if req.cost == 0 {
             return Err(ReserveError::Bad(
-                "estimate must be at least 1 (a reservation of nothing reserves nothing)".into(),
+                "field `estimate`: must be at least 1 (a reservation of nothing reserves nothing)"
+                    .into(),
             ));
         }
         if let Some(i) = req.descriptors.iter().position(|d| d.cost.is_some()) {
             return Err(ReserveError::Bad(format!(
-                "descriptors[{i}].hits_addend: a reservation's descriptors all take its `estimate`"
+                "field `descriptors[{i}].hits_addend`: a reservation's descriptors all take its `estimate`"
             )));
         }
         let ttl = match ttl {
             Some(t) if t.is_zero() => {
-                return Err(ReserveError::Bad("ttl must be above 0".into()));
+                return Err(ReserveError::Bad("field `ttl`: must be above 0".into()));
             }
             Some(t) if t > self.config.max_ttl => {
                 return Err(ReserveError::Bad(format!(
-                    "ttl {} ms is over the maximum of {} ms (--reserve-max-ttl)",
+                    "field `ttl`: {} ms is over the maximum of {} ms (--reserve-max-ttl)",
                     t.as_millis(),
                     self.config.max_ttl.as_millis()
                 )));
@@ -400,7 +401,7 @@ impl Reserve {
             Claim::Committed => {
                 return Err(ReserveError::Committed(
                     id.cloned()
-                        .ok_or_else(|| ReserveError::Bad("id: missing".into()))?,
+                        .ok_or_else(|| ReserveError::Bad("field `id`: missing".into()))?,
                 ));
             }
             Claim::Unknown => return self.commit_unknown(state, id, cost, charge_to).await,
@@ -433,7 +434,7 @@ impl Reserve {
             (Some(req), _) => self.charge(state, req, cost).await,
             (None, Some(id)) => Err(ReserveError::Unknown(id.clone())),
             (None, None) => Err(ReserveError::Bad(
-                "id: missing (or name `domain` and `descriptors` to charge the cost to their rules)"
+                "field `id`: missing (or name `domain` and `descriptors` to charge the cost to their rules)"
                     .into(),
             )),
         }
@@ -457,7 +458,7 @@ impl Reserve {
             };
             if let Err(e) = chargeable(limit) {
                 return Err(ReserveError::Bad(format!(
-                    "descriptors[{}]: rule `{}`: {e}",
+                    "field `descriptors[{}]`: rule `{}`: {e}",
                     m.descriptor, m.rule.name
                 )));
             }
@@ -473,7 +474,7 @@ impl Reserve {
         }
         if items.is_empty() {
             return Err(ReserveError::Bad(
-                "descriptors: no rule with a limit matches them in this domain: nothing to charge"
+                "field `descriptors`: no rule with a limit matches them in this domain: nothing to charge"
                     .into(),
             ));
         }
