@@ -6,7 +6,9 @@
 # over HTTP/1.1 keep-alive and over gRPC, at 1 and 64 in flight, the same 10,000 keys (all
 # admitted at these rates). One line per round and case; last, the medians and their ratio
 # (Java calls/s over `flowgate bench` calls/s).
-# Usage: clients/java/scripts/bench.sh [SECONDS] [ROUNDS]
+# With PIN=1 the server runs on CPU 1 and the load generators on CPU 0 (taskset), so that the
+# Java client's CPU is not taken from the server.
+# Usage: [PIN=1] clients/java/scripts/bench.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
@@ -29,23 +31,25 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 HTTP=127.0.0.1:$(free_port)
 GRPC=127.0.0.1:$(free_port)
-FLOWGATE_LOG=warn $BIN serve --config examples/bench.toml --no-watch --data-dir "$DATA" \
+SERVER_CPU=(); LOAD_CPU=()
+if [ -n "${PIN:-}" ]; then SERVER_CPU=(taskset -c 1); LOAD_CPU=(taskset -c 0); fi
+FLOWGATE_LOG=warn "${SERVER_CPU[@]}" $BIN serve --config examples/bench.toml --no-watch --data-dir "$DATA" \
   --http-addr "$HTTP" --grpc-addr "$GRPC" & PIDS+=($!)
 for _ in $(seq 100); do
   curl -sf "http://$HTTP/readyz" >/dev/null && break
   sleep 0.1
 done
 curl -sf "http://$HTTP/readyz" >/dev/null || { echo "flowgate did not become ready on $HTTP" >&2; exit 1; }
-echo "$(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); ${SECS}s per run, $ROUNDS rounds" >&2
+echo "$(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); ${SECS}s per run, $ROUNDS rounds${PIN:+, pinned}" >&2
 # tag JSON LINE: the line with "side" and "round" added, kept in $OUT.
 tag() { python3 -c 'import json, sys; d = json.loads(sys.argv[3]); d["side"] = sys.argv[1]; d["round"] = int(sys.argv[2]); print(json.dumps(d))' "$@" | tee -a "$OUT" >/dev/null; }
 for round in $(seq "$ROUNDS"); do
   for api in http grpc; do
     addr=$HTTP; [ "$api" = grpc ] && addr=$GRPC
     for c in 1 64; do
-      tag flowgate "$round" "$($BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections 1 \
+      tag flowgate "$round" "$("${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections 1 \
         --keys "$KEYS" --duration "${SECS}s" --warmup 1s --label "$api-$c" --quiet)"
-      tag java "$round" "$(java -cp "$CP" dev.flowgate.bench.ClientBench --api "$api" --addr "$addr" \
+      tag java "$round" "$("${LOAD_CPU[@]}" java -cp "$CP" dev.flowgate.bench.ClientBench --api "$api" --addr "$addr" \
         --threads "$c" --keys "$KEYS" --duration "$SECS" --warmup 2)"
       python3 - "$OUT" "$round" "$api" "$c" <<'PY'
 import json, sys
