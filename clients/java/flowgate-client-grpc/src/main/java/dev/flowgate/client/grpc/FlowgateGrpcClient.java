@@ -1,0 +1,355 @@
+package dev.flowgate.client.grpc;
+
+import dev.flowgate.client.FlowgateException;
+import dev.flowgate.client.Report;
+import dev.flowgate.client.ReportAnswer;
+import dev.flowgate.client.Request;
+import dev.flowgate.client.Verdict;
+import flowgate.v1.ReportsGrpc;
+import io.envoyproxy.envoy.service.ratelimit.v3.RateLimitServiceGrpc;
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ChannelCredentials;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ForwardingClientCall;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
+import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.StreamObserver;
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+/**
+ * A client of a Flowgate server's gRPC port: decisions through Envoy's rate-limit service
+ * ({@code envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit}) and reports through
+ * {@code flowgate.v1.Reports/Report}, answered with the HTTP client's types ({@link Verdict},
+ * {@link ReportAnswer}) and exceptions ({@link FlowgateException} and its subclasses).
+ *
+ * <p><b>Thread-safe.</b> Build one per server and share it: its calls are multiplexed on one
+ * HTTP/2 connection (gRPC's channel reconnects by itself). {@link #close()} shuts the channel.
+ *
+ * <p>Envoy's answer carries less than the HTTP API's: see {@link #check(Request)}.
+ *
+ * <pre>{@code
+ * try (FlowgateGrpcClient flowgate = FlowgateGrpcClient.builder("flowgate:8081")
+ *     .token(System.getenv("DECIDE_TOKEN"))
+ *     .build()) {
+ *   Verdict v = flowgate.check(Request.of("payments", Descriptor.of("channel", "WPG")));
+ * }
+ * }</pre>
+ */
+public final class FlowgateGrpcClient implements AutoCloseable {
+  private final ManagedChannel channel;
+  private final String target;
+  private final Duration timeout;
+  private final RateLimitServiceGrpc.RateLimitServiceBlockingStub blockingRls;
+  private final RateLimitServiceGrpc.RateLimitServiceStub asyncRls;
+  private final ReportsGrpc.ReportsBlockingStub blockingReports;
+  private final ReportsGrpc.ReportsStub asyncReports;
+
+  private FlowgateGrpcClient(ManagedChannel channel, String target, Duration timeout) {
+    this.channel = channel;
+    this.target = target;
+    this.timeout = timeout;
+    this.blockingRls = RateLimitServiceGrpc.newBlockingStub(channel);
+    this.asyncRls = RateLimitServiceGrpc.newStub(channel);
+    this.blockingReports = ReportsGrpc.newBlockingStub(channel);
+    this.asyncReports = ReportsGrpc.newStub(channel);
+  }
+
+  /**
+   * A builder of a client of the gRPC port at {@code target}.
+   *
+   * @param target the server's gRPC address, {@code host:port} ({@code flowgate:8081}), or any
+   *     target gRPC's name resolvers take ({@code dns:///flowgate:8081})
+   * @return the builder
+   */
+  public static Builder builder(String target) {
+    return new Builder(target);
+  }
+
+  // ---- check
+
+  /**
+   * Decides a request ({@code ShouldRateLimit}): admitted, or refused with its retry time; a
+   * refusal is a {@link Verdict} whose {@code allowed} is false ({@link Verdict#orThrow()} makes
+   * it an exception), as from the HTTP client.
+   *
+   * <p>Envoy's answer has fewer fields than the HTTP API's, so the verdict holds less: no
+   * {@code delay} wait (decide {@code delay} rules over HTTP's acquire), no leases or probes;
+   * each status's rule, limit, remaining units and reset as Envoy reports them (a limit over a
+   * window Envoy's units cannot express, {@code 5/30s}, in the nearest unit: {@code 10/m}); a
+   * refusal's retry time never earlier than the HTTP answer's, equal to it under fixed windows
+   * ({@code --response-headers} on the server makes it at most one second late otherwise). A
+   * request of a rule that takes charges is decided as Envoy's are (docs/charges.md).
+   *
+   * @param request the request
+   * @return the decision
+   * @throws FlowgateException when the server answers an error or cannot be reached
+   */
+  public Verdict check(Request request) {
+    try {
+      return EnvoyMessages.verdict(
+          blockingRls
+              .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
+              .shouldRateLimit(EnvoyMessages.request(request)));
+    } catch (StatusRuntimeException e) {
+      throw GrpcErrors.of(e.getStatus(), describe("ShouldRateLimit"));
+    }
+  }
+
+  /**
+   * {@link #check} without blocking: the future completes on the channel's executor.
+   *
+   * @param request the request
+   * @return the decision, or the exception {@link #check} would throw
+   */
+  public CompletableFuture<Verdict> checkAsync(Request request) {
+    CompletableFuture<Verdict> answer = new CompletableFuture<>();
+    try {
+      asyncRls
+          .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
+          .shouldRateLimit(
+              EnvoyMessages.request(request),
+              completing(answer, EnvoyMessages::verdict, "ShouldRateLimit"));
+    } catch (RuntimeException e) {
+      answer.completeExceptionally(e);
+    }
+    return answer;
+  }
+
+  // ---- reports
+
+  /**
+   * Reports calls' outcomes to the circuit breakers, and costs to the rules ({@code
+   * flowgate.v1.Reports/Report}): a batch of up to 1,000, checked whole, as the HTTP client's
+   * {@code report}.
+   *
+   * @param reports the reports (at least one)
+   * @return what they reached, with each charge's effect per rule
+   * @throws dev.flowgate.client.BadRequestException when a report is refused (its field named)
+   * @throws dev.flowgate.client.StoreUnavailableException when a cost could not be charged:
+   *     nothing of the batch was; retry it
+   */
+  public ReportAnswer report(Report... reports) {
+    List<Report> list = nonEmpty(List.of(reports));
+    try {
+      return ReportMessages.answer(
+          blockingReports
+              .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
+              .report(ReportMessages.request(list)));
+    } catch (StatusRuntimeException e) {
+      throw GrpcErrors.of(e.getStatus(), describe("Report"));
+    }
+  }
+
+  /**
+   * {@link #report(Report...)} without blocking.
+   *
+   * @param reports the reports (at least one)
+   * @return what they reached
+   */
+  public CompletableFuture<ReportAnswer> reportAsync(List<Report> reports) {
+    CompletableFuture<ReportAnswer> answer = new CompletableFuture<>();
+    try {
+      asyncReports
+          .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
+          .report(
+              ReportMessages.request(nonEmpty(reports)),
+              completing(answer, ReportMessages::answer, "Report"));
+    } catch (RuntimeException e) {
+      answer.completeExceptionally(e);
+    }
+    return answer;
+  }
+
+  private static List<Report> nonEmpty(List<Report> reports) {
+    if (reports.isEmpty()) {
+      throw new IllegalArgumentException("no report to send");
+    }
+    return reports;
+  }
+
+  private <M, T> StreamObserver<M> completing(
+      CompletableFuture<T> answer, Function<M, T> convert, String method) {
+    return new StreamObserver<>() {
+      @Override
+      public void onNext(M message) {
+        try {
+          answer.complete(convert.apply(message));
+        } catch (RuntimeException e) {
+          answer.completeExceptionally(e);
+        }
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        answer.completeExceptionally(
+            t instanceof StatusRuntimeException
+                ? GrpcErrors.of(((StatusRuntimeException) t).getStatus(), describe(method))
+                : t);
+      }
+
+      @Override
+      public void onCompleted() {
+        // A unary call's one message has completed the future.
+      }
+    };
+  }
+
+  private String describe(String method) {
+    return target + " (" + method + ")";
+  }
+
+  /**
+   * Shuts the channel: calls in flight may finish within 5 s, then are cancelled.
+   */
+  @Override
+  public void close() {
+    channel.shutdown();
+    try {
+      if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
+        channel.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      channel.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Builds a {@link FlowgateGrpcClient}. Only the target is required. */
+  public static final class Builder {
+    private final String target;
+    private ChannelCredentials credentials = InsecureChannelCredentials.create();
+    private Supplier<String> token;
+    private Duration timeout = Duration.ofSeconds(10);
+    private Executor executor;
+
+    private Builder(String target) {
+      this.target = Objects.requireNonNull(target, "target");
+    }
+
+    /**
+     * The bearer token of every call, sent as the {@code authorization: Bearer} metadata (how
+     * the server reads a token over gRPC); none by default.
+     *
+     * @param token the token, or null for none
+     * @return this builder
+     */
+    public Builder token(String token) {
+      this.token = token == null ? null : () -> token;
+      return this;
+    }
+
+    /**
+     * Where each call reads its bearer token (a token rotated while the client runs); called
+     * once per call, from any thread; it may answer null for none.
+     *
+     * @param token the token's source
+     * @return this builder
+     */
+    public Builder token(Supplier<String> token) {
+      this.token = token;
+      return this;
+    }
+
+    /**
+     * The channel's credentials: clear text by default; for a server started with {@code
+     * --tls-cert}, gRPC's {@code TlsChannelCredentials} trusting its CA, and for mutual TLS
+     * holding the client's certificate and key (PKCS#8):
+     *
+     * <pre>{@code
+     * TlsChannelCredentials.newBuilder()
+     *     .trustManager(new File("ca.crt"))
+     *     .keyManager(new File("tls.crt"), new File("tls.key"))
+     *     .build()
+     * }</pre>
+     *
+     * @param credentials the credentials
+     * @return this builder
+     */
+    public Builder credentials(ChannelCredentials credentials) {
+      this.credentials = Objects.requireNonNull(credentials, "credentials");
+      return this;
+    }
+
+    /**
+     * How long a call's answer may take (10 s by default): its gRPC deadline.
+     *
+     * @param timeout the timeout
+     * @return this builder
+     */
+    public Builder timeout(Duration timeout) {
+      if (timeout == null || timeout.isNegative() || timeout.isZero()) {
+        throw new IllegalArgumentException("timeout must be positive, not " + timeout);
+      }
+      this.timeout = timeout;
+      return this;
+    }
+
+    /**
+     * The executor the {@code Async} calls complete on (gRPC's own cached pool by default).
+     *
+     * @param executor the executor
+     * @return this builder
+     */
+    public Builder executor(Executor executor) {
+      this.executor = executor;
+      return this;
+    }
+
+    /**
+     * The client; its channel connects at the first call.
+     *
+     * @return a client; share it, close it at the end
+     */
+    public FlowgateGrpcClient build() {
+      ManagedChannelBuilder<?> channel =
+          Grpc.newChannelBuilder(target, credentials).userAgent("flowgate-java");
+      if (executor != null) {
+        channel.executor(executor);
+      }
+      if (token != null) {
+        channel.intercept(new BearerToken(token));
+      }
+      return new FlowgateGrpcClient(channel.build(), target, timeout);
+    }
+  }
+
+  /** Adds {@code authorization: Bearer <token>} to each call's metadata. */
+  private static final class BearerToken implements ClientInterceptor {
+    private static final Metadata.Key<String> AUTHORIZATION =
+        Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+    private final Supplier<String> token;
+
+    BearerToken(Supplier<String> token) {
+      this.token = token;
+    }
+
+    @Override
+    public <Q, A> ClientCall<Q, A> interceptCall(
+        MethodDescriptor<Q, A> method, CallOptions options, Channel next) {
+      return new ForwardingClientCall.SimpleForwardingClientCall<>(next.newCall(method, options)) {
+        @Override
+        public void start(Listener<A> listener, Metadata headers) {
+          String bearer = token.get();
+          if (bearer != null) {
+            headers.put(AUTHORIZATION, "Bearer " + bearer);
+          }
+          super.start(listener, headers);
+        }
+      };
+    }
+  }
+}
