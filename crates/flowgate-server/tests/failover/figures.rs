@@ -104,7 +104,9 @@ fn rule_figures(rule: usize, checks: &[&Check], killed: u64, promoted: u64) -> R
     };
     let last = mine.iter().filter(|c| c.policy).map(|c| c.window).max();
     let after = last.map_or(killed / 1000, |l| l + 1);
-    let end = mine.last().map_or(0, |c| c.window);
+    // (windows are not in the order of the answers: a window's last answers may come after the
+    // next window's first)
+    let end = mine.iter().map(|c| c.window).max().unwrap_or(0).max(after);
     let over_after = admitted
         .range(after..end)
         .filter(|(_, n)| **n > LIMIT)

@@ -95,7 +95,8 @@ pub struct Check {
     pub took: u64,
     /// The window (Unix second) the decision counted in: for Redis's, from its reset (windows
     /// end on whole seconds), as the answer's instant may be past the end of the window it was
-    /// decided in; for the policy's, the answer's instant.
+    /// decided in; for the policy's, from its reset when it has one (`local`), else the answer's
+    /// instant.
     pub window: u64,
 }
 
@@ -198,8 +199,11 @@ impl Load {
                             let v = r.json();
                             let policy = !v["statuses"][0]["error"].is_null();
                             let reset = v["statuses"][0]["reset_after_ms"].as_f64();
+                            // A failure policy's `local` decision has its own window's reset
+                            // too (the fallback store's windows are aligned as Redis's are); the
+                            // answer's arrival may be in the next window on a busy machine.
                             let window = match reset {
-                                Some(reset) if !policy => {
+                                Some(reset) if !policy || reset > 0.0 => {
                                     ((at as f64 + reset) / 1000.0).round() as u64 - 1
                                 }
                                 _ => at / 1000,
