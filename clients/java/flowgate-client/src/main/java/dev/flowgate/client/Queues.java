@@ -112,9 +112,9 @@ public final class Queues {
 
   /**
    * {@link #lease} without blocking. Cancelling the future ({@code cancel(true)}) cancels the
-   * exchange and closes its connection (the JDK's HTTP client passes a dependent future's
-   * cancellation back to its exchange), so the server keeps the job it was about to answer,
-   * first in line, no attempt counted.
+   * exchange and closes its connection, so the server keeps the job it was about to answer,
+   * first in line, no attempt counted. Over HTTP/1.1 the long-poll holds one of the client's
+   * executor threads for its wait.
    *
    * @param queue the instance
    * @param wait how long to wait, 0 to 60 s
