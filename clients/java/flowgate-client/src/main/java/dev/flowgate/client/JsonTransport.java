@@ -72,13 +72,39 @@ final class JsonTransport {
   }
 
   /**
-   * One answer of the server: its status, headers and JSON body ({@link MissingNode} when empty).
-   *
-   * @param status the HTTP status
-   * @param retryAfter the {@code Retry-After} header, or null
-   * @param body the JSON body
+   * One answer of the server: its status, its {@code Retry-After} header and its JSON body,
+   * read straight into the type asked for ({@link #as}), or as a tree when looked at ({@link
+   * #body}: {@link MissingNode} when empty). Used by one thread at a time.
    */
-  record Reply(int status, String retryAfter, JsonNode body) {
+  static final class Reply {
+    private final int status;
+    private final String retryAfter;
+    private final byte[] bytes;
+    private JsonNode tree;
+
+    /**
+     * @param status the HTTP status
+     * @param retryAfter the {@code Retry-After} header, or null
+     * @param bytes the body
+     */
+    Reply(int status, String retryAfter, byte[] bytes) {
+      this.status = status;
+      this.retryAfter = retryAfter;
+      this.bytes = bytes == null ? new byte[0] : bytes;
+    }
+
+    int status() {
+      return status;
+    }
+
+    /** The body as a JSON tree; a body that is not JSON is a {@link FlowgateException}. */
+    JsonNode body() {
+      if (tree == null) {
+        tree = parse(bytes, status);
+      }
+      return tree;
+    }
+
     /** The {@code Retry-After} header, in seconds, as a duration; null when absent. */
     Duration retryAfterHeader() {
       if (retryAfter == null) {
@@ -93,7 +119,18 @@ final class JsonTransport {
 
     /** The body as a {@code type}; a body that does not fit is a {@link FlowgateException}. */
     <T> T as(Class<T> type) {
-      return read(body, type, status);
+      if (tree != null || bytes.length == 0) {
+        return read(body(), type, status);
+      }
+      try {
+        return JSON.readValue(bytes, type);
+      } catch (JsonProcessingException e) {
+        // Not JSON at all, or JSON of another shape: the tree tells which.
+        return read(body(), type, status);
+      } catch (IOException e) {
+        throw new FlowgateException(
+            status, ErrorCode.UNKNOWN, "the server's answer cannot be read: " + e, null, e);
+      }
     }
   }
 
@@ -177,24 +214,18 @@ final class JsonTransport {
   }
 
   private static Reply reply(Wire.Answer answer) {
-    return new Reply(answer.status(), answer.retryAfter(), parse(answer));
+    return new Reply(answer.status(), answer.retryAfter(), answer.body());
   }
 
-  private static JsonNode parse(Wire.Answer answer) {
-    byte[] bytes = answer.body();
-    if (bytes == null || bytes.length == 0) {
+  private static JsonNode parse(byte[] bytes, int status) {
+    if (bytes.length == 0) {
       return MissingNode.getInstance();
     }
     try {
       return JSON.readTree(bytes);
     } catch (IOException e) {
-      throw new CompletionException(
-          new FlowgateException(
-              answer.status(),
-              ErrorCode.UNKNOWN,
-              "the server's answer is not JSON: " + e.getMessage(),
-              null,
-              e));
+      throw new FlowgateException(
+          status, ErrorCode.UNKNOWN, "the server's answer is not JSON: " + e.getMessage(), null, e);
     }
   }
 
