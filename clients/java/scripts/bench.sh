@@ -3,7 +3,8 @@
 # `flowgate serve --config examples/bench.toml` (embedded store) on free loopback ports, loaded
 # alternately, round by round, by the server's own load generator (`flowgate bench`) and by the
 # Java client's (clients/java/flowgate-bench: `check` in a loop on threads sharing one client),
-# over HTTP/1.1 keep-alive and over gRPC, at 1 and 64 in flight, the same 10,000 keys (all
+# over HTTP/1.1 keep-alive (as many connections as calls in flight, on both sides) and over gRPC
+# (one connection), at 1 and 64 in flight, the same 10,000 keys (all
 # admitted at these rates). One line per round and case; last, the medians and their ratio
 # (Java calls/s over `flowgate bench` calls/s).
 # With PIN=1 the server runs on CPU 1 and the load generators on CPU 0 (taskset), so that the
@@ -47,7 +48,9 @@ for round in $(seq "$ROUNDS"); do
   for api in http grpc; do
     addr=$HTTP; [ "$api" = grpc ] && addr=$GRPC
     for c in 1 64; do
-      tag flowgate "$round" "$("${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections 1 \
+      # HTTP/1.1: one connection per call in flight, as the Java client's pool opens; gRPC: one.
+      conns=1; [ "$api" = http ] && conns=$c
+      tag flowgate "$round" "$("${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections "$conns" \
         --keys "$KEYS" --duration "${SECS}s" --warmup 1s --label "$api-$c" --quiet)"
       tag java "$round" "$("${LOAD_CPU[@]}" java -cp "$CP" dev.flowgate.bench.ClientBench --api "$api" --addr "$addr" \
         --threads "$c" --keys "$KEYS" --duration "$SECS" --warmup 2)"
