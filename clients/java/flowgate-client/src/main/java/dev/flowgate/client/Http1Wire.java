@@ -148,7 +148,8 @@ final class Http1Wire implements Wire {
     byte[] request = encode(route, body, bearer);
     long deadline = System.nanoTime() + timeout.toNanos();
     for (int attempt = 0; ; attempt++) {
-      Http1Connection c = checkout();
+      // A GET sent again after a stale connection goes on a new one.
+      Http1Connection c = attempt == 0 ? checkout() : open();
       if (abort != null && !abort.hold(c)) {
         c.close();
         throw new IOException("cancelled");
