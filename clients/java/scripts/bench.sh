@@ -10,18 +10,19 @@
 # and their ratio (Java calls/s over `flowgate bench` calls/s).
 # With PIN=1 the server runs on CPU 1 and the load generators on CPU 0 (taskset), so that the
 # Java client's CPU is not taken from the server.
-# Usage: [PIN=1] clients/java/scripts/bench.sh [SECONDS] [ROUNDS]
+# With FLOWGATE_BIN=path that release binary is used and nothing is built by cargo.
+# Usage: [PIN=1] [FLOWGATE_BIN=path] clients/java/scripts/bench.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
 ROUNDS=${2:-3}
 KEYS=10000
 TARGET=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET/release/flowgate
+BIN=${FLOWGATE_BIN:-$TARGET/release/flowgate}
 OUT=$TARGET/bench-java/last-run.jsonl
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
-cargo build --release -p flowgate-server --bin flowgate >&2
+[ -n "${FLOWGATE_BIN:-}" ] || cargo build --release -p flowgate-server --bin flowgate >&2
 mvn -B -q -f clients/java/pom.xml install -DskipTests >&2
 CP_FILE=$(mktemp)
 mvn -B -q -f clients/java/flowgate-bench/pom.xml dependency:build-classpath -Dmdep.outputFile="$CP_FILE" >&2
