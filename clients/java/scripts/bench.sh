@@ -3,23 +3,26 @@
 # `flowgate serve --config examples/bench.toml` (embedded store) on free loopback ports, loaded
 # alternately, round by round, by the server's own load generator (`flowgate bench`) and by the
 # Java client's (clients/java/flowgate-bench: `check` in a loop on threads sharing one client),
-# over HTTP/1.1 keep-alive and over gRPC, at 1 and 64 in flight, the same 10,000 keys (all
-# admitted at these rates). One line per round and case; last, the medians and their ratio
-# (Java calls/s over `flowgate bench` calls/s).
+# over HTTP/1.1 keep-alive (as many connections as calls in flight, on both sides) and over gRPC
+# (one connection), at 1 and 64 in flight, the same 10,000 keys (all admitted at these rates).
+# Each run is measured after a warm-up: 1 s for `flowgate bench`, 5 s for the JVM (whose JIT is
+# still compiling the client's path after 2 s). One line per round and case; last, the medians
+# and their ratio (Java calls/s over `flowgate bench` calls/s).
 # With PIN=1 the server runs on CPU 1 and the load generators on CPU 0 (taskset), so that the
 # Java client's CPU is not taken from the server.
-# Usage: [PIN=1] clients/java/scripts/bench.sh [SECONDS] [ROUNDS]
+# With FLOWGATE_BIN=path that release binary is used and nothing is built by cargo.
+# Usage: [PIN=1] [FLOWGATE_BIN=path] clients/java/scripts/bench.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SECS=${1:-5}
 ROUNDS=${2:-3}
 KEYS=10000
 TARGET=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET/release/flowgate
+BIN=${FLOWGATE_BIN:-$TARGET/release/flowgate}
 OUT=$TARGET/bench-java/last-run.jsonl
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
-cargo build --release -p flowgate-server --bin flowgate >&2
+[ -n "${FLOWGATE_BIN:-}" ] || cargo build --release -p flowgate-server --bin flowgate >&2
 mvn -B -q -f clients/java/pom.xml install -DskipTests >&2
 CP_FILE=$(mktemp)
 mvn -B -q -f clients/java/flowgate-bench/pom.xml dependency:build-classpath -Dmdep.outputFile="$CP_FILE" >&2
@@ -47,10 +50,12 @@ for round in $(seq "$ROUNDS"); do
   for api in http grpc; do
     addr=$HTTP; [ "$api" = grpc ] && addr=$GRPC
     for c in 1 64; do
-      tag flowgate "$round" "$("${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections 1 \
+      # HTTP/1.1: one connection per call in flight, as the Java client's pool opens; gRPC: one.
+      conns=1; [ "$api" = http ] && conns=$c
+      tag flowgate "$round" "$("${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections "$conns" \
         --keys "$KEYS" --duration "${SECS}s" --warmup 1s --label "$api-$c" --quiet)"
       tag java "$round" "$("${LOAD_CPU[@]}" java -cp "$CP" dev.flowgate.bench.ClientBench --api "$api" --addr "$addr" \
-        --threads "$c" --keys "$KEYS" --duration "$SECS" --warmup 2)"
+        --threads "$c" --keys "$KEYS" --duration "$SECS" --warmup 5)"
       python3 - "$OUT" "$round" "$api" "$c" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

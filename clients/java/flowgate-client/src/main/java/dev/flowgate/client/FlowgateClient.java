@@ -8,6 +8,8 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
@@ -19,12 +21,17 @@ import javax.net.ssl.SSLParameters;
  * #commit}).
  *
  * <p><b>Thread-safe.</b> Build one per server and share it: every call may be made from any
- * thread at once. It holds one {@link HttpClient}, whose pool keeps connections alive between
- * calls; it holds no other state.
+ * thread at once. Over HTTP/1.1 (the default) it holds a pool of keep-alive connections, one
+ * per call in flight, each reused by the next call; with {@code httpVersion(HTTP_2)} one
+ * {@link HttpClient} multiplexing the calls on one connection. It holds no other state.
  *
  * <p>Every call has a blocking form, which throws a {@link FlowgateException} (or one of its
  * subclasses), and an {@code Async} form, whose {@link CompletableFuture} completes
- * exceptionally with the same exception. The blocking form waits for the asynchronous one.
+ * exceptionally with the same exception. Over HTTP/1.1 the blocking form makes its exchange on
+ * the calling thread (no hand-off to another thread), and the {@code Async} form makes the
+ * same blocking exchange on the client's executor ({@link Builder#executor}), which holds one
+ * of its threads per call in flight; cancelling its future closes the call's connection. With
+ * HTTP/2 both go through the JDK's asynchronous client.
  *
  * <pre>{@code
  * FlowgateClient flowgate = FlowgateClient.builder("http://127.0.0.1:8080")
@@ -85,7 +92,7 @@ public final class FlowgateClient {
    * @throws FlowgateException when the server answers an error or cannot be reached
    */
   public Verdict check(Request request) {
-    return JsonTransport.join(checkAsync(request));
+    return JsonTransport.blocking(() -> checkAsync(request));
   }
 
   /**
@@ -116,7 +123,7 @@ public final class FlowgateClient {
    * @throws FlowgateException when the server answers another error or cannot be reached
    */
   public Permit acquire(Request request) {
-    return JsonTransport.join(acquireAsync(request, AcquireOptions.waitOnClient()));
+    return JsonTransport.blocking(() -> acquireAsync(request, AcquireOptions.waitOnClient()));
   }
 
   /**
@@ -127,7 +134,7 @@ public final class FlowgateClient {
    * @return the permit
    */
   public Permit acquire(Request request, AcquireOptions options) {
-    return JsonTransport.join(acquireAsync(request, options));
+    return JsonTransport.blocking(() -> acquireAsync(request, options));
   }
 
   /**
@@ -199,7 +206,7 @@ public final class FlowgateClient {
    *     was; retry it
    */
   public ReportAnswer report(Report... reports) {
-    return JsonTransport.join(reportAsync(List.of(reports)));
+    return JsonTransport.blocking(() -> reportAsync(List.of(reports)));
   }
 
   /**
@@ -227,7 +234,7 @@ public final class FlowgateClient {
    * @return what the charge did, per rule
    */
   public List<RuleCharge> charge(Request request, long cost) {
-    return JsonTransport.join(chargeAsync(request, cost));
+    return JsonTransport.blocking(() -> chargeAsync(request, cost));
   }
 
   /**
@@ -249,7 +256,7 @@ public final class FlowgateClient {
    * @return what the refund did, per rule
    */
   public List<RuleCharge> refund(Request request, long units) {
-    return JsonTransport.join(refundAsync(request, units));
+    return JsonTransport.blocking(() -> refundAsync(request, units));
   }
 
   /**
@@ -280,7 +287,7 @@ public final class FlowgateClient {
    * @return the reservation, to commit with the actual cost
    */
   public Reservation reserve(Request request, long estimate, Duration ttl) {
-    return JsonTransport.join(reserveAsync(request, estimate, ttl));
+    return JsonTransport.blocking(() -> reserveAsync(request, estimate, ttl));
   }
 
   /**
@@ -315,7 +322,7 @@ public final class FlowgateClient {
    * @throws NotFoundException when the server has no record of it ({@code unknown_reservation})
    */
   public CommitAnswer commit(Reservation reservation, long cost) {
-    return JsonTransport.join(commitAsync(reservation, cost));
+    return JsonTransport.blocking(() -> commitAsync(reservation, cost));
   }
 
   /**
@@ -342,7 +349,7 @@ public final class FlowgateClient {
    * @return what the commit did, per rule
    */
   public CommitAnswer commit(String id, long cost) {
-    return JsonTransport.join(commitAsync(id, cost));
+    return JsonTransport.blocking(() -> commitAsync(id, cost));
   }
 
   /**
@@ -371,7 +378,7 @@ public final class FlowgateClient {
    * @return the figures
    */
   public Stats stats() {
-    return JsonTransport.join(statsAsync());
+    return JsonTransport.blocking(() -> statsAsync());
   }
 
   /**
@@ -480,10 +487,12 @@ public final class FlowgateClient {
     }
 
     /**
-     * The executor of the HTTP client's work and of the completions of the {@code Async} calls:
-     * every answer completes on it, so the stages a caller chains run there (the HTTP client's
-     * own threads by default). A blocking call made from one of its threads holds that thread
-     * while it waits: give it threads enough.
+     * The executor of the {@code Async} calls: over HTTP/1.1 each runs its blocking exchange on
+     * one of its threads (holding it until the answer: a long-poll lease for its whole wait), so
+     * give it a thread per call in flight (by default a pool of daemon threads that grows as
+     * needed); with HTTP/2 it runs the HTTP client's work. Every {@code Async} answer completes
+     * on it, so the stages a caller chains run there, and the end of a {@code delay} wait too.
+     * Blocking calls never use it over HTTP/1.1: they run on the caller's thread.
      *
      * @param executor the executor
      * @return this builder
@@ -494,8 +503,9 @@ public final class FlowgateClient {
     }
 
     /**
-     * The HTTP version: HTTP/1.1 by default (a pool of keep-alive connections); {@code HTTP_2}
-     * multiplexes the calls on one connection (over TLS, where the server offers {@code h2}).
+     * The HTTP version: HTTP/1.1 by default (the client's own blocking HTTP/1.1 over a pool of
+     * keep-alive sockets, plain or TLS); {@code HTTP_2} multiplexes the calls on one connection
+     * through the JDK's {@code java.net.http} (over TLS, where the server offers {@code h2}).
      *
      * @param version the version
      * @return this builder
@@ -511,22 +521,44 @@ public final class FlowgateClient {
      * @return a client; share it
      */
     public FlowgateClient build() {
-      HttpClient.Builder http =
-          HttpClient.newBuilder()
-              .connectTimeout(connectTimeout)
-              .version(version)
-              .followRedirects(HttpClient.Redirect.NEVER);
-      if (sslContext != null) {
-        http.sslContext(sslContext);
+      String text = baseUrl.toString();
+      String base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
+      Wire wire;
+      if (version == HttpClient.Version.HTTP_1_1) {
+        Executor async = executor != null ? executor : asyncThreads();
+        wire = new Http1Wire(baseUrl, sslContext, sslParameters, connectTimeout, async);
+      } else {
+        HttpClient.Builder http =
+            HttpClient.newBuilder()
+                .connectTimeout(connectTimeout)
+                .version(version)
+                .followRedirects(HttpClient.Redirect.NEVER);
+        if (sslContext != null) {
+          http.sslContext(sslContext);
+        }
+        if (sslParameters != null) {
+          http.sslParameters(sslParameters);
+        }
+        if (executor != null) {
+          http.executor(executor);
+        }
+        wire = new JdkWire(http.build(), base, executor);
       }
-      if (sslParameters != null) {
-        http.sslParameters(sslParameters);
-      }
-      if (executor != null) {
-        http.executor(executor);
-      }
-      return new FlowgateClient(
-          new JsonTransport(http.build(), baseUrl, token, requestTimeout, executor), executor);
+      return new FlowgateClient(new JsonTransport(wire, base, token, requestTimeout), executor);
+    }
+
+    /**
+     * The threads of the {@code Async} calls over HTTP/1.1 when no executor is given: as many as
+     * calls at once, daemon, ended after a minute unused.
+     */
+    private static Executor asyncThreads() {
+      AtomicInteger n = new AtomicInteger();
+      return Executors.newCachedThreadPool(
+          r -> {
+            Thread t = new Thread(r, "flowgate-client-" + n.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+          });
     }
 
     private static Duration positive(Duration d, String name) {

@@ -9,24 +9,17 @@ import com.fasterxml.jackson.databind.PropertyNamingStrategies;
 import com.fasterxml.jackson.databind.node.MissingNode;
 import java.io.IOException;
 import java.net.ConnectException;
-import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
-import java.net.http.HttpHeaders;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executor;
-import java.util.function.BiFunction;
 import java.util.function.Supplier;
 
 /**
- * The HTTP plumbing every call of the client shares: one {@link HttpClient} (its keep-alive
- * connection pool, TLS, executor), the server's base URI, the bearer token, the request timeout,
+ * The HTTP plumbing every call of the client shares: the {@link Wire} (its keep-alive
+ * connection pool, TLS, executor), the bearer token, the request timeout,
  * JSON in and out, and the mapping of the server's JSON errors to typed exceptions. Thread-safe:
  * it holds nothing that changes.
  */
@@ -44,28 +37,33 @@ final class JsonTransport {
           .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false)
           .configure(DeserializationFeature.READ_UNKNOWN_ENUM_VALUES_AS_NULL, true);
 
-  private final HttpClient http;
-  private final URI base;
+  /**
+   * Whether the calling thread is in a blocking call ({@link #blocking}): its exchanges run on
+   * it, with no hand-off to another thread.
+   */
+  private static final ThreadLocal<Boolean> INLINE = new ThreadLocal<>();
+
+  private final Wire wire;
+  private final String base;
   private final Supplier<String> token;
   private final Duration timeout;
-  private final Executor executor;
 
   /**
-   * @param http the client whose connections are used
-   * @param base the server's base URI ({@code http://127.0.0.1:8080})
+   * @param wire how requests are sent
+   * @param base the server's base URI, for the messages of failures
    * @param token the bearer token for each request, or null for none (read at each request)
    * @param timeout how long an answer may take, by default
-   * @param executor where answers are completed (the callers' dependent stages run there), or
-   *     null for wherever the HTTP client completes them
    */
-  JsonTransport(
-      HttpClient http, URI base, Supplier<String> token, Duration timeout, Executor executor) {
-    this.http = http;
-    String text = base.toString();
-    this.base = URI.create(text.endsWith("/") ? text.substring(0, text.length() - 1) : text);
+  JsonTransport(Wire wire, String base, Supplier<String> token, Duration timeout) {
+    this.wire = wire;
+    this.base = base;
     this.token = token;
     this.timeout = timeout;
-    this.executor = executor;
+  }
+
+  /** The wire (for the tests of the connection pool). */
+  Wire wire() {
+    return wire;
   }
 
   /** The default timeout of an answer. */
@@ -74,31 +72,65 @@ final class JsonTransport {
   }
 
   /**
-   * One answer of the server: its status, headers and JSON body ({@link MissingNode} when empty).
-   *
-   * @param status the HTTP status
-   * @param headers the headers
-   * @param body the JSON body
+   * One answer of the server: its status, its {@code Retry-After} header and its JSON body,
+   * read straight into the type asked for ({@link #as}), or as a tree when looked at ({@link
+   * #body}: {@link MissingNode} when empty). Used by one thread at a time.
    */
-  record Reply(int status, HttpHeaders headers, JsonNode body) {
+  static final class Reply {
+    private final int status;
+    private final String retryAfter;
+    private final byte[] bytes;
+    private JsonNode tree;
+
+    /**
+     * @param status the HTTP status
+     * @param retryAfter the {@code Retry-After} header, or null
+     * @param bytes the body
+     */
+    Reply(int status, String retryAfter, byte[] bytes) {
+      this.status = status;
+      this.retryAfter = retryAfter;
+      this.bytes = bytes == null ? new byte[0] : bytes;
+    }
+
+    int status() {
+      return status;
+    }
+
+    /** The body as a JSON tree; a body that is not JSON is a {@link FlowgateException}. */
+    JsonNode body() {
+      if (tree == null) {
+        tree = parse(bytes, status);
+      }
+      return tree;
+    }
+
     /** The {@code Retry-After} header, in seconds, as a duration; null when absent. */
     Duration retryAfterHeader() {
-      return headers
-          .firstValue("retry-after")
-          .map(
-              s -> {
-                try {
-                  return Duration.ofSeconds(Long.parseLong(s.trim()));
-                } catch (NumberFormatException e) {
-                  return null;
-                }
-              })
-          .orElse(null);
+      if (retryAfter == null) {
+        return null;
+      }
+      try {
+        return Duration.ofSeconds(Long.parseLong(retryAfter.trim()));
+      } catch (NumberFormatException e) {
+        return null;
+      }
     }
 
     /** The body as a {@code type}; a body that does not fit is a {@link FlowgateException}. */
     <T> T as(Class<T> type) {
-      return read(body, type, status);
+      if (tree != null || bytes.length == 0) {
+        return read(body(), type, status);
+      }
+      try {
+        return JSON.readValue(bytes, type);
+      } catch (JsonProcessingException e) {
+        // Not JSON at all, or JSON of another shape: the tree tells which.
+        return read(body(), type, status);
+      } catch (IOException e) {
+        throw new FlowgateException(
+            status, ErrorCode.UNKNOWN, "the server's answer cannot be read: " + e, null, e);
+      }
     }
   }
 
@@ -143,57 +175,57 @@ final class JsonTransport {
             });
   }
 
-  /** Sends {@code body} to {@code route}; completes with whatever status came. */
+  /**
+   * Sends {@code body} to {@code route}; completes with whatever status came. Within {@link
+   * #blocking} the exchange runs on the calling thread and the future is complete on return;
+   * otherwise as the wire's {@code sendAsync} runs it.
+   */
   CompletableFuture<Reply> send(Route route, JsonNode body, Duration timeout) {
-    HttpRequest.Builder request =
-        HttpRequest.newBuilder(URI.create(base + route.path))
-            .timeout(timeout)
-            .header("accept", "application/json");
-    if (body == null) {
-      request.method(route.method, HttpRequest.BodyPublishers.noBody());
-    } else {
-      byte[] bytes;
-      try {
-        bytes = JSON.writeValueAsBytes(body);
-      } catch (JsonProcessingException e) {
-        return CompletableFuture.failedFuture(
-            new IllegalArgumentException("cannot write the request as JSON", e));
-      }
-      request
-          .header("content-type", "application/json")
-          .method(route.method, HttpRequest.BodyPublishers.ofByteArray(bytes));
+    byte[] bytes;
+    try {
+      bytes = body == null ? null : JSON.writeValueAsBytes(body);
+    } catch (JsonProcessingException e) {
+      return CompletableFuture.failedFuture(
+          new IllegalArgumentException("cannot write the request as JSON", e));
     }
     String bearer = token == null ? null : token.get();
-    if (bearer != null) {
-      request.header("authorization", "Bearer " + bearer);
+    if (Boolean.TRUE.equals(INLINE.get())) {
+      try {
+        Wire.Answer answer = wire.send(route, bytes, bearer, timeout);
+        return CompletableFuture.completedFuture(reply(answer));
+      } catch (IOException e) {
+        return CompletableFuture.failedFuture(connectionFailure(route, e));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return CompletableFuture.failedFuture(
+            new ConnectionException("interrupted while waiting for the server", false, e));
+      } catch (RuntimeException e) {
+        return CompletableFuture.failedFuture(e);
+      }
     }
-    CompletableFuture<HttpResponse<byte[]>> sent =
-        http.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
-    BiFunction<HttpResponse<byte[]>, Throwable, Reply> answer =
-        (response, failure) -> {
-          if (failure != null) {
-            throw new CompletionException(connectionFailure(route, failure));
-          }
-          return new Reply(response.statusCode(), response.headers(), parse(response));
-        };
-    return executor == null ? sent.handle(answer) : sent.handleAsync(answer, executor);
+    return wire.sendAsync(route, bytes, bearer, timeout)
+        .handle(
+            (answer, failure) -> {
+              if (failure != null) {
+                throw new CompletionException(connectionFailure(route, failure));
+              }
+              return reply(answer);
+            });
   }
 
-  private static JsonNode parse(HttpResponse<byte[]> response) {
-    byte[] bytes = response.body();
-    if (bytes == null || bytes.length == 0) {
+  private static Reply reply(Wire.Answer answer) {
+    return new Reply(answer.status(), answer.retryAfter(), answer.body());
+  }
+
+  private static JsonNode parse(byte[] bytes, int status) {
+    if (bytes.length == 0) {
       return MissingNode.getInstance();
     }
     try {
       return JSON.readTree(bytes);
     } catch (IOException e) {
-      throw new CompletionException(
-          new FlowgateException(
-              response.statusCode(),
-              ErrorCode.UNKNOWN,
-              "the server's answer is not JSON: " + e.getMessage(),
-              null,
-              e));
+      throw new FlowgateException(
+          status, ErrorCode.UNKNOWN, "the server's answer is not JSON: " + e.getMessage(), null, e);
     }
   }
 
@@ -201,6 +233,10 @@ final class JsonTransport {
     Throwable cause = failure instanceof CompletionException && failure.getCause() != null
         ? failure.getCause()
         : failure;
+    if (cause instanceof FlowgateException) {
+      return cause instanceof ConnectionException c ? c : new ConnectionException(
+          cause.getMessage(), false, cause);
+    }
     boolean timedOut = cause instanceof HttpTimeoutException;
     String what;
     if (cause instanceof HttpConnectTimeoutException) {
@@ -272,6 +308,27 @@ final class JsonTransport {
       default:
         return new FlowgateException(429, code, detail, retry, null);
     }
+  }
+
+  /**
+   * Runs a blocking call: the exchanges {@code call} starts run on this thread (no hand-off to
+   * another), then its future's value is returned as {@link #join} does.
+   *
+   * @param call starts the asynchronous form of the call
+   * @return the call's value
+   */
+  static <T> T blocking(Supplier<CompletableFuture<T>> call) {
+    if (Boolean.TRUE.equals(INLINE.get())) {
+      return join(call.get());
+    }
+    CompletableFuture<T> future;
+    INLINE.set(Boolean.TRUE);
+    try {
+      future = call.get();
+    } finally {
+      INLINE.remove();
+    }
+    return join(future);
   }
 
   /**

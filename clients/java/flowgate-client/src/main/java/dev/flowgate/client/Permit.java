@@ -54,7 +54,7 @@ public final class Permit implements AutoCloseable {
    *     then expire after their rule's window)
    */
   public void release() {
-    JsonTransport.join(releaseAsync());
+    JsonTransport.blocking(() -> releaseAsync());
   }
 
   /** {@link #release()} without blocking. */
@@ -75,7 +75,7 @@ public final class Permit implements AutoCloseable {
    * @throws FlowgateException when the server answers an error or cannot be reached
    */
   public ReportAnswer report(boolean ok, Duration latency) {
-    return JsonTransport.join(reportAsync(ok, latency));
+    return JsonTransport.blocking(() -> reportAsync(ok, latency));
   }
 
   /** {@link #report} without blocking. */

@@ -61,7 +61,7 @@ public final class Queues {
    *     retryAfter}), 413 a payload over the queue's {@code max_payload}
    */
   public SubmitAnswer submit(QueueInstance queue, List<NewJob> jobs) {
-    return JsonTransport.join(submitAsync(queue, jobs));
+    return JsonTransport.blocking(() -> submitAsync(queue, jobs));
   }
 
   /**
@@ -107,14 +107,14 @@ public final class Queues {
    *     after its {@code retryAfter})
    */
   public Optional<Job> lease(QueueInstance queue, Duration wait) {
-    return JsonTransport.join(leaseAsync(queue, wait));
+    return JsonTransport.blocking(() -> leaseAsync(queue, wait));
   }
 
   /**
    * {@link #lease} without blocking. Cancelling the future ({@code cancel(true)}) cancels the
-   * exchange and closes its connection (the JDK's HTTP client passes a dependent future's
-   * cancellation back to its exchange), so the server keeps the job it was about to answer,
-   * first in line, no attempt counted.
+   * exchange and closes its connection, so the server keeps the job it was about to answer,
+   * first in line, no attempt counted. Over HTTP/1.1 the long-poll holds one of the client's
+   * executor threads for its wait.
    *
    * @param queue the instance
    * @param wait how long to wait, 0 to 60 s
@@ -142,7 +142,7 @@ public final class Queues {
    *     lease ended
    */
   public void ack(Job job) {
-    JsonTransport.join(ackAsync(job.token()));
+    JsonTransport.blocking(() -> ackAsync(job.token()));
   }
 
   /**
@@ -168,7 +168,7 @@ public final class Queues {
    * @throws ConflictException {@code not_held}
    */
   public NackAnswer nack(Job job, Duration retryAfter) {
-    return JsonTransport.join(nackAsync(job.token(), retryAfter));
+    return JsonTransport.blocking(() -> nackAsync(job.token(), retryAfter));
   }
 
   /**
@@ -199,7 +199,7 @@ public final class Queues {
    * @return the dead letters
    */
   public List<DeadLetter> deadLetters(QueueInstance queue, int offset, int limit) {
-    return JsonTransport.join(deadLettersAsync(queue, offset, limit));
+    return JsonTransport.blocking(() -> deadLettersAsync(queue, offset, limit));
   }
 
   /**
@@ -233,7 +233,7 @@ public final class Queues {
    * @throws ForbiddenException the credential is not an admin's
    */
   public long requeueDead(QueueInstance queue, List<Long> ids) {
-    return JsonTransport.join(requeueDeadAsync(queue, ids));
+    return JsonTransport.blocking(() -> requeueDeadAsync(queue, ids));
   }
 
   /**
@@ -259,7 +259,7 @@ public final class Queues {
    * @throws ConflictException {@code not_dead}: an id is not a dead letter (nothing changed)
    */
   public long purgeDead(QueueInstance queue, List<Long> ids) {
-    return JsonTransport.join(purgeDeadAsync(queue, ids));
+    return JsonTransport.blocking(() -> purgeDeadAsync(queue, ids));
   }
 
   /**
@@ -282,7 +282,7 @@ public final class Queues {
    * @return how many were deleted
    */
   public long purge(QueueInstance queue) {
-    return JsonTransport.join(purgeAsync(queue));
+    return JsonTransport.blocking(() -> purgeAsync(queue));
   }
 
   /**
@@ -304,7 +304,7 @@ public final class Queues {
    * @return the queues
    */
   public QueuesOverview overview() {
-    return JsonTransport.join(overviewAsync());
+    return JsonTransport.blocking(() -> overviewAsync());
   }
 
   /**
