@@ -189,6 +189,15 @@ impl Case {
                 fields.push((json_str(&f.name), v));
             }
         }
+        // `POST /v1/report` takes one report (its fields at the top) or a batch (`reports`), not
+        // both (the document says so in words): a body is kept one or the other, the batch
+        // dropped, unless the fault is the batch's.
+        if self.route.path == "/v1/report" && named.as_deref() != Some("reports") {
+            let batch = json_str("reports");
+            if fields.iter().any(|(k, _)| *k != batch) {
+                fields.retain(|(k, _)| *k != batch);
+            }
+        }
         if let Fault::Unknown(k) = &self.fault {
             fields.push((json_str(k), "1".to_owned()));
             named = Some(k.clone());
