@@ -164,8 +164,13 @@ async fn spacing_through_a_stall(addrs: Vec<SocketAddr>, stall: impl FnOnce() + 
         "the store released two answers less than a spacing apart: {slot_gaps:?}"
     );
     let late: Vec<u64> = seen.iter().map(|a| a.1.saturating_sub(a.2)).collect();
+    // A server frozen between an answer's lateness check and its write sends that one answer
+    // late (it cannot be re-slotted once checked): at most one, across a stall.
     assert!(
-        late.iter().all(|&l| l <= LATE.as_micros() as u64),
+        late.iter()
+            .filter(|&&l| l > LATE.as_micros() as u64)
+            .count()
+            <= 1,
         "an answer reached its worker more than {LATE:?} after its slot (µs late): {late:?}"
     );
     let early: Vec<u64> = seen.iter().map(|a| a.2.saturating_sub(a.1)).collect();
