@@ -117,11 +117,14 @@ async fn a_flood_of_random_keys_leaves_real_keys_limited() {
         most_keys <= MAX_KEYS as f64,
         "{most_keys} keys held during the flood, cap {MAX_KEYS}"
     );
-    assert_eq!(real, 20, "the real key stayed at its limit");
-    // A key that holds no more of its limit than a flood key (the newcomer after its first
-    // request, and again after each time it was chosen) can be chosen between two of its
-    // requests; each time it gains that one unit. Twice in one run has been seen (22 of 30)
-    // on a loaded machine; the bound allows three.
+    // A key that holds no more of its limit than a flood key (the real key and the newcomer
+    // after their first request, and again after each time they were chosen) can be chosen
+    // between two of its requests; each time it gains that one unit. Twice in one run has been
+    // seen (22 of 40, 22 of 30) on a loaded machine; the bound allows three.
+    assert!(
+        (20..=23).contains(&real),
+        "the real key stayed at its limit: {real} of 40"
+    );
     assert!(
         (20..=23).contains(&newcomer),
         "the new key was limited: {newcomer} of 30"
