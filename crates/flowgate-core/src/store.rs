@@ -8,6 +8,7 @@ use crate::algorithm::{Amount, Charged};
 use crate::clock::Micros;
 use crate::decision::Decision;
 use crate::limit::Limit;
+use crate::reservation::Reservation;
 
 /// One limit to decide within a request.
 #[derive(Clone, Copy, Debug)]
@@ -112,6 +113,25 @@ pub trait Store: Send + Sync + 'static {
         &self,
         items: &[Item<'_>],
     ) -> impl Future<Output = Result<Decisions, StoreError>> + Send;
+
+    /// Decides `items` as [`Store::decide`] and, when it admits them ([`admitted`]), writes
+    /// reservation `record`'s record (a tombstone until `forget_at`) in the same atomic step,
+    /// so that a reservation is one round trip to the store. Answers the decisions and whether
+    /// the record was written. A store that cannot write records with its decisions (the
+    /// default, and Redis Cluster, whose records live in a slot of their own) answers `false`:
+    /// the caller then writes the record itself ([`crate::reservation::Reservations::put`]).
+    ///
+    /// # Errors
+    /// As [`Store::decide`]; nothing is recorded then.
+    fn decide_recorded(
+        &self,
+        items: &[Item<'_>],
+        record: &Reservation,
+        forget_at: Micros,
+    ) -> impl Future<Output = Result<(Decisions, bool), StoreError>> + Send {
+        let _ = (record, forget_at);
+        async move { Ok((self.decide(items).await?, false)) }
+    }
 
     /// The store's clock: the instant it decides at now. The limiter reads it to pick each
     /// rule's scheduled limit, so that every node sharing a store switches at the same instant.

@@ -31,8 +31,15 @@
 --          the key then takes, at the end, the total of the requests admitted, in one admission
 --          (the same state as one admission after another at one instant). A global or
 --          per-channel limit shared by a call's requests so costs one decision per call.
+-- ARGV[3] (when the call writes reservations' records, on a single Redis): the number of state
+--          keys (KEYS past them: records.lua's `expiry` and `outstanding`, then each record's
+--          key); then per record, in the order of the requests: the index (from 1) of its
+--          request's last item, and its arguments as records.lua's `put_record` takes them. A
+--          record is written when its request is admitted (ARGV[2] is then '' when no key is
+--          shared).
 -- Returns { now, the admissions (one byte per item, 1 or 0), the keys' states before the call
---          (a string each, or nil) }.
+--          (a string each, or nil), and with ARGV[3] the records (one byte each: 1 written, 0 its
+--          request refused, 2 it could not be written) }.
 --
 -- An algorithm's admit(v, now, cost, lease, its parameters) answers whether it admits and, when
 -- it admits with a cost, the new state, when that is empty again and when `v` was; and may answer
@@ -75,7 +82,13 @@ end
 -- requests leave them, their states (strings, as stored), when they are empty again, and when
 -- their state before the call was (admit answers it with the first change: the write keeps the
 -- key's expiry when it did not move, without reading the old state again).
-local nkeys = #KEYS
+-- The records to write with their requests' admissions: where the next one's arguments begin
+-- and its request's last item; each one's outcome.
+local nkeys, rec_at, rec_item, nrec, recorded = #KEYS, nil, nil, 0, nil
+if ARGV[3] then
+  nkeys, rec_at, recorded = tonumber(ARGV[3]), 4, {}
+  rec_item = tonumber(ARGV[4])
+end
 local before = redis_call('MGET', unpack(KEYS, 1, min(nkeys, 4000)))
 for from = 4001, nkeys, 4000 do
   local part = redis_call('MGET', unpack(KEYS, from, min(nkeys, from + 3999)))
@@ -86,6 +99,9 @@ end
 local states, idle, idle_before = sized(before, nkeys), sized(before, nkeys), sized(before, nkeys)
 -- Keys decided in bulk: their block, and the cost the call's admitted requests take.
 local totals = ARGV[2]
+if totals == '' then
+  totals = nil
+end
 local bulk, taken = {}, {}
 -- Keys whose new state is a patch of their state before the call: the byte it starts at.
 local patched = {}
@@ -178,6 +194,14 @@ for i = 1, nitems do
         taken[bulk_key[j]] = taken[bulk_key[j]] - bulk_cost[j]
       end
     end
+    if rec_item == i then
+      nrec = nrec + 1
+      local ok = admitted and pcall(put_record, KEYS[nkeys + 1], KEYS[nkeys + 2],
+        KEYS[nkeys + 2 + nrec], ARGV, rec_at + 1)
+      recorded[nrec] = admitted and (ok and 1 or 2) or 0
+      rec_at = rec_at + 6 + 2 * tonumber(ARGV[rec_at + 5])
+      rec_item = tonumber(ARGV[rec_at])
+    end
     admitted, staged, nbulk = true, 0, 0
   end
 end
@@ -233,11 +257,14 @@ local parts = {}
 for from = 1, nitems, 4000 do
   parts[#parts + 1] = string.char(unpack(admissions, from, min(nitems, from + 3999)))
 end
-if nkeys <= 4000 then
+if nkeys <= 4000 and not recorded then
   return { now, table.concat(parts), unpack(before, 1, nkeys) }
 end
 local reply = { now, table.concat(parts) }
 for k = 1, nkeys do
   reply[k + 2] = before[k]
+end
+if recorded then
+  reply[nkeys + 3] = string.char(unpack(recorded))
 end
 return reply

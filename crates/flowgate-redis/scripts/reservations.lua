@@ -33,30 +33,12 @@ local function count(rec, by)
   end
 end
 
--- Writes one record (`put`): `at` is where its arguments begin.
-local function put(rec, at)
-  local id, e, k = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 4])
-  local fields = {'s', 'o', 'e', e, 'b', ARGV[at + 3], 'k', k}
-  for i = 1, k do
-    fields[#fields + 1], fields[#fields + 2] = 'l' .. i, ARGV[at + 3 + 2 * i]
-    fields[#fields + 1], fields[#fields + 2] = 'u' .. i, ARGV[at + 4 + 2 * i]
-  end
-  -- (the record first: a key that cannot take it fails here, before anything is counted)
-  redis.call('HSET', rec, unpack(fields))
-  redis.call('PEXPIREAT', rec, math.ceil(tonumber(ARGV[at + 2]) / 1000))
-  redis.call('ZADD', KEYS[1], e, id)
-  for i = 1, k do
-    redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[at + 3 + 2 * i], 1)
-    redis.call('HINCRBY', KEYS[2], 'u' .. ARGV[at + 3 + 2 * i], ARGV[at + 4 + 2 * i])
-  end
-end
-
 if op == 'put' then
   -- One call may carry several records (coalesced, see the client's batch.rs), each written
   -- independently: one that cannot be answers its error, and the others are written.
   local out, at = {}, 2
   for r = 3, #KEYS do
-    local ok, err = pcall(put, KEYS[r], at)
+    local ok, err = pcall(put_record, KEYS[1], KEYS[2], KEYS[r], ARGV, at)
     if ok then
       out[#out + 1] = 1
     else

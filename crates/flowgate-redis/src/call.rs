@@ -21,7 +21,9 @@ use flowgate_core::limit::MAX_WARMUP_LEVELS;
 use crate::conn::RedisConnection;
 use crate::error::store_error;
 use crate::keys::KeyBytes;
-use crate::scripts::{DECIDE, code};
+use crate::recorded::{invocation, split_recorded};
+use crate::reservations::PutRequest;
+use crate::scripts::code;
 use crate::state;
 use crate::stats::Counters;
 
@@ -48,6 +50,8 @@ pub(crate) struct Decided {
     pub(crate) now: Micros,
     pub(crate) decisions: Vec<Decision>,
     pub(crate) charged: Vec<Option<u64>>,
+    /// Per request, whether its reservation's record was written with it.
+    pub(crate) recorded: Vec<bool>,
 }
 
 /// Where the script reads the time: Redis's `TIME`, or (test only) an overriding clock; and
@@ -186,12 +190,15 @@ const MAX_BLOCKS: usize = 255;
 const MAX_KEYS: usize = u16::MAX as usize;
 
 /// A call's arguments: its keys and its call string.
-struct Call<'a> {
-    keys: Vec<&'a [u8]>,
-    string: Vec<u8>,
+pub(crate) struct Call<'a> {
+    pub(crate) keys: Vec<&'a [u8]>,
+    pub(crate) string: Vec<u8>,
     /// Per key, the cost of the call's items on it if several requests share it (else 0), as
     /// `decide.lua`'s ARGV[2]; `None` when no key is shared.
-    totals: Option<Vec<u8>>,
+    pub(crate) totals: Option<Vec<u8>>,
+    /// The reservations' records written with their requests: each with its request's last
+    /// item (from 1).
+    pub(crate) records: Vec<(usize, &'a PutRequest)>,
 }
 
 /// Encodes the first requests of `requests` that fit in one call (all of them, but for a
@@ -202,6 +209,7 @@ fn encode<'a>(
     time: &TimeSource,
     near: Micros,
     requests: &[&'a Encoded],
+    records: &[Option<&'a PutRequest>],
 ) -> Result<(Call<'a>, usize), StoreError> {
     let mut blocks: SmallVec<[[u64; 7]; 4]> = SmallVec::new();
     // (foldhash: the default SipHash cost a few percent of the client's time on 3-rule calls)
@@ -272,11 +280,23 @@ fn encode<'a>(
     let mut string = header(now, slack, &blocks, n, items.len());
     string.extend_from_slice(&items);
     let totals = shared_totals(&requests[..taken], &item_keys, key_list.len());
+    let mut last_item = 0;
+    let mut with_records = Vec::new();
+    for (r, record) in requests[..taken]
+        .iter()
+        .zip(records.iter().chain(std::iter::repeat(&None)))
+    {
+        last_item += r.len();
+        if let Some(record) = record {
+            with_records.push((last_item, *record));
+        }
+    }
     Ok((
         Call {
             keys: key_list,
             string,
             totals,
+            records: with_records,
         },
         taken,
     ))
@@ -386,7 +406,7 @@ pub(crate) fn encode_refund<'a>(
     (keys, string)
 }
 
-fn bad(what: &str) -> StoreError {
+pub(crate) fn bad(what: &str) -> StoreError {
     StoreError::Internal(format!("unexpected reply from the decide script: {what}"))
 }
 
@@ -402,23 +422,35 @@ impl Caller {
     /// Decides `requests`, in order, in as few script calls as they fit in (one, unless a rule
     /// changed between two of them); one error fails them all.
     pub(crate) async fn decide(&self, requests: &[&Encoded]) -> Result<Decided, StoreError> {
+        self.decide_recording(requests, &[]).await
+    }
+
+    /// [`Caller::decide`], writing each of `records` (the requests', in order; missing at the
+    /// end: none) with its request's admission (single Redis only: the records' keys are in
+    /// a slot of their own).
+    pub(crate) async fn decide_recording(
+        &self,
+        requests: &[&Encoded],
+        records: &[Option<&PutRequest>],
+    ) -> Result<Decided, StoreError> {
         let mut out = Decided::default();
         let mut rest = requests;
+        let mut rest_records = records;
         while !rest.is_empty() {
             let near = self.time.estimate();
-            let (call, taken) = encode(&self.time, near, rest)?;
+            let (call, taken) = encode(&self.time, near, rest, rest_records)?;
             Counters::add(&self.counters.script_calls, 1);
-            let mut inv = DECIDE.prepare_invoke();
-            for k in &call.keys {
-                inv.key(*k);
-            }
-            inv.arg(call.string);
-            if let Some(t) = call.totals {
-                inv.arg(t);
-            }
+            let inv = invocation(&call);
             let sent = self.time.local.now();
             let reply = self.conn.invoke(&inv).await.map_err(|e| store_error(&e))?;
             let received = self.time.local.now();
+            let (reply, recorded) = split_recorded(reply, &call)?;
+            let mut recorded = recorded.into_iter();
+            for i in 0..taken {
+                let has = rest_records.get(i).copied().flatten().is_some();
+                out.recorded.push(has && recorded.next() == Some(true));
+            }
+            rest_records = rest_records.get(taken..).unwrap_or(&[]);
             let mut disagreed = None;
             let part = match replay(reply, &rest[..taken], call.keys.len(), near, &mut disagreed) {
                 Ok(part) => part,
@@ -436,25 +468,6 @@ impl Caller {
             rest = &rest[taken..];
         }
         Ok(out)
-    }
-}
-
-/// Decisions coalesced ([`crate::batch`]): a request is one [`Encoded`], its answer its items'
-/// decisions.
-#[derive(Clone)]
-pub(crate) struct DecideBatch(pub(crate) Caller);
-
-impl crate::batch::Batch for DecideBatch {
-    type Request = Encoded;
-    type Answer = flowgate_core::Decisions;
-
-    async fn call(&self, requests: &[&Encoded]) -> Result<Vec<Self::Answer>, StoreError> {
-        let decided = self.0.decide(requests).await?;
-        let mut rest = decided.decisions.into_iter();
-        Ok(requests
-            .iter()
-            .map(|r| rest.by_ref().take(r.len()).collect())
-            .collect())
     }
 }
 
@@ -529,6 +542,7 @@ fn replay<'r>(
         now,
         decisions: Vec::with_capacity(n),
         charged: Vec::with_capacity(n),
+        recorded: Vec::new(),
     };
     let mut admissions = admissions.iter();
     for (ri, r) in requests.iter().enumerate() {

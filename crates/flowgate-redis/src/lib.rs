@@ -69,6 +69,7 @@ pub mod keys;
 mod options;
 mod pubsub;
 mod queue;
+mod recorded;
 mod replication;
 mod reservations;
 pub mod scripts;

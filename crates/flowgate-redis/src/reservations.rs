@@ -60,12 +60,38 @@ fn record(id: ReservationId, e: &Value, b: &Value) -> Result<Reservation, StoreE
 
 /// One record to write, encoded for `reservations.lua`'s `put`.
 pub(crate) struct PutRequest {
-    record: String,
-    id: String,
+    pub(crate) record: String,
+    pub(crate) id: String,
     expires: Micros,
     forget_at: Micros,
     text: String,
     labels: Vec<(String, u64)>,
+}
+
+impl PutRequest {
+    /// Reservation `r`'s record, forgotten at `forget_at`.
+    pub(crate) fn of(r: &Reservation, forget_at: Micros) -> Self {
+        Self {
+            record: record_key(&r.id),
+            id: r.id.as_str().to_owned(),
+            expires: r.expires,
+            forget_at,
+            text: r.encode_items(),
+            labels: r.labels().collect(),
+        }
+    }
+
+    /// Its arguments, as `records.lua`'s `put_record` takes them.
+    pub(crate) fn push_args(&self, inv: &mut redis::ScriptInvocation<'_>) {
+        inv.arg(self.id.as_str())
+            .arg(self.expires)
+            .arg(self.forget_at)
+            .arg(self.text.as_str())
+            .arg(self.labels.len());
+        for (label, units) in &self.labels {
+            inv.arg(label.as_str()).arg(*units);
+        }
+    }
 }
 
 /// Records' writes coalesced ([`crate::batch`]): one `put` call writes every record waiting.
@@ -86,14 +112,7 @@ impl crate::batch::Batch for PutBatch {
         }
         inv.arg("put");
         for r in requests {
-            inv.arg(r.id.as_str())
-                .arg(r.expires)
-                .arg(r.forget_at)
-                .arg(r.text.as_str())
-                .arg(r.labels.len());
-            for (label, units) in &r.labels {
-                inv.arg(label.as_str()).arg(*units);
-            }
+            r.push_args(&mut inv);
         }
         let Value::Array(answers) = self.0.query_script::<Value>(&inv).await? else {
             return Err(bad("not a list"));
@@ -254,15 +273,7 @@ fn claim_of(id: &ReservationId, reply: Value, now: Micros) -> Result<Claim, Stor
 
 impl Reservations for RedisReservations {
     async fn put(&self, r: &Reservation, forget_at: Micros) -> Result<(), StoreError> {
-        let request = PutRequest {
-            record: record_key(&r.id),
-            id: r.id.as_str().to_owned(),
-            expires: r.expires,
-            forget_at,
-            text: r.encode_items(),
-            labels: r.labels().collect(),
-        };
-        self.store.put_call(request).await
+        self.store.put_call(PutRequest::of(r, forget_at)).await
     }
 
     async fn claim(&self, id: &ReservationId, now: Micros) -> Result<Claim, StoreError> {

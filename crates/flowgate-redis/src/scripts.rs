@@ -61,8 +61,11 @@ fn assemble(driver: &str) -> String {
 }
 
 /// Decides the requests of one call (`decide.lua`).
-pub(crate) static DECIDE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/decide.lua"))));
+pub(crate) static DECIDE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&assemble(&with_records(include_str!(
+        "../scripts/decide.lua"
+    ))))
+});
 /// Gives back what a cluster slot took for a request another slot rejected (`refund.lua`).
 pub(crate) static REFUND: LazyLock<Script> =
     LazyLock::new(|| Script::new(&assemble(include_str!("../scripts/refund.lua"))));
@@ -108,7 +111,13 @@ pub static RULES_PUSH: LazyLock<Script> =
 
 /// Reservation records: put, claim once, unclaim, expire (`reservations.lua`).
 pub(crate) static RESERVATIONS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/reservations.lua")));
+    LazyLock::new(|| Script::new(&with_records(include_str!("../scripts/reservations.lua"))));
+
+/// `driver` after `records.lua` (the writing of a reservation's record, which a decision may
+/// do with its admission).
+fn with_records(driver: &str) -> String {
+    format!("{}\n{driver}", include_str!("../scripts/records.lua"))
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use flowgate_core::{
     Algorithm, Clock, Decisions, Item, Limit, Micros, Store, StoreError, SystemClock,
+    reservation::Reservation,
 };
 
 use crate::batch::{Batching, Lanes};
 use crate::blocked::{Blocked, Record};
-use crate::call::{Caller, DecideBatch, EncItem, Encoded, TimeSource};
+use crate::call::{Caller, EncItem, Encoded, TimeSource};
 use crate::charge::CommitBatch;
 use crate::cluster;
 use crate::conn::RedisConnection;
@@ -17,6 +18,7 @@ use crate::error::store_error;
 use crate::health::{Change, DOWN, Health, StoreHealth};
 use crate::keys::{SLOTS, redis_key, redis_key_bytes, slot};
 use crate::options::RedisOptions;
+use crate::recorded::{DecideBatch, ToDecide};
 use crate::reservations::{PutBatch, PutRequest};
 use crate::scripts::RELEASE;
 use crate::stats::{Counters, RedisStats};
@@ -421,16 +423,66 @@ impl RedisStore {
         one_slot(encoded).map(|s| (lanes, usize::from(s)))
     }
 
-    async fn decide_remote(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
+    /// Decides `items` and writes `record` if they are admitted (`record`: single Redis only).
+    async fn decide_remote(
+        &self,
+        items: &[Item<'_>],
+        record: Option<PutRequest>,
+    ) -> Result<(Decisions, bool), StoreError> {
         let encoded = self.encode(items);
         let caller = &self.inner.caller;
         let Some((lanes, lane)) = self.lane(&encoded) else {
             if caller.conn.is_cluster() {
-                return cluster::decide(caller, self.inner.deadline, items, encoded).await;
+                let d = cluster::decide(caller, self.inner.deadline, items, encoded).await?;
+                return Ok((d, false));
             }
-            return crate::batch::alone(&DecideBatch(caller.clone()), encoded).await;
+            let request = ToDecide {
+                items: encoded,
+                record,
+            };
+            return crate::batch::alone(&DecideBatch(caller.clone()), request).await;
         };
-        lanes.submit(lane, encoded).await
+        let request = ToDecide {
+            items: encoded,
+            record,
+        };
+        lanes.submit(lane, request).await
+    }
+
+    /// [`Store::decide`], writing `record` with the decision if it admits (single Redis only).
+    async fn decide_with(
+        &self,
+        items: &[Item<'_>],
+        record: Option<PutRequest>,
+    ) -> Result<(Decisions, bool), StoreError> {
+        let inner = &self.inner;
+        let counters = &inner.caller.counters;
+        Counters::add(&counters.decisions, 1);
+        if items.is_empty() {
+            return Ok((Decisions::new(), false));
+        }
+        let now: Micros = if inner.blocked.enabled() {
+            inner.local_clock.now()
+        } else {
+            0
+        };
+        if let Some(d) = inner.blocked.short_circuit(items, now) {
+            Counters::add(&counters.blocked_hits, 1);
+            return Ok((d, false));
+        }
+        if let Some(e) = self.known_down() {
+            return Err(e);
+        }
+        let r = tokio::time::timeout(inner.deadline, self.decide_remote(items, record))
+            .await
+            .unwrap_or(Err(StoreError::Timeout));
+        self.settle(&r);
+        if let Ok((ds, _)) = &r
+            && let Record::Full = inner.blocked.record(items, ds, now)
+        {
+            Counters::add(&counters.blocked_full, 1);
+        }
+        r
     }
 }
 
@@ -510,34 +562,21 @@ impl Store for RedisStore {
     }
 
     async fn decide(&self, items: &[Item<'_>]) -> Result<Decisions, StoreError> {
-        let inner = &self.inner;
-        let counters = &inner.caller.counters;
-        Counters::add(&counters.decisions, 1);
-        if items.is_empty() {
-            return Ok(Decisions::new());
+        self.decide_with(items, None).await.map(|(d, _)| d)
+    }
+
+    async fn decide_recorded(
+        &self,
+        items: &[Item<'_>],
+        record: &Reservation,
+        forget_at: Micros,
+    ) -> Result<(Decisions, bool), StoreError> {
+        if self.is_cluster() {
+            // (the records' slot is not the limits')
+            return self.decide_with(items, None).await;
         }
-        let now: Micros = if inner.blocked.enabled() {
-            inner.local_clock.now()
-        } else {
-            0
-        };
-        if let Some(d) = inner.blocked.short_circuit(items, now) {
-            Counters::add(&counters.blocked_hits, 1);
-            return Ok(d);
-        }
-        if let Some(e) = self.known_down() {
-            return Err(e);
-        }
-        let r = tokio::time::timeout(inner.deadline, self.decide_remote(items))
+        self.decide_with(items, Some(PutRequest::of(record, forget_at)))
             .await
-            .unwrap_or(Err(StoreError::Timeout));
-        self.settle(&r);
-        if let Ok(ds) = &r
-            && let Record::Full = inner.blocked.record(items, ds, now)
-        {
-            Counters::add(&counters.blocked_full, 1);
-        }
-        r
     }
 
     async fn charge(

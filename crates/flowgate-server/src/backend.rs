@@ -6,6 +6,7 @@ use flowgate::queue::{
     DeadJob, InstanceStats, LeaseOutcome, Nacked, NewJob, QueueError, QueueSpec, QueueStore,
     Submitted,
 };
+use flowgate::records::Reservation;
 use flowgate::store::{ChargeItem, Charges, Decisions, Item, Store, StoreError};
 use flowgate::{Limit, MemoryStore};
 use flowgate_redis::RedisQueueStore;
@@ -143,6 +144,19 @@ impl Store for Backend {
             // Boxed: the Redis call's future is about 1.7 KB, and every caller's future would
             // otherwise carry it, and move it, on the embedded store too.
             Backend::Redis(r) => Box::pin(r.decide(items)).await,
+        }
+    }
+
+    async fn decide_recorded(
+        &self,
+        items: &[Item<'_>],
+        record: &Reservation,
+        forget_at: Micros,
+    ) -> Result<(Decisions, bool), StoreError> {
+        match self {
+            // (the embedded store's records are this process's: written apart, in memory)
+            Backend::Memory(m) => Ok((m.decide_now(items)?, false)),
+            Backend::Redis(r) => Box::pin(r.decide_recorded(items, record, forget_at)).await,
         }
     }
 

@@ -127,6 +127,24 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// [`AppState::decide`], writing `pending`'s record with the decision when the store can
+    /// ([`flowgate::Limiter::check_recorded`]); answers the record written, if it was.
+    pub(crate) async fn decide_recorded(
+        &self,
+        api: Api,
+        request: &Request,
+        pending: &flowgate::PendingRecord,
+    ) -> (Verdict, Option<flowgate::records::Reservation>) {
+        let start = quanta::Instant::now();
+        let (verdict, recorded) = self.limiter.check_recorded(request, pending).await;
+        let elapsed = start.elapsed();
+        self.recorder
+            .record(api, request, &verdict, elapsed, || self.limiter.rules());
+        (verdict, recorded)
+    }
+}
+
 impl Sources for AppState {
     fn rules(&self) -> Arc<flowgate::RuleSet> {
         self.limiter.rules()

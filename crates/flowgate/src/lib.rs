@@ -52,7 +52,8 @@ pub use flowgate_core::{
     Rule, RuleSet,
 };
 pub use limiter::{
-    BadShare, ChargeRefusal, ChargeTarget, DEFAULT_RESERVE_SHARE, Limiter, ReserveError,
+    BadShare, ChargeRefusal, ChargeTarget, DEFAULT_RESERVE_SHARE, Limiter, PendingRecord,
+    ReserveError,
 };
 pub use permit::Permit;
 pub use reservation::{Committed, Reservation, RuleCommit};

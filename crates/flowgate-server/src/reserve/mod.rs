@@ -24,7 +24,7 @@ use flowgate::clock::micros;
 use flowgate::records::{Claim, Reservation, ReservationId, Reservations, Reserved};
 use flowgate::store::ChargeItem;
 use flowgate::store::{Store, StoreError};
-use flowgate::{Limit, Request, RuleSet, Verdict};
+use flowgate::{Limit, PendingRecord, Request, RuleSet, Verdict};
 use flowgate_observe::reservations::ReservationsView;
 
 pub(crate) use self::records::Records;
@@ -302,7 +302,23 @@ impl Reserve {
         let store = state.limiter.store();
         let now = store.now();
         self.check_clamps(&state.limiter.rules(), req, now)?;
-        let verdict = state.decide(Api::Http, req).await;
+        let id = ReservationId::random()
+            .map_err(|e| ReserveError::Store(StoreError::Internal(e.to_string())))?;
+        let expires = now + micros(ttl);
+        let forget_at = expires + micros(self.config.max_ttl);
+        // On a single Redis the record is written with the decision: one round trip.
+        let atomic = matches!(&self.records, Records::Redis(x) if x.commits_atomically());
+        let (verdict, recorded) = if atomic {
+            let pending = PendingRecord {
+                id: id.clone(),
+                expires,
+                forget_at,
+                taken: now,
+            };
+            state.decide_recorded(Api::Http, req, &pending).await
+        } else {
+            (state.decide(Api::Http, req).await, None)
+        };
         let failed = verdict.statuses.iter().any(|s| s.error.is_some());
         if !verdict.allowed || failed || verdict.shadowed {
             return Ok(Admitted {
@@ -310,6 +326,36 @@ impl Reserve {
                 reservation: None,
             });
         }
+        let reservation = match recorded {
+            Some(r) => r,
+            None => {
+                self.record_apart(state, &verdict, req, id, expires, now, forget_at)
+                    .await?
+            }
+        };
+        if atomic {
+            self.recent.keep(&reservation, now, forget_at);
+        }
+        Ok(Admitted {
+            verdict,
+            reservation: Some(reservation),
+        })
+    }
+
+    /// Writes the record of a reservation `verdict` admitted, when its decision could not
+    /// (the embedded store, Redis Cluster, a request matching breakers, shadow or quota-mode
+    /// rules): what it took is each admitted status's.
+    #[allow(clippy::too_many_arguments)]
+    async fn record_apart(
+        &self,
+        state: &AppState,
+        verdict: &Verdict,
+        req: &Request,
+        id: ReservationId,
+        expires: Micros,
+        now: Micros,
+        forget_at: Micros,
+    ) -> Result<Reservation, ReserveError> {
         let items: Vec<Reserved> = verdict
             .statuses
             .iter()
@@ -325,27 +371,13 @@ impl Reserve {
                 })
             })
             .collect();
-        let reservation = Reservation {
-            id: ReservationId::random()
-                .map_err(|e| ReserveError::Store(StoreError::Internal(e.to_string())))?,
-            items,
-            expires: now + micros(ttl),
-        };
-        let forget_at = reservation.expires + micros(self.config.max_ttl);
+        let reservation = Reservation { id, items, expires };
         if let Err(e) = self.records.put(&reservation, forget_at).await {
             // Not recorded: give the units back rather than hold them until time frees them.
             let _ = self.apply(state, &reservation, None, true).await;
             return Err(ReserveError::Store(e));
         }
-        if let Records::Redis(x) = &self.records
-            && x.commits_atomically()
-        {
-            self.recent.keep(&reservation, now, forget_at);
-        }
-        Ok(Admitted {
-            verdict,
-            reservation: Some(reservation),
-        })
+        Ok(reservation)
     }
 
     /// Gives back `r`'s estimate (when `release`) and charges `cost` (when some) under each of

@@ -14,11 +14,13 @@ use flowgate_core::{Decision, FailurePolicy, Item, Limit, Request, Store, StoreE
 use smallvec::SmallVec;
 
 use super::Limiter;
+use super::recorded::PendingRecord;
 use crate::verdict::{Status, Verdict};
+use flowgate_core::reservation::Reservation;
 
 /// How an item of a request takes part in its verdict.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(super) enum Role {
     /// Rejects the request when over its limit.
     Enforce,
     /// Evaluated, never rejects (shadow mode).
@@ -29,7 +31,7 @@ enum Role {
 
 /// Whether items in `roles` with `decisions` admit the request: every enforced item admits, and
 /// if there are quota-mode items, at least one of them does.
-fn verdict_of(roles: &[Role], decisions: &[Decision]) -> bool {
+pub(super) fn verdict_of(roles: &[Role], decisions: &[Decision]) -> bool {
     let mut quota = (0, 0);
     for (r, d) in roles.iter().zip(decisions) {
         match r {
@@ -42,25 +44,25 @@ fn verdict_of(roles: &[Role], decisions: &[Decision]) -> bool {
 }
 
 /// The matched rules of a request, one per descriptor that has one.
-type AllMatched<'r> = SmallVec<[Matched<'r>; 4]>;
+pub(super) type AllMatched<'r> = SmallVec<[Matched<'r>; 4]>;
 
 /// Each matched rule's limit in force (`None`: unlimited now).
-type InForce<'l> = SmallVec<[Option<&'l Limit>; 4]>;
+pub(super) type InForce<'l> = SmallVec<[Option<&'l Limit>; 4]>;
 
 /// What the store is asked: one item per matched rule with a limit in force, with its role and
 /// its failure policy.
-struct Batch<'a> {
-    items: SmallVec<[Item<'a>; 4]>,
-    roles: SmallVec<[Role; 4]>,
+pub(super) struct Batch<'a> {
+    pub(super) items: SmallVec<[Item<'a>; 4]>,
+    pub(super) roles: SmallVec<[Role; 4]>,
     policies: SmallVec<[FailurePolicy; 4]>,
 }
 
 /// The store's answer to a batch: each item's decision, the error when the failure policies
 /// decided, and whether the request is admitted.
-struct Answer {
-    decisions: Decisions,
-    error: Option<StoreError>,
-    allowed: bool,
+pub(super) struct Answer {
+    pub(super) decisions: Decisions,
+    pub(super) error: Option<StoreError>,
+    pub(super) allowed: bool,
 }
 
 /// The rules' trial limits: each on a state of its own (its key with `~trial` appended) and
@@ -147,6 +149,17 @@ impl<S: Store> Limiter<S> {
     /// breakers were looked at, if they were (a scheduled rule's limit is then the one in
     /// force at that instant, and the clock is not read again).
     pub(super) async fn decide(&self, request: &Request, now: Option<Micros>) -> Verdict {
+        self.decide_recording(request, now, None).await.0
+    }
+
+    /// [`Limiter::decide`], writing `pending`'s record with the decision when the store can
+    /// ([`Store::decide_recorded`]); answers the record written, if it was.
+    pub(super) async fn decide_recording(
+        &self,
+        request: &Request,
+        now: Option<Micros>,
+        pending: Option<&PendingRecord>,
+    ) -> (Verdict, Option<Reservation>) {
         let rules = self.rules.load();
         let matched = rules.resolve(request);
         let mut statuses = unlimited(request);
@@ -157,14 +170,19 @@ impl<S: Store> Limiter<S> {
         let global_quota = self.global_quota.load(Ordering::Relaxed);
         let batch = Batch::of(&matched, &in_force, &mut statuses, global_quota);
         if batch.items.is_empty() {
-            return Verdict {
+            let verdict = Verdict {
                 allowed: true,
                 statuses,
                 wait: Duration::ZERO,
                 shadowed: false,
             };
+            return (verdict, None);
         }
-        let answer = self.ask(&batch).await;
+        let record = pending.and_then(|p| p.record(&matched, &in_force, &batch.roles));
+        let (answer, recorded) = match record {
+            Some((record, forget_at)) => self.ask_recorded(&batch, record, forget_at).await,
+            None => (self.ask(&batch).await, None),
+        };
         let trial_rejected = self.ask_trials(&trials).await;
         drop(batch);
         drop(trials);
@@ -174,12 +192,13 @@ impl<S: Store> Limiter<S> {
             statuses[descriptor].trial_rejected = rejected;
         }
         let shadowed = !allowed && self.global_shadow.load(Ordering::Relaxed);
-        Verdict {
+        let verdict = Verdict {
             allowed: allowed || shadowed,
             statuses,
             wait,
             shadowed,
-        }
+        };
+        (verdict, recorded)
     }
 
     /// The instant the limits in force are read at: a scheduled rule's at the store's clock, so
@@ -314,7 +333,7 @@ impl<S: Store> Limiter<S> {
     }
 
     /// Decides the items of a failed store call by each rule's failure policy.
-    fn on_failure(&self, batch: &Batch<'_>, error: &StoreError) -> Vec<Decision> {
+    pub(super) fn on_failure(&self, batch: &Batch<'_>, error: &StoreError) -> Vec<Decision> {
         let (items, policies) = (&batch.items, &batch.policies);
         // Per call at debug level: under an outage this runs for every request. The store says
         // once, at warn level, when it becomes degraded and when it recovers.

@@ -15,8 +15,10 @@ use crate::verdict::{Status, Verdict};
 
 mod charge;
 mod decide;
+mod recorded;
 mod reserve;
 
+pub use recorded::PendingRecord;
 pub use reserve::{BadShare, DEFAULT_RESERVE_SHARE, ReserveError};
 
 pub use charge::{ChargeRefusal, ChargeTarget};
