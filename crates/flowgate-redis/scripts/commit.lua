@@ -16,12 +16,16 @@
 -- expiry, items' text} (the record is not as read: nothing done, the caller builds its charge
 -- again) | {"done", expiry, charge.lua's reply} | {"error", message} (nothing done).
 
-local function outstanding(rec, id)
+-- Takes an open record out of the outstanding ones; `f` is what `read` read of it (its first
+-- label and units: a record of more labels reads the others here).
+local function outstanding(rec, id, f)
   redis.call('ZREM', KEYS[1], id)
-  local k = tonumber(redis.call('HGET', rec, 'k') or '0')
+  local k = tonumber(f[4] or '0')
   for i = 1, k do
-    local label = redis.call('HGET', rec, 'l' .. i)
-    local units = tonumber(redis.call('HGET', rec, 'u' .. i))
+    local label, units = f[5], tonumber(f[6])
+    if i > 1 then
+      label, units = redis.call('HGET', rec, 'l' .. i), tonumber(redis.call('HGET', rec, 'u' .. i))
+    end
     local n = redis.call('HINCRBY', KEYS[2], 'n' .. label, -1)
     local u = redis.call('HINCRBY', KEYS[2], 'u' .. label, -units)
     if n <= 0 or u < 0 then
@@ -30,32 +34,34 @@ local function outstanding(rec, id)
   end
 end
 
--- Reads a commit's record and computes its charge, writing nothing: an answer when there is
--- nothing to do, else nil, the record's phase and expiry and the charge's write.
+-- Reads a commit's record (in one HMGET: its phase, expiry, items' text, number of labels and
+-- first label and units, records.lua's fields) and computes its charge, writing nothing: an
+-- answer when there is nothing to do, else nil, the record's phase, expiry and fields read, and
+-- the charge's write.
 local function read(rec, phase, text, call, keys)
-  local s = redis.call('HGET', rec, 's')
+  local f = redis.call('HMGET', rec, 's', 'e', 'b', 'k', 'l1', 'u1')
+  local s, e, b = f[1], f[2], f[3]
   if not s then
     return {'unknown'}
   end
   if s == 'c' then
     return {'committed'}
   end
-  local e, b = redis.call('HGET', rec, 'e'), redis.call('HGET', rec, 'b')
   if s ~= phase or b ~= text then
     return {'changed', s, e, b}
   end
   if #keys == 0 then
-    return nil, s, e, function()
+    return nil, s, e, f, function()
       return { 0, {} }
     end
   end
-  return nil, s, e, charges(call)(keys)
+  return nil, s, e, f, charges(call)(keys)
 end
 
 local function commit(rec, id, phase, text, call, keys)
   -- Everything that can fail (a record or a state that cannot be read, a malformed call) fails
   -- in `read`, before this commit's first write: it answers its error, the others go on.
-  local ok, answer, s, e, write = pcall(read, rec, phase, text, call, keys)
+  local ok, answer, s, e, f, write = pcall(read, rec, phase, text, call, keys)
   if not ok then
     if type(answer) == 'table' and answer.err then
       answer = answer.err
@@ -67,7 +73,7 @@ local function commit(rec, id, phase, text, call, keys)
   end
   redis.call('HSET', rec, 's', 'c')
   if s == 'o' then
-    outstanding(rec, id)
+    outstanding(rec, id, f)
   end
   return {'done', e, write()}
 end

@@ -4,7 +4,7 @@
 -- forget_at (us), items' text, k, then k pairs (label, units).
 local function put_record(expiry, outstanding, rec, args, at)
   local id, e, k = args[at], args[at + 1], tonumber(args[at + 4])
-  local fields = {'s', 'o', 'e', e, 'b', args[at + 3], 'k', k}
+  local fields = {'s', 'o', 'e', e, 'b', args[at + 3], 'k', args[at + 4]}
   for i = 1, k do
     fields[#fields + 1], fields[#fields + 2] = 'l' .. i, args[at + 3 + 2 * i]
     fields[#fields + 1], fields[#fields + 2] = 'u' .. i, args[at + 4 + 2 * i]

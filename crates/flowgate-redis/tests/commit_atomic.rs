@@ -159,3 +159,49 @@ async fn a_commit_of_a_record_changed_since_read_does_nothing_then_commits_as_it
     })
     .await;
 }
+
+/// A reservation under three rules (three labels: the commit reads the first with the record's
+/// phase, the others apart): its commit takes each out of the outstanding counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_of_a_reservation_under_several_rules_ends_each_outstanding_count() {
+    let server = RedisServer::start();
+    bounded(50, async {
+        let store = single(&server, live_options().deadline(Duration::from_secs(5))).await;
+        let records = store.reservations();
+        let now = store.now();
+        let mut r = reservation("llm:tokens:api_key=a", now);
+        for (i, rule) in ["per-user", "per-org"].into_iter().enumerate() {
+            r.items.push(Reserved {
+                key: format!("llm:{rule}:id={i}"),
+                domain: "llm".into(),
+                rule: rule.into(),
+                estimate: 10 + i as u64,
+                taken: now,
+            });
+        }
+        // A second, open, under one of them: its count stays.
+        let other = reservation("llm:tokens:api_key=b", now);
+        ok(records.put(&r, r.expires + 60_000_000).await);
+        ok(records.put(&other, other.expires + 60_000_000).await);
+        let mut out = ok(records.outstanding().await);
+        out.sort_by(|a, b| a.rule.cmp(&b.rule));
+        let counts: Vec<_> = out
+            .iter()
+            .map(|o| (o.rule.as_str(), o.count, o.units))
+            .collect();
+        assert_eq!(
+            counts,
+            [("per-org", 1, 11), ("per-user", 1, 10), ("tokens", 2, 20)]
+        );
+        let read = ok(records.peek(&r.id, now).await);
+        let done = ok(records.commit(&read, now, &[]).await);
+        assert!(matches!(done, AtomicCommit::Done { .. }), "{done:?}");
+        let out = ok(records.outstanding().await);
+        let counts: Vec<_> = out
+            .iter()
+            .map(|o| (o.rule.as_str(), o.count, o.units))
+            .collect();
+        assert_eq!(counts, [("tokens", 1, 10)]);
+    })
+    .await;
+}
