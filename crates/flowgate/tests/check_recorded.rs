@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use flowgate::breakers::{BreakerDef, BreakerSet, BreakerSpec, Strategy};
 use flowgate::records::{Claim, ReservationId, Reservations, Reserved};
-use flowgate::store::Store;
 use flowgate::{
     Algorithm, Descriptor, Limit, Limiter, Matcher, PendingRecord, Quota, RedisOptions, RedisStore,
     Request, Rule, RuleSet,
