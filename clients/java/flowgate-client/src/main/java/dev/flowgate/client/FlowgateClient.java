@@ -102,9 +102,15 @@ public final class FlowgateClient {
    * @return the decision
    */
   public CompletableFuture<Verdict> checkAsync(Request request) {
+    byte[] body;
+    try {
+      body = CheckBody.of(request);
+    } catch (IllegalArgumentException e) {
+      return CompletableFuture.failedFuture(e);
+    }
     return transport
-        .call(Route.CHECK, Bodies.check(request), transport.timeout(), 200, 429)
-        .thenApply(reply -> reply.as(Verdict.class));
+        .callBytes(Route.CHECK, body, transport.timeout(), 200, 429)
+        .thenApply(JsonTransport.Reply::verdict);
   }
 
   // ---- acquire
@@ -161,7 +167,7 @@ public final class FlowgateClient {
         .call(Route.ACQUIRE, Bodies.acquire(request, options), timeout, 200, 429)
         .thenCompose(
             reply -> {
-              Verdict verdict = reply.as(Verdict.class).orThrow();
+              Verdict verdict = reply.verdict().orThrow();
               Permit permit = new Permit(this, request, verdict);
               long waitNanos = options.hold() ? 0 : verdict.waitTime().toNanos();
               if (waitNanos <= 0) {
@@ -304,7 +310,7 @@ public final class FlowgateClient {
         .call(Route.RESERVE, Bodies.reserve(request, estimate, ttl), transport.timeout(), 200, 429)
         .thenApply(
             reply -> {
-              Verdict verdict = reply.as(Verdict.class);
+              Verdict verdict = reply.verdict();
               Reservation.Fields f = reply.as(Reservation.Fields.class);
               return new Reservation(request, verdict, f.id(), f.expiresAt(), f.estimate());
             });
