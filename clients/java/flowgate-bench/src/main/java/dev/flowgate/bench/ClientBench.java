@@ -25,7 +25,7 @@ import java.util.function.Function;
  * per call of this JVM and, with {@code --server-pid}, of the server, over the measured phase.
  *
  * <p>Usage: {@code ClientBench --api http|grpc --addr 127.0.0.1:PORT [--threads 64] [--keys
- * 10000] [--duration 5] [--warmup 2] [--executor default|direct] [--server-pid PID]}
+ * 10000] [--duration 5] [--warmup 2] [--executor default|direct] [--server-pid PID] [--pipelining N]}
  */
 public final class ClientBench {
   private ClientBench() {}
@@ -39,6 +39,7 @@ public final class ClientBench {
     double warmup = 2;
     boolean direct = false;
     long serverPid = 0;
+    int pipelining = 0;
     for (int i = 0; i + 1 < args.length; i += 2) {
       String v = args[i + 1];
       switch (args[i]) {
@@ -50,6 +51,7 @@ public final class ClientBench {
         case "--warmup" -> warmup = Double.parseDouble(v);
         case "--executor" -> direct = v.equals("direct");
         case "--server-pid" -> serverPid = Long.parseLong(v);
+        case "--pipelining" -> pipelining = Integer.parseInt(v);
         default -> throw new IllegalArgumentException("unknown option " + args[i]);
       }
     }
@@ -64,6 +66,9 @@ public final class ClientBench {
     AutoCloseable closer = () -> {};
     if (api.equals("http")) {
       FlowgateClient.Builder builder = FlowgateClient.builder("http://" + addr);
+      if (pipelining > 0) {
+        builder.pipelining(pipelining);
+      }
       if (direct) {
         // The HTTP client's work and the answers on its selector thread: no hand-off per call.
         builder.executor(Runnable::run);

@@ -44,6 +44,11 @@ final class Http1Connection implements AutoCloseable {
   /** An answer and whether the connection may carry another exchange. */
   record Result(Wire.Answer answer, boolean keepAlive) {}
 
+  /** Whether bytes read are not yet parsed (an answer, or part of one, is in the buffer). */
+  boolean buffered() {
+    return pos < lim;
+  }
+
   /** Whether any byte of the current exchange's answer came (so the server got the request). */
   boolean answering() {
     return answering;
@@ -58,9 +63,28 @@ final class Http1Connection implements AutoCloseable {
    * @throws IOException when the exchange failed ({@link HttpTimeoutException} past the deadline)
    */
   Result exchange(byte[] request, long deadline) throws IOException {
-    answering = false;
-    out.write(request);
+    write(request);
+    return readAnswer(deadline);
+  }
+
+  /**
+   * Writes requests' bytes in one write (several requests when pipelined: {@link Http1Pipeline}).
+   */
+  void write(byte[] requests) throws IOException {
+    out.write(requests);
     out.flush();
+  }
+
+  /**
+   * Reads the next answer. A timeout before its status line was read leaves the connection at
+   * the answer's start ({@link #answering()} false), so that another reader may go on.
+   *
+   * @param deadline when the answer must have been read ({@link System#nanoTime()})
+   * @return the answer
+   * @throws IOException when the read failed ({@link HttpTimeoutException} past the deadline)
+   */
+  Result readAnswer(long deadline) throws IOException {
+    answering = false;
     while (true) {
       String statusLine = readLine(deadline);
       answering = true;

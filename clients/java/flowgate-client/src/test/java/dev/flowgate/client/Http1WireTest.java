@@ -124,7 +124,7 @@ class Http1WireTest {
     }
   }
 
-  private static void signal(String name, long pid) throws Exception {
+  static void signal(String name, long pid) throws Exception {
     Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(pid)).inheritIO().start();
     assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
     assertEquals(0, kill.exitValue());
