@@ -86,11 +86,12 @@ public final class ClientBench {
     closer.close();
     System.out.printf(
         Locale.ROOT,
-        "{\"api\":\"%s\",\"threads\":%d,\"keys\":%d,\"calls\":%d,\"errors\":%d,"
+        "{\"api\":\"%s\",\"threads\":%d,\"pipelining\":%d,\"keys\":%d,\"calls\":%d,"
+            + "\"errors\":%d,"
             + "\"seconds\":%.2f,\"throughput\":%.0f,\"p50_us\":%d,\"p99_us\":%d,"
             + "\"cpu_us_per_call\":%.1f,\"server_cpu_us_per_call\":%.1f}%n",
-        api, threads, keys, r.calls, r.errors, r.seconds, r.calls / r.seconds, r.p50Us, r.p99Us,
-        perCall(r.cpuUs, r.calls), perCall(r.serverCpuUs, r.calls));
+        api, threads, Math.max(1, pipelining), keys, r.calls, r.errors, r.seconds,
+        r.calls / r.seconds, r.p50Us, r.p99Us, perCall(r.cpuUs, r.calls), perCall(r.serverCpuUs, r.calls));
   }
 
   /** CPU microseconds per call; -1 when unknown. */
