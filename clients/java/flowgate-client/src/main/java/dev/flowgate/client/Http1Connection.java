@@ -22,6 +22,15 @@ final class Http1Connection implements AutoCloseable {
   private static final int MAX_BODY = 64 * 1024 * 1024;
 
   private final Socket socket;
+  /**
+   * Whether its reads wait without a socket timeout, their deadline kept by {@link Deadlines}
+   * (a plain socket of a channel, in blocking mode); otherwise each read has its timeout.
+   */
+  private final boolean watched;
+  /** The deadline of the exchange watched now ({@link System#nanoTime()}). */
+  private volatile long watchedDeadline;
+  /** Set when {@link Deadlines} closed it past its deadline. */
+  private volatile boolean expired;
   private final InputStream in;
   private final OutputStream out;
   private final byte[] buf = new byte[8192];
@@ -35,8 +44,14 @@ final class Http1Connection implements AutoCloseable {
   /** Whether any byte of the current answer was read. */
   private boolean answering;
 
-  Http1Connection(Socket socket) throws IOException {
+  /**
+   * @param socket a connected socket
+   * @param watched whether its reads may wait without a timeout, their deadlines kept by {@link
+   *     Deadlines}: a blocking channel's socket (plain), whose reads a close ends
+   */
+  Http1Connection(Socket socket, boolean watched) throws IOException {
     this.socket = socket;
+    this.watched = watched;
     this.in = socket.getInputStream();
     this.out = socket.getOutputStream();
   }
@@ -63,8 +78,34 @@ final class Http1Connection implements AutoCloseable {
    * @throws IOException when the exchange failed ({@link HttpTimeoutException} past the deadline)
    */
   Result exchange(byte[] request, long deadline) throws IOException {
-    write(request);
-    return readAnswer(deadline);
+    if (!watched) {
+      write(request);
+      return readAnswer(deadline);
+    }
+    watchedDeadline = deadline;
+    Deadlines.watch(this);
+    try {
+      write(request);
+      return readAnswer(Long.MAX_VALUE, deadline);
+    } catch (IOException e) {
+      if (expired) {
+        throw new HttpTimeoutException("no answer in time");
+      }
+      throw e;
+    } finally {
+      Deadlines.unwatch(this);
+    }
+  }
+
+  /** The deadline of the exchange {@link Deadlines} watches. */
+  long watchedDeadline() {
+    return watchedDeadline;
+  }
+
+  /** Ends the exchange past its deadline: closes the connection, which ends its read. */
+  void expire() {
+    expired = true;
+    close();
   }
 
   /**
@@ -84,6 +125,18 @@ final class Http1Connection implements AutoCloseable {
    * @throws IOException when the read failed ({@link HttpTimeoutException} past the deadline)
    */
   Result readAnswer(long deadline) throws IOException {
+    return readAnswer(deadline, deadline);
+  }
+
+  /**
+   * @param readDeadline the deadline of each read's timeout ({@link Long#MAX_VALUE}: none)
+   * @param deadline the answer's deadline
+   */
+  private Result readAnswer(long readDeadline, long deadline) throws IOException {
+    if (System.nanoTime() - deadline >= 0) {
+      throw new HttpTimeoutException("no answer in time");
+    }
+    deadline = readDeadline;
     answering = false;
     while (true) {
       String statusLine = readLine(deadline);
@@ -195,11 +248,16 @@ final class Http1Connection implements AutoCloseable {
       lim -= pos;
       pos = 0;
     }
-    long left = deadline - System.nanoTime();
-    if (left <= 0) {
-      throw new HttpTimeoutException("no answer in time");
+    int ms;
+    if (deadline == Long.MAX_VALUE) {
+      ms = 0; // no timeout: Deadlines keeps the deadline
+    } else {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        throw new HttpTimeoutException("no answer in time");
+      }
+      ms = (int) Math.max(1, Math.min(Integer.MAX_VALUE, (left + 999_999) / 1_000_000));
     }
-    int ms = (int) Math.max(1, Math.min(Integer.MAX_VALUE, (left + 999_999) / 1_000_000));
     if (ms != timeoutMs) {
       socket.setSoTimeout(ms);
       timeoutMs = ms;

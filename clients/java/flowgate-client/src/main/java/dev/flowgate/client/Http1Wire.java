@@ -5,6 +5,7 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.net.URI;
+import java.nio.channels.SocketChannel;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
@@ -180,7 +181,7 @@ final class Http1Wire implements Wire {
     while (true) {
       Http1Pipeline p = firstWithRoom();
       if (p == null) {
-        p = new Http1Pipeline(open(), pipelinedRequests, pipelinedWrites);
+        p = new Http1Pipeline(open(false), pipelinedRequests, pipelinedWrites);
         pipelines.add(p);
       }
       Http1Connection.Result r = p.exchange(request, deadline);
@@ -329,8 +330,18 @@ final class Http1Wire implements Wire {
     }
   }
 
+  /**
+   * A new connection. A plain one for one exchange at a time is a blocking channel's socket,
+   * whose reads wait without a timeout, {@link Deadlines} keeping their deadlines (a system call
+   * per read rather than three); a TLS one, and one that pipelines (whose reader may pass its
+   * turn on at its deadline and leave the connection open), read with timeouts.
+   */
   private Http1Connection open() throws IOException {
-    Socket socket = new Socket();
+    return open(tls == null);
+  }
+
+  private Http1Connection open(boolean watched) throws IOException {
+    Socket socket = watched ? SocketChannel.open().socket() : new Socket();
     try {
       socket.setTcpNoDelay(true);
       socket.setKeepAlive(true);
@@ -343,7 +354,7 @@ final class Http1Wire implements Wire {
         socket = handshake(socket);
       }
       opened.incrementAndGet();
-      return new Http1Connection(socket);
+      return new Http1Connection(socket, watched && tls == null);
     } catch (IOException | RuntimeException e) {
       socket.close();
       throw e;
