@@ -15,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The client's HTTP/1.1 wire against the real server: reuse, idle closes, timeouts. */
 class Http1WireTest {
@@ -94,6 +95,7 @@ class Http1WireTest {
   }
 
   @Test
+  @Timeout(60) // a read that no deadline ends would otherwise hang the build
   void noAnswerWithinTheRequestTimeoutIsATimeout() throws Exception {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
       FlowgateClient client =
