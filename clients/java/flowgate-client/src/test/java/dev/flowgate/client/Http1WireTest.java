@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flowgate.client.testing.Await;
 import dev.flowgate.client.testing.FlowgateServer;
+import dev.flowgate.client.testing.Signals;
 import java.net.http.HttpClient;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -126,9 +127,11 @@ class Http1WireTest {
     }
   }
 
-  static void signal(String name, long pid) throws Exception {
-    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(pid)).inheritIO().start();
-    assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
-    assertEquals(0, kill.exitValue());
+  static void signal(String name, long pid) {
+    if (name.equals("STOP")) {
+      Signals.stop(pid);
+    } else {
+      Signals.cont(pid);
+    }
   }
 }

@@ -10,6 +10,7 @@ import dev.flowgate.client.Request;
 import dev.flowgate.client.Verdict;
 import dev.flowgate.client.testing.Await;
 import dev.flowgate.client.testing.FlowgateServer;
+import dev.flowgate.client.testing.Signals;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -41,10 +42,12 @@ class GrpcBlockingCallTest {
     return Request.of("api", Descriptor.of("user", id));
   }
 
-  private static void signal(String name, long pid) throws Exception {
-    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(pid)).inheritIO().start();
-    assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
-    assertEquals(0, kill.exitValue());
+  private static void signal(String name, long pid) {
+    if (name.equals("STOP")) {
+      Signals.stop(pid);
+    } else {
+      Signals.cont(pid);
+    }
   }
 
   @Test
