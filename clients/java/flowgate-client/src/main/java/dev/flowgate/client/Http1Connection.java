@@ -9,6 +9,7 @@ import java.net.SocketTimeoutException;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One HTTP/1.1 connection (a plain or TLS socket) and the parsing of its answers: a status line,
@@ -29,8 +30,15 @@ final class Http1Connection implements AutoCloseable {
   private final boolean watched;
   /** The deadline of the exchange watched now ({@link System#nanoTime()}). */
   private volatile long watchedDeadline;
-  /** Set when {@link Deadlines} closed it past its deadline. */
-  private volatile boolean expired;
+  /**
+   * {@link #WAITING} while an exchange is watched, {@link #EXPIRED} once {@link Deadlines} ended
+   * it: whichever of the exchange's end and its expiry comes first decides.
+   */
+  private final AtomicInteger watchState = new AtomicInteger(IDLE);
+
+  private static final int IDLE = 0;
+  private static final int WAITING = 1;
+  private static final int EXPIRED = 2;
   private final InputStream in;
   private final OutputStream out;
   private final byte[] buf = new byte[8192];
@@ -83,18 +91,25 @@ final class Http1Connection implements AutoCloseable {
       return readAnswer(deadline);
     }
     watchedDeadline = deadline;
+    watchState.set(WAITING);
     Deadlines.watch(this);
+    Result r;
     try {
       write(request);
-      return readAnswer(Long.MAX_VALUE, deadline);
+      r = readAnswer(Long.MAX_VALUE, deadline);
     } catch (IOException e) {
-      if (expired) {
+      if (!watchState.compareAndSet(WAITING, IDLE)) {
         throw new HttpTimeoutException("no answer in time");
       }
       throw e;
     } finally {
       Deadlines.unwatch(this);
     }
+    if (!watchState.compareAndSet(WAITING, IDLE)) {
+      // Expired as the answer came: the answer stands, the connection is closed.
+      return new Result(r.answer(), false);
+    }
+    return r;
   }
 
   /** The deadline of the exchange {@link Deadlines} watches. */
@@ -102,10 +117,14 @@ final class Http1Connection implements AutoCloseable {
     return watchedDeadline;
   }
 
-  /** Ends the exchange past its deadline: closes the connection, which ends its read. */
+  /**
+   * Ends the exchange past its deadline, if it is still waiting: closes the connection, which
+   * ends its read.
+   */
   void expire() {
-    expired = true;
-    close();
+    if (watchState.compareAndSet(WAITING, EXPIRED)) {
+      close();
+    }
   }
 
   /**
