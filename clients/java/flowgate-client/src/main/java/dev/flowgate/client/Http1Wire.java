@@ -5,9 +5,9 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.net.URI;
-import java.nio.channels.SocketChannel;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
+import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
@@ -72,6 +72,8 @@ final class Http1Wire implements Wire {
   private final int pipelineDepth;
   /** The connections that pipeline checks, the first ones filled first. */
   private final CopyOnWriteArrayList<Http1Pipeline> pipelines = new CopyOnWriteArrayList<>();
+  private final AtomicLong pipelinedRequests = new AtomicLong();
+  private final AtomicLong pipelinedWrites = new AtomicLong();
 
   /**
    * @param base the server's base URI ({@code http://host:port} or {@code https://...}, perhaps
@@ -136,9 +138,6 @@ final class Http1Wire implements Wire {
     return !idle.isEmpty();
   }
 
-  private final AtomicLong pipelinedRequests = new AtomicLong();
-  private final AtomicLong pipelinedWrites = new AtomicLong();
-
   /** How many pipelined connections are in use now (for the tests). */
   int pipelineCount() {
     return pipelines.size();
@@ -162,7 +161,8 @@ final class Http1Wire implements Wire {
   @Override
   public Answer send(Route route, byte[] body, String bearer, Duration timeout)
       throws IOException {
-    if (pipelineDepth > 1 && route.pipelined && (body == null || body.length <= MAX_PIPELINED_BODY)) {
+    boolean small = body == null || body.length <= MAX_PIPELINED_BODY;
+    if (pipelineDepth > 1 && route.pipelined && small) {
       return pipelined(route, body, bearer, timeout);
     }
     return exchange(route, body, bearer, timeout, null);
