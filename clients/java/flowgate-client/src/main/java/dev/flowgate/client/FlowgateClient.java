@@ -529,8 +529,9 @@ public final class FlowgateClient {
      * HTTP/1.1 pipelining of the blocking {@code check}s: the most in flight at once on one
      * connection (1, the default: a connection per check in flight). With more, the checks made
      * at once by several threads share a connection: written together in one write, their
-     * answers read together, which costs the client and the server less CPU per check (16: about
-     * a third less of each, BENCHMARKS.md). A thread alone keeps its connection to itself.
+     * answers read together, which costs the server and the client less CPU per check (at 16 and
+     * 64 threads: a quarter and a sixth less, BENCHMARKS.md) for a longer p99 (one thread at a
+     * time reads for the others and wakes them). A thread alone keeps its connection to itself.
      *
      * <p>The server answers the checks on one connection in turn, so each waits for those ahead
      * of it on its connection: worth it when checks are answered in microseconds (the embedded

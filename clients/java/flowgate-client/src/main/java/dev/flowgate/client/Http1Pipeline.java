@@ -18,7 +18,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * made while answers are awaited go out together in one write, and one read takes the answers of
  * many; the server, reading many requests at once, spends less per check too (measured:
  * BENCHMARKS.md). A thread alone is not slowed: it writes its request and reads its answer
- * itself, as on a connection of its own.
+ * itself, as on a connection of its own. The price: a wake-up per call, by the thread reading
+ * for the others, and the calls on a connection wait for that thread when the scheduler holds
+ * it back (a longer p99 on a machine with more runnable threads than cores).
  *
  * <p><b>Who writes and who reads.</b> No thread of its own: one calling thread at a time has
  * the turn. A caller queues its request; if no one has the turn it takes it. The thread with the
