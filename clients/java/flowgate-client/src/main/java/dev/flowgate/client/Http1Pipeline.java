@@ -49,7 +49,8 @@ final class Http1Pipeline {
     final Thread caller;
     Http1Connection.Result result;
     IOException failure;
-    boolean done;
+    /** Set (after the result or failure) under the lock; read without it by a woken caller. */
+    volatile boolean done;
     /** The caller has the turn: it writes and reads. */
     boolean turn;
     /** The caller gave up (its deadline passed): its answer, if written, is read and dropped. */
@@ -185,6 +186,9 @@ final class Http1Pipeline {
    */
   private boolean awaitAnswerOrTurn(Exchange x) throws IOException {
     while (true) {
+      if (x.done) {
+        return false; // the common wake-up: its answer came; no need to contend for the lock
+      }
       lock.lock();
       try {
         if (x.done) {
