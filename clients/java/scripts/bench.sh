@@ -6,8 +6,14 @@
 # over HTTP/1.1 keep-alive (as many connections as calls in flight, on both sides) and over gRPC
 # (one connection), at 1 and 64 in flight, the same 10,000 keys (all admitted at these rates).
 # Each run is measured after a warm-up: 1 s for `flowgate bench`, 5 s for the JVM (whose JIT is
-# still compiling the client's path after 2 s). One line per round and case; last, the medians
-# and their ratio (Java calls/s over `flowgate bench` calls/s).
+# still compiling the client's path after 2 s). At 64 threads over HTTP/1.1 the Java client runs
+# twice: as built by default (a connection per call in flight) and with `pipelining(16)` (the
+# checks of many threads share connections: docs/clients.md). One line per round and case; last,
+# the medians and their ratio (Java calls/s over `flowgate bench` calls/s), and the CPU time (user
+# and system) per call of each load generator and of the server under each: the Java client's
+# and the server's over the measured phase, `flowgate bench`'s over its whole run (warm-up
+# included) and the server's over the same. CPU per call holds when other work loads the
+# machine; the ratio does not.
 # With PIN=1 the server runs on CPU 1 and the load generators on CPU 0 (taskset), so that the
 # Java client's CPU is not taken from the server.
 # With FLOWGATE_BIN=path that release binary is used and nothing is built by cargo.
@@ -26,7 +32,9 @@ mkdir -p "$(dirname "$OUT")"
 mvn -B -q -f clients/java/pom.xml install -DskipTests >&2
 CP_FILE=$(mktemp)
 mvn -B -q -f clients/java/flowgate-bench/pom.xml dependency:build-classpath -Dmdep.outputFile="$CP_FILE" >&2
-CP="clients/java/flowgate-bench/target/classes:$(cat "$CP_FILE")"
+# The modules' own classes first: ~/.m2's snapshots may be another checkout's.
+CP="clients/java/flowgate-bench/target/classes:clients/java/flowgate-client/target/classes"
+CP="$CP:clients/java/flowgate-client-grpc/target/classes:$(cat "$CP_FILE")"
 DATA=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$DATA" "$CP_FILE"; }
@@ -46,41 +54,72 @@ curl -sf "http://$HTTP/readyz" >/dev/null || { echo "flowgate did not become rea
 echo "$(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); ${SECS}s per run, $ROUNDS rounds${PIN:+, pinned}" >&2
 # tag JSON LINE: the line with "side" and "round" added, kept in $OUT.
 tag() { python3 -c 'import json, sys; d = json.loads(sys.argv[3]); d["side"] = sys.argv[1]; d["round"] = int(sys.argv[2]); print(json.dumps(d))' "$@" | tee -a "$OUT" >/dev/null; }
+# cpu_run SERVER_PID WARMUP_SECS SECS COMMAND...: runs `flowgate bench`, prints its JSON line with
+# its own CPU and the server's over the run, per call (calls: throughput x (warm-up + duration)).
+cpu_run() {
+  python3 - "$@" <<'PY'
+import json, os, subprocess, sys
+server, warm, secs, cmd = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+def cpu(pid):
+    f = open(f"/proc/{pid}/stat").read()
+    f = f[f.rindex(")") + 2:].split()
+    return (int(f[11]) + int(f[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
+s0 = cpu(server)
+p = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+out = p.stdout.read()
+ru = os.wait4(p.pid, 0)[2]
+s1 = cpu(server)
+d = json.loads(out)
+calls = d["throughput"] * (warm + secs)
+d["cpu_us_per_call"] = round(1e6 * (ru.ru_utime + ru.ru_stime) / calls, 1)
+d["server_cpu_us_per_call"] = round((s1 - s0) / calls, 1)
+print(json.dumps(d))
+PY
+}
+SERVER_PID=${PIDS[0]}
 for round in $(seq "$ROUNDS"); do
   for api in http grpc; do
     addr=$HTTP; [ "$api" = grpc ] && addr=$GRPC
     for c in 1 64; do
       # HTTP/1.1: one connection per call in flight, as the Java client's pool opens; gRPC: one.
       conns=1; [ "$api" = http ] && conns=$c
-      tag flowgate "$round" "$("${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" --concurrency "$c" --connections "$conns" \
-        --keys "$KEYS" --duration "${SECS}s" --warmup 1s --label "$api-$c" --quiet)"
-      tag java "$round" "$("${LOAD_CPU[@]}" java -cp "$CP" dev.flowgate.bench.ClientBench --api "$api" --addr "$addr" \
-        --threads "$c" --keys "$KEYS" --duration "$SECS" --warmup 5)"
-      python3 - "$OUT" "$round" "$api" "$c" <<'PY'
+      tag flowgate "$round" "$(cpu_run "$SERVER_PID" 1 "$SECS" "${LOAD_CPU[@]}" $BIN bench --api "$api" --addr "$addr" \
+        --concurrency "$c" --connections "$conns" --keys "$KEYS" --duration "${SECS}s" --warmup 1s --label "$api-$c" --quiet)"
+      depths=(1); [ "$api" = http ] && [ "$c" -gt 1 ] && depths=(1 16)
+      for depth in "${depths[@]}"; do
+        tag java "$round" "$("${LOAD_CPU[@]}" java -cp "$CP" dev.flowgate.bench.ClientBench --api "$api" --addr "$addr" \
+          --threads "$c" --pipelining "$depth" --keys "$KEYS" --duration "$SECS" --warmup 5 --server-pid "$SERVER_PID")"
+        python3 - "$OUT" "$round" "$api" "$c" "$depth" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-rnd, api, c = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+rnd, api, c, depth = int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 f = [r for r in rows if r["side"] == "flowgate" and r["round"] == rnd and r["label"] == f"{api}-{c}"][-1]
-j = [r for r in rows if r["side"] == "java" and r["round"] == rnd and r["api"] == api and r["threads"] == c][-1]
-print(f"round {rnd} {api:4} {c:2} in flight: java {j['throughput']:.0f}/s p50 {j['p50_us']} us p99 {j['p99_us']} us "
-      f"(errors {j['errors']}) | flowgate bench {f['throughput']:.0f}/s p50 {f['p50_us']} us p99 {f['p99_us']} us | ratio {j['throughput'] / f['throughput']:.2f}")
+j = [r for r in rows if r["side"] == "java" and r["round"] == rnd and r["api"] == api and r["threads"] == c
+     and r["pipelining"] == depth][-1]
+print(f"round {rnd} {api:4} {c:2} in flight{' pipelining ' + str(depth) if depth > 1 else ''}: java {j['throughput']:.0f}/s "
+      f"p50 {j['p50_us']} us p99 {j['p99_us']} us (errors {j['errors']}) cpu {j['cpu_us_per_call']} us/call, server {j['server_cpu_us_per_call']} "
+      f"| flowgate bench {f['throughput']:.0f}/s p50 {f['p50_us']} us p99 {f['p99_us']} us cpu {f['cpu_us_per_call']} us/call, "
+      f"server {f['server_cpu_us_per_call']} | ratio {j['throughput'] / f['throughput']:.2f}")
 PY
+      done
     done
   done
 done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| case | Java calls/s | p50 | p99 | flowgate bench calls/s | ratio |")
-print("|---|---:|---:|---:|---:|---:|")
-for api in ("http", "grpc"):
-    for c in (1, 64):
-        j = [r for r in rows if r["side"] == "java" and r["api"] == api and r["threads"] == c]
-        f = [r for r in rows if r["side"] == "flowgate" and r["label"] == f"{api}-{c}"]
-        jt = statistics.median(r["throughput"] for r in j)
-        ft = statistics.median(r["throughput"] for r in f)
-        p50 = statistics.median(r["p50_us"] for r in j)
-        p99 = statistics.median(r["p99_us"] for r in j)
-        name = "HTTP/1.1" if api == "http" else "gRPC"
-        print(f"| {name}, {c} thread{'s' if c > 1 else ''} | {jt:,.0f} | {p50 / 1000:.2f} ms | {p99 / 1000:.2f} ms | {ft:,.0f} | {jt / ft:.2f} |")
+print("| case | Java calls/s | p50 | p99 | flowgate bench calls/s | ratio "
+      "| CPU/call: Java | server under Java | flowgate bench | server under it |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+med = lambda rs, k: statistics.median(r[k] for r in rs)
+for api, c, depth in (("http", 1, 1), ("http", 64, 1), ("http", 64, 16), ("grpc", 1, 1), ("grpc", 64, 1)):
+    j = [r for r in rows if r["side"] == "java" and r["api"] == api and r["threads"] == c and r["pipelining"] == depth]
+    f = [r for r in rows if r["side"] == "flowgate" and r["label"] == f"{api}-{c}"]
+    jt, ft = med(j, "throughput"), med(f, "throughput")
+    name = ("HTTP/1.1" if api == "http" else "gRPC") + f", {c} thread{'s' if c > 1 else ''}"
+    if depth > 1:
+        name += f", pipelining {depth}"
+    print(f"| {name} | {jt:,.0f} | {med(j, 'p50_us') / 1000:.2f} ms | {med(j, 'p99_us') / 1000:.2f} ms | {ft:,.0f} | {jt / ft:.2f} "
+          f"| {med(j, 'cpu_us_per_call'):.1f} us | {med(j, 'server_cpu_us_per_call'):.1f} us "
+          f"| {med(f, 'cpu_us_per_call'):.1f} us | {med(f, 'server_cpu_us_per_call'):.1f} us |")
 PY

@@ -21,10 +21,11 @@ import java.util.function.Function;
  * --threads} threads each calling the blocking {@code check} in a loop on one shared client, the
  * descriptor {@code key=<0..keys-1>} of domain {@code bench} drawn at random per call, for
  * {@code --duration} seconds after {@code --warmup}. Prints one JSON line: calls per second,
- * p50 and p99 of the calls' latency in microseconds, errors.
+ * p50 and p99 of the calls' latency in microseconds, errors, and the CPU time (user and system)
+ * per call of this JVM and, with {@code --server-pid}, of the server, over the measured phase.
  *
  * <p>Usage: {@code ClientBench --api http|grpc --addr 127.0.0.1:PORT [--threads 64] [--keys
- * 10000] [--duration 5] [--warmup 2] [--executor default|direct]}
+ * 10000] [--duration 5] [--warmup 2] [--executor default|direct] [--server-pid PID] [--pipelining N]}
  */
 public final class ClientBench {
   private ClientBench() {}
@@ -37,6 +38,8 @@ public final class ClientBench {
     double duration = 5;
     double warmup = 2;
     boolean direct = false;
+    long serverPid = 0;
+    int pipelining = 0;
     for (int i = 0; i + 1 < args.length; i += 2) {
       String v = args[i + 1];
       switch (args[i]) {
@@ -47,6 +50,8 @@ public final class ClientBench {
         case "--duration" -> duration = Double.parseDouble(v);
         case "--warmup" -> warmup = Double.parseDouble(v);
         case "--executor" -> direct = v.equals("direct");
+        case "--server-pid" -> serverPid = Long.parseLong(v);
+        case "--pipelining" -> pipelining = Integer.parseInt(v);
         default -> throw new IllegalArgumentException("unknown option " + args[i]);
       }
     }
@@ -61,6 +66,9 @@ public final class ClientBench {
     AutoCloseable closer = () -> {};
     if (api.equals("http")) {
       FlowgateClient.Builder builder = FlowgateClient.builder("http://" + addr);
+      if (pipelining > 0) {
+        builder.pipelining(pipelining);
+      }
       if (direct) {
         // The HTTP client's work and the answers on its selector thread: no hand-off per call.
         builder.executor(Runnable::run);
@@ -74,16 +82,26 @@ public final class ClientBench {
     } else {
       throw new IllegalArgumentException("--api is http or grpc, not " + api);
     }
-    Result r = run(check, requests, threads, warmup, duration);
+    Result r = run(check, requests, threads, warmup, duration, serverPid);
     closer.close();
     System.out.printf(
         Locale.ROOT,
-        "{\"api\":\"%s\",\"threads\":%d,\"keys\":%d,\"calls\":%d,\"errors\":%d,"
-            + "\"seconds\":%.2f,\"throughput\":%.0f,\"p50_us\":%d,\"p99_us\":%d}%n",
-        api, threads, keys, r.calls, r.errors, r.seconds, r.calls / r.seconds, r.p50Us, r.p99Us);
+        "{\"api\":\"%s\",\"threads\":%d,\"pipelining\":%d,\"keys\":%d,\"calls\":%d,"
+            + "\"errors\":%d,"
+            + "\"seconds\":%.2f,\"throughput\":%.0f,\"p50_us\":%d,\"p99_us\":%d,"
+            + "\"cpu_us_per_call\":%.1f,\"server_cpu_us_per_call\":%.1f}%n",
+        api, threads, Math.max(1, pipelining), keys, r.calls, r.errors, r.seconds,
+        r.calls / r.seconds, r.p50Us, r.p99Us, perCall(r.cpuUs, r.calls), perCall(r.serverCpuUs, r.calls));
   }
 
-  private record Result(long calls, long errors, double seconds, long p50Us, long p99Us) {}
+  /** CPU microseconds per call; -1 when unknown. */
+  private static double perCall(long cpuUs, long calls) {
+    return cpuUs < 0 || calls == 0 ? -1 : (double) cpuUs / calls;
+  }
+
+  private record Result(
+      long calls, long errors, double seconds, long p50Us, long p99Us, long cpuUs,
+      long serverCpuUs) {}
 
   /** Each thread's latencies of the measured phase, in nanoseconds. */
   private static final class Samples {
@@ -100,7 +118,7 @@ public final class ClientBench {
 
   private static Result run(
       Function<Request, Verdict> check, Request[] requests, int threads, double warmup,
-      double duration) throws InterruptedException {
+      double duration, long serverPid) throws InterruptedException {
     AtomicBoolean measuring = new AtomicBoolean(false);
     AtomicBoolean stop = new AtomicBoolean(false);
     LongAdder errors = new LongAdder();
@@ -135,11 +153,15 @@ public final class ClientBench {
       worker.start();
     }
     Thread.sleep(Duration.ofMillis((long) (warmup * 1000)).toMillis());
+    long cpuStart = Cpu.self();
+    long serverCpuStart = Cpu.of(serverPid);
     long start = System.nanoTime();
     measuring.set(true);
     Thread.sleep((long) (duration * 1000));
     measuring.set(false);
     double seconds = (System.nanoTime() - start) / 1e9;
+    long cpu = Cpu.self() - cpuStart;
+    long serverCpu = Cpu.of(serverPid) - serverCpuStart;
     stop.set(true);
     done.await();
     int total = samples.stream().mapToInt(s -> s.n).sum();
@@ -152,6 +174,8 @@ public final class ClientBench {
     Arrays.sort(all);
     long p50 = total == 0 ? 0 : all[(int) Math.min(total - 1, (long) (total * 0.50))] / 1000;
     long p99 = total == 0 ? 0 : all[(int) Math.min(total - 1, (long) (total * 0.99))] / 1000;
-    return new Result(total, errors.sum(), seconds, p50, p99);
+    return new Result(
+        total, errors.sum(), seconds, p50, p99, cpuStart < 0 ? -1 : cpu,
+        serverCpuStart < 0 ? -1 : serverCpu);
   }
 }

@@ -9,6 +9,7 @@ import java.net.SocketTimeoutException;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One HTTP/1.1 connection (a plain or TLS socket) and the parsing of its answers: a status line,
@@ -22,6 +23,22 @@ final class Http1Connection implements AutoCloseable {
   private static final int MAX_BODY = 64 * 1024 * 1024;
 
   private final Socket socket;
+  /**
+   * Whether its reads wait without a socket timeout, their deadline kept by {@link Deadlines}
+   * (a plain socket of a channel, in blocking mode); otherwise each read has its timeout.
+   */
+  private final boolean watched;
+  /** The deadline of the exchange watched now ({@link System#nanoTime()}). */
+  private volatile long watchedDeadline;
+  /**
+   * {@link #WAITING} while an exchange is watched, {@link #EXPIRED} once {@link Deadlines} ended
+   * it: whichever of the exchange's end and its expiry comes first decides.
+   */
+  private final AtomicInteger watchState = new AtomicInteger(IDLE);
+
+  private static final int IDLE = 0;
+  private static final int WAITING = 1;
+  private static final int EXPIRED = 2;
   private final InputStream in;
   private final OutputStream out;
   private final byte[] buf = new byte[8192];
@@ -35,14 +52,25 @@ final class Http1Connection implements AutoCloseable {
   /** Whether any byte of the current answer was read. */
   private boolean answering;
 
-  Http1Connection(Socket socket) throws IOException {
+  /**
+   * @param socket a connected socket
+   * @param watched whether its reads may wait without a timeout, their deadlines kept by {@link
+   *     Deadlines}: a blocking channel's socket (plain), whose reads a close ends
+   */
+  Http1Connection(Socket socket, boolean watched) throws IOException {
     this.socket = socket;
+    this.watched = watched;
     this.in = socket.getInputStream();
     this.out = socket.getOutputStream();
   }
 
   /** An answer and whether the connection may carry another exchange. */
   record Result(Wire.Answer answer, boolean keepAlive) {}
+
+  /** Whether bytes read are not yet parsed (an answer, or part of one, is in the buffer). */
+  boolean buffered() {
+    return pos < lim;
+  }
 
   /** Whether any byte of the current exchange's answer came (so the server got the request). */
   boolean answering() {
@@ -58,9 +86,77 @@ final class Http1Connection implements AutoCloseable {
    * @throws IOException when the exchange failed ({@link HttpTimeoutException} past the deadline)
    */
   Result exchange(byte[] request, long deadline) throws IOException {
-    answering = false;
-    out.write(request);
+    if (!watched) {
+      write(request);
+      return readAnswer(deadline);
+    }
+    watchedDeadline = deadline;
+    watchState.set(WAITING);
+    Deadlines.watch(this);
+    Result r;
+    try {
+      write(request);
+      r = readAnswer(Long.MAX_VALUE, deadline);
+    } catch (IOException e) {
+      if (!watchState.compareAndSet(WAITING, IDLE)) {
+        throw new HttpTimeoutException("no answer in time");
+      }
+      throw e;
+    } finally {
+      Deadlines.unwatch(this);
+    }
+    if (!watchState.compareAndSet(WAITING, IDLE)) {
+      // Expired as the answer came: the answer stands, the connection is closed.
+      return new Result(r.answer(), false);
+    }
+    return r;
+  }
+
+  /** The deadline of the exchange {@link Deadlines} watches. */
+  long watchedDeadline() {
+    return watchedDeadline;
+  }
+
+  /**
+   * Ends the exchange past its deadline, if it is still waiting: closes the connection, which
+   * ends its read.
+   */
+  void expire() {
+    if (watchState.compareAndSet(WAITING, EXPIRED)) {
+      close();
+    }
+  }
+
+  /**
+   * Writes requests' bytes in one write (several requests when pipelined: {@link Http1Pipeline}).
+   */
+  void write(byte[] requests) throws IOException {
+    out.write(requests);
     out.flush();
+  }
+
+  /**
+   * Reads the next answer. A timeout before its status line was read leaves the connection at
+   * the answer's start ({@link #answering()} false), so that another reader may go on.
+   *
+   * @param deadline when the answer must have been read ({@link System#nanoTime()})
+   * @return the answer
+   * @throws IOException when the read failed ({@link HttpTimeoutException} past the deadline)
+   */
+  Result readAnswer(long deadline) throws IOException {
+    return readAnswer(deadline, deadline);
+  }
+
+  /**
+   * @param readDeadline the deadline of each read's timeout ({@link Long#MAX_VALUE}: none)
+   * @param deadline the answer's deadline
+   */
+  private Result readAnswer(long readDeadline, long deadline) throws IOException {
+    if (System.nanoTime() - deadline >= 0) {
+      throw new HttpTimeoutException("no answer in time");
+    }
+    deadline = readDeadline;
+    answering = false;
     while (true) {
       String statusLine = readLine(deadline);
       answering = true;
@@ -171,11 +267,16 @@ final class Http1Connection implements AutoCloseable {
       lim -= pos;
       pos = 0;
     }
-    long left = deadline - System.nanoTime();
-    if (left <= 0) {
-      throw new HttpTimeoutException("no answer in time");
+    int ms;
+    if (deadline == Long.MAX_VALUE) {
+      ms = 0; // no timeout: Deadlines keeps the deadline
+    } else {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        throw new HttpTimeoutException("no answer in time");
+      }
+      ms = (int) Math.max(1, Math.min(Integer.MAX_VALUE, (left + 999_999) / 1_000_000));
     }
-    int ms = (int) Math.max(1, Math.min(Integer.MAX_VALUE, (left + 999_999) / 1_000_000));
     if (ms != timeoutMs) {
       socket.setSoTimeout(ms);
       timeoutMs = ms;

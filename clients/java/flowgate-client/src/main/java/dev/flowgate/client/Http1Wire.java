@@ -7,10 +7,12 @@ import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
+import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicLong;
@@ -59,6 +61,19 @@ final class Http1Wire implements Wire {
   /** Idle connections, the one given back last first. */
   private final ConcurrentLinkedDeque<Http1Connection> idle = new ConcurrentLinkedDeque<>();
   private final AtomicLong opened = new AtomicLong();
+  /**
+   * The largest body pipelined: the requests and answers in flight on a pipelined connection stay
+   * far below the sockets' buffers, so that its writer never waits on a server that waits for its
+   * answers to be read.
+   */
+  static final int MAX_PIPELINED_BODY = 4096;
+
+  /** The most checks in flight at once on one pipelined connection; 1: no pipelining. */
+  private final int pipelineDepth;
+  /** The connections that pipeline checks, the first ones filled first. */
+  private final CopyOnWriteArrayList<Http1Pipeline> pipelines = new CopyOnWriteArrayList<>();
+  private final AtomicLong pipelinedRequests = new AtomicLong();
+  private final AtomicLong pipelinedWrites = new AtomicLong();
 
   /**
    * @param base the server's base URI ({@code http://host:port} or {@code https://...}, perhaps
@@ -67,13 +82,19 @@ final class Http1Wire implements Wire {
    * @param sslParameters the TLS parameters (protocols, cipher suites), or null
    * @param connectTimeout how long opening a connection (and its TLS handshake) may take
    * @param executor where the {@code Async} exchanges run
+   * @param pipelineDepth the most blocking checks in flight at once on one connection (1: one)
    */
   Http1Wire(
       URI base,
       SSLContext tls,
       SSLParameters sslParameters,
       Duration connectTimeout,
-      Executor executor) {
+      Executor executor,
+      int pipelineDepth) {
+    if (pipelineDepth < 1) {
+      throw new IllegalArgumentException("pipelineDepth must be at least 1, not " + pipelineDepth);
+    }
+    this.pipelineDepth = pipelineDepth;
     boolean https = "https".equals(base.getScheme());
     String h = base.getHost();
     if (h == null) {
@@ -117,10 +138,79 @@ final class Http1Wire implements Wire {
     return !idle.isEmpty();
   }
 
+  /** How many pipelined connections are in use now (for the tests). */
+  int pipelineCount() {
+    return pipelines.size();
+  }
+
+  /** How many checks are in flight on pipelined connections now (for the tests). */
+  int pipelinedInFlight() {
+    return pipelines.stream().mapToInt(Http1Pipeline::inFlight).sum();
+  }
+
+  /** How many requests were written on pipelined connections (for the tests). */
+  long pipelinedRequests() {
+    return pipelinedRequests.get();
+  }
+
+  /** How many writes carried them (for the tests: fewer when requests went together). */
+  long pipelinedWrites() {
+    return pipelinedWrites.get();
+  }
+
   @Override
   public Answer send(Route route, byte[] body, String bearer, Duration timeout)
       throws IOException {
+    boolean small = body == null || body.length <= MAX_PIPELINED_BODY;
+    if (pipelineDepth > 1 && route.pipelined && small) {
+      return pipelined(route, body, bearer, timeout);
+    }
     return exchange(route, body, bearer, timeout, null);
+  }
+
+  /**
+   * A blocking exchange on a pipelined connection ({@link Http1Pipeline}): the first one with
+   * room, else a new one. Filling the first ones first keeps the checks of many threads on few
+   * connections, so that they share writes and reads (the last ones, left unused, are closed).
+   * Idle connections are checked and closed as the pool's are; a check is never resent.
+   */
+  private Answer pipelined(Route route, byte[] body, String bearer, Duration timeout)
+      throws IOException {
+    byte[] request = encode(route, body, bearer);
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (true) {
+      Http1Pipeline p = firstWithRoom();
+      if (p == null) {
+        p = new Http1Pipeline(open(false), pipelinedRequests, pipelinedWrites);
+        pipelines.add(p);
+      }
+      Http1Connection.Result r = p.exchange(request, deadline);
+      if (r != null) {
+        return r.answer();
+      }
+      pipelines.remove(p); // retired before it took the call: nothing was sent
+    }
+  }
+
+  private Http1Pipeline firstWithRoom() {
+    long now = System.nanoTime();
+    for (Http1Pipeline p : pipelines) {
+      int n = p.inFlight();
+      if (n == 0) {
+        long idleFor = now - p.idleSince();
+        if (idleFor > MAX_IDLE_NANOS) {
+          p.retire();
+        } else if (idleFor > CHECK_AFTER_NANOS) {
+          p.stillOpen();
+        }
+      }
+      if (p.retired()) {
+        pipelines.remove(p);
+      } else if (n < pipelineDepth) {
+        return p;
+      }
+    }
+    return null;
   }
 
   @Override
@@ -240,8 +330,18 @@ final class Http1Wire implements Wire {
     }
   }
 
+  /**
+   * A new connection. A plain one for one exchange at a time is a blocking channel's socket,
+   * whose reads wait without a timeout, {@link Deadlines} keeping their deadlines (a system call
+   * per read rather than three); a TLS one, and one that pipelines (whose reader may pass its
+   * turn on at its deadline and leave the connection open), read with timeouts.
+   */
   private Http1Connection open() throws IOException {
-    Socket socket = new Socket();
+    return open(tls == null);
+  }
+
+  private Http1Connection open(boolean watched) throws IOException {
+    Socket socket = watched ? SocketChannel.open().socket() : new Socket();
     try {
       socket.setTcpNoDelay(true);
       socket.setKeepAlive(true);
@@ -254,7 +354,7 @@ final class Http1Wire implements Wire {
         socket = handshake(socket);
       }
       opened.incrementAndGet();
-      return new Http1Connection(socket);
+      return new Http1Connection(socket, watched && tls == null);
     } catch (IOException | RuntimeException e) {
       socket.close();
       throw e;

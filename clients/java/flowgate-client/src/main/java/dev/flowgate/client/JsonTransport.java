@@ -117,6 +117,20 @@ final class JsonTransport {
       }
     }
 
+    /**
+     * The body as a {@link Verdict}: read by {@link VerdictReader}, or bound as {@link #as} does
+     * when of another shape.
+     */
+    Verdict verdict() {
+      if (tree == null && bytes.length > 0) {
+        Verdict v = VerdictReader.read(bytes);
+        if (v != null) {
+          return v;
+        }
+      }
+      return as(Verdict.class);
+    }
+
     /** The body as a {@code type}; a body that does not fit is a {@link FlowgateException}. */
     <T> T as(Class<T> type) {
       if (tree != null || bytes.length == 0) {
@@ -162,7 +176,19 @@ final class JsonTransport {
    * @return the answer
    */
   CompletableFuture<Reply> call(Route route, JsonNode body, Duration timeout, int... accepted) {
-    return send(route, body, timeout)
+    byte[] bytes;
+    try {
+      bytes = body == null ? null : JSON.writeValueAsBytes(body);
+    } catch (JsonProcessingException e) {
+      return CompletableFuture.failedFuture(
+          new IllegalArgumentException("cannot write the request as JSON", e));
+    }
+    return callBytes(route, bytes, timeout, accepted);
+  }
+
+  /** {@link #call(Route, JsonNode, Duration, int...)} of a body already written as JSON. */
+  CompletableFuture<Reply> callBytes(Route route, byte[] body, Duration timeout, int... accepted) {
+    return sendBytes(route, body, timeout)
         .thenApply(
             reply -> {
               for (int status : accepted) {
@@ -188,6 +214,11 @@ final class JsonTransport {
       return CompletableFuture.failedFuture(
           new IllegalArgumentException("cannot write the request as JSON", e));
     }
+    return sendBytes(route, bytes, timeout);
+  }
+
+  /** {@link #send(Route, JsonNode, Duration)} of a body already written as JSON (or null). */
+  CompletableFuture<Reply> sendBytes(Route route, byte[] bytes, Duration timeout) {
     String bearer = token == null ? null : token.get();
     if (Boolean.TRUE.equals(INLINE.get())) {
       try {
@@ -291,7 +322,7 @@ final class JsonTransport {
       Reply reply, ErrorCode code, String detail, Duration retry) {
     JsonNode body = reply.body();
     if (body.has("allowed")) {
-      Verdict verdict = reply.as(Verdict.class);
+      Verdict verdict = reply.verdict();
       try {
         verdict.orThrow();
       } catch (FlowgateException refused) {

@@ -14,7 +14,7 @@ enum Route {
   QUEUE_DEAD_REQUEUE("POST", "/v1/queues/dead/requeue"),
   QUEUE_DEAD_PURGE("POST", "/v1/queues/dead/purge"),
   QUEUE_PURGE("POST", "/v1/queues/purge"),
-  CHECK("POST", "/v1/check"),
+  CHECK("POST", "/v1/check", true),
   ACQUIRE("POST", "/v1/acquire"),
   RELEASE("POST", "/v1/release"),
   REPORT("POST", "/v1/report"),
@@ -25,8 +25,20 @@ enum Route {
   final String method;
   final String path;
 
+  /**
+   * Whether its blocking calls may share a pipelined connection ({@link Http1Pipeline}): the
+   * server answers it without waiting for anything but its store, so the calls behind it on the
+   * connection are not held up by a wait of its own (a held acquire's, a long-poll lease's).
+   */
+  final boolean pipelined;
+
   Route(String method, String path) {
+    this(method, path, false);
+  }
+
+  Route(String method, String path, boolean pipelined) {
     this.method = method;
     this.path = path;
+    this.pipelined = pipelined;
   }
 }

@@ -101,8 +101,22 @@ class AcquireTest {
               t.setDaemon(true);
               return t;
             });
+    // The pool runs nothing until the test's stages are chained: a call completed before its
+    // stage was chained would run the stage on the test's thread, whatever completed it.
+    java.util.concurrent.CountDownLatch chained = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.Executor gated =
+        r ->
+            pool.execute(
+                () -> {
+                  try {
+                    chained.await();
+                  } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                  }
+                  r.run();
+                });
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
-      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).executor(pool).build();
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).executor(gated).build();
       // Four at once: all but the first wait for their slots, 200 ms apart; every one completes
       // on the pool, waited or not.
       List<CompletableFuture<String>> acquired = new java.util.ArrayList<>();
@@ -117,6 +131,7 @@ class AcquireTest {
                           + Thread.currentThread().getName();
                     }));
       }
+      chained.countDown();
       int waited = 0;
       for (CompletableFuture<String> a : acquired) {
         String thread = a.get(30, java.util.concurrent.TimeUnit.SECONDS);

@@ -52,7 +52,7 @@ class Http1ConnectionTest {
               });
       peer.start();
       try (Socket socket = new Socket(InetAddress.getLoopbackAddress(), listener.getLocalPort())) {
-        Http1Connection c = new Http1Connection(socket);
+        Http1Connection c = new Http1Connection(socket, false);
         byte[] request = "GET / HTTP/1.1\r\nHost: x\r\n\r\n".getBytes(StandardCharsets.ISO_8859_1);
         try {
           return c.exchange(request, System.nanoTime() + 10_000_000_000L);

@@ -19,12 +19,15 @@ import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
+import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
@@ -53,18 +56,14 @@ public final class FlowgateGrpcClient implements AutoCloseable {
   private final ManagedChannel channel;
   private final String target;
   private final Duration timeout;
-  private final RateLimitServiceGrpc.RateLimitServiceBlockingStub blockingRls;
   private final RateLimitServiceGrpc.RateLimitServiceStub asyncRls;
-  private final ReportsGrpc.ReportsBlockingStub blockingReports;
   private final ReportsGrpc.ReportsStub asyncReports;
 
   private FlowgateGrpcClient(ManagedChannel channel, String target, Duration timeout) {
     this.channel = channel;
     this.target = target;
     this.timeout = timeout;
-    this.blockingRls = RateLimitServiceGrpc.newBlockingStub(channel);
     this.asyncRls = RateLimitServiceGrpc.newStub(channel);
-    this.blockingReports = ReportsGrpc.newBlockingStub(channel);
     this.asyncReports = ReportsGrpc.newStub(channel);
   }
 
@@ -99,14 +98,11 @@ public final class FlowgateGrpcClient implements AutoCloseable {
    * @throws FlowgateException when the server answers an error or cannot be reached
    */
   public Verdict check(Request request) {
-    try {
-      return EnvoyMessages.verdict(
-          blockingRls
-              .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
-              .shouldRateLimit(EnvoyMessages.request(request)));
-    } catch (StatusRuntimeException e) {
-      throw GrpcErrors.of(e.getStatus(), describe("ShouldRateLimit"));
-    }
+    return EnvoyMessages.verdict(
+        blockingCall(
+            RateLimitServiceGrpc.getShouldRateLimitMethod(),
+            EnvoyMessages.request(request),
+            "ShouldRateLimit"));
   }
 
   /**
@@ -144,14 +140,8 @@ public final class FlowgateGrpcClient implements AutoCloseable {
    */
   public ReportAnswer report(Report... reports) {
     List<Report> list = nonEmpty(List.of(reports));
-    try {
-      return ReportMessages.answer(
-          blockingReports
-              .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
-              .report(ReportMessages.request(list)));
-    } catch (StatusRuntimeException e) {
-      throw GrpcErrors.of(e.getStatus(), describe("Report"));
-    }
+    return ReportMessages.answer(
+        blockingCall(ReportsGrpc.getReportMethod(), ReportMessages.request(list), "Report"));
   }
 
   /**
@@ -206,6 +196,63 @@ public final class FlowgateGrpcClient implements AutoCloseable {
         // A unary call's one message has completed the future.
       }
     };
+  }
+
+  /**
+   * A unary call made for a blocking caller: gRPC's events (headers, message, end) handled where
+   * they arrive, on the channel's network thread, the caller woken once with the answer. gRPC's
+   * blocking stubs wake the caller for each event to handle it on its own thread, which cost
+   * more CPU per call than the call itself under many threads (BENCHMARKS.md). Handling them is
+   * short and never blocks (nothing of the caller's runs there).
+   */
+  private <Q, A> A blockingCall(MethodDescriptor<Q, A> method, Q request, String name) {
+    ClientCall<Q, A> call =
+        channel.newCall(
+            method,
+            CallOptions.DEFAULT
+                .withExecutor(Runnable::run)
+                .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS));
+    CompletableFuture<A> answer = new CompletableFuture<>();
+    ClientCalls.asyncUnaryCall(
+        call,
+        request,
+        new StreamObserver<A>() {
+          @Override
+          public void onNext(A message) {
+            answer.complete(message);
+          }
+
+          @Override
+          public void onError(Throwable t) {
+            answer.completeExceptionally(t);
+          }
+
+          @Override
+          public void onCompleted() {
+            if (!answer.isDone()) {
+              answer.completeExceptionally(
+                  Status.INTERNAL.withDescription("no answer in a unary call").asRuntimeException());
+            }
+          }
+        });
+    try {
+      return answer.get();
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof StatusRuntimeException s) {
+        throw GrpcErrors.of(s.getStatus(), describe(name));
+      }
+      if (cause instanceof RuntimeException r) {
+        throw r;
+      }
+      throw GrpcErrors.of(Status.fromThrowable(cause), describe(name));
+    } catch (InterruptedException e) {
+      call.cancel("the caller was interrupted", e);
+      Thread.currentThread().interrupt();
+      throw GrpcErrors.of(
+          Status.CANCELLED.withDescription("interrupted while waiting").withCause(e),
+          describe(name));
+    }
   }
 
   private String describe(String method) {
