@@ -7,13 +7,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{bounded, live_options, single};
+use common::{bounded, hold_writes, live_options, script_calls, single};
 use flowgate_core::algorithm::Amount;
 use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
 use flowgate_core::store::{ChargeItem, Store};
 use flowgate_core::{Algorithm, Limit};
-use flowgate_redis::{AtomicCommit, RedisStore};
-use flowgate_testkit::redis::{RedisServer, raw_command};
+use flowgate_redis::AtomicCommit;
+use flowgate_testkit::redis::RedisServer;
 use tokio::time::Duration;
 
 fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
@@ -41,37 +41,6 @@ fn reservation(now: u64) -> Reservation {
         }],
         expires: now + 60_000_000,
     }
-}
-
-/// Script calls Redis has run so far (`EVALSHA` and `EVAL`).
-async fn script_calls(store: &RedisStore) -> u64 {
-    let redis::Value::BulkString(info) =
-        ok(store.query(redis::cmd("INFO").arg("commandstats")).await)
-    else {
-        panic!("INFO answered no text");
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
-/// Holds Redis's writes for `ms` (`CLIENT PAUSE ... WRITE` from another connection), so that
-/// the requests sent meanwhile wait behind the calls in flight and coalesce.
-fn hold_writes(server: &RedisServer, ms: u64) {
-    let answer = ok(raw_command(
-        server.port(),
-        &format!("CLIENT PAUSE {ms} WRITE"),
-    ));
-    assert!(answer.starts_with("+OK"), "{answer}");
 }
 
 /// 48 reservations of one key written at once, then each committed twice at once (with its

@@ -6,12 +6,12 @@
 
 mod common;
 
-use common::{bounded, live_options, single};
+use common::{bounded, hold_writes, live_options, script_calls, single};
 use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
 use flowgate_core::store::{Item, Store};
 use flowgate_core::{Algorithm, Limit};
 use flowgate_redis::RedisStore;
-use flowgate_testkit::redis::{RedisServer, raw_command};
+use flowgate_testkit::redis::RedisServer;
 use tokio::time::Duration;
 
 fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
@@ -39,27 +39,6 @@ fn reservation(now: u64) -> Reservation {
         }],
         expires: now + 60_000_000,
     }
-}
-
-/// Script calls Redis has run so far (`EVALSHA` and `EVAL`).
-async fn script_calls(store: &RedisStore) -> u64 {
-    let redis::Value::BulkString(info) =
-        ok(store.query(redis::cmd("INFO").arg("commandstats")).await)
-    else {
-        panic!("INFO answered no text");
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }
 
 /// Decides one reservation of `KEY` with its record; answers whether it was written.
@@ -131,8 +110,7 @@ async fn coalesced_decisions_write_exactly_the_admitted_records() {
         let before = script_calls(&store).await;
         // Redis holds writes meanwhile, so the decisions wait behind those in flight and share
         // calls.
-        let answer = ok(raw_command(server.port(), "CLIENT PAUSE 300 WRITE"));
-        assert!(answer.starts_with("+OK"), "{answer}");
+        hold_writes(&server, 300);
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..TASKS {
             let store = store.clone();
@@ -192,8 +170,7 @@ async fn a_record_that_cannot_be_written_fails_alone() {
             )
             .await);
         let good = reservation(now);
-        let answer = ok(raw_command(server.port(), "CLIENT PAUSE 200 WRITE"));
-        assert!(answer.starts_with("+OK"), "{answer}");
+        hold_writes(&server, 200);
         let limit = limit();
         let (a, b) = tokio::join!(
             reserve(&store, &limit, &bad),

@@ -59,17 +59,19 @@ fn pending(now: u64) -> PendingRecord {
     }
 }
 
-async fn store(server: &RedisServer) -> RedisStore {
+/// A Redis, a store on it, and a limiter of [`rules`] on that store.
+async fn setup() -> (RedisServer, RedisStore, Limiter<RedisStore>) {
+    let server = RedisServer::start();
     let options = RedisOptions::default().deadline(Duration::from_secs(5));
-    ok(RedisStore::connect_with(&server.url(), options).await)
+    let store = ok(RedisStore::connect_with(&server.url(), options).await);
+    let limiter = Limiter::new(rules(), store.clone());
+    (server, store, limiter)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admitted_reservation_is_recorded_with_its_decision_and_a_refused_one_is_not() {
-    let server = RedisServer::start();
-    let store = store(&server).await;
+    let (_server, store, limiter) = setup().await;
     let records = store.reservations();
-    let limiter = Limiter::new(rules(), store.clone());
     let now = store.now();
 
     let p = pending(now);
@@ -105,10 +107,8 @@ async fn an_admitted_reservation_is_recorded_with_its_decision_and_a_refused_one
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_rules_and_breakers_leave_the_record_to_the_caller() {
-    let server = RedisServer::start();
-    let store = store(&server).await;
+    let (_server, store, limiter) = setup().await;
     let records = store.reservations();
-    let limiter = Limiter::new(rules(), store.clone());
     let now = store.now();
 
     // The shadow rule refuses (1 a minute, 5 asked) while the request goes ahead.

@@ -93,3 +93,35 @@ pub async fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Script calls Redis has run so far (`EVALSHA` and `EVAL`), from `INFO commandstats`.
+pub async fn script_calls(store: &RedisStore) -> u64 {
+    let info = store
+        .query(redis::cmd("INFO").arg("commandstats"))
+        .await
+        .unwrap_or_else(|e| panic!("INFO commandstats: {e}"));
+    let redis::Value::BulkString(info) = info else {
+        panic!("INFO answered no text");
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Holds Redis's writes for `ms` (`CLIENT PAUSE ... WRITE` from another connection), so that
+/// the requests sent meanwhile wait behind the calls in flight and coalesce.
+pub fn hold_writes(server: &RedisServer, ms: u64) {
+    let answer =
+        flowgate_testkit::redis::raw_command(server.port(), &format!("CLIENT PAUSE {ms} WRITE"))
+            .unwrap_or_else(|e| panic!("CLIENT PAUSE: {e}"));
+    assert!(answer.starts_with("+OK"), "{answer}");
+}
