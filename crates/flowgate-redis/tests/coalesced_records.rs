@@ -7,9 +7,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{bounded, hold_writes, live_options, script_calls, single};
+use common::{bounded, hold_writes, live_options, reservation, script_calls, single};
 use flowgate_core::algorithm::Amount;
-use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
+use flowgate_core::reservation::{Claim, Reservation, Reservations};
 use flowgate_core::store::{ChargeItem, Store};
 use flowgate_core::{Algorithm, Limit};
 use flowgate_redis::AtomicCommit;
@@ -28,21 +28,6 @@ fn limit() -> Limit {
     ok(Limit::new(Algorithm::FixedWindow, ok("1000000/d".parse())))
 }
 
-/// A reservation of 10 units of `KEY`, taken at `now`, expiring a minute later.
-fn reservation(now: u64) -> Reservation {
-    Reservation {
-        id: ok(ReservationId::random()),
-        items: vec![Reserved {
-            key: KEY.into(),
-            domain: "llm".into(),
-            rule: "tokens".into(),
-            estimate: 10,
-            taken: now,
-        }],
-        expires: now + 60_000_000,
-    }
-}
-
 /// 48 reservations of one key written at once, then each committed twice at once (with its
 /// estimate given back and 3 units charged): every write lands, each reservation is claimed
 /// exactly once, the key is charged exactly 48 × 3 units, nothing stays outstanding, and the
@@ -55,7 +40,7 @@ async fn concurrent_writes_and_commits_share_calls_and_each_is_applied_once() {
         let records = store.reservations();
         let limit = Arc::new(limit());
         let now = store.now();
-        let all: Vec<Reservation> = (0..TASKS).map(|_| reservation(now)).collect();
+        let all: Vec<Reservation> = (0..TASKS).map(|_| reservation(KEY, 10, now)).collect();
         // The estimates, taken as a decision would have.
         let took: Vec<ChargeItem<'_>> = all
             .iter()
@@ -157,12 +142,12 @@ async fn a_coalesced_commit_that_cannot_be_applied_fails_alone() {
         let records = store.reservations();
         let limit = Arc::new(limit());
         let now = store.now();
-        let good: Vec<Reservation> = (0..TASKS).map(|_| reservation(now)).collect();
+        let good: Vec<Reservation> = (0..TASKS).map(|_| reservation(KEY, 10, now)).collect();
         for r in &good {
             ok(records.put(r, r.expires + 60_000_000).await);
         }
         // Its record's key holds a string: reading it as a record fails (WRONGTYPE).
-        let bad = reservation(now);
+        let bad = reservation(KEY, 10, now);
         ok(store
             .query(
                 redis::cmd("SET")

@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{bounded, live_options, single};
+use common::{bounded, live_options, reservation, single};
 use flowgate_core::algorithm::Amount;
-use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
+use flowgate_core::reservation::{Claim, ReservationId, Reservations, Reserved};
 use flowgate_core::store::ChargeItem;
 use flowgate_core::{Algorithm, Limit};
 use flowgate_redis::keys::redis_key;
@@ -20,21 +20,6 @@ fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
 
 fn limit() -> Limit {
     ok(Limit::new(Algorithm::TokenBucket, ok("100/m".parse())))
-}
-
-/// A reservation of 10 units of `key`, taken at `now`, expiring a minute later.
-fn reservation(key: &str, now: u64) -> Reservation {
-    Reservation {
-        id: ok(ReservationId::random()),
-        items: vec![Reserved {
-            key: key.into(),
-            domain: "llm".into(),
-            rule: "tokens".into(),
-            estimate: 10,
-            taken: now,
-        }],
-        expires: now + 60_000_000,
-    }
 }
 
 /// Whether `key`'s state exists under `limit` (a charge on a fresh key writes one).
@@ -69,12 +54,12 @@ async fn a_commit_whose_answer_is_lost_is_applied_whole() {
         let now = store.now();
         // One commit first, so that Redis holds the script: the lost call is then the script
         // itself (`EVALSHA`), run when Redis thaws, not a load it would have to retry.
-        let warm = reservation("llm:tokens:api_key=warm", now);
+        let warm = reservation("llm:tokens:api_key=warm", 10, now);
         ok(records.put(&warm, warm.expires + 60_000_000).await);
         let read = ok(records.peek(&warm.id, now).await);
         let done = ok(records.commit(&read, now, &[]).await);
         assert!(matches!(done, AtomicCommit::Done { .. }), "{done:?}");
-        let r = reservation(key, now);
+        let r = reservation(key, 10, now);
         ok(records.put(&r, r.expires + 60_000_000).await);
         let read = ok(records.peek(&r.id, now).await);
         let items = [
@@ -115,7 +100,7 @@ async fn a_commit_of_a_record_changed_since_read_does_nothing_then_commits_as_it
         let records = store.reservations();
         let (key, limit) = ("llm:tokens:api_key=swept", limit());
         let now = store.now();
-        let r = reservation(key, now);
+        let r = reservation(key, 10, now);
         ok(records.put(&r, r.expires + 60_000_000).await);
         let stale = ok(records.peek(&r.id, now).await);
         // A sweeper releases it after the read.
@@ -169,7 +154,7 @@ async fn a_commit_of_a_reservation_under_several_rules_ends_each_outstanding_cou
         let store = single(&server, live_options().deadline(Duration::from_secs(5))).await;
         let records = store.reservations();
         let now = store.now();
-        let mut r = reservation("llm:tokens:api_key=a", now);
+        let mut r = reservation("llm:tokens:api_key=a", 10, now);
         for (i, rule) in ["per-user", "per-org"].into_iter().enumerate() {
             r.items.push(Reserved {
                 key: format!("llm:{rule}:id={i}"),
@@ -180,7 +165,7 @@ async fn a_commit_of_a_reservation_under_several_rules_ends_each_outstanding_cou
             });
         }
         // A second, open, under one of them: its count stays.
-        let other = reservation("llm:tokens:api_key=b", now);
+        let other = reservation("llm:tokens:api_key=b", 10, now);
         ok(records.put(&r, r.expires + 60_000_000).await);
         ok(records.put(&other, other.expires + 60_000_000).await);
         let mut out = ok(records.outstanding().await);

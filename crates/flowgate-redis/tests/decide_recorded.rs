@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{bounded, hold_writes, live_options, script_calls, single};
-use flowgate_core::reservation::{Claim, Reservation, ReservationId, Reservations, Reserved};
+use common::{bounded, hold_writes, live_options, reservation, script_calls, single};
+use flowgate_core::reservation::{Claim, Reservation, Reservations};
 use flowgate_core::store::{Item, Store};
 use flowgate_core::{Algorithm, Limit};
 use flowgate_redis::RedisStore;
@@ -24,21 +24,6 @@ const ESTIMATE: u64 = 10;
 
 fn limit() -> Limit {
     ok(Limit::new(Algorithm::FixedWindow, ok("100/d".parse())))
-}
-
-/// A reservation of `ESTIMATE` units of `KEY`, taken at `now`, expiring a minute later.
-fn reservation(now: u64) -> Reservation {
-    Reservation {
-        id: ok(ReservationId::random()),
-        items: vec![Reserved {
-            key: KEY.into(),
-            domain: "llm".into(),
-            rule: "tokens".into(),
-            estimate: ESTIMATE,
-            taken: now,
-        }],
-        expires: now + 60_000_000,
-    }
 }
 
 /// Decides one reservation of `KEY` with its record; answers whether it was written.
@@ -71,7 +56,7 @@ async fn one_call_decides_and_writes_the_record_only_when_admitted() {
             enforce: true,
         }];
         ok(store.decide(&warm).await);
-        let first = reservation(now);
+        let first = reservation(KEY, ESTIMATE, now);
         let before = script_calls(&store).await;
         assert_eq!(reserve(&store, &limit, &first).await, (true, true));
         assert_eq!(script_calls(&store).await - before, 1, "one call");
@@ -84,11 +69,11 @@ async fn one_call_decides_and_writes_the_record_only_when_admitted() {
         // Nine more fill the limit; the eleventh is refused and leaves no record.
         for _ in 0..9 {
             assert_eq!(
-                reserve(&store, &limit, &reservation(now)).await,
+                reserve(&store, &limit, &reservation(KEY, ESTIMATE, now)).await,
                 (true, true)
             );
         }
-        let refused = reservation(now);
+        let refused = reservation(KEY, ESTIMATE, now);
         assert_eq!(reserve(&store, &limit, &refused).await, (false, false));
         assert_eq!(ok(records.peek(&refused.id, now).await), Claim::Unknown);
         let out = ok(records.outstanding().await);
@@ -115,7 +100,7 @@ async fn coalesced_decisions_write_exactly_the_admitted_records() {
         for _ in 0..TASKS {
             let store = store.clone();
             tasks.spawn(async move {
-                let r = reservation(now);
+                let r = reservation(KEY, ESTIMATE, now);
                 let (admitted, written) = reserve(&store, &limit(), &r).await;
                 (r.id, admitted, written)
             });
@@ -161,7 +146,7 @@ async fn a_record_that_cannot_be_written_fails_alone() {
         let store = single(&server, live_options().deadline(Duration::from_secs(5))).await;
         let records = store.reservations();
         let now = store.now();
-        let bad = reservation(now);
+        let bad = reservation(KEY, ESTIMATE, now);
         ok(store
             .query(
                 redis::cmd("SET")
@@ -169,7 +154,7 @@ async fn a_record_that_cannot_be_written_fails_alone() {
                     .arg("not a record"),
             )
             .await);
-        let good = reservation(now);
+        let good = reservation(KEY, ESTIMATE, now);
         hold_writes(&server, 200);
         let limit = limit();
         let (a, b) = tokio::join!(

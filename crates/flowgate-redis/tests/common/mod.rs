@@ -125,3 +125,20 @@ pub fn hold_writes(server: &RedisServer, ms: u64) {
             .unwrap_or_else(|e| panic!("CLIENT PAUSE: {e}"));
     assert!(answer.starts_with("+OK"), "{answer}");
 }
+
+/// A reservation of `estimate` units of `key` under rule `llm/tokens`, taken at `now`, expiring
+/// a minute later.
+pub fn reservation(key: &str, estimate: u64, now: u64) -> flowgate_core::reservation::Reservation {
+    use flowgate_core::reservation::{Reservation, ReservationId, Reserved};
+    Reservation {
+        id: ReservationId::random().unwrap_or_else(|e| panic!("{e}")),
+        items: vec![Reserved {
+            key: key.into(),
+            domain: "llm".into(),
+            rule: "tokens".into(),
+            estimate,
+            taken: now,
+        }],
+        expires: now + 60_000_000,
+    }
+}

@@ -302,19 +302,17 @@ impl Reserve {
         let store = state.limiter.store();
         let now = store.now();
         self.check_clamps(&state.limiter.rules(), req, now)?;
-        let id = ReservationId::random()
-            .map_err(|e| ReserveError::Store(StoreError::Internal(e.to_string())))?;
         let expires = now + micros(ttl);
-        let forget_at = expires + micros(self.config.max_ttl);
+        let pending = PendingRecord {
+            id: ReservationId::random()
+                .map_err(|e| ReserveError::Store(StoreError::Internal(e.to_string())))?,
+            expires,
+            forget_at: expires + micros(self.config.max_ttl),
+            taken: now,
+        };
         // On a single Redis the record is written with the decision: one round trip.
         let atomic = matches!(&self.records, Records::Redis(x) if x.commits_atomically());
         let (verdict, recorded) = if atomic {
-            let pending = PendingRecord {
-                id: id.clone(),
-                expires,
-                forget_at,
-                taken: now,
-            };
             state.decide_recorded(Api::Http, req, &pending).await
         } else {
             (state.decide(Api::Http, req).await, None)
@@ -328,13 +326,10 @@ impl Reserve {
         }
         let reservation = match recorded {
             Some(r) => r,
-            None => {
-                self.record_apart(state, &verdict, req, id, expires, now, forget_at)
-                    .await?
-            }
+            None => self.record_apart(state, &verdict, req, &pending).await?,
         };
         if atomic {
-            self.recent.keep(&reservation, now, forget_at);
+            self.recent.keep(&reservation, now, pending.forget_at);
         }
         Ok(Admitted {
             verdict,
@@ -345,16 +340,12 @@ impl Reserve {
     /// Writes the record of a reservation `verdict` admitted, when its decision could not
     /// (the embedded store, Redis Cluster, a request matching breakers, shadow or quota-mode
     /// rules): what it took is each admitted status's.
-    #[allow(clippy::too_many_arguments)]
     async fn record_apart(
         &self,
         state: &AppState,
         verdict: &Verdict,
         req: &Request,
-        id: ReservationId,
-        expires: Micros,
-        now: Micros,
-        forget_at: Micros,
+        pending: &PendingRecord,
     ) -> Result<Reservation, ReserveError> {
         let items: Vec<Reserved> = verdict
             .statuses
@@ -367,12 +358,16 @@ impl Reserve {
                     domain: rule.domain.clone(),
                     rule: rule.name.clone(),
                     estimate: req.cost,
-                    taken: now,
+                    taken: pending.taken,
                 })
             })
             .collect();
-        let reservation = Reservation { id, items, expires };
-        if let Err(e) = self.records.put(&reservation, forget_at).await {
+        let reservation = Reservation {
+            id: pending.id.clone(),
+            items,
+            expires: pending.expires,
+        };
+        if let Err(e) = self.records.put(&reservation, pending.forget_at).await {
             // Not recorded: give the units back rather than hold them until time frees them.
             let _ = self.apply(state, &reservation, None, true).await;
             return Err(ReserveError::Store(e));
