@@ -51,6 +51,21 @@ fn check(client: &str) -> serde_json::Value {
     json!({"domain": "api", "descriptors": [format!("client={client}")]})
 }
 
+/// `Server-Timing: decide;dur=<milliseconds, three decimals>` (the Java client's pipelining
+/// reads it).
+fn assert_server_timing(value: Option<&str>) {
+    let dur = value
+        .and_then(|v| v.strip_prefix("decide;dur="))
+        .unwrap_or_else(|| panic!("no decide timing: {value:?}"));
+    let (ms, frac) = dur
+        .split_once('.')
+        .expect("milliseconds to the microsecond");
+    assert!(
+        ms.parse::<u64>().is_ok() && frac.len() == 3 && frac.parse::<u16>().is_ok(),
+        "{dur}"
+    );
+}
+
 #[tokio::test]
 async fn check_headers_and_429() {
     let t = server().await;
@@ -59,6 +74,7 @@ async fn check_headers_and_429() {
     assert_eq!(r.header("ratelimit-limit"), Some("2"));
     assert_eq!(r.header("ratelimit-remaining"), Some("1"));
     assert_eq!(r.header("ratelimit-reset"), Some("10"));
+    assert_server_timing(r.header("server-timing"));
     let j = r.json();
     assert_eq!((&j["allowed"], &j["code"]), (&json!(true), &json!("OK")));
     assert!(
@@ -73,6 +89,7 @@ async fn check_headers_and_429() {
     let r = post_json(t.http(), "/v1/check", check("a")).await;
     assert_eq!(r.status, 429);
     assert_eq!(r.header("ratelimit-remaining"), Some("0"));
+    assert_server_timing(r.header("server-timing"));
     assert_eq!(r.header("retry-after"), Some("6"));
     let j = r.json();
     assert_eq!(

@@ -404,7 +404,7 @@ public final class FlowgateClient {
    */
   public static final class Builder {
     /** The default of {@link #pipelining}. */
-    static final int DEFAULT_PIPELINING = 1;
+    static final int DEFAULT_PIPELINING = 16;
 
     private final URI baseUrl;
     private Supplier<String> token;
@@ -415,6 +415,7 @@ public final class FlowgateClient {
     private Executor executor;
     private HttpClient.Version version = HttpClient.Version.HTTP_1_1;
     private int pipelining = DEFAULT_PIPELINING;
+    private Duration pipelineBudget = Duration.ofNanos(AnswerPace.BUDGET_NANOS);
 
     private Builder(URI baseUrl) {
       this.baseUrl = Objects.requireNonNull(baseUrl, "baseUrl");
@@ -527,18 +528,22 @@ public final class FlowgateClient {
 
     /**
      * HTTP/1.1 pipelining of the blocking {@code check}s: the most in flight at once on one
-     * connection (1, the default: a connection per check in flight). With more, the checks made
-     * at once by several threads share a connection: written together in one write, their
-     * answers read together, which costs the server and the client less CPU per check (at 16 and
-     * 64 threads: a quarter and a sixth less, BENCHMARKS.md) for a longer p99 (one thread at a
-     * time reads for the others and wakes them). A thread alone keeps its connection to itself.
+     * connection (16 by default; 1: a connection per check in flight). The checks made at once by
+     * several threads share a connection: written together in one write, their answers read
+     * together, which costs the server and the client less CPU per check (at 64 threads, about a
+     * third less: BENCHMARKS.md) for a longer p99 (one thread at a time reads for the others and
+     * wakes them). A thread alone keeps its connection to itself.
      *
-     * <p>The server answers the checks on one connection in turn, so each waits for those ahead
-     * of it on its connection: worth it when checks are answered in microseconds (the embedded
-     * store) and many threads check at once; with Redis, whose round trip each check waits for,
-     * keep the default. A connection's failure, or a timeout, concerns only the checks on it;
+     * <p>The server answers the checks on one connection in turn, so each waits for the
+     * decisions of those ahead of it: nothing when they take microseconds of the server's CPU
+     * (the embedded store), a store's round trip each on Redis. The client reads how long the
+     * server says each decision took ({@code Server-Timing}) and lets a connection carry only as
+     * many checks as fit in 0.25 ms of decisions, at most this many: all of them on the embedded
+     * store, one on Redis or when a store stops answering, one until the first answer.
+     * A connection's failure, or a timeout, concerns only the checks on it;
      * none is resent. Other calls (acquire, reports, queues), {@code Async} calls, and checks of
-     * bodies over 4 KiB have a connection each.
+     * bodies over 4 KiB have a connection each. Set 1 in front of a proxy that mishandles
+     * pipelined requests (HTTP/1.1 requires servers and proxies to answer them in order).
      *
      * @param maxChecksPerConnection at least 1
      * @return this builder
@@ -549,6 +554,15 @@ public final class FlowgateClient {
             "pipelining must be at least 1, not " + maxChecksPerConnection);
       }
       this.pipelining = maxChecksPerConnection;
+      return this;
+    }
+
+    /**
+     * The decisions' time a pipelined check may wait behind ({@link AnswerPace}): for the tests,
+     * which widen it so that checks share connections whatever the build's speed.
+     */
+    Builder pipelineBudget(Duration budget) {
+      this.pipelineBudget = Objects.requireNonNull(budget, "budget");
       return this;
     }
 
@@ -564,7 +578,8 @@ public final class FlowgateClient {
       if (version == HttpClient.Version.HTTP_1_1) {
         Executor async = executor != null ? executor : asyncThreads();
         wire =
-            new Http1Wire(baseUrl, sslContext, sslParameters, connectTimeout, async, pipelining);
+            new Http1Wire(
+                baseUrl, sslContext, sslParameters, connectTimeout, async, pipelining, pipelineBudget);
       } else {
         HttpClient.Builder http =
             HttpClient.newBuilder()

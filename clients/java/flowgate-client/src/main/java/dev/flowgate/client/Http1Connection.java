@@ -64,8 +64,11 @@ final class Http1Connection implements AutoCloseable {
     this.out = socket.getOutputStream();
   }
 
-  /** An answer and whether the connection may carry another exchange. */
-  record Result(Wire.Answer answer, boolean keepAlive) {}
+  /**
+   * An answer, whether the connection may carry another exchange, and how long the server says
+   * its decision took ({@code Server-Timing: decide;dur=}, in nanoseconds; -1 when it does not).
+   */
+  record Result(Wire.Answer answer, boolean keepAlive, long decidedNanos) {}
 
   /** Whether bytes read are not yet parsed (an answer, or part of one, is in the buffer). */
   boolean buffered() {
@@ -107,7 +110,7 @@ final class Http1Connection implements AutoCloseable {
     }
     if (!watchState.compareAndSet(WAITING, IDLE)) {
       // Expired as the answer came: the answer stands, the connection is closed.
-      return new Result(r.answer(), false);
+      return new Result(r.answer(), false, r.decidedNanos());
     }
     return r;
   }
@@ -169,6 +172,7 @@ final class Http1Connection implements AutoCloseable {
       boolean chunked = false;
       Boolean keepAliveHeader = null;
       String retryAfter = null;
+      long decidedNanos = -1;
       for (String line = readLine(deadline); !line.isEmpty(); line = readLine(deadline)) {
         int colon = line.indexOf(':');
         if (colon <= 0) {
@@ -186,6 +190,8 @@ final class Http1Connection implements AutoCloseable {
               : v.contains("keep-alive") ? Boolean.TRUE : keepAliveHeader;
         } else if (name.equalsIgnoreCase("retry-after")) {
           retryAfter = value;
+        } else if (name.equalsIgnoreCase("server-timing")) {
+          decidedNanos = decideNanos(value);
         }
       }
       if (status >= 100 && status < 200) {
@@ -203,8 +209,33 @@ final class Http1Connection implements AutoCloseable {
         body = readToEnd(deadline);
         keepAlive = false;
       }
-      return new Result(new Wire.Answer(status, retryAfter, body), keepAlive);
+      return new Result(new Wire.Answer(status, retryAfter, body), keepAlive, decidedNanos);
     }
+  }
+
+  /**
+   * The duration of the {@code decide} metric of a {@code Server-Timing} value ({@code
+   * decide;dur=0.012}: milliseconds), in nanoseconds; -1 when it has none or it is malformed.
+   */
+  static long decideNanos(String serverTiming) {
+    for (String metric : serverTiming.split(",")) {
+      String[] params = metric.split(";");
+      if (!params[0].trim().equals("decide")) {
+        continue;
+      }
+      for (int i = 1; i < params.length; i++) {
+        String p = params[i].trim();
+        if (p.startsWith("dur=")) {
+          try {
+            double ms = Double.parseDouble(p.substring(4));
+            return ms >= 0 && ms < 1e9 ? (long) (ms * 1_000_000) : -1;
+          } catch (NumberFormatException e) {
+            return -1;
+          }
+        }
+      }
+    }
+    return -1;
   }
 
   /**

@@ -79,17 +79,23 @@ final class Http1Pipeline {
   /** When the last call here ended ({@link System#nanoTime()}), for the pool's idle check. */
   private volatile long idleSince;
 
+  /** The pace of decisions, shared by a wire's pipelines: each answer read here is a sample. */
+  private final AnswerPace pace;
+
   /** Requests written and writes made, over all of a wire's pipelines (for the tests). */
   private final AtomicLong requestsWritten;
   private final AtomicLong writes;
 
   /**
    * @param connection the connection, new
+   * @param pace the pace of decisions, told of each answer read
    * @param requestsWritten counts the requests written
    * @param writes counts the writes (each of one or more requests)
    */
-  Http1Pipeline(Http1Connection connection, AtomicLong requestsWritten, AtomicLong writes) {
+  Http1Pipeline(
+      Http1Connection connection, AnswerPace pace, AtomicLong requestsWritten, AtomicLong writes) {
     this.connection = connection;
+    this.pace = pace;
     this.requestsWritten = requestsWritten;
     this.writes = writes;
     this.idleSince = System.nanoTime();
@@ -246,6 +252,7 @@ final class Http1Pipeline {
           fail(new IOException("an answer to no request"));
           return;
         }
+        pace.answered(r.decidedNanos());
         if (!head.done) {
           head.result = r;
           head.done = true;

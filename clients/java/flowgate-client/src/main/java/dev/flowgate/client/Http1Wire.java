@@ -70,6 +70,8 @@ final class Http1Wire implements Wire {
 
   /** The most checks in flight at once on one pipelined connection; 1: no pipelining. */
   private final int pipelineDepth;
+  /** The server's time per decision, which sets how many checks a connection takes now. */
+  private final AnswerPace pace;
   /** The connections that pipeline checks, the first ones filled first. */
   private final CopyOnWriteArrayList<Http1Pipeline> pipelines = new CopyOnWriteArrayList<>();
   private final AtomicLong pipelinedRequests = new AtomicLong();
@@ -83,6 +85,8 @@ final class Http1Wire implements Wire {
    * @param connectTimeout how long opening a connection (and its TLS handshake) may take
    * @param executor where the {@code Async} exchanges run
    * @param pipelineDepth the most blocking checks in flight at once on one connection (1: one)
+   * @param pipelineBudget the decisions' time a pipelined check may wait behind ({@link
+   *     AnswerPace})
    */
   Http1Wire(
       URI base,
@@ -90,11 +94,13 @@ final class Http1Wire implements Wire {
       SSLParameters sslParameters,
       Duration connectTimeout,
       Executor executor,
-      int pipelineDepth) {
+      int pipelineDepth,
+      Duration pipelineBudget) {
     if (pipelineDepth < 1) {
       throw new IllegalArgumentException("pipelineDepth must be at least 1, not " + pipelineDepth);
     }
     this.pipelineDepth = pipelineDepth;
+    this.pace = new AnswerPace(pipelineDepth, pipelineBudget.toNanos());
     boolean https = "https".equals(base.getScheme());
     String h = base.getHost();
     if (h == null) {
@@ -138,9 +144,33 @@ final class Http1Wire implements Wire {
     return !idle.isEmpty();
   }
 
+  /**
+   * Whether every pipelined connection was closed by the server while idle (for the tests: waits
+   * for the server's idle timeout without sleeping a fixed time). Checks each idle one as a new
+   * check would, which retires it when closed.
+   */
+  boolean pipelinesClosedByServer() {
+    for (Http1Pipeline p : pipelines) {
+      if (p.inFlight() > 0 || p.stillOpen()) {
+        return false;
+      }
+    }
+    return !pipelines.isEmpty();
+  }
+
   /** How many pipelined connections are in use now (for the tests). */
   int pipelineCount() {
     return pipelines.size();
+  }
+
+  /** The average decision time the server reported, in nanoseconds (for the tests). */
+  long decideNanos() {
+    return pace.decideNanos();
+  }
+
+  /** How many checks one pipelined connection may carry now (for the tests). */
+  int pipelineDepth() {
+    return pace.depth();
   }
 
   /** How many checks are in flight on pipelined connections now (for the tests). */
@@ -181,7 +211,7 @@ final class Http1Wire implements Wire {
     while (true) {
       Http1Pipeline p = firstWithRoom();
       if (p == null) {
-        p = new Http1Pipeline(open(false), pipelinedRequests, pipelinedWrites);
+        p = new Http1Pipeline(open(false), pace, pipelinedRequests, pipelinedWrites);
         pipelines.add(p);
       }
       Http1Connection.Result r = p.exchange(request, deadline);
@@ -193,6 +223,7 @@ final class Http1Wire implements Wire {
   }
 
   private Http1Pipeline firstWithRoom() {
+    int depth = pace.depth();
     long now = System.nanoTime();
     for (Http1Pipeline p : pipelines) {
       int n = p.inFlight();
@@ -206,7 +237,7 @@ final class Http1Wire implements Wire {
       }
       if (p.retired()) {
         pipelines.remove(p);
-      } else if (n < pipelineDepth) {
+      } else if (n < depth) {
         return p;
       }
     }

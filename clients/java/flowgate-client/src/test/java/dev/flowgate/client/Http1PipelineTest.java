@@ -19,8 +19,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /**
- * Pipelined checks ({@link FlowgateClient.Builder#pipelining}) against the real server: the
- * checks of many threads on few connections each get their own answer; a server killed and
+ * Pipelined checks ({@link FlowgateClient.Builder#pipelining}, on by default) against the real
+ * server: the checks of many threads on few connections each get their own answer; a server killed and
  * started again fails only the checks on its connections, and new ones reconnect; a stopped
  * server times each check out by its own deadline, and a slow answer holds up without failing
  * the checks behind it.
@@ -44,7 +44,7 @@ class Http1PipelineTest {
   @Test
   void aThreadAloneKeepsOneConnection() {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
-      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).pipelining(16).build();
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
       Http1Wire wire = Http1WireTest.wireOf(client);
       for (int i = 0; i < 100; i++) {
         assertEquals(1_000_000L - i - 1, client.check(user("solo")).statuses().get(0).remaining());
@@ -56,11 +56,33 @@ class Http1PipelineTest {
   }
 
   @Test
+  void aConnectionTheServerClosedWhileIdleIsReplaced() {
+    try (FlowgateServer server =
+        FlowgateServer.builder().config(RULES).flags("--http-header-timeout", "1s").start()) {
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
+      Http1Wire wire = Http1WireTest.wireOf(client);
+      assertTrue(client.check(user("idle")).allowed());
+      assertEquals(1, wire.pipelineCount());
+      // The server closes a connection idle for its header timeout (1 s).
+      Await.until(
+          Duration.ofSeconds(20), "the server closed the idle connection",
+          wire::pipelinesClosedByServer);
+      // The check (a POST, never resent) goes on a new connection and gets its answer.
+      assertTrue(client.check(user("idle")).allowed());
+      assertEquals(2, wire.opened());
+      assertEquals(1, wire.pipelineCount());
+    }
+  }
+
+  @Test
   void checksOfManyThreadsShareWritesAndEachGetsItsOwnAnswer() throws Exception {
     int threads = 32;
     int calls = 150;
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
-      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).pipelining(16).build();
+      // Pipelined by default; a wide budget, so that checks share connections whatever the
+      // build's speed (PipelineDepthTest).
+      FlowgateClient client =
+          FlowgateClient.builder(server.baseUrl()).pipelineBudget(Duration.ofSeconds(1)).build();
       Http1Wire wire = Http1WireTest.wireOf(client);
       ExecutorService pool = Executors.newFixedThreadPool(threads);
       try {
@@ -104,6 +126,7 @@ class Http1PipelineTest {
     FlowgateClient client =
         FlowgateClient.builder(first.baseUrl())
             .pipelining(8)
+            .pipelineBudget(Duration.ofSeconds(1))
             .requestTimeout(Duration.ofSeconds(10))
             .build();
     AtomicBoolean stop = new AtomicBoolean();
@@ -162,6 +185,7 @@ class Http1PipelineTest {
         FlowgateClient hasty =
             FlowgateClient.builder(server.baseUrl())
                 .pipelining(16)
+                .pipelineBudget(Duration.ofSeconds(1))
                 .requestTimeout(Duration.ofMillis(500))
                 .build();
         assertTrue(hasty.check(user("h")).allowed());
@@ -197,6 +221,7 @@ class Http1PipelineTest {
         FlowgateClient patient =
             FlowgateClient.builder(server.baseUrl())
                 .pipelining(16)
+                .pipelineBudget(Duration.ofSeconds(1))
                 .requestTimeout(Duration.ofSeconds(30))
                 .build();
         Http1Wire wire = Http1WireTest.wireOf(patient);

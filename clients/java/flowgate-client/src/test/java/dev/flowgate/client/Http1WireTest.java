@@ -52,7 +52,8 @@ class Http1WireTest {
   @Test
   void oneConnectionCarriesSequentialCallsAndThePoolGrowsToTheCallsAtOnce() throws Exception {
     try (FlowgateServer server = FlowgateServer.start(RULES)) {
-      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
+      // The pool's connections (blocking checks pipelined by default: Http1PipelineTest).
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).pipelining(1).build();
       Http1Wire wire = wireOf(client);
       for (int i = 0; i < 50; i++) {
         assertTrue(client.check(REQ).allowed());
@@ -80,7 +81,7 @@ class Http1WireTest {
   void aConnectionTheServerClosedWhileIdleIsReplaced() {
     try (FlowgateServer server =
         FlowgateServer.builder().config(RULES).flags("--http-header-timeout", "1s").start()) {
-      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).build();
+      FlowgateClient client = FlowgateClient.builder(server.baseUrl()).pipelining(1).build();
       Http1Wire wire = wireOf(client);
       assertTrue(client.check(REQ).allowed());
       assertEquals(1, wire.idleCount());

@@ -19,7 +19,8 @@ final class FlowgateClients {
     FlowgateClient.Builder builder =
         FlowgateClient.builder(p.getBaseUrl().toString())
             .connectTimeout(p.getConnectTimeout())
-            .requestTimeout(p.getRequestTimeout());
+            .requestTimeout(p.getRequestTimeout())
+            .pipelining(p.getPipelining());
     if (p.getToken() != null && !p.getToken().isBlank()) {
       builder.token(p.getToken());
     }

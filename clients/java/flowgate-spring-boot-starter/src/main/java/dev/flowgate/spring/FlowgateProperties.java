@@ -24,6 +24,12 @@ public class FlowgateProperties {
   private Duration requestTimeout = Duration.ofSeconds(10);
 
   /**
+   * The most checks in flight at once on one HTTP/1.1 connection (pipelined; fewer while answers
+   * are slow); 1 turns pipelining off, for a proxy in between that mishandles it.
+   */
+  private int pipelining = 16;
+
+  /**
    * Whether a guarded call goes ahead when Flowgate cannot answer (unreachable, no answer in
    * time, a 5xx), counted as failed_open and logged. An annotation's onUnavailable overrides it.
    */
@@ -65,6 +71,14 @@ public class FlowgateProperties {
 
   public void setRequestTimeout(Duration requestTimeout) {
     this.requestTimeout = requestTimeout;
+  }
+
+  public int getPipelining() {
+    return pipelining;
+  }
+
+  public void setPipelining(int pipelining) {
+    this.pipelining = pipelining;
   }
 
   public boolean isFailOpen() {

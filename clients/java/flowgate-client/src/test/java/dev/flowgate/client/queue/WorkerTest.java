@@ -179,8 +179,9 @@ class WorkerTest {
                   })
               .start()) {
         // A plain exception: retried after the queue's backoff (1 s by default), then dead.
-        Await.until(WAIT, () -> "two dead letters: " + worker.stats(),
-            () -> queues.deadLetters(WPG, 0, 10).size() == 2);
+        // (the worker counts a nack once its answer is back, after the server acted on it)
+        Await.until(WAIT, () -> "two dead letters, four nacks: " + worker.stats(),
+            () -> queues.deadLetters(WPG, 0, 10).size() == 2 && worker.stats().nacked() == 4);
         List<DeadLetter> dead = queues.deadLetters(WPG, 0, 10);
         assertEquals(2, dead.get(0).attempts());
         assertEquals("dead-0", dead.get(0).key());

@@ -68,6 +68,11 @@ public final class RedisServer implements AutoCloseable {
     return "redis://127.0.0.1:" + port + "/";
   }
 
+  /** Its process id (to stop and continue it: {@link Signals}). */
+  public long pid() {
+    return process.pid();
+  }
+
   /** Kills it: the store is gone until the test ends. */
   public void stop() {
     process.destroyForcibly();
