@@ -27,7 +27,7 @@ class AutoConfigurationTest {
     runner
         .withPropertyValues(
             "flowgate.base-url=http://127.0.0.1:9", "flowgate.token=" + "t".repeat(32),
-            "flowgate.request-timeout=3s")
+            "flowgate.request-timeout=3s", "flowgate.pipelining=1")
         .run(
             context -> {
               assertThat(context).hasSingleBean(FlowgateClient.class);
@@ -35,6 +35,18 @@ class AutoConfigurationTest {
               assertThat(context).hasSingleBean(FlowgateRejections.class);
               assertEquals(
                   3, context.getBean(FlowgateProperties.class).getRequestTimeout().getSeconds());
+              assertEquals(1, context.getBean(FlowgateProperties.class).getPipelining());
+            });
+  }
+
+  @Test
+  void aPipeliningBelowOneFailsTheStartNamingIt() {
+    runner
+        .withPropertyValues("flowgate.base-url=http://127.0.0.1:9", "flowgate.pipelining=0")
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(context.getStartupFailure()).rootCause().hasMessageContaining("pipelining");
             });
   }
 
