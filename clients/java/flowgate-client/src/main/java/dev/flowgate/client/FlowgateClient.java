@@ -43,7 +43,7 @@ import javax.net.ssl.SSLParameters;
  * }
  * }</pre>
  */
-public final class FlowgateClient {
+public final class FlowgateClient implements AutoCloseable {
   private final JsonTransport transport;
   /** The executor of the delayed completions (a {@code delay} wait); null: the common pool. */
   private final Executor executor;
@@ -62,6 +62,16 @@ public final class FlowgateClient {
    */
   public static Builder builder(String baseUrl) {
     return new Builder(URI.create(baseUrl));
+  }
+
+  /**
+   * Closes the client: the connections it holds idle now, the others as soon as the calls on
+   * them end. Calls in flight finish; a call made afterwards throws {@link
+   * IllegalStateException}. Idempotent. Spring closes a client bean with its context.
+   */
+  @Override
+  public void close() {
+    transport.close();
   }
 
   /** The HTTP plumbing, for the client's other parts (the queues). */

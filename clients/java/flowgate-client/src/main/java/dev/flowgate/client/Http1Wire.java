@@ -76,6 +76,8 @@ final class Http1Wire implements Wire {
   private final CopyOnWriteArrayList<Http1Pipeline> pipelines = new CopyOnWriteArrayList<>();
   private final AtomicLong pipelinedRequests = new AtomicLong();
   private final AtomicLong pipelinedWrites = new AtomicLong();
+  /** No new connection is pooled or pipelined (closed by {@link #close}). */
+  private volatile boolean closed;
 
   /**
    * @param base the server's base URI ({@code http://host:port} or {@code https://...}, perhaps
@@ -213,6 +215,9 @@ final class Http1Wire implements Wire {
       if (p == null) {
         p = new Http1Pipeline(open(false), pace, pipelinedRequests, pipelinedWrites);
         pipelines.add(p);
+        if (closed) {
+          p.retire(); // closed meanwhile: this call is its last
+        }
       }
       Http1Connection.Result r = p.exchange(request, deadline);
       if (r != null) {
@@ -333,6 +338,18 @@ final class Http1Wire implements Wire {
     return all;
   }
 
+  @Override
+  public void close() {
+    closed = true;
+    for (Http1Connection c = idle.pollFirst(); c != null; c = idle.pollFirst()) {
+      c.close();
+    }
+    for (Http1Pipeline p : pipelines) {
+      p.retire();
+    }
+    pipelines.clear();
+  }
+
   /** The connection used last that is still fit, or a new one. */
   private Http1Connection checkout() throws IOException {
     for (Http1Connection c = idle.pollFirst(); c != null; c = idle.pollFirst()) {
@@ -351,6 +368,10 @@ final class Http1Wire implements Wire {
     c.idleSince = now;
     c.reused = true;
     idle.offerFirst(c);
+    if (closed && idle.remove(c)) {
+      c.close(); // closed meanwhile: its call was the last on it
+      return;
+    }
     // The oldest idle connections, unused for too long, are closed as the pool is used.
     for (Http1Connection old = idle.peekLast();
         old != null && old != c && now - old.idleSince > MAX_IDLE_NANOS;

@@ -74,4 +74,19 @@ final class JdkWire implements Wire {
         ? sent.thenApply(JdkWire::answer)
         : sent.thenApplyAsync(JdkWire::answer, executor);
   }
+
+  /**
+   * Closes the JDK's client where it can be (Java 21 and later, after its exchanges in flight);
+   * on Java 17 its connections and thread end once it is unreachable.
+   */
+  @Override
+  public void close() {
+    if (http instanceof AutoCloseable closeable) {
+      try {
+        closeable.close();
+      } catch (Exception e) {
+        // Closing is all that is left to do with it.
+      }
+    }
+  }
 }

@@ -47,6 +47,7 @@ final class JsonTransport {
   private final String base;
   private final Supplier<String> token;
   private final Duration timeout;
+  private volatile boolean closed;
 
   /**
    * @param wire how requests are sent
@@ -59,6 +60,12 @@ final class JsonTransport {
     this.base = base;
     this.token = token;
     this.timeout = timeout;
+  }
+
+  /** Refuses new calls and closes the wire's connections ({@link Wire#close}). Idempotent. */
+  void close() {
+    closed = true;
+    wire.close();
   }
 
   /** The wire (for the tests of the connection pool). */
@@ -219,6 +226,9 @@ final class JsonTransport {
 
   /** {@link #send(Route, JsonNode, Duration)} of a body already written as JSON (or null). */
   CompletableFuture<Reply> sendBytes(Route route, byte[] bytes, Duration timeout) {
+    if (closed) {
+      return CompletableFuture.failedFuture(new IllegalStateException("the client is closed"));
+    }
     String bearer = token == null ? null : token.get();
     if (Boolean.TRUE.equals(INLINE.get())) {
       try {

@@ -45,4 +45,10 @@ interface Wire {
    * @return the answer; a failure completes it with the {@link IOException}
    */
   CompletableFuture<Answer> sendAsync(Route route, byte[] body, String bearer, Duration timeout);
+
+  /**
+   * Closes the connections held idle, and the others once their exchanges end; exchanges in
+   * flight finish. Idempotent.
+   */
+  void close();
 }
