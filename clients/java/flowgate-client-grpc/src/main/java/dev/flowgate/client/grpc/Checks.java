@@ -37,12 +37,12 @@ final class Checks {
   /**
    * Sends {@code request} on the stream, whose answer (or failure) completes {@code answer}.
    *
-   * @return the stream it went on, to forget it there if its caller stops waiting
+   * @return the stream it went on, to forget it there if its caller stops waiting; null when
+   *     it went on none ({@code answer} then failed already)
    */
   CheckStream send(CheckRequest request, CompletableFuture<CheckAnswer> answer) {
-    CheckStream s = null;
     for (int i = 0; i < OPENINGS && !closed; i++) {
-      s = current();
+      CheckStream s = current();
       if (s.send(request, answer)) {
         return s;
       }
@@ -51,7 +51,14 @@ final class Checks {
         Status.UNAVAILABLE
             .withDescription(closed ? "the client is closed" : "the check stream ends as it opens")
             .asRuntimeException());
-    return s == null ? current() : s;
+    return null;
+  }
+
+  /** Drops the answer of check {@code id} on {@code stream} (its caller stopped waiting). */
+  static void forget(CheckStream stream, long id) {
+    if (stream != null) {
+      stream.forget(id);
+    }
   }
 
   private CheckStream current() {

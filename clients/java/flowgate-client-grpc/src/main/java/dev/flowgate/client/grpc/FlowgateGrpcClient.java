@@ -131,7 +131,7 @@ public final class FlowgateGrpcClient implements AutoCloseable {
     try {
       return DecisionMessages.verdict(answer.get(timeout.toNanos(), TimeUnit.NANOSECONDS));
     } catch (TimeoutException e) {
-      stream.forget(id);
+      Checks.forget(stream, id);
       throw GrpcErrors.of(lateStatus(), describe(CHECK_STREAM));
     } catch (ExecutionException e) {
       if (unimplemented(e.getCause())) {
@@ -139,7 +139,7 @@ public final class FlowgateGrpcClient implements AutoCloseable {
       }
       throw failure(e.getCause());
     } catch (InterruptedException e) {
-      stream.forget(id);
+      Checks.forget(stream, id);
       Thread.currentThread().interrupt();
       throw GrpcErrors.of(
           Status.CANCELLED.withDescription("interrupted while waiting").withCause(e),
@@ -166,7 +166,7 @@ public final class FlowgateGrpcClient implements AutoCloseable {
       ScheduledFuture<?> late =
           checks.schedule(
               () -> {
-                stream.forget(id);
+                Checks.forget(stream, id);
                 answer.completeExceptionally(lateStatus().asRuntimeException());
               },
               timeout.toNanos());
