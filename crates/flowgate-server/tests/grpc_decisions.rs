@@ -405,7 +405,11 @@ async fn a_stream_decides_at_most_256_requests_at_once() {
         .map(|i| (i, times[i] - times[i - 1]))
         .filter(|(_, gap)| *gap >= deadline / 2)
         .collect();
-    assert_eq!(gaps.len(), 1, "one pause, after the first 256: {gaps:?} in {times:?}");
+    assert_eq!(
+        gaps.len(),
+        1,
+        "one pause, after the first 256: {gaps:?} in {times:?}"
+    );
     assert_eq!(gaps[0].0, 256, "{times:?}");
 }
 
@@ -423,4 +427,20 @@ async fn a_shutdown_answers_what_is_in_flight_and_ends_the_stream_unavailable() 
         .expect("the server stops in time, not held by the stream")
         .unwrap()
         .expect("a clean shutdown");
+}
+
+#[tokio::test]
+async fn a_message_over_the_bound_ends_its_stream_alone() {
+    let s = TestServer::start(&[("flowgate.toml", RULES)]).await;
+    let mut stream = Stream::open(s.server.grpc_addr(), None).await.unwrap();
+    stream.send(check(1, "api", &[("user", "a")]));
+    assert_eq!(stream.next().await.id, 1);
+    stream.send(check(2, &"d".repeat(70 * 1024), &[("user", "a")]));
+    let (answers, end) = stream.end().await;
+    assert!(answers.is_empty(), "{answers:?}");
+    assert_eq!(end.unwrap_err().code(), tonic::Code::OutOfRange);
+    // Another stream, on the same connection or a new one, is answered.
+    let mut again = Stream::open(s.server.grpc_addr(), None).await.unwrap();
+    again.send(check(3, "api", &[("user", "a")]));
+    assert!(verdict(&again.next().await).allowed);
 }
