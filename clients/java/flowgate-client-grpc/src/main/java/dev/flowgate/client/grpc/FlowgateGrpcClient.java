@@ -433,7 +433,9 @@ public final class FlowgateGrpcClient implements AutoCloseable {
 
     /**
      * Where each call reads its bearer token (a token rotated while the client runs); called
-     * once per call, from any thread; it may answer null for none.
+     * once per call, from any thread; it may answer null for none. The checks' stream reads it
+     * when it opens: a token rotated meanwhile is taken by the next stream, which opens once
+     * the server ends this one (a revoked token, a restart).
      *
      * @param token the token's source
      * @return this builder
