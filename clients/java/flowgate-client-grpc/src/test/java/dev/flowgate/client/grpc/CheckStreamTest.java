@@ -232,6 +232,23 @@ class CheckStreamTest {
     }
   }
 
+  @Test
+  void closeLetsTheChecksInFlightFinishThenRefusesMore() throws Exception {
+    try (FlowgateServer server = FlowgateServer.start(RULES)) {
+      FlowgateGrpcClient grpc = FlowgateGrpcClient.builder(server.grpcAddr()).build();
+      assertTrue(grpc.check(costly("c", 1)).allowed());
+      List<CompletableFuture<Verdict>> inFlight = new ArrayList<>();
+      for (int i = 0; i < 200; i++) {
+        inFlight.add(grpc.checkAsync(costly("c", 1)));
+      }
+      grpc.close();
+      for (CompletableFuture<Verdict> f : inFlight) {
+        assertTrue(f.get(20, TimeUnit.SECONDS).allowed());
+      }
+      assertThrows(ConnectionException.class, () -> grpc.check(costly("c", 1)));
+    }
+  }
+
   /** The cause of a future's failure, waited for. */
   private record ExecutionFailure(Throwable cause) {
     static ExecutionFailure of(CompletableFuture<?> f) throws Exception {
