@@ -753,9 +753,9 @@ pub mod decisions_client {
     )]
     use tonic::codegen::*;
     use tonic::codegen::http::Uri;
-    /// Decisions: the same as `POST /v1/check` (docs/api.md), under the same credentials (the
-    /// `decide` scope, as `POST /v1/check` and Envoy's `ShouldRateLimit`), counted in the same
-    /// metrics (`api="grpc"`).
+    /// Decisions: the same as `POST /v1/check`, under the same credentials (the `decide` scope, as
+    /// `POST /v1/check` and Envoy's `ShouldRateLimit`), counted in the same metrics (`api="grpc"`).
+    /// See docs/operating.md, "Decisions over a gRPC stream".
     #[derive(Debug, Clone)]
     pub struct DecisionsClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -948,9 +948,9 @@ pub mod decisions_server {
             tonic::Status,
         >;
     }
-    /// Decisions: the same as `POST /v1/check` (docs/api.md), under the same credentials (the
-    /// `decide` scope, as `POST /v1/check` and Envoy's `ShouldRateLimit`), counted in the same
-    /// metrics (`api="grpc"`).
+    /// Decisions: the same as `POST /v1/check`, under the same credentials (the `decide` scope, as
+    /// `POST /v1/check` and Envoy's `ShouldRateLimit`), counted in the same metrics (`api="grpc"`).
+    /// See docs/operating.md, "Decisions over a gRPC stream".
     #[derive(Debug)]
     pub struct DecisionsServer<T> {
         inner: Arc<T>,
