@@ -320,7 +320,16 @@ pub(crate) fn authorize<T>(
         source: peer.and_then(|p| p.addr()).map(|a| a.ip()),
         route: method,
     };
-    match state.auth.authorize(scope, &presented) {
+    authorize_presented(state, scope, &presented)
+}
+
+/// As [`authorize`], for what a call presented.
+pub(crate) fn authorize_presented(
+    state: &AppState,
+    scope: Scope,
+    presented: &Presented<'_>,
+) -> Result<(), GrpcStatus> {
+    match state.auth.authorize(scope, presented) {
         Ok(_) => Ok(()),
         Err(r @ (Refusal::Missing | Refusal::Wrong)) => Err(GrpcStatus::unauthenticated(format!(
             "{}: this method needs a credential with the `{scope}` scope: send `authorization: Bearer <token>`",

@@ -52,6 +52,7 @@ mod eviction;
 mod grpc;
 mod grpc_charge;
 mod grpc_conn;
+pub mod grpc_decisions;
 pub mod grpc_report;
 mod http;
 mod limits;

@@ -51,6 +51,8 @@ pub(crate) enum InputError {
     TooLong {
         /// Which text.
         what: String,
+        /// The field that holds it, as a body names it (`descriptors[1].entries[0].key`).
+        field: String,
         /// Its length.
         len: usize,
     },
@@ -59,6 +61,8 @@ pub(crate) enum InputError {
     CostTooLarge {
         /// The cost.
         cost: u64,
+        /// The field that gives it (`cost`, `descriptors[1].hits_addend`).
+        field: String,
     },
 }
 
@@ -69,6 +73,30 @@ pub(crate) fn request_cost(addend: Option<u64>) -> u64 {
         Some(h) if h > 0 => h,
         _ => 1,
     }
+}
+
+impl InputError {
+    /// The request's field at fault, as a body names it (`domain`, `descriptors[1].entries`).
+    pub(crate) fn field(&self) -> String {
+        match self {
+            InputError::EmptyDomain => "domain".to_owned(),
+            InputError::NoDescriptors | InputError::TooManyDescriptors { .. } => {
+                "descriptors".to_owned()
+            }
+            InputError::TooManyEntries { index, .. } | InputError::EmptyKey { index } => {
+                format!("descriptors[{index}].entries")
+            }
+            InputError::TooLong { field, .. } | InputError::CostTooLarge { field, .. } => {
+                field.clone()
+            }
+        }
+    }
+}
+
+/// The cost of a check that gives `hits_addend` and `cost`: `cost` exactly when given (0 only
+/// looks), else [`request_cost`] of `hits_addend`.
+pub(crate) fn check_cost(hits_addend: Option<u64>, cost: Option<u64>) -> u64 {
+    cost.unwrap_or_else(|| request_cost(hits_addend))
 }
 
 /// Checks a request against the bounds.
@@ -82,6 +110,7 @@ pub(crate) fn validate(req: &Request) -> Result<(), InputError> {
     if req.domain.len() > MAX_TEXT_BYTES {
         return Err(InputError::TooLong {
             what: "the domain".into(),
+            field: "domain".into(),
             len: req.domain.len(),
         });
     }
@@ -94,7 +123,10 @@ pub(crate) fn validate(req: &Request) -> Result<(), InputError> {
         });
     }
     if req.cost > MAX_COST {
-        return Err(InputError::CostTooLarge { cost: req.cost });
+        return Err(InputError::CostTooLarge {
+            cost: req.cost,
+            field: "cost".to_owned(),
+        });
     }
     for (i, d) in req.descriptors.iter().enumerate() {
         if d.entries.len() > MAX_ENTRIES {
@@ -104,7 +136,10 @@ pub(crate) fn validate(req: &Request) -> Result<(), InputError> {
             });
         }
         if let Some(c) = d.cost.filter(|&c| c > MAX_COST) {
-            return Err(InputError::CostTooLarge { cost: c });
+            return Err(InputError::CostTooLarge {
+                cost: c,
+                field: format!("descriptors[{i}].hits_addend"),
+            });
         }
         for e in &d.entries {
             if e.key.is_empty() {
@@ -113,12 +148,14 @@ pub(crate) fn validate(req: &Request) -> Result<(), InputError> {
             if e.key.len() > MAX_TEXT_BYTES {
                 return Err(InputError::TooLong {
                     what: format!("a key of descriptor {i}"),
+                    field: format!("descriptors[{i}].entries"),
                     len: e.key.len(),
                 });
             }
             if e.value.len() > MAX_TEXT_BYTES {
                 return Err(InputError::TooLong {
                     what: format!("the value of `{}` in descriptor {i}", e.key),
+                    field: format!("descriptors[{i}].entries"),
                     len: e.value.len(),
                 });
             }

@@ -543,7 +543,11 @@ impl Server {
         );
         let grpc_services =
             tonic::service::Routes::new(RlsService::new(Arc::clone(&state)).into_server())
-                .add_service(crate::grpc_report::server(Arc::clone(&state)));
+                .add_service(crate::grpc_report::server(Arc::clone(&state)))
+                .add_service(crate::grpc_decisions::server(
+                    Arc::clone(&state),
+                    rx.clone(),
+                ));
         let grpc = serve_grpc(
             grpc_listener,
             grpc_services,

@@ -6,6 +6,8 @@
 //! refusal is seen in the log and the metrics, never with a token.
 
 mod common;
+#[path = "common/credentials.rs"]
+mod credentials;
 #[path = "common/tls.rs"]
 mod tls_kit;
 
@@ -26,6 +28,7 @@ use tls_kit::{Pki, grpc_client, https, run_serve, should};
 use tokio_rustls::TlsConnector;
 
 use common::{Proc, descriptor, http, metric, spawn_server, write};
+use credentials::{hangup, rotate};
 
 const RULES: &str = r#"
 domain = "api"
@@ -92,34 +95,6 @@ fn serve(dir: &Path, creds: &str) -> Proc {
     let path = dir.join("credentials");
     write(&path, creds);
     spawn_server(&cfg, &["--credentials-file", path.to_str().unwrap()])
-}
-
-/// Sends SIGHUP to `p`.
-fn hangup(p: &Proc) {
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &p.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -HUP failed");
-}
-
-/// Writes `text` to the credentials file `path` of `p` and sends SIGHUP, until the server logs
-/// that a SIGHUP made it read the file. A change its timer read first (between the write and the
-/// signal) is written again, with a comment that makes it new.
-async fn rotate(p: &Proc, path: &Path, text: &str) {
-    const RELOADED: &str = "credentials file reloaded";
-    for attempt in 0..3 {
-        let before = p.logged(RELOADED);
-        write(path, &format!("# rotation {attempt}\n{text}"));
-        hangup(p);
-        p.wait_logged(RELOADED, before, WITHIN).await;
-        let log = p.log.lock().unwrap();
-        let last = log.iter().rev().find(|l| l.contains(RELOADED));
-        if last.is_some_and(|l| l.contains(r#"trigger="SIGHUP""#)) {
-            return;
-        }
-    }
-    panic!("the server read the credentials file on its timer only, never on SIGHUP");
 }
 
 /// Asserts no line `p` logged contains one of `secrets`.

@@ -71,8 +71,11 @@ async fn the_served_openapi_document_is_the_one_kept_in_docs() {
 /// The protos, compiled by protox, as tonic-prost-build writes them.
 fn generated_grpc_code() -> String {
     let protos = root().join("proto");
-    let fds = protox::compile(["flowgate/v1/reports.proto"], [&protos])
-        .unwrap_or_else(|e| panic!("proto/: {e:?}"));
+    let fds = protox::compile(
+        ["flowgate/v1/reports.proto", "flowgate/v1/decisions.proto"],
+        [&protos],
+    )
+    .unwrap_or_else(|e| panic!("proto/: {e:?}"));
     let out = tempfile::tempdir().expect("a temporary directory");
     tonic_prost_build::configure()
         .build_client(true)

@@ -2,7 +2,9 @@
 //! values, long texts, many descriptors and entries, large addends, limit overrides) against the
 //! real tonic service, and raw bytes as the protobuf message, sent over HTTP/2. Every answer is a
 //! status per descriptor or `INVALID_ARGUMENT` / `OUT_OF_RANGE` with a message, or the decoder's
-//! refusal; the server goes on answering. `FUZZ_CASES=N` runs each target N cases (see
+//! refusal; the server goes on answering. Generated `flowgate.v1.CheckRequest`s on one
+//! `CheckStream`: each answered with its id, a verdict or an error naming its field, the stream
+//! going on (a message over the bound ends it `OUT_OF_RANGE`). `FUZZ_CASES=N` runs each target N cases (see
 //! `docs/fuzzing.md`).
 
 mod common;
@@ -21,6 +23,10 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::google::protobuf::UInt64Value;
+use flowgate_server::grpc_decisions::{
+    CheckAnswer, CheckDescriptor, CheckRequest, DecisionsClient, Entry as DecisionEntry,
+    check_answer,
+};
 use prost::Message as _;
 
 fn grpc_text(valid: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
@@ -228,4 +234,138 @@ fn grpc_raw_bytes_as_the_protobuf() {
         hits_addend: 1,
     }));
     assert!(ok.is_ok(), "{ok:?}");
+}
+
+fn check_descriptor() -> impl Strategy<Value = CheckDescriptor> {
+    let entry = (
+        grpc_text(&["client", "user", "channel", "export", "path", "ip", ""]),
+        grpc_text(&["a", "WPG", "files/x", "1", ""]),
+    )
+        .prop_map(|(key, value)| DecisionEntry { key, value });
+    (
+        prop_oneof![
+            8 => prop::collection::vec(entry.clone(), 0..4),
+            1 => prop::collection::vec(entry, 30..40),
+        ],
+        opt(prop_oneof![
+            Just(0u64),
+            Just(u64::from(u32::MAX) + 1),
+            any::<u64>()
+        ]),
+    )
+        .prop_map(|(entries, hits_addend)| CheckDescriptor {
+            entries,
+            hits_addend,
+        })
+}
+
+fn check_request() -> impl Strategy<Value = CheckRequest> {
+    let cost = || {
+        opt(prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(u64::from(u32::MAX) + 1),
+            any::<u64>()
+        ])
+    };
+    (
+        any::<u64>(),
+        grpc_text(&["api", "mongo_cps", ""]),
+        prop_oneof![
+            8 => prop::collection::vec(check_descriptor(), 0..4),
+            1 => prop::collection::vec(check_descriptor(), 60..70),
+        ],
+        cost(),
+        cost(),
+    )
+        .prop_map(
+            |(id, domain, descriptors, hits_addend, cost)| CheckRequest {
+                id,
+                domain,
+                descriptors,
+                hits_addend,
+                cost,
+            },
+        )
+}
+
+/// An open `CheckStream`.
+type Open = (
+    futures::channel::mpsc::UnboundedSender<CheckRequest>,
+    tonic::Streaming<CheckAnswer>,
+);
+
+async fn open(addr: std::net::SocketAddr) -> Open {
+    let mut client = DecisionsClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let answers = client
+        .check_stream(rx)
+        .await
+        .unwrap_or_else(|e| panic!("stream: {e}"))
+        .into_inner();
+    (tx, answers)
+}
+
+/// Sends `req` on `stream`: its answer carries its id, and is a verdict with a status per
+/// descriptor or a `bad_request` naming its field; a message over the bound ends the stream
+/// `OUT_OF_RANGE` (then another is opened).
+async fn stream_answer(
+    stream: &mut Open,
+    addr: std::net::SocketAddr,
+    req: CheckRequest,
+) -> Result<(), TestCaseError> {
+    let (id, n, too_big) = (req.id, req.descriptors.len(), req.encoded_len() > 64 * 1024);
+    let shown: String = format!("{req:?}").chars().take(2000).collect();
+    stream
+        .0
+        .unbounded_send(req)
+        .map_err(|e| TestCaseError::fail(format!("send: {e}")))?;
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), stream.1.message())
+        .await
+        .map_err(|_| TestCaseError::fail(format!("no answer within 10 s to {shown}")))?;
+    if too_big {
+        prop_assert!(
+            matches!(&answer, Err(s) if s.code() == tonic::Code::OutOfRange),
+            "{:?} for {}",
+            answer,
+            shown
+        );
+        *stream = open(addr).await;
+        return Ok(());
+    }
+    let answer = match answer {
+        Ok(Some(a)) => a,
+        other => return Err(TestCaseError::fail(format!("{other:?} for {shown}"))),
+    };
+    prop_assert_eq!(answer.id, id);
+    match answer.result {
+        Some(check_answer::Result::Verdict(v)) => prop_assert_eq!(v.statuses.len(), n, "{}", shown),
+        Some(check_answer::Result::Error(e)) => {
+            prop_assert_eq!(e.error.as_str(), "bad_request", "{}", shown);
+            prop_assert!(
+                !e.field.is_empty() && !e.detail.trim().is_empty(),
+                "{:?} {}",
+                e,
+                shown
+            );
+        }
+        None => prop_assert!(false, "an empty answer to {}", shown),
+    }
+    Ok(())
+}
+
+#[test]
+fn grpc_generated_checks_on_one_stream() {
+    let (rt, t) = server();
+    let addr = t.server.grpc_addr();
+    let stream = std::cell::RefCell::new(rt.block_on(open(addr)));
+    let mut runner = TestRunner::new(fuzz::config(300));
+    let result = runner.run(&check_request(), |req| {
+        rt.block_on(stream_answer(&mut stream.borrow_mut(), addr, req))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
 }

@@ -186,6 +186,17 @@ impl Auth {
         Arc::clone(&self.any)
     }
 
+    /// The credentials in force, to tell later whether they were replaced since
+    /// ([`Auth::replaced_since`]).
+    pub(crate) fn in_force(&self) -> Arc<Credentials> {
+        self.credentials.load_full()
+    }
+
+    /// Whether the credentials in force are no longer `seen` (a reload came since).
+    pub(crate) fn replaced_since(&self, seen: &Arc<Credentials>) -> bool {
+        !Arc::ptr_eq(seen, &self.credentials.load())
+    }
+
     /// Whether the routes of `scope` answer anyone (no credential names the scope).
     #[inline]
     pub(crate) fn is_open(&self, scope: Scope) -> bool {

@@ -68,7 +68,9 @@ impl Scope {
             Scope::Reader => {
                 "figures, metrics, the queues' list, the rules in force and dead letters' payloads"
             }
-            Scope::Decide => "decisions: check, acquire, release, ShouldRateLimit",
+            Scope::Decide => {
+                "decisions: check, acquire, release, ShouldRateLimit, Decisions/Check and /CheckStream"
+            }
         }
     }
 

@@ -493,3 +493,668 @@ pub mod reports_server {
         const NAME: &'static str = SERVICE_NAME;
     }
 }
+/// A request to decide: `POST /v1/check`'s body, plus the caller's id for the answer.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CheckRequest {
+    /// Chosen by the caller, sent back in the answer (on a stream: to match answers to requests).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// The domain of the rules (at most 1024 bytes).
+    #[prost(string, tag = "2")]
+    pub domain: ::prost::alloc::string::String,
+    /// The request's descriptors (at least 1, at most 64, each of at most 32 entries).
+    #[prost(message, repeated, tag = "3")]
+    pub descriptors: ::prost::alloc::vec::Vec<CheckDescriptor>,
+    /// Envoy's request cost: unset or 0 means 1.
+    #[prost(uint64, optional, tag = "4")]
+    pub hits_addend: ::core::option::Option<u64>,
+    /// The cost, exactly (0 only looks); over `hits_addend`.
+    #[prost(uint64, optional, tag = "5")]
+    pub cost: ::core::option::Option<u64>,
+}
+/// A descriptor of a check.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CheckDescriptor {
+    /// Its entries, in order (an entry with an empty value: a key alone).
+    #[prost(message, repeated, tag = "1")]
+    pub entries: ::prost::alloc::vec::Vec<Entry>,
+    /// This descriptor's own cost (0 only looks), over the request's.
+    #[prost(uint64, optional, tag = "2")]
+    pub hits_addend: ::core::option::Option<u64>,
+}
+/// The answer to one request: its verdict, or why it could not be decided.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CheckAnswer {
+    /// The request's `id`.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(oneof = "check_answer::Result", tags = "2, 3")]
+    pub result: ::core::option::Option<check_answer::Result>,
+}
+/// Nested message and enum types in `CheckAnswer`.
+pub mod check_answer {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        /// The decision.
+        #[prost(message, tag = "2")]
+        Verdict(super::CheckVerdict),
+        /// The request could not be decided.
+        #[prost(message, tag = "3")]
+        Error(super::CheckError),
+    }
+}
+/// The verdict: the HTTP answer of `POST /v1/check`, field for field (docs/openapi.json,
+/// `VerdictAnswer`).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CheckVerdict {
+    /// Whether the request is admitted (HTTP 200); refused, 429.
+    #[prost(bool, tag = "1")]
+    pub allowed: bool,
+    /// Envoy's code of the request.
+    #[prost(enumeration = "Code", tag = "2")]
+    pub code: i32,
+    /// Why it was refused; REASON_UNSPECIFIED when admitted.
+    #[prost(enumeration = "Reason", tag = "3")]
+    pub reason: i32,
+    /// In `delay` mode, how long to wait before proceeding (the slot reserved).
+    #[prost(double, tag = "4")]
+    pub wait_ms: f64,
+    /// When refused, the earliest the same request could pass; unset when unknown.
+    #[prost(double, optional, tag = "5")]
+    pub retry_after_ms: ::core::option::Option<f64>,
+    /// The concurrency leases taken, to give back with `POST /v1/release`.
+    #[prost(message, repeated, tag = "6")]
+    pub leases: ::prost::alloc::vec::Vec<Lease>,
+    /// One status per descriptor, in order.
+    #[prost(message, repeated, tag = "7")]
+    pub statuses: ::prost::alloc::vec::Vec<DescriptorStatus>,
+    /// Half-open breakers' probe leases, to send back with the call's report.
+    #[prost(message, repeated, tag = "8")]
+    pub probes: ::prost::alloc::vec::Vec<Probe>,
+    /// The breaker that refused the request; unset unless one did.
+    #[prost(message, optional, tag = "9")]
+    pub breaker: ::core::option::Option<BreakerRef>,
+}
+/// A concurrency lease of one descriptor.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Lease {
+    /// The descriptor's index in the request (the HTTP answer's `descriptor`: a field named so
+    /// would clash with protobuf's own `getDescriptor()` in Java).
+    #[prost(uint32, tag = "1")]
+    pub descriptor_index: u32,
+    /// The lease.
+    #[prost(uint64, tag = "2")]
+    pub lease: u64,
+}
+/// A half-open breaker's probe lease.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Probe {
+    /// The descriptor's index in the request (the HTTP answer's `descriptor`: a field named so
+    /// would clash with protobuf's own `getDescriptor()` in Java).
+    #[prost(uint32, tag = "1")]
+    pub descriptor_index: u32,
+    /// The breaker's name.
+    #[prost(string, tag = "2")]
+    pub breaker: ::prost::alloc::string::String,
+    /// The lease, for a report's `probe`.
+    #[prost(uint64, tag = "3")]
+    pub probe: u64,
+}
+/// The breaker instance that refused a request.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BreakerRef {
+    /// Its domain.
+    #[prost(string, tag = "1")]
+    pub domain: ::prost::alloc::string::String,
+    /// Its name.
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    /// The instance's key.
+    #[prost(string, tag = "3")]
+    pub key: ::prost::alloc::string::String,
+}
+/// What one descriptor got.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DescriptorStatus {
+    /// Envoy's code of the descriptor (CODE_OVER_LIMIT: rejected by a rule not in shadow mode).
+    #[prost(enumeration = "Code", tag = "1")]
+    pub code: i32,
+    /// The rule that applied; unset when none matched.
+    #[prost(string, optional, tag = "2")]
+    pub rule: ::core::option::Option<::prost::alloc::string::String>,
+    /// The rule is in shadow mode (it never rejects).
+    #[prost(bool, tag = "3")]
+    pub shadow: bool,
+    /// The rule is in quota mode.
+    #[prost(bool, tag = "4")]
+    pub quota_mode: bool,
+    /// The descriptor was refused (by its rule or a breaker), shadow rules' included.
+    #[prost(bool, tag = "5")]
+    pub over_limit: bool,
+    /// The limit's units; unset when no limit applied.
+    #[prost(uint64, optional, tag = "6")]
+    pub limit: ::core::option::Option<u64>,
+    /// The limit in force (`20/s`); unset when none applied.
+    #[prost(string, optional, tag = "7")]
+    pub quota: ::core::option::Option<::prost::alloc::string::String>,
+    /// Units left; unset when no limit applied.
+    #[prost(uint64, optional, tag = "8")]
+    pub remaining: ::core::option::Option<u64>,
+    /// Until the count resets; unset when no limit applied.
+    #[prost(double, optional, tag = "9")]
+    pub reset_after_ms: ::core::option::Option<f64>,
+    /// When refused, the earliest retry; unset when unknown or admitted.
+    #[prost(double, optional, tag = "10")]
+    pub retry_after_ms: ::core::option::Option<f64>,
+    /// In `delay` mode, the wait before this descriptor's slot.
+    #[prost(double, tag = "11")]
+    pub wait_ms: f64,
+    /// A concurrency lease taken.
+    #[prost(uint64, optional, tag = "12")]
+    pub lease: ::core::option::Option<u64>,
+    /// The store's failure the rule's failure policy decided (its kind); unset when none.
+    #[prost(string, optional, tag = "13")]
+    pub error: ::core::option::Option<::prost::alloc::string::String>,
+    /// The circuit breaker the descriptor matched; unset when none.
+    #[prost(string, optional, tag = "14")]
+    pub breaker: ::core::option::Option<::prost::alloc::string::String>,
+    /// That breaker refused the request.
+    #[prost(bool, tag = "15")]
+    pub circuit_open: bool,
+}
+/// Why a request could not be decided: the HTTP error's body, with the field at fault apart.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CheckError {
+    /// What went wrong, for programs: one of the HTTP API's error codes (`bad_request`), which
+    /// clients switch on (docs/operating.md lists them).
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
+    /// What is wrong, for people (it names the field at fault and the bound exceeded).
+    #[prost(string, tag = "2")]
+    pub detail: ::prost::alloc::string::String,
+    /// The request's field at fault (`domain`, `descriptors`, `descriptors\[1\].entries`, `cost`).
+    #[prost(string, tag = "3")]
+    pub field: ::prost::alloc::string::String,
+}
+/// Envoy's code of a request or of one descriptor (the HTTP answer's `code`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Code {
+    /// Never sent.
+    Unspecified = 0,
+    /// Admitted.
+    Ok = 1,
+    /// Over a limit (or refused by a circuit breaker).
+    OverLimit = 2,
+}
+impl Code {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CODE_UNSPECIFIED",
+            Self::Ok => "CODE_OK",
+            Self::OverLimit => "CODE_OVER_LIMIT",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CODE_UNSPECIFIED" => Some(Self::Unspecified),
+            "CODE_OK" => Some(Self::Ok),
+            "CODE_OVER_LIMIT" => Some(Self::OverLimit),
+            _ => None,
+        }
+    }
+}
+/// Why a request was refused (the HTTP answer's `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Reason {
+    /// Admitted: no reason.
+    Unspecified = 0,
+    /// Over a limit (`over_limit`).
+    OverLimit = 1,
+    /// A circuit breaker refused it (`circuit_open`).
+    CircuitOpen = 2,
+}
+impl Reason {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "REASON_UNSPECIFIED",
+            Self::OverLimit => "REASON_OVER_LIMIT",
+            Self::CircuitOpen => "REASON_CIRCUIT_OPEN",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "REASON_UNSPECIFIED" => Some(Self::Unspecified),
+            "REASON_OVER_LIMIT" => Some(Self::OverLimit),
+            "REASON_CIRCUIT_OPEN" => Some(Self::CircuitOpen),
+            _ => None,
+        }
+    }
+}
+/// Generated client implementations.
+pub mod decisions_client {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    use tonic::codegen::http::Uri;
+    /// Decisions: the same as `POST /v1/check`, under the same credentials (the `decide` scope, as
+    /// `POST /v1/check` and Envoy's `ShouldRateLimit`), counted in the same metrics (`api="grpc"`).
+    /// See docs/operating.md, "Decisions over a gRPC stream".
+    #[derive(Debug, Clone)]
+    pub struct DecisionsClient<T> {
+        inner: tonic::client::Grpc<T>,
+    }
+    impl DecisionsClient<tonic::transport::Channel> {
+        /// Attempt to create a new client by connecting to a given endpoint.
+        pub async fn connect<D>(dst: D) -> Result<Self, tonic::transport::Error>
+        where
+            D: TryInto<tonic::transport::Endpoint>,
+            D::Error: Into<StdError>,
+        {
+            let conn = tonic::transport::Endpoint::new(dst)?.connect().await?;
+            Ok(Self::new(conn))
+        }
+    }
+    impl<T> DecisionsClient<T>
+    where
+        T: tonic::client::GrpcService<tonic::body::Body>,
+        T::Error: Into<StdError>,
+        T::ResponseBody: Body<Data = Bytes> + std::marker::Send + 'static,
+        <T::ResponseBody as Body>::Error: Into<StdError> + std::marker::Send,
+    {
+        pub fn new(inner: T) -> Self {
+            let inner = tonic::client::Grpc::new(inner);
+            Self { inner }
+        }
+        pub fn with_origin(inner: T, origin: Uri) -> Self {
+            let inner = tonic::client::Grpc::with_origin(inner, origin);
+            Self { inner }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> DecisionsClient<InterceptedService<T, F>>
+        where
+            F: tonic::service::Interceptor,
+            T::ResponseBody: Default,
+            T: tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<
+                    <T as tonic::client::GrpcService<tonic::body::Body>>::ResponseBody,
+                >,
+            >,
+            <T as tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+            >>::Error: Into<StdError> + std::marker::Send + std::marker::Sync,
+        {
+            DecisionsClient::new(InterceptedService::new(inner, interceptor))
+        }
+        /// Compress requests with the given encoding.
+        ///
+        /// This requires the server to support it otherwise it might respond with an
+        /// error.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.send_compressed(encoding);
+            self
+        }
+        /// Enable decompressing responses.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.accept_compressed(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_decoding_message_size(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_encoding_message_size(limit);
+            self
+        }
+        /// Decides one request. A bad request is answered with `error` set (the call itself is OK);
+        /// a missing or wrong credential is UNAUTHENTICATED, one without the `decide` scope
+        /// PERMISSION_DENIED, a source slowed for its wrong tokens RESOURCE_EXHAUSTED.
+        pub async fn check(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CheckRequest>,
+        ) -> std::result::Result<tonic::Response<super::CheckAnswer>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/flowgate.v1.Decisions/Check",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("flowgate.v1.Decisions", "Check"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Decides each request sent on the stream, answering each with its `id`. Answers come in the
+        /// order their decisions end, not the order sent: match them by `id`. A bad request is
+        /// answered with `error` for its `id` alone; the stream goes on.
+        ///
+        /// * Credentials are checked when the stream opens (refused as `Check` is). When the server's
+        ///  credentials change while it is open (a reload), the next request is checked against the
+        ///  new ones: refused, the answers in flight are sent and the stream ends with the refusal's
+        ///  status, and no later request is decided.
+        /// * At most 256 decisions are in flight per stream: beyond, the server reads no more requests
+        ///  until one is answered (HTTP/2 flow control then holds the client back).
+        /// * When the server shuts down it reads no more requests, answers those in flight, and ends
+        ///  the stream UNAVAILABLE: open a new stream (on a new connection) and send again what was
+        ///  not answered.
+        /// * Each message is at most 64 KiB (a larger one ends the stream OUT_OF_RANGE).
+        pub async fn check_stream(
+            &mut self,
+            request: impl tonic::IntoStreamingRequest<Message = super::CheckRequest>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::CheckAnswer>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/flowgate.v1.Decisions/CheckStream",
+            );
+            let mut req = request.into_streaming_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("flowgate.v1.Decisions", "CheckStream"));
+            self.inner.streaming(req, path, codec).await
+        }
+    }
+}
+/// Generated server implementations.
+pub mod decisions_server {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    /// Generated trait containing gRPC methods that should be implemented for use with DecisionsServer.
+    #[async_trait]
+    pub trait Decisions: std::marker::Send + std::marker::Sync + 'static {
+        /// Decides one request. A bad request is answered with `error` set (the call itself is OK);
+        /// a missing or wrong credential is UNAUTHENTICATED, one without the `decide` scope
+        /// PERMISSION_DENIED, a source slowed for its wrong tokens RESOURCE_EXHAUSTED.
+        async fn check(
+            &self,
+            request: tonic::Request<super::CheckRequest>,
+        ) -> std::result::Result<tonic::Response<super::CheckAnswer>, tonic::Status>;
+        /// Server streaming response type for the CheckStream method.
+        type CheckStreamStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::CheckAnswer, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// Decides each request sent on the stream, answering each with its `id`. Answers come in the
+        /// order their decisions end, not the order sent: match them by `id`. A bad request is
+        /// answered with `error` for its `id` alone; the stream goes on.
+        ///
+        /// * Credentials are checked when the stream opens (refused as `Check` is). When the server's
+        ///  credentials change while it is open (a reload), the next request is checked against the
+        ///  new ones: refused, the answers in flight are sent and the stream ends with the refusal's
+        ///  status, and no later request is decided.
+        /// * At most 256 decisions are in flight per stream: beyond, the server reads no more requests
+        ///  until one is answered (HTTP/2 flow control then holds the client back).
+        /// * When the server shuts down it reads no more requests, answers those in flight, and ends
+        ///  the stream UNAVAILABLE: open a new stream (on a new connection) and send again what was
+        ///  not answered.
+        /// * Each message is at most 64 KiB (a larger one ends the stream OUT_OF_RANGE).
+        async fn check_stream(
+            &self,
+            request: tonic::Request<tonic::Streaming<super::CheckRequest>>,
+        ) -> std::result::Result<
+            tonic::Response<Self::CheckStreamStream>,
+            tonic::Status,
+        >;
+    }
+    /// Decisions: the same as `POST /v1/check`, under the same credentials (the `decide` scope, as
+    /// `POST /v1/check` and Envoy's `ShouldRateLimit`), counted in the same metrics (`api="grpc"`).
+    /// See docs/operating.md, "Decisions over a gRPC stream".
+    #[derive(Debug)]
+    pub struct DecisionsServer<T> {
+        inner: Arc<T>,
+        accept_compression_encodings: EnabledCompressionEncodings,
+        send_compression_encodings: EnabledCompressionEncodings,
+        max_decoding_message_size: Option<usize>,
+        max_encoding_message_size: Option<usize>,
+    }
+    impl<T> DecisionsServer<T> {
+        pub fn new(inner: T) -> Self {
+            Self::from_arc(Arc::new(inner))
+        }
+        pub fn from_arc(inner: Arc<T>) -> Self {
+            Self {
+                inner,
+                accept_compression_encodings: Default::default(),
+                send_compression_encodings: Default::default(),
+                max_decoding_message_size: None,
+                max_encoding_message_size: None,
+            }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> InterceptedService<Self, F>
+        where
+            F: tonic::service::Interceptor,
+        {
+            InterceptedService::new(Self::new(inner), interceptor)
+        }
+        /// Enable decompressing requests with the given encoding.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.accept_compression_encodings.enable(encoding);
+            self
+        }
+        /// Compress responses with the given encoding, if the client supports it.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.send_compression_encodings.enable(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.max_decoding_message_size = Some(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.max_encoding_message_size = Some(limit);
+            self
+        }
+    }
+    impl<T, B> tonic::codegen::Service<http::Request<B>> for DecisionsServer<T>
+    where
+        T: Decisions,
+        B: Body + std::marker::Send + 'static,
+        B::Error: Into<StdError> + std::marker::Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<Self::Response, Self::Error>;
+        fn poll_ready(
+            &mut self,
+            _cx: &mut Context<'_>,
+        ) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            match req.uri().path() {
+                "/flowgate.v1.Decisions/Check" => {
+                    #[allow(non_camel_case_types)]
+                    struct CheckSvc<T: Decisions>(pub Arc<T>);
+                    impl<T: Decisions> tonic::server::UnaryService<super::CheckRequest>
+                    for CheckSvc<T> {
+                        type Response = super::CheckAnswer;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CheckRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Decisions>::check(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CheckSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/flowgate.v1.Decisions/CheckStream" => {
+                    #[allow(non_camel_case_types)]
+                    struct CheckStreamSvc<T: Decisions>(pub Arc<T>);
+                    impl<
+                        T: Decisions,
+                    > tonic::server::StreamingService<super::CheckRequest>
+                    for CheckStreamSvc<T> {
+                        type Response = super::CheckAnswer;
+                        type ResponseStream = T::CheckStreamStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                tonic::Streaming<super::CheckRequest>,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Decisions>::check_stream(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CheckStreamSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                _ => {
+                    Box::pin(async move {
+                        let mut response = http::Response::new(
+                            tonic::body::Body::default(),
+                        );
+                        let headers = response.headers_mut();
+                        headers
+                            .insert(
+                                tonic::Status::GRPC_STATUS,
+                                (tonic::Code::Unimplemented as i32).into(),
+                            );
+                        headers
+                            .insert(
+                                http::header::CONTENT_TYPE,
+                                tonic::metadata::GRPC_CONTENT_TYPE,
+                            );
+                        Ok(response)
+                    })
+                }
+            }
+        }
+    }
+    impl<T> Clone for DecisionsServer<T> {
+        fn clone(&self) -> Self {
+            let inner = self.inner.clone();
+            Self {
+                inner,
+                accept_compression_encodings: self.accept_compression_encodings,
+                send_compression_encodings: self.send_compression_encodings,
+                max_decoding_message_size: self.max_decoding_message_size,
+                max_encoding_message_size: self.max_encoding_message_size,
+            }
+        }
+    }
+    /// Generated gRPC service name
+    pub const SERVICE_NAME: &str = "flowgate.v1.Decisions";
+    impl<T> tonic::server::NamedService for DecisionsServer<T> {
+        const NAME: &'static str = SERVICE_NAME;
+    }
+}

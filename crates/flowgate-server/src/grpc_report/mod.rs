@@ -20,9 +20,10 @@ use crate::reports::{self, MAX_REPORTS, Report as Checked};
 use crate::rule_charge::{self, RuleCharge};
 use crate::state::AppState;
 
-/// The messages and the service of `flowgate.v1`, as generated from the protos.
+/// The messages and the services of `flowgate.v1` (`Reports` and `Decisions`), as generated
+/// from the protos.
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
-mod generated {
+pub(crate) mod generated {
     include!("flowgate.v1.rs");
 }
 

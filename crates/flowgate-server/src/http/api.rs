@@ -78,7 +78,7 @@ pub(super) fn request(
     let req = Request {
         domain,
         descriptors: descriptors.into_iter().map(|d| d.0).collect(),
-        cost: cost.unwrap_or_else(|| limits::request_cost(hits_addend)),
+        cost: limits::check_cost(hits_addend, cost),
     };
     limits::validate(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(req)

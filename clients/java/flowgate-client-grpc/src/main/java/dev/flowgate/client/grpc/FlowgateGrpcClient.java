@@ -5,6 +5,7 @@ import dev.flowgate.client.Report;
 import dev.flowgate.client.ReportAnswer;
 import dev.flowgate.client.Request;
 import dev.flowgate.client.Verdict;
+import flowgate.v1.DecisionsOuterClass.CheckAnswer;
 import flowgate.v1.ReportsGrpc;
 import io.envoyproxy.envoy.service.ratelimit.v3.RateLimitServiceGrpc;
 import io.grpc.CallOptions;
@@ -29,20 +30,26 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
- * A client of a Flowgate server's gRPC port: decisions through Envoy's rate-limit service
- * ({@code envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit}) and reports through
- * {@code flowgate.v1.Reports/Report}, answered with the HTTP client's types ({@link Verdict},
- * {@link ReportAnswer}) and exceptions ({@link FlowgateException} and its subclasses).
+ * A client of a Flowgate server's gRPC port: decisions over one long-lived stream of {@code
+ * flowgate.v1.Decisions/CheckStream} and reports through {@code flowgate.v1.Reports/Report},
+ * answered with the HTTP client's types ({@link Verdict}, {@link ReportAnswer}) and exceptions
+ * ({@link FlowgateException} and its subclasses).
  *
  * <p><b>Thread-safe.</b> Build one per server and share it: its calls are multiplexed on one
- * HTTP/2 connection (gRPC's channel reconnects by itself). {@link #close()} shuts the channel.
+ * HTTP/2 connection (gRPC's channel reconnects by itself), its checks on one stream of it.
+ * {@link #close()} ends the stream and shuts the channel.
  *
- * <p>Envoy's answer carries less than the HTTP API's: see {@link #check(Request)}.
+ * <p>A server older than the stream (which answers it {@code UNIMPLEMENTED}) is asked through
+ * Envoy's rate-limit service instead ({@code ShouldRateLimit}), whose answer carries less: see
+ * {@link #check(Request)}.
  *
  * <pre>{@code
  * try (FlowgateGrpcClient flowgate = FlowgateGrpcClient.builder("flowgate:8081")
@@ -58,13 +65,22 @@ public final class FlowgateGrpcClient implements AutoCloseable {
   private final Duration timeout;
   private final RateLimitServiceGrpc.RateLimitServiceStub asyncRls;
   private final ReportsGrpc.ReportsStub asyncReports;
+  /** Where the {@code Async} checks complete. */
+  private final Executor executor;
+  /** The checks' stream and their deadlines. */
+  private final Checks checks;
+  /** Set once the server answered the stream UNIMPLEMENTED: checks go through Envoy's. */
+  private volatile boolean envoyOnly;
 
-  private FlowgateGrpcClient(ManagedChannel channel, String target, Duration timeout) {
+  private FlowgateGrpcClient(
+      ManagedChannel channel, String target, Duration timeout, Executor executor) {
     this.channel = channel;
     this.target = target;
     this.timeout = timeout;
     this.asyncRls = RateLimitServiceGrpc.newStub(channel);
     this.asyncReports = ReportsGrpc.newStub(channel);
+    this.executor = executor == null ? ForkJoinPool.commonPool() : executor;
+    this.checks = new Checks(channel);
   }
 
   /**
@@ -81,23 +97,143 @@ public final class FlowgateGrpcClient implements AutoCloseable {
   // ---- check
 
   /**
-   * Decides a request ({@code ShouldRateLimit}): admitted, or refused with its retry time; a
-   * refusal is a {@link Verdict} whose {@code allowed} is false ({@link Verdict#orThrow()} makes
-   * it an exception), as from the HTTP client.
+   * Decides a request, as the HTTP client's {@code check}: admitted, or refused with its retry
+   * time; a refusal is a {@link Verdict} whose {@code allowed} is false ({@link
+   * Verdict#orThrow()} makes it an exception). The verdict holds every field of the HTTP
+   * answer ({@code delay} wait, leases, probes, the refusing breaker).
    *
-   * <p>Envoy's answer has fewer fields than the HTTP API's, so the verdict holds less: no
-   * {@code delay} wait (decide {@code delay} rules over HTTP's acquire), no leases or probes;
-   * each status's rule, limit, remaining units and reset as Envoy reports them (a limit over a
-   * window Envoy's units cannot express, {@code 5/30s}, in the nearest unit: {@code 10/m}); a
-   * refusal's retry time never earlier than the HTTP answer's, equal to it under fixed windows
-   * ({@code --response-headers} on the server makes it at most one second late otherwise). A
-   * request of a rule that takes charges is decided as Envoy's are (docs/charges.md).
+   * <p>The request goes on the client's {@code CheckStream}, opened at the first check (with
+   * the token of that moment) and shared by every thread; a stream that ends (the server
+   * restarting, the connection lost, the token revoked) fails the checks then unanswered with
+   * their cause, and is opened again by the next check. A check is never sent twice: it may have
+   * consumed units. Past the timeout a check fails as a gRPC deadline does ({@link
+   * dev.flowgate.client.ConnectionException} whose {@code timeout()} is true) and its late
+   * answer is dropped.
+   *
+   * <p>From a server without the stream, Envoy's answer ({@code ShouldRateLimit}) holds less:
+   * no {@code delay} wait, no leases or probes; each status's rule, limit, remaining units and
+   * reset as Envoy reports them (a limit over a window Envoy's units cannot express, {@code
+   * 5/30s}, in the nearest unit: {@code 10/m}); a refusal's retry time never earlier than the
+   * HTTP answer's.
    *
    * @param request the request
    * @return the decision
-   * @throws FlowgateException when the server answers an error or cannot be reached
+   * @throws FlowgateException when the server answers an error ({@link
+   *     dev.flowgate.client.BadRequestException} naming the field at fault) or cannot be reached
    */
   public Verdict check(Request request) {
+    if (envoyOnly) {
+      return envoyCheck(request);
+    }
+    long id = checks.nextId();
+    CompletableFuture<CheckAnswer> answer = new CompletableFuture<>();
+    CheckStream stream = checks.send(DecisionMessages.request(id, request), answer);
+    try {
+      return DecisionMessages.verdict(answer.get(timeout.toNanos(), TimeUnit.NANOSECONDS));
+    } catch (TimeoutException e) {
+      Checks.forget(stream, id);
+      throw GrpcErrors.of(lateStatus(), describe(CHECK_STREAM));
+    } catch (ExecutionException e) {
+      if (unimplemented(e.getCause())) {
+        return envoyCheck(request);
+      }
+      throw failure(e.getCause());
+    } catch (InterruptedException e) {
+      Checks.forget(stream, id);
+      Thread.currentThread().interrupt();
+      throw GrpcErrors.of(
+          Status.CANCELLED.withDescription("interrupted while waiting").withCause(e),
+          describe(CHECK_STREAM));
+    }
+  }
+
+  /**
+   * {@link #check} without blocking: the future completes on the builder's executor (by
+   * default the common {@link ForkJoinPool}).
+   *
+   * @param request the request
+   * @return the decision, or the exception {@link #check} would throw
+   */
+  public CompletableFuture<Verdict> checkAsync(Request request) {
+    if (envoyOnly) {
+      return envoyCheckAsync(request);
+    }
+    CompletableFuture<Verdict> verdict = new CompletableFuture<>();
+    try {
+      long id = checks.nextId();
+      CompletableFuture<CheckAnswer> answer = new CompletableFuture<>();
+      CheckStream stream = checks.send(DecisionMessages.request(id, request), answer);
+      ScheduledFuture<?> late =
+          checks.schedule(
+              () -> {
+                Checks.forget(stream, id);
+                answer.completeExceptionally(lateStatus().asRuntimeException());
+              },
+              timeout.toNanos());
+      answer.whenComplete(
+          (a, failed) -> {
+            late.cancel(false);
+            executor.execute(() -> completeAsync(request, a, failed, verdict));
+          });
+    } catch (RuntimeException e) {
+      verdict.completeExceptionally(e);
+    }
+    return verdict;
+  }
+
+  private void completeAsync(
+      Request request, CheckAnswer answer, Throwable failed, CompletableFuture<Verdict> verdict) {
+    if (failed == null) {
+      try {
+        verdict.complete(DecisionMessages.verdict(answer));
+      } catch (RuntimeException e) {
+        verdict.completeExceptionally(e);
+      }
+    } else if (unimplemented(failed)) {
+      envoyCheckAsync(request).whenComplete(
+          (v, e) -> {
+            if (e == null) {
+              verdict.complete(v);
+            } else {
+              verdict.completeExceptionally(e);
+            }
+          });
+    } else {
+      verdict.completeExceptionally(failure(failed));
+    }
+  }
+
+  private static final String CHECK_STREAM = "CheckStream";
+
+  private Status lateStatus() {
+    return Status.DEADLINE_EXCEEDED.withDescription("no answer within " + timeout);
+  }
+
+  /**
+   * Whether a stream's failure is the server's UNIMPLEMENTED: it has no stream (an older
+   * version), and decided nothing of it. Checks go through Envoy's service from now on.
+   */
+  private boolean unimplemented(Throwable failure) {
+    if (failure instanceof StatusRuntimeException s
+        && s.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
+      envoyOnly = true;
+      return true;
+    }
+    return false;
+  }
+
+  private FlowgateException failure(Throwable cause) {
+    if (cause instanceof FlowgateException f) {
+      return f;
+    }
+    if (cause instanceof StatusRuntimeException s) {
+      return GrpcErrors.of(s.getStatus(), describe(CHECK_STREAM));
+    }
+    return GrpcErrors.of(Status.fromThrowable(cause), describe(CHECK_STREAM));
+  }
+
+  /** A check through Envoy's rate-limit service, for a server without the stream. */
+  private Verdict envoyCheck(Request request) {
     return EnvoyMessages.verdict(
         blockingCall(
             RateLimitServiceGrpc.getShouldRateLimitMethod(),
@@ -105,13 +241,7 @@ public final class FlowgateGrpcClient implements AutoCloseable {
             "ShouldRateLimit"));
   }
 
-  /**
-   * {@link #check} without blocking: the future completes on the channel's executor.
-   *
-   * @param request the request
-   * @return the decision, or the exception {@link #check} would throw
-   */
-  public CompletableFuture<Verdict> checkAsync(Request request) {
+  private CompletableFuture<Verdict> envoyCheckAsync(Request request) {
     CompletableFuture<Verdict> answer = new CompletableFuture<>();
     try {
       asyncRls
@@ -260,10 +390,12 @@ public final class FlowgateGrpcClient implements AutoCloseable {
   }
 
   /**
-   * Shuts the channel: calls in flight may finish within 5 s, then are cancelled.
+   * Ends the checks' stream and shuts the channel: calls in flight may finish within 5 s, then
+   * are cancelled.
    */
   @Override
   public void close() {
+    checks.close();
     channel.shutdown();
     try {
       if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
@@ -301,7 +433,9 @@ public final class FlowgateGrpcClient implements AutoCloseable {
 
     /**
      * Where each call reads its bearer token (a token rotated while the client runs); called
-     * once per call, from any thread; it may answer null for none.
+     * once per call, from any thread; it may answer null for none. The checks' stream reads it
+     * when it opens: a token rotated meanwhile is taken by the next stream, which opens once
+     * the server ends this one (a revoked token, a restart).
      *
      * @param token the token's source
      * @return this builder
@@ -346,7 +480,8 @@ public final class FlowgateGrpcClient implements AutoCloseable {
     }
 
     /**
-     * The executor the {@code Async} calls complete on (gRPC's own cached pool by default).
+     * The executor the {@code Async} calls complete on (by default, the checks on the common
+     * {@link ForkJoinPool}, the reports on gRPC's own cached pool), and the channel's.
      *
      * @param executor the executor
      * @return this builder
@@ -370,7 +505,7 @@ public final class FlowgateGrpcClient implements AutoCloseable {
       if (token != null) {
         channel.intercept(new BearerToken(token));
       }
-      return new FlowgateGrpcClient(channel.build(), target, timeout);
+      return new FlowgateGrpcClient(channel.build(), target, timeout, executor);
     }
   }
 

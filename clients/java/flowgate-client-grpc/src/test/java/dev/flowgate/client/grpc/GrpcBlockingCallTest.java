@@ -115,7 +115,9 @@ class GrpcBlockingCallTest {
         caller.start();
         Await.until(
             Duration.ofSeconds(20), "the caller waits for its answer",
-            () -> caller.getState() == Thread.State.WAITING);
+            () ->
+                caller.getState() == Thread.State.WAITING
+                    || caller.getState() == Thread.State.TIMED_WAITING);
         caller.interrupt();
         Throwable t = caught.get(20, TimeUnit.SECONDS);
         assertTrue(t instanceof ConnectionException, String.valueOf(t));

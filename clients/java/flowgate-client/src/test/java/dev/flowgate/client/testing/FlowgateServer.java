@@ -158,8 +158,18 @@ public final class FlowgateServer implements AutoCloseable {
     private final Map<String, String> files = new LinkedHashMap<>();
     private SSLContext tls;
     private String httpAddr = "127.0.0.1:0";
+    private String grpcAddr = "127.0.0.1:0";
 
     private Builder() {}
+
+    /**
+     * The gRPC address ({@code 127.0.0.1:0}, an ephemeral port, by default): a fixed one to start
+     * a server again where its gRPC clients expect it ({@link FlowgateServer#grpcAddr()}).
+     */
+    public Builder grpcAddr(String addr) {
+      this.grpcAddr = addr;
+      return this;
+    }
 
     /**
      * The HTTP address ({@code 127.0.0.1:0}, an ephemeral port, by default): a fixed one to start
@@ -221,7 +231,7 @@ public final class FlowgateServer implements AutoCloseable {
               "--http-addr",
               httpAddr,
               "--grpc-addr",
-              "127.0.0.1:0"));
+              grpcAddr));
       flags.forEach(f -> command.add(f.replace("{dir}", dir.toString())));
       ProcessBuilder pb =
           new ProcessBuilder(command).directory(dir.toFile()).redirectOutput(ProcessBuilder.Redirect.DISCARD);

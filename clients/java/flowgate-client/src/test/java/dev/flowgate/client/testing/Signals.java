@@ -36,6 +36,15 @@ public final class Signals {
     send("CONT", pid);
   }
 
+  /**
+   * Sends SIGHUP (a server reads its credentials file again).
+   *
+   * @param pid the process
+   */
+  public static void hangup(long pid) {
+    send("HUP", pid);
+  }
+
   private static void send(String signal, long pid) {
     try {
       Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
