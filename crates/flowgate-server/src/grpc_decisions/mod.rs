@@ -4,10 +4,10 @@
 //!
 //! The service and its messages are `proto/flowgate/v1/decisions.proto`; the Rust is generated
 //! with `flowgate.v1.Reports`' ([`crate::grpc_report`]). This layer only translates
-//! ([`answer`]): the request is validated and decided as `POST /v1/check`'s
-//! ([`crate::limits::validate`], [`AppState::decide`], counted under `api="grpc"`), and the
-//! answer carries the HTTP answer's fields. A bad request is answered with an error for its id
-//! alone; the stream goes on. The stream is [`stream`]'s.
+//! (`answer.rs`): the request is validated and decided as `POST /v1/check`'s
+//! (`limits::validate`, `AppState::decide`, counted under `api="grpc"`), and the answer carries
+//! the HTTP answer's fields. A bad request is answered with an error for its id alone; the
+//! stream goes on. The stream is `stream.rs`'s.
 
 mod answer;
 mod stream;
