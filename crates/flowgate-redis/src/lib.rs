@@ -78,6 +78,7 @@ mod single;
 mod state;
 mod stats;
 mod store;
+mod time_source;
 mod topology;
 
 pub use adaptive::{
