@@ -21,7 +21,7 @@ mod record;
 use std::future::Future;
 
 pub use self::memory::{MAX_RECORDS, MemoryReservations};
-pub use self::record::{BadId, DecodeError, Reservation, ReservationId, Reserved, label, unlabel};
+pub use self::record::{BadId, DecodeError, Reservation, ReservationId, Reserved};
 
 use crate::clock::Micros;
 use crate::store::StoreError;

@@ -32,9 +32,9 @@
 --          (the same state as one admission after another at one instant). A global or
 --          per-channel limit shared by a call's requests so costs one decision per call.
 -- ARGV[3] (when the call writes reservations' records, on a single Redis): the number of state
---          keys (KEYS past them: records.lua's `expiry` and `outstanding`, then each record's
---          key); then per record, in the order of the requests: the index (from 1) of its
---          request's last item, and its arguments as records.lua's `put_record` takes them. A
+--          keys (KEYS past them: records.lua's `expiry`, then each record's key); then per
+--          record, in the order of the requests: the index (from 1) of its request's last item,
+--          and its four arguments as records.lua's `put_record` takes them. A
 --          record is written when its request is admitted (ARGV[2] is then '' when no key is
 --          shared).
 -- Returns { now, the admissions (one byte per item, 1 or 0), the keys' states before the call
@@ -196,10 +196,10 @@ for i = 1, nitems do
     end
     if rec_item == i then
       nrec = nrec + 1
-      local ok = admitted and pcall(put_record, KEYS[nkeys + 1], KEYS[nkeys + 2],
-        KEYS[nkeys + 2 + nrec], ARGV, rec_at + 1)
+      local ok = admitted and pcall(put_record, KEYS[nkeys + 1], KEYS[nkeys + 1 + nrec], ARGV,
+        rec_at + 1)
       recorded[nrec] = admitted and (ok and 1 or 2) or 0
-      rec_at = rec_at + 6 + 2 * tonumber(ARGV[rec_at + 5])
+      rec_at = rec_at + 5
       rec_item = tonumber(ARGV[rec_at])
     end
     admitted, staged, nbulk = true, 0, 0

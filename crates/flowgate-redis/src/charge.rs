@@ -12,7 +12,7 @@ use crate::batch::Lanes;
 use crate::call::{Caller, block, calendar_bounds, header, push_item, script_window_end};
 use crate::error::store_error;
 use crate::keys::{KeyBytes, redis_key_bytes, slot};
-use crate::reservations::{EXPIRY_KEY, OUTSTANDING_KEY};
+use crate::reservations::EXPIRY_KEY;
 use crate::scripts::{CHARGE, COMMIT};
 use crate::state;
 
@@ -76,20 +76,19 @@ async fn call(
 
 /// A commit's answer from `commit.lua`.
 pub(crate) enum Committed {
-    /// Claimed and charged: the record's expiry and the charges' answers.
-    Done(Micros, Vec<algorithm::Charged>),
+    /// Claimed and charged: the charges' answers.
+    Done(Vec<algorithm::Charged>),
     /// The record was not as read: `[phase, expiry, items' text]`, or `None` when it is gone
     /// (`unknown`) or was committed (`committed`): the first element says which.
     Other(Vec<Value>),
 }
 
-/// One commit, encoded for `commit.lua`: its record's key, its id, the phase and items' text its
-/// caller read, its charge's distinct state keys and call string.
+/// One commit, encoded for `commit.lua`: its record's key and index member, the record's value
+/// its caller read, its charge's distinct state keys and call string.
 pub(crate) struct CommitRequest {
     record: String,
-    id: String,
-    phase: String,
-    text: String,
+    member: String,
+    value: String,
     keys: Vec<KeyBytes>,
     string: Vec<u8>,
 }
@@ -105,7 +104,7 @@ impl crate::batch::Batch for CommitBatch {
 
     async fn call(&self, requests: &[&CommitRequest]) -> Result<Vec<Value>, StoreError> {
         let mut inv = COMMIT.prepare_invoke();
-        inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+        inv.key(EXPIRY_KEY);
         for r in requests {
             inv.key(r.record.as_str());
             for k in &r.keys {
@@ -114,9 +113,8 @@ impl crate::batch::Batch for CommitBatch {
         }
         for r in requests {
             inv.arg(r.keys.len())
-                .arg(r.id.as_str())
-                .arg(r.phase.as_str())
-                .arg(r.text.as_str())
+                .arg(r.member.as_str())
+                .arg(r.value.as_str())
                 .arg(&r.string[..]);
         }
         let reply = self
@@ -132,14 +130,14 @@ impl crate::batch::Batch for CommitBatch {
     }
 }
 
-/// Claims the record at `record` of reservation `id` if it is still in `phase` with
-/// `items_text`, and applies `items` with it, all or nothing, through `lanes` (with the commits
-/// in flight beside it) or alone.
+/// Claims the record at `record` (indexed under `member`) if it still holds `value`, and
+/// applies `items` with it, all or nothing, through `lanes` (with the commits in flight beside
+/// it) or alone.
 pub(crate) async fn commit(
     caller: &Caller,
     lanes: Option<&Lanes<CommitBatch>>,
-    (record, id): (&str, &str),
-    (phase, items_text): (&str, &str),
+    (record, member): (&str, &str),
+    value: &str,
     items: &[ChargeItem<'_>],
 ) -> Result<Committed, StoreError> {
     if items.len() > MAX_KEYS {
@@ -158,9 +156,8 @@ pub(crate) async fn commit(
     let (string, distinct, near) = encode(caller, items, &keys)?;
     let request = CommitRequest {
         record: record.to_owned(),
-        id: id.to_owned(),
-        phase: phase.to_owned(),
-        text: items_text.to_owned(),
+        member: member.to_owned(),
+        value: value.to_owned(),
         keys: distinct.iter().map(|k| KeyBytes::from_slice(k)).collect(),
         string,
     };
@@ -179,23 +176,15 @@ pub(crate) async fn commit(
                 _ => "no message".to_owned(),
             };
             return Err(StoreError::Internal(format!(
-                "the commit of reservation {id} failed, nothing applied: {message}"
+                "the commit of {record} failed, nothing applied: {message}"
             )));
         }
         _ => return Ok(Committed::Other(parts)),
     }
-    let (Some(charged), Some(expires)) = (parts.pop(), parts.pop()) else {
+    let Some(charged) = parts.pop() else {
         return Err(bad("a commit without its charges"));
     };
-    let expires = match expires {
-        Value::BulkString(b) => std::str::from_utf8(&b)
-            .ok()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| bad("not an expiry"))?,
-        _ => return Err(bad("not an expiry")),
-    };
     Ok(Committed::Done(
-        expires,
         replay(charged, items, &keys, &distinct, near)?.into_vec(),
     ))
 }

@@ -5,7 +5,7 @@
 use redis::Value;
 
 use crate::call::{Call, Caller, Encoded, bad};
-use crate::reservations::{EXPIRY_KEY, OUTSTANDING_KEY, PutRequest};
+use crate::reservations::{EXPIRY_KEY, PutRequest};
 use crate::scripts::DECIDE;
 use flowgate_core::StoreError;
 
@@ -22,7 +22,7 @@ pub(crate) fn invocation(call: &Call<'_>) -> redis::ScriptInvocation<'static> {
         }
         return inv;
     }
-    inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+    inv.key(EXPIRY_KEY);
     for (_, r) in &call.records {
         inv.key(r.record.as_str());
     }

@@ -9,9 +9,7 @@
 
 use flowgate_core::Micros;
 use flowgate_core::algorithm::Charged;
-use flowgate_core::reservation::{
-    Claim, Outstanding, Reservation, ReservationId, Reservations, unlabel,
-};
+use flowgate_core::reservation::{Claim, Outstanding, Reservation, ReservationId, Reservations};
 use flowgate_core::store::{ChargeItem, StoreError};
 use redis::Value;
 
@@ -20,13 +18,21 @@ use crate::charge::Committed;
 use crate::conn::RedisConnection;
 use crate::scripts::RESERVATIONS;
 
-/// The open records by expiry.
+/// The open records' index: members `<id>\x1e<items' text>`, scored by expiry (`records.lua`).
 pub(crate) const EXPIRY_KEY: &str = "{flowgate:res}:expiry";
-/// The open records and their units per rule.
-pub(crate) const OUTSTANDING_KEY: &str = "{flowgate:res}:outstanding";
 
 fn record_key(id: &ReservationId) -> String {
     format!("{{flowgate:res}}:r:{id}")
+}
+
+/// A record's value in `phase` ("o" open, "r" released): `<phase><expiry>:<items' text>`.
+fn record_value(phase: &str, r: &Reservation) -> String {
+    format!("{phase}{}:{}", r.expires, r.encode_items())
+}
+
+/// An open record's member in the expiry index.
+fn index_member(r: &Reservation) -> String {
+    format!("{}\u{1e}{}", r.id, r.encode_items())
 }
 
 fn bad(what: &str) -> StoreError {
@@ -58,39 +64,35 @@ fn record(id: ReservationId, e: &Value, b: &Value) -> Result<Reservation, StoreE
     })
 }
 
-/// One record to write, encoded for `reservations.lua`'s `put`.
+/// One record to write, encoded for `records.lua`'s `put_record`.
 pub(crate) struct PutRequest {
     pub(crate) record: String,
     pub(crate) id: String,
+    member: String,
+    value: String,
     expires: Micros,
-    forget_at: Micros,
-    text: String,
-    labels: Vec<(String, u64)>,
+    forget_ms: Micros,
 }
 
 impl PutRequest {
-    /// Reservation `r`'s record, forgotten at `forget_at`.
+    /// Reservation `r`'s record, open, forgotten at `forget_at`.
     pub(crate) fn of(r: &Reservation, forget_at: Micros) -> Self {
         Self {
             record: record_key(&r.id),
             id: r.id.as_str().to_owned(),
+            member: index_member(r),
+            value: record_value("o", r),
             expires: r.expires,
-            forget_at,
-            text: r.encode_items(),
-            labels: r.labels().collect(),
+            forget_ms: forget_at.div_ceil(1000),
         }
     }
 
-    /// Its arguments, as `records.lua`'s `put_record` takes them.
+    /// Its four arguments, as `records.lua`'s `put_record` takes them.
     pub(crate) fn push_args(&self, inv: &mut redis::ScriptInvocation<'_>) {
-        inv.arg(self.id.as_str())
+        inv.arg(self.member.as_str())
+            .arg(self.value.as_str())
             .arg(self.expires)
-            .arg(self.forget_at)
-            .arg(self.text.as_str())
-            .arg(self.labels.len());
-        for (label, units) in &self.labels {
-            inv.arg(label.as_str()).arg(*units);
-        }
+            .arg(self.forget_ms);
     }
 }
 
@@ -106,7 +108,7 @@ impl crate::batch::Batch for PutBatch {
 
     async fn call(&self, requests: &[&PutRequest]) -> Result<Vec<Self::Answer>, StoreError> {
         let mut inv = RESERVATIONS.prepare_invoke();
-        inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+        inv.key(EXPIRY_KEY);
         for r in requests {
             inv.key(r.record.as_str());
         }
@@ -151,7 +153,7 @@ impl RedisStore {
 impl RedisReservations {
     fn invoke(&self, op: &str, id: Option<&ReservationId>) -> redis::ScriptInvocation<'static> {
         let mut inv = RESERVATIONS.prepare_invoke();
-        inv.key(EXPIRY_KEY).key(OUTSTANDING_KEY);
+        inv.key(EXPIRY_KEY);
         if let Some(id) = id {
             inv.key(record_key(id));
         }
@@ -225,14 +227,17 @@ impl RedisReservations {
             }
         };
         let record = record_key(&r.id);
-        let text = r.encode_items();
         let answer = self
             .store
-            .commit_call((record.as_str(), r.id.as_str()), (phase, &text), items)
+            .commit_call(
+                (record.as_str(), &index_member(r)),
+                &record_value(phase, r),
+                items,
+            )
             .await?;
         match answer {
-            Committed::Done(expires, charges) => Ok(AtomicCommit::Done {
-                expired: expires <= now,
+            Committed::Done(charges) => Ok(AtomicCommit::Done {
+                expired: r.expires <= now,
                 charges,
             }),
             Committed::Other(parts) => {
@@ -288,7 +293,7 @@ impl Reservations for RedisReservations {
             Claim::Committed | Claim::Unknown => return Ok(()),
         };
         let mut inv = self.invoke("unclaim", Some(&r.id));
-        inv.arg(phase);
+        inv.arg(record_value(phase, r));
         self.run(&inv).await.map(drop)
     }
 
@@ -311,37 +316,38 @@ impl Reservations for RedisReservations {
     }
 
     async fn outstanding(&self) -> Result<Vec<Outstanding>, StoreError> {
-        let fields: Vec<(String, u64)> = self
+        // (the open records' index holds each one's items: one read, no record's)
+        let members: Vec<Vec<u8>> = self
             .store
             .conn()
-            .query(redis::cmd("HGETALL").arg(OUTSTANDING_KEY))
+            .query(redis::cmd("ZRANGE").arg(EXPIRY_KEY).arg(0).arg(-1))
             .await?;
         let mut out: Vec<Outstanding> = Vec::new();
-        for (field, value) in fields {
-            let Some(label) = field.get(1..) else {
+        for m in &members {
+            let Some(items) = std::str::from_utf8(m)
+                .ok()
+                .and_then(|m| m.split_once('\u{1e}'))
+                .and_then(|(_, text)| Reservation::decode_items(text).ok())
+            else {
                 continue;
             };
-            let Some((domain, rule)) = unlabel(label) else {
-                continue;
-            };
-            let at = match out
-                .iter()
-                .position(|o| o.domain == domain && o.rule == rule)
-            {
-                Some(i) => i,
-                None => {
-                    out.push(Outstanding {
-                        domain: domain.to_owned(),
-                        rule: rule.to_owned(),
-                        ..Outstanding::default()
-                    });
-                    out.len() - 1
-                }
-            };
-            if field.starts_with('n') {
-                out[at].count = value;
-            } else {
-                out[at].units = value;
+            for i in items {
+                let at = match out
+                    .iter()
+                    .position(|o| o.domain == i.domain && o.rule == i.rule)
+                {
+                    Some(at) => at,
+                    None => {
+                        out.push(Outstanding {
+                            domain: i.domain,
+                            rule: i.rule,
+                            ..Outstanding::default()
+                        });
+                        out.len() - 1
+                    }
+                };
+                out[at].count += 1;
+                out[at].units += i.estimate;
             }
         }
         out.sort_by(|a, b| (&a.domain, &a.rule).cmp(&(&b.domain, &b.rule)));

@@ -77,9 +77,9 @@ pub(crate) static CHARGE: LazyLock<Script> = LazyLock::new(|| {
 });
 /// Claims a reservation's record and applies its commit's charges in one call (`commit.lua`).
 pub(crate) static COMMIT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&assemble(&with_charges(include_str!(
+    Script::new(&assemble(&with_charges(&with_records(include_str!(
         "../scripts/commit.lua"
-    ))))
+    )))))
 });
 
 /// `driver` after `charges.lua` (the charges' body it calls).
@@ -113,8 +113,8 @@ pub static RULES_PUSH: LazyLock<Script> =
 pub(crate) static RESERVATIONS: LazyLock<Script> =
     LazyLock::new(|| Script::new(&with_records(include_str!("../scripts/reservations.lua"))));
 
-/// `driver` after `records.lua` (the writing of a reservation's record, which a decision may
-/// do with its admission).
+/// `driver` after `records.lua` (a reservation's record: its form, and its writing, which a
+/// decision may do with its admission).
 fn with_records(driver: &str) -> String {
     format!("{}\n{driver}", include_str!("../scripts/records.lua"))
 }

@@ -331,7 +331,7 @@ impl RedisStore {
     pub(crate) async fn commit_call(
         &self,
         record: (&str, &str),
-        read: (&str, &str),
+        read: &str,
         items: &[flowgate_core::ChargeItem<'_>],
     ) -> Result<crate::charge::Committed, StoreError> {
         if let Some(e) = self.known_down() {
@@ -344,7 +344,7 @@ impl RedisStore {
             .await
             .unwrap_or(Err(StoreError::Timeout));
         self.settle(&r);
-        if let Ok(crate::charge::Committed::Done(_, charges)) = &r {
+        if let Ok(crate::charge::Committed::Done(charges)) = &r {
             for (item, c) in items.iter().zip(charges) {
                 if item.amount.gives_back() && c.applied > 0 {
                     inner.blocked.forget(item.key);

@@ -146,13 +146,14 @@ async fn a_coalesced_commit_that_cannot_be_applied_fails_alone() {
         for r in &good {
             ok(records.put(r, r.expires + 60_000_000).await);
         }
-        // Its record's key holds a string: reading it as a record fails (WRONGTYPE).
+        // Its record's key holds a hash: reading it as a record fails (WRONGTYPE).
         let bad = reservation(KEY, 10, now);
         ok(store
             .query(
-                redis::cmd("SET")
+                redis::cmd("HSET")
                     .arg(format!("{{flowgate:res}}:r:{}", bad.id))
-                    .arg("x"),
+                    .arg("x")
+                    .arg("y"),
             )
             .await);
 

@@ -137,8 +137,8 @@ async fn coalesced_decisions_write_exactly_the_admitted_records() {
     .await;
 }
 
-/// A record whose key holds something else (a string: the write fails, WRONGTYPE) is not
-/// written and says so; the decision stands, and a record decided in the same call is written.
+/// A record whose key holds something already (another program's key: the write refuses it) is
+/// not written and says so; the decision stands, and a record decided in the same call is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_cannot_be_written_fails_alone() {
     let server = RedisServer::start();

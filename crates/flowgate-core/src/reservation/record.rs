@@ -163,24 +163,6 @@ impl Reservation {
         }
         Ok(items)
     }
-
-    /// The label its items count under in [`super::Outstanding`], one per item:
-    /// `<domain>\u{1f}<rule>`.
-    pub fn labels(&self) -> impl Iterator<Item = (String, u64)> + '_ {
-        self.items
-            .iter()
-            .map(|i| (label(&i.domain, &i.rule), i.estimate))
-    }
-}
-
-/// The label of rule `rule` in `domain` (unit separator between them: neither holds one).
-pub fn label(domain: &str, rule: &str) -> String {
-    format!("{domain}\u{1f}{rule}")
-}
-
-/// The domain and rule of a [`label`].
-pub fn unlabel(label: &str) -> Option<(&str, &str)> {
-    label.split_once('\u{1f}')
 }
 
 #[cfg(test)]
