@@ -1,12 +1,23 @@
 -- Charges (the body of charge.lua, shared with commit.lua): `charges(call)` reads a call
--- string (see charge.lua) and answers a function that computes it on `keys` (reading
--- them, writing nothing), which answers a function that writes the new states and answers
+-- string (see charge.lua) and answers a function that computes it on `keys` (reading them, or
+-- given `read`, an MGET's answer holding their states from its index `from` on; writing
+-- nothing), which answers a function that writes the new states and answers
 -- charge.lua's reply: a caller (commit.lua) can do its own writes only once nothing can fail.
+
+-- Redis's clock, read once per script call: the charges of one call happen at one instant.
+local redis_now
+local function clock()
+  if not redis_now then
+    local t = redis.call('TIME')
+    redis_now = t[1] * 1000000 + t[2]
+  end
+  return redis_now
+end
+
 local function charges(call)
   local now, slack, nblocks, nitems, at = unpack_at('<ddHI4', call)
   if now == 0 then
-    local t = redis.call('TIME')
-    now, slack = t[1] * 1000000 + t[2], nil
+    now, slack = clock(), nil
   end
 
   local blocks = {}
@@ -20,10 +31,16 @@ local function charges(call)
     blocks[b] = { ALG[code].charge, u, ALG[code].params(limit, x, y, z, 0, w) }
   end
 
-  return function(keys)
+  return function(keys, read, from)
     local nkeys = #keys
-    local before = redis.call('MGET', unpack(keys))
-    local states, idle = {}, {}
+    local before, states, idle = {}, {}, {}
+    if read then
+      for k = 1, nkeys do
+        before[k] = read[from + k - 1]
+      end
+    else
+      before = redis.call('MGET', unpack(keys))
+    end
     for k = 1, nkeys do
       states[k] = before[k]
     end

@@ -19,7 +19,9 @@
 -- Reads a commit's record and computes its charge, writing nothing: an answer when there is
 -- nothing to do, else nil and the charge's write.
 local function read(rec, value, call, keys)
-  local v = redis.call('GET', rec)
+  -- (the record and the charge's states in one read)
+  local got = redis.call('MGET', rec, unpack(keys))
+  local v = got[1]
   if not v then
     return {'unknown'}
   end
@@ -35,7 +37,7 @@ local function read(rec, value, call, keys)
       return { 0, {} }
     end
   end
-  return nil, charges(call)(keys)
+  return nil, charges(call)(keys, got, 2)
 end
 
 local function commit(rec, member, value, call, keys)
