@@ -74,9 +74,9 @@ pub(super) struct ReportBody {
     refund: Option<bool>,
 }
 
+// `ReportBody`'s fields are repeated here rather than flattened: serde cannot refuse unknown
+// fields through `#[serde(flatten)]`, and a misspelt field must be an error naming it.
 /// One report (its fields at the top) or a batch (`reports`, up to 1,000), not both.
-/// (`ReportBody`'s fields are repeated here rather than flattened: serde cannot refuse unknown
-/// fields through `#[serde(flatten)]`, and a misspelt field must be an error naming it.)
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Body {
