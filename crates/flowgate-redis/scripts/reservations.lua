@@ -68,13 +68,18 @@ elseif op == 'expire' then
   local out = {}
   for _, m in ipairs(members) do
     redis.call('ZREM', KEYS[1], m)
-    local id = string.sub(m, 1, string.find(m, '\30', 1, true) - 1)
-    local rec = PREFIX .. id
-    local v = redis.call('GET', rec)
-    if v and string.sub(v, 1, 1) == 'o' then
+    -- (a member without items, or a record in another form, is an earlier version's or
+    -- another program's: it leaves the index, and its units are left to time)
+    local sep = string.find(m, '\30', 1, true)
+    local rec = PREFIX .. string.sub(m, 1, (sep or 1) - 1)
+    local v = sep and redis.pcall('GET', rec)
+    local ok, s, e, b = false
+    if type(v) == 'string' and string.sub(v, 1, 1) == 'o' then
+      ok, s, e, b = pcall(record_of, v)
+    end
+    if ok then
       redis.call('SETRANGE', rec, 0, 'r')
-      local _, e, b = record_of(v)
-      out[#out + 1] = id
+      out[#out + 1] = string.sub(m, 1, sep - 1)
       out[#out + 1] = e
       out[#out + 1] = b
     end

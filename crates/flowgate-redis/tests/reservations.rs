@@ -165,3 +165,51 @@ async fn on_redis_each_reservation_is_claimed_once_by_its_commit_or_one_sweeper(
     })
     .await;
 }
+
+/// Index entries an earlier version left (a member that is an id alone, over a record that is a
+/// hash) or another program's key under a record's name leave the index when they expire, and
+/// the sweep goes on: the reservations beside them are released, and nothing is read as a
+/// record that is not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_drops_what_is_no_record_and_goes_on() {
+    let server = RedisServer::start();
+    bounded(60, async {
+        let store = single(&server, live_options()).await;
+        let records = store.reservations();
+        let now = flowgate_core::clock::system_now();
+        let (old, foreign) = (ok(ReservationId::random()), ok(ReservationId::random()));
+        let commands = [
+            redis::cmd("HSET")
+                .arg(format!("{{flowgate:res}}:r:{old}"))
+                .arg("s")
+                .arg("o")
+                .clone(),
+            redis::cmd("ZADD")
+                .arg("{flowgate:res}:expiry")
+                .arg(now + 100)
+                .arg(old.as_str())
+                .clone(),
+            redis::cmd("SET")
+                .arg(format!("{{flowgate:res}}:r:{foreign}"))
+                .arg("ok")
+                .clone(),
+            redis::cmd("ZADD")
+                .arg("{flowgate:res}:expiry")
+                .arg(now + 200)
+                .arg(format!("{foreign}\u{1e}x"))
+                .clone(),
+        ];
+        for c in &commands {
+            ok(store.query(c).await);
+        }
+        let good = reservation(now + 300, 2, "t");
+        ok(records.put(&good, now + 60_000_000).await);
+        assert_eq!(ok(records.expire(now + 1000, 10).await), vec![good.clone()]);
+        assert!(ok(records.outstanding().await).is_empty());
+        let foreign_value = ok(store
+            .query(&redis::cmd("GET").arg(format!("{{flowgate:res}}:r:{foreign}")))
+            .await);
+        assert_eq!(foreign_value, redis::Value::BulkString(b"ok".to_vec()));
+    })
+    .await;
+}
