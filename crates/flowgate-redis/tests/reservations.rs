@@ -189,6 +189,11 @@ async fn a_sweep_drops_what_is_no_record_and_goes_on() {
                 .arg(now + 100)
                 .arg(old.as_str())
                 .clone(),
+            redis::cmd("ZADD")
+                .arg("{flowgate:res}:expiry")
+                .arg(now + 150)
+                .arg(format!("{old}\u{1e}x"))
+                .clone(),
             redis::cmd("SET")
                 .arg(format!("{{flowgate:res}}:r:{foreign}"))
                 .arg("ok")
