@@ -212,7 +212,7 @@ async fn a_sweep_drops_what_is_no_record_and_goes_on() {
         assert_eq!(ok(records.expire(now + 1000, 10).await), vec![good.clone()]);
         assert!(ok(records.outstanding().await).is_empty());
         let foreign_value = ok(store
-            .query(&redis::cmd("GET").arg(format!("{{flowgate:res}}:r:{foreign}")))
+            .query(redis::cmd("GET").arg(format!("{{flowgate:res}}:r:{foreign}")))
             .await);
         assert_eq!(foreign_value, redis::Value::BulkString(b"ok".to_vec()));
     })
