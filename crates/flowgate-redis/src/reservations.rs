@@ -25,14 +25,15 @@ fn record_key(id: &ReservationId) -> String {
     format!("{{flowgate:res}}:r:{id}")
 }
 
-/// A record's value in `phase` ("o" open, "r" released): `<phase><expiry>:<items' text>`.
-fn record_value(phase: &str, r: &Reservation) -> String {
-    format!("{phase}{}:{}", r.expires, r.encode_items())
-}
-
-/// An open record's member in the expiry index.
-fn index_member(r: &Reservation) -> String {
-    format!("{}\u{1e}{}", r.id, r.encode_items())
+/// Reservation `r`'s index member in the expiry index and its record's value in `phase` ("o"
+/// open, "r" released): `<id>\x1e<items' text>` and `<phase><expiry>:<items' text>`, the items
+/// encoded once for both.
+fn record_forms(phase: &str, r: &Reservation) -> (String, String) {
+    let items = r.encode_items();
+    (
+        format!("{}\u{1e}{items}", r.id),
+        format!("{phase}{}:{items}", r.expires),
+    )
 }
 
 fn bad(what: &str) -> StoreError {
@@ -71,17 +72,19 @@ pub(crate) struct PutRequest {
     member: String,
     value: String,
     expires: Micros,
-    forget_ms: Micros,
+    /// When it is forgotten, in milliseconds since the epoch (`PXAT`).
+    forget_ms: u64,
 }
 
 impl PutRequest {
     /// Reservation `r`'s record, open, forgotten at `forget_at`.
     pub(crate) fn of(r: &Reservation, forget_at: Micros) -> Self {
+        let (member, value) = record_forms("o", r);
         Self {
             record: record_key(&r.id),
             id: r.id.as_str().to_owned(),
-            member: index_member(r),
-            value: record_value("o", r),
+            member,
+            value,
             expires: r.expires,
             forget_ms: forget_at.div_ceil(1000),
         }
@@ -227,13 +230,10 @@ impl RedisReservations {
             }
         };
         let record = record_key(&r.id);
+        let (member, value) = record_forms(phase, r);
         let answer = self
             .store
-            .commit_call(
-                (record.as_str(), &index_member(r)),
-                &record_value(phase, r),
-                items,
-            )
+            .commit_call((record.as_str(), &member), &value, items)
             .await?;
         match answer {
             Committed::Done(charges) => Ok(AtomicCommit::Done {
@@ -293,7 +293,7 @@ impl Reservations for RedisReservations {
             Claim::Committed | Claim::Unknown => return Ok(()),
         };
         let mut inv = self.invoke("unclaim", Some(&r.id));
-        inv.arg(record_value(phase, r));
+        inv.arg(record_forms(phase, r).1);
         self.run(&inv).await.map(drop)
     }
 
