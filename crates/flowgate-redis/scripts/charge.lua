@@ -13,4 +13,8 @@
 --          instant (the client computes it: calendar periods need a time zone database).
 -- Returns { now, the units each item applied (a list), the keys' states before the call }.
 
-return charges(ARGV[1])(KEYS)()
+local nkeys = #KEYS
+local before = redis.call('MGET', unpack(KEYS))
+local now, slack, states, idle, applied = charges(ARGV[1], before, 1, nkeys)
+write_charged(1, nkeys, now, slack, states, idle)
+return { now, applied, unpack(before, 1, nkeys) }

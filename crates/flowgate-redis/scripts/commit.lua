@@ -16,11 +16,12 @@
 -- expiry, items' text} (the record is not as read: nothing done, the caller builds its charge
 -- again) | {"done", charge.lua's reply} | {"error", message} (nothing done).
 
--- Reads a commit's record and computes its charge, writing nothing: an answer when there is
--- nothing to do, else nil and the charge's write.
-local function read(rec, value, call, keys)
+-- Reads a commit's record (KEYS[at]) and its charge's states (the `nkeys` after it) and
+-- computes its charge, writing nothing: an answer when there is nothing to do, else nil, the
+-- states read and the charge.
+local function read(at, nkeys, value, call)
   -- (the record and the charge's states in one read)
-  local got = redis.call('MGET', rec, unpack(keys))
+  local got = redis.call('MGET', unpack(KEYS, at, at + nkeys))
   local v = got[1]
   if not v then
     return {'unknown'}
@@ -32,18 +33,16 @@ local function read(rec, value, call, keys)
     local s, e, b = record_of(v)
     return {'changed', s, e, b}
   end
-  if #keys == 0 then
-    return nil, function()
-      return { 0, {} }
-    end
+  if nkeys == 0 then
+    return nil, got, 0
   end
-  return nil, charges(call)(keys, got, 2)
+  return nil, got, charges(call, got, 2, nkeys)
 end
 
-local function commit(rec, member, value, call, keys)
+local function commit(at, nkeys, member, value, call)
   -- Everything that can fail (a record or a state that cannot be read, a malformed call) fails
   -- in `read`, before this commit's first write: it answers its error, the others go on.
-  local ok, answer, write = pcall(read, rec, value, call, keys)
+  local ok, answer, got, now, slack, states, idle, applied = pcall(read, at, nkeys, value, call)
   if not ok then
     if type(answer) == 'table' and answer.err then
       answer = answer.err
@@ -53,21 +52,23 @@ local function commit(rec, member, value, call, keys)
   if answer then
     return answer
   end
-  redis.call('SET', rec, 'c', 'KEEPTTL')
+  if nkeys > 0 then
+    write_charged(at + 1, nkeys, now, slack, states, idle)
+  end
+  redis.call('SET', KEYS[at], 'c', 'KEEPTTL')
   if string.sub(value, 1, 1) == 'o' then
     redis.call('ZREM', KEYS[1], member)
   end
-  return {'done', write()}
+  if nkeys == 0 then
+    return {'done', { 0, {} }}
+  end
+  return {'done', { now, applied, unpack(got, 2, nkeys + 1) }}
 end
 
 local out, at = {}, 2
 for c = 0, #ARGV / 4 - 1 do
   local nkeys = tonumber(ARGV[c * 4 + 1])
-  local keys = {}
-  for k = 1, nkeys do
-    keys[k] = KEYS[at + k]
-  end
-  out[#out + 1] = commit(KEYS[at], ARGV[c * 4 + 2], ARGV[c * 4 + 3], ARGV[c * 4 + 4], keys)
+  out[#out + 1] = commit(at, nkeys, ARGV[c * 4 + 2], ARGV[c * 4 + 3], ARGV[c * 4 + 4])
   at = at + 1 + nkeys
 end
 return out
