@@ -90,6 +90,23 @@ pub trait Reservations: Send + Sync + 'static {
     /// [`StoreError`] when the records cannot be written.
     fn unclaim(&self, claimed: &Claim) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Ends `reservation`'s record before anyone was given its id, after its
+    /// [`Reservations::put`] failed (a put that timed out may still be applied): claims the
+    /// record if the put was applied after all, and where there is none makes sure none can be
+    /// written later (on Redis, a tombstone kept until `forget_at`: a put still in flight
+    /// then fails). Answers whether the caller gives the units back: true unless a sweeper
+    /// released them already. So the units are given back once, whichever of the put and the
+    /// cancel Redis applies first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the records cannot be read or written: the caller then leaves the
+    /// units to time (giving them back could give them back twice).
+    fn cancel(
+        &self,
+        reservation: &Reservation,
+        forget_at: Micros,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Releases up to `max` open reservations whose expiry is at or before `now`, each
     /// exactly once (across every node sharing the records), and answers them: the caller
     /// gives their units back.

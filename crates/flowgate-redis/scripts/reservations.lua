@@ -12,6 +12,8 @@
 --                                         | {"open", e, b}
 --   peek     2 id                      -> as claim, changing nothing
 --   unclaim  2 id, 3 the record's value to restore                    -> 1 (0: not claimed)
+--   cancel   2 id, 3 its index member, 4 forget_at (ms)
+--                                      -> 1 (the caller gives the units back) | 0 (released)
 --   expire   2 now (us), 3 max         -> flat list: id, e, b of each record released
 
 local op = ARGV[1]
@@ -62,6 +64,21 @@ elseif op == 'unclaim' then
     redis.call('ZADD', KEYS[1], e, ARGV[2] .. '\30' .. b)
   end
   return 1
+elseif op == 'cancel' then
+  -- A put that failed may be applied still (its call timed out, or waits in a batch): an open
+  -- record is claimed, and where there is none a tombstone makes that put fail.
+  local rec = KEYS[2]
+  local v = redis.call('GET', rec)
+  if not v then
+    redis.call('SET', rec, 'c', 'PXAT', ARGV[4])
+    return 1
+  end
+  if string.sub(v, 1, 1) == 'o' then
+    redis.call('SET', rec, 'c', 'KEEPTTL')
+    redis.call('ZREM', KEYS[1], ARGV[3])
+    return 1
+  end
+  return 0
 elseif op == 'expire' then
   local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0,
     tonumber(ARGV[3]))

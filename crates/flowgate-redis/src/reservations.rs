@@ -297,6 +297,16 @@ impl Reservations for RedisReservations {
         self.run(&inv).await.map(drop)
     }
 
+    async fn cancel(&self, r: &Reservation, forget_at: Micros) -> Result<bool, StoreError> {
+        let mut inv = self.invoke("cancel", Some(&r.id));
+        inv.arg(record_forms("o", r).0)
+            .arg(forget_at.div_ceil(1000));
+        match self.run(&inv).await? {
+            Value::Int(n) => Ok(n == 1),
+            _ => Err(bad("not a number")),
+        }
+    }
+
     async fn expire(&self, now: Micros, max: usize) -> Result<Vec<Reservation>, StoreError> {
         let mut inv = self.invoke("expire", None);
         inv.arg(now).arg(max);

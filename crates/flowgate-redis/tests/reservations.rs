@@ -88,6 +88,40 @@ async fn scenario(r: &impl Reservations) {
     assert_eq!(ok(r.claim(&c.id, base + 600).await), open);
     let unknown = ok(ReservationId::random());
     assert_eq!(ok(r.claim(&unknown, base).await), Claim::Unknown);
+
+    // A put that failed is cancelled: an open record is ended (its units the caller's to give
+    // back, once), a missing one can no longer be written, a released one is left alone.
+    let (d, e, f) = (
+        reservation(base + 100, 6, "t3"),
+        reservation(base + 100, 7, "t3"),
+        reservation(base + 100, 8, "t3"),
+    );
+    ok(r.put(&d, base + 1_000_000).await);
+    assert!(ok(r.cancel(&d, base + 1_000_000).await));
+    assert_eq!(of(&ok(r.outstanding().await), "t3"), None);
+    assert_eq!(ok(r.claim(&d.id, base + 50).await), Claim::Committed);
+    assert!(ok(r.cancel(&e, base + 1_000_000).await));
+    assert!(
+        r.put(&e, base + 1_000_000).await.is_err(),
+        "a late put fails"
+    );
+    assert_eq!(ok(r.claim(&e.id, base + 50).await), Claim::Committed);
+    ok(r.put(&f, base + 1_000_000).await);
+    assert_eq!(ok(r.expire(base + 100, 10).await), vec![f.clone()]);
+    assert!(
+        !ok(r.cancel(&f, base + 1_000_000).await),
+        "released already"
+    );
+    assert_eq!(
+        ok(r.claim(&f.id, base + 150).await),
+        Claim::Released(f.clone())
+    );
+    assert!(
+        ok(r.expire(base + 10_000, 10).await)
+            .iter()
+            .all(|x| x.id != d.id && x.id != e.id),
+        "what a cancel ended is never released"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

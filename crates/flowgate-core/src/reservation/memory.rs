@@ -117,6 +117,12 @@ impl MemoryReservations {
                 "the reservation records are full ({MAX_RECORDS} kept until they are forgotten)"
             )));
         }
+        if rec.by_id.contains_key(&r.id) {
+            return Err(StoreError::Internal(format!(
+                "a record exists under reservation id {}",
+                r.id
+            )));
+        }
         rec.expiring.insert((r.expires, r.id.clone()));
         rec.forgetting.insert((forget_at, r.id.clone()));
         rec.count(r, true);
@@ -174,6 +180,35 @@ impl MemoryReservations {
         if phase == Phase::Open {
             rec.expiring.insert((r.expires, r.id.clone()));
             rec.count(r, true);
+        }
+    }
+
+    /// As on Redis, where there is no record a tombstone makes a later put of the id fail.
+    fn cancel_now(&self, r: &Reservation, forget_at: Micros) -> bool {
+        let mut rec = self.records.lock();
+        let Some(e) = rec.by_id.get_mut(&r.id) else {
+            rec.forgetting.insert((forget_at, r.id.clone()));
+            rec.by_id.insert(
+                r.id.clone(),
+                Entry {
+                    reservation: None,
+                    phase: Phase::Committed,
+                    forget_at,
+                },
+            );
+            return true;
+        };
+        match std::mem::replace(&mut e.phase, Phase::Committed) {
+            Phase::Open => {
+                e.reservation = None;
+                rec.expiring.remove(&(r.expires, r.id.clone()));
+                rec.count(r, false);
+                true
+            }
+            phase => {
+                e.phase = phase;
+                false
+            }
         }
     }
 
@@ -235,6 +270,14 @@ impl Reservations for MemoryReservations {
     async fn unclaim(&self, claimed: &Claim) -> Result<(), StoreError> {
         self.unclaim_now(claimed);
         Ok(())
+    }
+
+    async fn cancel(
+        &self,
+        reservation: &Reservation,
+        forget_at: Micros,
+    ) -> Result<bool, StoreError> {
+        Ok(self.cancel_now(reservation, forget_at))
     }
 
     async fn expire(&self, now: Micros, max: usize) -> Result<Vec<Reservation>, StoreError> {

@@ -368,8 +368,17 @@ impl Reserve {
             expires: pending.expires,
         };
         if let Err(e) = self.records.put(&reservation, pending.forget_at).await {
-            // Not recorded: give the units back rather than hold them until time frees them.
-            let _ = self.apply(state, &reservation, None, true).await;
+            // Not recorded (or not known to be): give the units back rather than hold them
+            // until time frees them, once the record is ended so that nothing else does.
+            match self.records.cancel(&reservation, pending.forget_at).await {
+                Ok(true) => {
+                    let _ = self.apply(state, &reservation, None, true).await;
+                }
+                Ok(false) => {}
+                Err(c) => {
+                    tracing::warn!(error = %c, id = %reservation.id, "a reservation whose record could not be written could not be ended either: its units are left to time")
+                }
+            }
             return Err(ReserveError::Store(e));
         }
         Ok(reservation)

@@ -50,6 +50,13 @@ impl Reservations for Records {
         }
     }
 
+    async fn cancel(&self, r: &Reservation, forget_at: Micros) -> Result<bool, StoreError> {
+        match self {
+            Records::Memory(m) => m.cancel(r, forget_at).await,
+            Records::Redis(x) => x.cancel(r, forget_at).await,
+        }
+    }
+
     async fn expire(&self, now: Micros, max: usize) -> Result<Vec<Reservation>, StoreError> {
         match self {
             Records::Memory(m) => m.expire(now, max).await,
