@@ -40,8 +40,21 @@ impl Cost {
     }
 }
 
-/// A cost sent as a JSON number, checked: a whole number of units from 0 to [`MAX_COST`].
+/// A report's cost sent as a JSON number, checked as [`whole_units`]; a negative one is told
+/// how a report gives units back.
 pub(crate) fn cost_units(n: &serde_json::Number) -> Result<u64, String> {
+    whole_units(n).map_err(|e| {
+        if is_negative(n) {
+            format!("{e}; to give units back send `\"refund\": true` with a positive cost")
+        } else {
+            e
+        }
+    })
+}
+
+/// Units sent as a JSON number (a cost, an estimate), checked: a whole number from 0 to
+/// [`MAX_COST`], with an error that says which rule the number broke.
+pub(crate) fn whole_units(n: &serde_json::Number) -> Result<u64, String> {
     if let Some(u) = n.as_u64() {
         return if u <= MAX_COST {
             Ok(u)
@@ -51,14 +64,18 @@ pub(crate) fn cost_units(n: &serde_json::Number) -> Result<u64, String> {
             ))
         };
     }
-    if n.as_i64().is_some_and(|i| i < 0) || n.as_f64().is_some_and(|f| f < 0.0) {
+    if is_negative(n) {
         return Err(format!(
-            "{n} is negative: a cost is a whole number of units from 0 to {MAX_COST}; to give units back send `\"refund\": true` with a positive cost"
+            "{n} is negative: units are a whole number from 0 to {MAX_COST}"
         ));
     }
     Err(format!(
-        "{n} is not a whole number of units: a cost is a whole number from 0 to {MAX_COST}"
+        "{n} is not a whole number of units: units are a whole number from 0 to {MAX_COST}"
     ))
+}
+
+fn is_negative(n: &serde_json::Number) -> bool {
+    n.as_i64().is_some_and(|i| i < 0) || n.as_f64().is_some_and(|f| f < 0.0)
 }
 
 /// One rule's part of a charge, as applied.

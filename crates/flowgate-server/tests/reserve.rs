@@ -183,7 +183,11 @@ async fn bad_reservations_and_commits_are_refused_naming_the_field_and_change_no
         400,
         &["estimate", "500"],
     );
-    refused(&reserve(a, "k", u64::MAX, "10s").await, 400, &["estimate"]);
+    refused(
+        &reserve(a, "k", u64::MAX, "10s").await,
+        400,
+        &["field `estimate`", "at most 4294967295"],
+    );
     refused(&reserve(a, "k", 10, "31s").await, 400, &["ttl", "30000"]);
     refused(&reserve(a, "k", 10, "soon").await, 400, &["ttl"]);
     let nothing = reservations::reserve(a, "llm", &["user=1"], 5, None).await;
@@ -193,17 +197,17 @@ async fn bad_reservations_and_commits_are_refused_naming_the_field_and_change_no
     refused(
         &commit(a, json!({"id": id, "cost": -1})).await,
         400,
-        &["cost"],
+        &["field `cost`: -1 is negative"],
     );
     refused(
         &commit(a, json!({"id": id, "cost": 1.5})).await,
         400,
-        &["cost"],
+        &["field `cost`: 1.5 is not a whole number"],
     );
     refused(
         &commit(a, json!({"id": id, "cost": u64::MAX})).await,
         400,
-        &["cost", "maximum"],
+        &["field `cost`", "at most 4294967295"],
     );
     refused(&commit(a, json!({"id": id})).await, 400, &["cost"]);
     refused(

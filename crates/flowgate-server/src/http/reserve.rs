@@ -23,7 +23,6 @@ use super::doc::{BodyErrors, DecideErrors, Unavailable};
 use super::extract::{Caller, Decide, JsonBody, RequestBody};
 use super::verdict::VerdictAnswer;
 use super::{ApiError, ErrorCode};
-use crate::limits::MAX_COST;
 use crate::reserve::{Applied, Committed, ReserveError};
 use crate::rule_charge::{ChargeKind, ChargedUnder, RuleCharge};
 use crate::state::{Api, AppState};
@@ -40,7 +39,8 @@ pub(super) struct ReserveBody {
     descriptors: Vec<DescriptorField>,
     /// The units to reserve (an LLM call's `max_tokens`): at least 1, at most the server's
     /// share (`--reserve-max-share`) of each matched rule's limit.
-    estimate: u64,
+    #[schema(value_type = u64, minimum = 0, maximum = 4_294_967_295_u64)]
+    estimate: serde_json::Number,
     /// How long the reservation holds its units uncommitted (`"30s"`, `"500ms"`); at most, and
     /// by default, `--reserve-max-ttl`.
     #[serde(default)]
@@ -71,6 +71,12 @@ fn ttl(text: Option<&str>) -> Result<Option<Duration>, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("ttl: {e} (for example \"30s\")")))
     })
     .transpose()
+}
+
+/// A body's field of units, checked: a whole number from 0 to [`crate::limits::MAX_COST`].
+fn units(field: &str, n: &serde_json::Number) -> Result<u64, ApiError> {
+    crate::charges::whole_units(n)
+        .map_err(|e| ApiError::bad_request(format!("field `{field}`: {e}")))
 }
 
 fn reserve_error(route: &str, e: ReserveError) -> ApiError {
@@ -116,17 +122,9 @@ pub(super) async fn reserve(
     body: Result<JsonBody<ReserveBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     let parsed = body.and_then(|JsonBody(b)| {
-        if b.estimate > MAX_COST {
-            return Err(ApiError::bad_request(format!(
-                "estimate {} is above the maximum of {MAX_COST}",
-                b.estimate
-            )));
-        }
+        let estimate = units("estimate", &b.estimate)?;
         let ttl = ttl(b.ttl.as_deref())?;
-        Ok((
-            request(b.domain, b.descriptors, None, Some(b.estimate))?,
-            ttl,
-        ))
+        Ok((request(b.domain, b.descriptors, None, Some(estimate))?, ttl))
     });
     let (req, ttl) = parsed.inspect_err(|_| state.invalid(Api::Http))?;
     let admitted = state
@@ -155,7 +153,8 @@ pub(super) struct CommitBody {
     id: Option<String>,
     /// The actual cost: a whole number of units, 0 when the work failed (the estimate is given
     /// back all the same).
-    cost: u64,
+    #[schema(value_type = u64, minimum = 0, maximum = 4_294_967_295_u64)]
+    cost: serde_json::Number,
     /// With `descriptors`: where a commit of an unknown (or no) id charges its cost instead of
     /// being refused (a reservation the store could not record, or forgotten).
     #[serde(default)]
@@ -210,12 +209,7 @@ pub(super) async fn commit(
     _: Caller<Decide>,
     JsonBody(b): JsonBody<CommitBody>,
 ) -> Result<Json<CommitAnswer>, ApiError> {
-    if b.cost > MAX_COST {
-        return Err(ApiError::bad_request(format!(
-            "cost {} is above the maximum of {MAX_COST}",
-            b.cost
-        )));
-    }
+    let cost = units("cost", &b.cost)?;
     let id =
         b.id.as_deref()
             .map(|t| {
@@ -224,7 +218,7 @@ pub(super) async fn commit(
             })
             .transpose()?;
     let charge_to = match (b.domain, b.descriptors) {
-        (Some(d), Some(ds)) => Some(request(d, ds, None, Some(b.cost))?),
+        (Some(d), Some(ds)) => Some(request(d, ds, None, Some(cost))?),
         (None, None) => None,
         (Some(_), None) => {
             return Err(ApiError::bad_request(
@@ -243,7 +237,7 @@ pub(super) async fn commit(
         reserved,
     } = state
         .reserve
-        .commit(&state, id.as_ref(), b.cost, charge_to.as_ref())
+        .commit(&state, id.as_ref(), cost, charge_to.as_ref())
         .await
         .map_err(|e| reserve_error("POST /v1/commit", e))?;
     Ok(Json(CommitAnswer {
