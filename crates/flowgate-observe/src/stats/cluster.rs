@@ -19,6 +19,7 @@
 //! Keys share the hash tag `{stats}`, so that one `MGET` reads them on a Redis Cluster.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use flowgate_redis::RedisConnection;
 use parking_lot::{Mutex, MutexGuard};
@@ -447,9 +448,12 @@ impl Cluster {
         self.publishing.lock().from(at)
     }
 
-    /// Publishes `mine` and reads every live node's figures.
-    pub(super) async fn exchange(&self, mine: NodeSnapshot, at: i64) {
-        let result = self.try_exchange(&mine).await;
+    /// Publishes `mine` and reads every live node's figures, within `budget`: past it (a Redis
+    /// that hangs) the exchange fails, so that the next second is closed on time.
+    pub(super) async fn exchange(&self, mine: NodeSnapshot, at: i64, budget: Duration) {
+        let result = tokio::time::timeout(budget, self.try_exchange(&mine))
+            .await
+            .unwrap_or_else(|_| Err(format!("Redis did not answer within {budget:?}")));
         let now_ms = (flowgate::clock::system_now() / 1000) as i64;
         match result {
             Ok((nodes, snapshots)) => {

@@ -474,9 +474,22 @@ impl Stats {
         self.sample(now, state.store_degraded(), rules.rules());
         if let Some(c) = &self.cluster {
             let mine = self.snapshot(now, c.publish_from(now), &rules, state);
-            c.exchange(mine, now).await;
+            c.exchange(mine, now, LAST_EXCHANGE).await;
         }
     }
+}
+
+/// How long the last exchange, at shutdown, may wait on Redis.
+const LAST_EXCHANGE: Duration = Duration::from_secs(1);
+
+/// How long a second's exchange with the cluster may take: until shortly before the next second
+/// ends to be closed, so that a Redis that hangs delays no second's figures, views or alerts
+/// (each second closed late would be merged with the next: a chart of 0 and twice the rate).
+fn exchange_budget() -> Duration {
+    const MARGIN: Duration = Duration::from_millis(50);
+    const LEAST: Duration = Duration::from_millis(100);
+    let (_, left) = second_now();
+    left.saturating_sub(MARGIN).max(LEAST)
 }
 
 /// Closes each second as it ends, until `shutdown`: samples the figures, shares them with the
@@ -501,7 +514,7 @@ pub async fn run(state: Arc<impl Sources>, stats: Arc<Stats>, mut shutdown: watc
         stats.sample(at, degraded, rules.rules());
         if let Some(c) = &stats.cluster {
             let mine = stats.snapshot(at, c.publish_from(at), &rules, state.as_ref());
-            c.exchange(mine, at).await;
+            c.exchange(mine, at, exchange_budget()).await;
         }
         let view = stats.view(state.as_ref(), SUBSCRIBER_WINDOW, None);
         stats.views.send_replace(Arc::new(view));
