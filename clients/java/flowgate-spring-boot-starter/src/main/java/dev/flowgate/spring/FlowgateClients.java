@@ -21,14 +21,77 @@ final class FlowgateClients {
             .connectTimeout(p.getConnectTimeout())
             .requestTimeout(p.getRequestTimeout())
             .pipelining(p.getPipelining());
-    if (p.getToken() != null && !p.getToken().isBlank()) {
-      builder.token(p.getToken());
+    String token = token(p.getToken());
+    if (token != null) {
+      builder.token(token);
     }
     SSLContext tls = sslContext(p.getTls(), bundles);
     if (tls != null) {
       builder.sslContext(tls);
     }
     return builder.build();
+  }
+
+  /**
+   * The token to send: null for none (unset or blank, as {@code ${VAR:}} of an unset variable
+   * gives), else the token, checked here so that a wrong one fails the start rather than every
+   * call. Spring leaves a placeholder it cannot resolve as written, {@code ${VAR}} of an unset
+   * variable, which would otherwise be sent as the token.
+   *
+   * @throws IllegalStateException naming the property, and the placeholder but never the token,
+   *     when it holds an unresolved placeholder or a character other than printable ASCII without
+   *     spaces (what the server accepts, and what a header can carry)
+   */
+  static String token(String token) {
+    if (token == null || token.isBlank()) {
+      return null;
+    }
+    String placeholder = placeholder(token);
+    if (placeholder != null) {
+      String name = placeholder.substring(2, placeholder.length() - 1).split(":", 2)[0];
+      throw new IllegalStateException(
+          "flowgate.token holds an unresolved placeholder "
+              + placeholder
+              + ": set "
+              + name
+              + " (an environment variable or a property), or write ${"
+              + name
+              + ":} for no token");
+    }
+    for (int i = 0; i < token.length(); i++) {
+      char ch = token.charAt(i);
+      if (ch <= 0x20 || ch > 0x7e) {
+        String kind =
+            ch == ' '
+                ? "a space"
+                : ch < 0x20 || ch == 0x7f ? "a control character" : "a non-ASCII character";
+        throw new IllegalStateException(
+            "flowgate.token holds "
+                + kind
+                + " (character "
+                + (i + 1)
+                + "): a token is printable ASCII without spaces");
+      }
+    }
+    return token;
+  }
+
+  /** The first {@code ${...}} in a value (nested ones within it), or null when none. */
+  private static String placeholder(String value) {
+    int start = value.indexOf("${");
+    while (start >= 0) {
+      int depth = 0;
+      for (int i = start; i < value.length(); i++) {
+        if (value.startsWith("${", i)) {
+          depth++;
+          i++;
+        } else if (value.charAt(i) == '}' && --depth == 0) {
+          return value.substring(start, i + 1);
+        }
+      }
+      start = value.indexOf("${", start + 2);
+    }
+    return null;
   }
 
   /**

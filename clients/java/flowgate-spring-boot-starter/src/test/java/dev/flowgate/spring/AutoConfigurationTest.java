@@ -9,11 +9,13 @@ import dev.flowgate.client.Descriptor;
 import dev.flowgate.client.FlowgateClient;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.MapPropertySource;
 import org.springframework.expression.spel.support.StandardEvaluationContext;
 
 /** The auto-configuration's beans and errors, the descriptors' templates, the metadata. */
@@ -48,6 +50,71 @@ class AutoConfigurationTest {
               assertThat(context).hasFailed();
               assertThat(context.getStartupFailure()).rootCause().hasMessageContaining("pipelining");
             });
+  }
+
+  /** An environment variable no test machine sets. */
+  private static final String UNSET = "FLOWGATE_TEST_TOKEN_NEVER_SET";
+
+  @Test
+  void aTokenLeftAsAnUnresolvedPlaceholderFailsTheStartNamingIt() {
+    runner
+        .withPropertyValues("flowgate.token=${" + UNSET + "}")
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(messages(context.getStartupFailure()))
+                  .contains("flowgate.token holds an unresolved placeholder ${" + UNSET + "}")
+                  .contains("${" + UNSET + ":} for no token");
+            });
+    // The placeholder is named; the rest of the token is not.
+    runner
+        .withPropertyValues("flowgate.token=secret-part-0123456789abcdefghijkl${" + UNSET + "}")
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(messages(context.getStartupFailure()))
+                  .contains("${" + UNSET + "}")
+                  .doesNotContain("secret-part");
+            });
+  }
+
+  @Test
+  void aPlaceholderWithAnEmptyDefaultIsNoToken() {
+    runner
+        .withPropertyValues("flowgate.token=${" + UNSET + ":}")
+        .run(context -> assertThat(context).hasSingleBean(FlowgateClient.class));
+  }
+
+  @Test
+  void aTokenAHeaderCannotCarryFailsTheStartWithoutShowingIt() {
+    String secret = "secret-part-0123456789abcdefghijklmnop";
+    for (String token :
+        new String[] {secret + "\n", secret + " x", "x\t" + secret, secret + "\u00e9"}) {
+      // As an environment variable gives it: withPropertyValues would trim the value.
+      runner
+          .withInitializer(
+              context ->
+                  context
+                      .getEnvironment()
+                      .getPropertySources()
+                      .addFirst(new MapPropertySource("token", Map.of("flowgate.token", token))))
+          .run(
+              context -> {
+                assertThat(context).hasFailed();
+                assertThat(messages(context.getStartupFailure()))
+                    .contains("flowgate.token holds")
+                    .doesNotContain("secret-part");
+              });
+    }
+  }
+
+  /** The messages of an exception and its causes, a line each. */
+  private static String messages(Throwable t) {
+    StringBuilder messages = new StringBuilder();
+    for (; t != null; t = t.getCause()) {
+      messages.append(t.getMessage()).append('\n');
+    }
+    return messages.toString();
   }
 
   @Configuration(proxyBeanMethods = false)
