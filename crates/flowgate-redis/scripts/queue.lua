@@ -520,9 +520,11 @@ end
 
 if op == 'nack' then
   local id, nonce = ARGV[5], ARGV[6]
-  local _, a, n = job(id)
+  local s, a, n, key, payload = job(id)
   if n ~= nonce or not redis.call('ZSCORE', f, id) then return {'not_held'} end
   redis.call('ZREM', f, id)
+  -- The delivery ends here: a later ack or nack of it is not held.
+  redis.call('HSET', j, id, record(s, a, '0', key, payload))
   if a >= max_attempts then
     redis.call('ZADD', x, now, id)
     redis.call('HINCRBY', m, 'dead', 1)

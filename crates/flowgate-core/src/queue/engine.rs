@@ -579,6 +579,10 @@ impl Instance {
             Some(j) if j.nonce == nonce && matches!(j.state, JobState::InFlight(_)) => j.attempts,
             _ => return Err(QueueError::NotHeld { id }),
         };
+        // The delivery ends here: a later ack or nack of it is not held.
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.nonce = 0;
+        }
         if attempts >= spec.max_attempts() {
             self.set_state(id, JobState::Dead(now));
             self.meta.totals.dead += 1;
