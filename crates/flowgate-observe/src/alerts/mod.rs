@@ -20,7 +20,7 @@ pub mod delivery;
 pub mod machine;
 pub mod webhook;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -303,15 +303,20 @@ impl Alerts {
             }
         };
         let set = self.alerts();
+        // Alertmanager keeps one alert per label set, the last one posted: an alert firing
+        // again, or resolved twice within the re-send time, is sent once, as it is now.
+        let mut sent: BTreeSet<BTreeMap<String, String>> = BTreeSet::new();
         for a in set.alerts() {
             let Some(Phase::Firing { fired_ms, .. }) = states.get(&a.name).map(|s| s.phase) else {
                 continue;
             };
             let reading = readings.get(&a.name).cloned().unwrap_or_default();
+            let labels = webhook::labels(a);
+            sent.insert(labels.clone());
             add(
                 a,
                 PostableAlert::new(
-                    webhook::labels(a),
+                    labels,
                     webhook::annotations(a, &reading),
                     fired_ms,
                     None,
@@ -323,11 +328,15 @@ impl Alerts {
         let resend_ms = alertmanager::RESOLVED_RESEND.as_millis() as i64;
         let mut resolved = self.resolved.lock();
         resolved.retain(|r| now_ms.saturating_sub(r.ended_ms) <= resend_ms);
-        for r in resolved.iter() {
+        for r in resolved.iter().rev() {
+            let labels = webhook::labels(&r.spec);
+            if !sent.insert(labels.clone()) {
+                continue;
+            }
             add(
                 &r.spec,
                 PostableAlert::new(
-                    webhook::labels(&r.spec),
+                    labels,
                     webhook::annotations(&r.spec, &r.reading),
                     r.fired_ms,
                     Some(r.ended_ms),

@@ -413,3 +413,90 @@ async fn an_alert_only_one_node_fired_alone_is_resolved_by_that_node_when_the_cl
 fn statuses_of(got: &[Value]) -> Vec<&str> {
     got.iter().filter_map(|m| m["status"].as_str()).collect()
 }
+
+/// An Alertmanager's API on loopback: the bodies posted to it, and its address.
+async fn alertmanager_api() -> (Arc<Mutex<Vec<Value>>>, String) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    let app = Router::new().route(
+        "/api/v2/alerts",
+        post(move |body: String| {
+            let g = Arc::clone(&g);
+            async move {
+                g.lock()
+                    .push(serde_json::from_str(&body).unwrap_or(Value::Null));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (got, format!("http://{addr}"))
+}
+
+/// Ticks `a` on `v` at `t` seconds after [`T0`], then waits until the Alertmanager got a body
+/// posted for it (each tick posts one; only the latest is kept while one is in flight).
+async fn tick_and_post(a: &Alerts, v: &StatsView, t: i64, got: &Mutex<Vec<Value>>) -> Value {
+    a.tick(v, T0 + t * 1000, None).await;
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        if let Some(b) = got.lock().last().cloned() {
+            let at = |x: &Value| x["startsAt"] == webhook::rfc3339(T0 + t * 1000);
+            let this_tick = b.as_array().is_some_and(|xs| {
+                xs.iter()
+                    .any(|x| at(x) || x["endsAt"] == webhook::rfc3339(T0 + t * 1000))
+            });
+            last = b;
+            if this_tick {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    last
+}
+
+/// Alertmanager keeps one alert per label set, the last posted: an alert that fires again
+/// within the minute its resolution is re-sent is posted once, firing; resolved again, once,
+/// with its latest end.
+#[tokio::test]
+async fn an_alert_flapping_is_posted_once_per_label_set_as_it_is_now() {
+    let (got, url) = alertmanager_api().await;
+    let mut spec = alert(vec![]);
+    spec.alertmanagers = vec![url];
+    let (a, _) = alerts(vec![spec], Delivery::default());
+    let hot = view(1.0, 3.0);
+    let quiet = view(4.0, 0.0);
+    for t in 0..2 {
+        a.tick(&hot, T0 + t * 1000, None).await;
+    }
+    let fired = tick_and_post(&a, &hot, 2, &got).await;
+    assert_eq!(fired.as_array().map(Vec::len), Some(1), "{fired:#}");
+    let resolved = tick_and_post(&a, &quiet, 3, &got).await;
+    assert_eq!(
+        resolved[0]["endsAt"],
+        webhook::rfc3339(T0 + 3000),
+        "{resolved:#}"
+    );
+    for t in 4..6 {
+        a.tick(&hot, T0 + t * 1000, None).await;
+    }
+    let again = tick_and_post(&a, &hot, 6, &got).await;
+    let alerts = again.as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        alerts.len(),
+        1,
+        "firing and resolved in one post: {again:#}"
+    );
+    assert_eq!(alerts[0]["startsAt"], webhook::rfc3339(T0 + 6000));
+    assert_ne!(
+        alerts[0]["endsAt"],
+        webhook::rfc3339(T0 + 3000),
+        "{again:#}"
+    );
+    let twice = tick_and_post(&a, &quiet, 7, &got).await;
+    let alerts = twice.as_array().cloned().unwrap_or_default();
+    assert_eq!(alerts.len(), 1, "two resolutions in one post: {twice:#}");
+    assert_eq!(alerts[0]["endsAt"], webhook::rfc3339(T0 + 7000));
+}
