@@ -6,7 +6,7 @@
 //! | `flowgate_shadow_hits_total` | `domain`, `rule` | shadow rules that would have rejected |
 //! | `flowgate_requests_total` | `api`, `code` | requests by API (`grpc`, `http`) and overall result (`ok`, `over_limit`, `invalid`) |
 //! | `flowgate_decision_duration_seconds` | `api` | time to decide a request (histogram) |
-//! | `flowgate_store_errors_total` | `kind` | store failures (`timeout`, `unavailable`, `internal`), decided by the rules' failure policies |
+//! | `flowgate_store_errors_total` | `kind` | store failures (`timeout`, `unavailable`, `internal`), decided by the rules' failure policies; while Redis is known down, decisions answered at once count as `unavailable` (`/v1/store`'s `failure` says what the probe meets) |
 //! | `flowgate_memory_keys` | | keys held by the embedded store |
 //! | `flowgate_memory_max_keys` | | the embedded store's cap on keys (`--max-keys`) |
 //! | `flowgate_memory_evicted_keys_total` | | keys evicted at the cap to make room for new ones |

@@ -283,15 +283,21 @@ impl RedisStore {
             .unwrap_or(Err(StoreError::Timeout))
     }
 
-    /// Whether Redis answers now: a `PING` within the deadline (none while Redis is known down,
-    /// which answers at once), counted as any call is (it clears the degraded flag, or adds a
-    /// failure).
+    /// Whether Redis answers now: a `PING` within the deadline, counted as any call is (it
+    /// clears the degraded flag, or adds a failure). While Redis is known down, none: the
+    /// answer is at once, the probe's last failure (a Redis that hangs is a timeout, not
+    /// unavailable), and not counted as a decision answered at once.
     ///
     /// # Errors
     /// As a decision.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        if let Some(e) = self.known_down() {
-            return Err(e);
+        if self.inner.health.is_down() {
+            return Err(self
+                .inner
+                .health
+                .snapshot()
+                .last_error
+                .unwrap_or_else(|| StoreError::Unavailable(DOWN.to_owned())));
         }
         let r = self.query(&redis::cmd("PING")).await.map(|_| ());
         self.settle(&r);

@@ -1,7 +1,7 @@
 //! A Redis that hangs (paused with SIGSTOP: connections open, no answers), as an operator meets
 //! it: the node still closes every second on time, so its figures show each second of the
 //! outage as it was (not a second of nothing, then one of twice the rate), and the store alert
-//! fires while Redis hangs, then resolves once it answers.
+//! fires while Redis hangs, then resolves once it answers; `/v1/store` says it times out.
 
 mod common;
 
@@ -76,7 +76,16 @@ async fn a_hung_redis_delays_no_second_and_its_alert_fires_while_it_hangs() {
     .await;
     let fired = wait_until(Duration::from_secs(20), || firing(addr)).await;
     let series = degraded_series(addr).await;
+    // The store's probe says what it meets: a Redis that hangs times out.
+    let store = http(addr, "GET", "/v1/store", &[], "").await;
     redis.resume();
+    assert_eq!(store.status, 503, "{}", store.body);
+    assert_eq!(
+        (&store.json()["down"], &store.json()["failure"]),
+        (&json!(true), &json!("timeout")),
+        "{}",
+        store.body
+    );
     assert!(six, "the hang is not in the store's series: {series:?}");
     assert!(fired, "the store alert did not fire while Redis hung");
     let first = series.iter().position(|&d| d == 1).unwrap_or(0);
