@@ -7,8 +7,12 @@
 //! process restarts. So a call that fails on authentication (`WRONGPASS`, `NOAUTH`, a refused
 //! `AUTH`) replaces the manager with a new one, made on first use, at most once per
 //! [`REMAKE_EVERY`]: the next call connects afresh, with the URL's password.
+//!
+//! Either way, the first answer after a connection was lost (refused, reset, dropped) counts
+//! one reconnection in the [`Topology`]: the manager's own are not announced otherwise.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -27,6 +31,8 @@ pub(crate) struct Single {
     config: ConnectionManagerConfig,
     current: ArcSwap<ConnectionManager>,
     remade: std::sync::Mutex<Option<Instant>>,
+    /// The connection was lost since the last answer: the next answer is on a new one.
+    lost: AtomicBool,
     topology: Arc<Topology>,
 }
 
@@ -43,6 +49,7 @@ impl Single {
             config,
             current: ArcSwap::from_pointee(manager),
             remade: std::sync::Mutex::new(None),
+            lost: AtomicBool::new(false),
             topology,
         }
     }
@@ -52,16 +59,26 @@ impl Single {
         ConnectionManager::clone(&self.current.load())
     }
 
-    /// A call's `reply`, its failure noted first ([`Single::failed`]).
+    /// A call's `reply`, its failure noted first ([`Single::failed`]); an answer after the
+    /// connection was lost counts a reconnection.
     pub(crate) fn answered<T>(&self, reply: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let Err(e) = &reply {
-            self.failed(e);
+        match &reply {
+            Err(e) => self.failed(e),
+            Ok(_) => {
+                if self.lost.load(Ordering::Relaxed) && self.lost.swap(false, Ordering::Relaxed) {
+                    self.topology.reconnected();
+                }
+            }
         }
         reply
     }
 
-    /// Notes a call's failure: one on authentication makes the connection again.
+    /// Notes a call's failure: a lost connection is remembered (the manager connects again by
+    /// itself); one on authentication makes the connection again.
     pub(crate) fn failed(&self, e: &redis::RedisError) {
+        if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+            self.lost.store(true, Ordering::Relaxed);
+        }
         if !is_authentication(e) {
             return;
         }

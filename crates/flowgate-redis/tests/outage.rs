@@ -81,6 +81,7 @@ async fn outage(coalesce: bool) {
     )
     .await;
     assert!(!store.is_degraded());
+    assert_eq!(store.topology().reconnects, 0, "{:?}", store.topology());
 
     server.stop();
     // Until Redis is known down: calls then fail at once (asserted below).
@@ -133,6 +134,11 @@ async fn outage(coalesce: bool) {
         .unwrap_or_else(|e| panic!("after restart: {e}"));
     assert!(d[0].allowed);
     assert!(!store.is_degraded(), "recovered");
+    assert!(
+        store.topology().reconnects >= 1,
+        "the connection made again after the restart is counted: {:?}",
+        store.topology()
+    );
     let s = store.stats();
     // Every failed decision is a failed call, or one answered at once while Redis was known
     // down.
