@@ -2,7 +2,7 @@
 //!
 //! | metric | labels | what |
 //! |---|---|---|
-//! | `flowgate_decisions_total` | `domain`, `rule`, `outcome`, `descriptor` | one per request descriptor; `outcome` is `ok`, `over_limit`, `shadow_over_limit`, `unlimited` or `no_rule`; `descriptor` is empty unless the rule has `detailed_metric`; `domain` is `_unknown` for domains with no rules |
+//! | `flowgate_decisions_total` | `domain`, `rule`, `outcome`, `descriptor` | one per request descriptor; `outcome` is `ok`, `over_limit`, `shadow_over_limit`, `failure_policy` (refused by the rule's `closed` failure policy: the store failed), `unlimited` or `no_rule`; `descriptor` is empty unless the rule has `detailed_metric`; `domain` is `_unknown` for domains with no rules |
 //! | `flowgate_shadow_hits_total` | `domain`, `rule` | shadow rules that would have rejected |
 //! | `flowgate_requests_total` | `api`, `code` | requests by API (`grpc`, `http`) and overall result (`ok`, `over_limit`, `invalid`) |
 //! | `flowgate_decision_duration_seconds` | `api` | time to decide a request (histogram) |
@@ -156,7 +156,7 @@ pub struct DecisionLabels {
     pub domain: String,
     /// The rule's name (empty when none matched).
     pub rule: String,
-    /// `ok`, `over_limit`, `shadow_over_limit`, `unlimited` or `no_rule`.
+    /// `ok`, `over_limit`, `shadow_over_limit`, `failure_policy`, `unlimited` or `no_rule`.
     pub outcome: &'static str,
     /// The descriptor, only for rules with `detailed_metric`.
     pub descriptor: String,

@@ -53,8 +53,10 @@ impl Api {
 /// `flowgate_requests_total`'s `code` labels, by index.
 const CODES: [&str; 3] = ["ok", "over_limit", "invalid"];
 /// `flowgate_decisions_total`'s `outcome` labels of a rule, by index.
-const OUTCOMES: [&str; 3] = ["ok", "over_limit", "shadow_over_limit"];
-const UNLIMITED: usize = 3;
+const OUTCOMES: [&str; 4] = ["ok", "over_limit", "shadow_over_limit", "failure_policy"];
+/// A refusal by a rule's `closed` failure policy (the store failed: no limit was asked).
+const FAILURE_POLICY: usize = 3;
+const UNLIMITED: usize = 4;
 /// At most this many rules' counters are cached (beyond, the labelled lookup is used).
 const MAX_CACHED_RULES: usize = 65_536;
 
@@ -76,7 +78,7 @@ struct Hot {
 struct RuleCounters {
     /// Keeps the rule alive, so that its address (the key) is not reused while cached.
     _rule: Arc<Rule>,
-    outcomes: [OnceLock<Counter>; 4],
+    outcomes: [OnceLock<Counter>; 5],
     cell: Arc<RuleCell>,
 }
 
@@ -186,7 +188,7 @@ impl Recorder {
         }
         let counted = match outcome {
             0 => Outcome::Admitted,
-            1 => Outcome::Rejected,
+            1 | FAILURE_POLICY => Outcome::Rejected,
             2 => Outcome::ShadowRejected,
             _ => return,
         };
@@ -313,6 +315,8 @@ impl Recorder {
                             })
                             .inc();
                         2
+                    } else if s.error.is_some() && r.failure == flowgate::FailurePolicy::Closed {
+                        FAILURE_POLICY
                     } else {
                         1
                     };
@@ -406,13 +410,25 @@ impl Recorder {
             .get(i)
             .map(ToString::to_string)
             .unwrap_or_default();
+        let retry_after_ms = verdict.retry_after().map(|d| d.as_millis() as u64);
+        if verdict.refused_by_failure_policy() {
+            tracing::info!(
+                target: "flowgate::rejections",
+                domain = %request.domain,
+                rule,
+                %descriptor,
+                retry_after_ms,
+                "request refused by the rule's closed failure policy: the store failed"
+            );
+            return;
+        }
         tracing::info!(
             target: "flowgate::rejections",
             domain = %request.domain,
             rule,
             %descriptor,
             limit = s.decision.limit,
-            retry_after_ms = verdict.retry_after().map(|d| d.as_millis() as u64),
+            retry_after_ms,
             "request over limit"
         );
     }

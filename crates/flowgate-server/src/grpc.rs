@@ -232,18 +232,20 @@ fn to_status(s: &Status) -> DescriptorStatus {
 /// retry time), the same headers as the HTTP API's.
 pub(crate) fn to_response(v: &Verdict, headers: bool) -> RateLimitResponse {
     let statuses: Vec<DescriptorStatus> = v.statuses.iter().map(to_status).collect();
-    let circuit_open = v.circuit_open().is_some();
-    let response_headers_to_add = if headers || circuit_open {
+    let reason = if v.circuit_open().is_some() {
+        Some(ErrorCode::CircuitOpen)
+    } else if v.refused_by_failure_policy() {
+        Some(ErrorCode::StoreUnavailable)
+    } else {
+        None
+    };
+    let response_headers_to_add = if headers || reason.is_some() {
         v.headers()
             .into_iter()
-            // A refusal by a circuit breaker always says why, and when to retry.
+            // A refusal by a circuit breaker, or by failure policies, always says why, and when
+            // to retry.
             .filter(|(key, _)| headers || *key == "retry-after")
-            .chain(circuit_open.then(|| {
-                (
-                    "x-flowgate-reason",
-                    ErrorCode::CircuitOpen.as_str().to_owned(),
-                )
-            }))
+            .chain(reason.map(|r| ("x-flowgate-reason", r.as_str().to_owned())))
             .map(|(key, value)| HeaderValue {
                 key: key.to_owned(),
                 value,

@@ -1,11 +1,12 @@
 //! Store errors are answered without the store's own message: with Flowgate on a real Redis
 //! that refuses its password, then on a Redis stopped, the answers of the queue routes, of a
 //! check on a `closed` rule over HTTP and over gRPC say that the store could not answer (code
-//! and status as ever) and never Redis's `WRONGPASS`, an address or an OS error.
+//! and status as ever) and never Redis's `WRONGPASS`, an address or an OS error; the check's
+//! refusal by the `closed` policy says so (`store_unavailable`), not "over limit".
 
 mod common;
 
-use common::{TestServer, descriptor, http, post_json, should};
+use common::{TestServer, descriptor, http, metric, post_json, should};
 use flowgate_testkit::redis::RedisServer;
 use serde_json::json;
 
@@ -64,9 +65,20 @@ async fn ask(s: &TestServer, port: u16) {
         r.body
     );
     no_store_message("POST /v1/check", &r.body, port);
+    // Refused by the rule's `closed` policy, not by its limit: said so, and counted apart.
+    assert_eq!(r.json()["reason"], "store_unavailable", "{}", r.body);
+    let refused = r#"outcome="failure_policy""#;
+    assert!(metric(s.http(), "flowgate_decisions_total", &[refused]).await >= 1.0);
     let mut grpc = s.grpc().await;
     let answer = should(&mut grpc, "api", vec![descriptor(&[("user", "7")])], 1).await;
     no_store_message("gRPC ShouldRateLimit", &format!("{answer:?}"), port);
+    let reason: Vec<&str> = answer
+        .response_headers_to_add
+        .iter()
+        .filter(|h| h.key == "x-flowgate-reason")
+        .map(|h| h.value.as_str())
+        .collect();
+    assert_eq!(reason, ["store_unavailable"], "{answer:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

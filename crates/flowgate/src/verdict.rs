@@ -125,6 +125,22 @@ impl Verdict {
             .find(|b| b.open)
     }
 
+    /// Whether the request was refused only by failure policies: every status that blocks it
+    /// is a rule's `closed` policy deciding for a store that failed (no limit was asked, no
+    /// breaker is open; a `local` policy's refusal is its local limit's). `false` when admitted.
+    pub fn refused_by_failure_policy(&self) -> bool {
+        let mut blocking = self.statuses.iter().filter(|s| s.blocks()).peekable();
+        !self.allowed
+            && self.circuit_open().is_none()
+            && blocking.peek().is_some()
+            && blocking.all(|s| {
+                s.error.is_some()
+                    && s.rule
+                        .as_ref()
+                        .is_some_and(|r| r.failure == crate::FailurePolicy::Closed)
+            })
+    }
+
     /// The status that binds the request: the first blocking one when rejected, otherwise the
     /// limited one with the fewest units remaining. `None` when no limit applied.
     pub fn binding(&self) -> Option<&Status> {

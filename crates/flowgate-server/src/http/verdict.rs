@@ -3,8 +3,9 @@
 //!
 //! `code` is Envoy's (`OK`, `OVER_LIMIT`), the same as gRPC's `overall_code` for the same
 //! request, so that envoyproxy/ratelimit's users read it unchanged; `reason` says why a request
-//! was refused in Flowgate's own codes ([`ErrorCode`]: `over_limit`, or `circuit_open`, which
-//! gRPC carries as `x-flowgate-reason`).
+//! was refused in Flowgate's own codes ([`ErrorCode`]: `over_limit`; `circuit_open` and
+//! `store_unavailable`, a refusal by rules' `closed` failure policies, which gRPC carries as
+//! `x-flowgate-reason`).
 
 use std::fmt::Display;
 use std::time::Duration;
@@ -48,7 +49,9 @@ pub(super) struct VerdictAnswer<'a> {
     allowed: bool,
     /// Envoy's code of the request, as gRPC's `overall_code`.
     code: EnvoyCode,
-    /// Why it was refused: `over_limit` or `circuit_open`; absent when admitted.
+    /// Why it was refused: `over_limit`, `circuit_open`, or `store_unavailable` (refused by
+    /// rules' `closed` failure policies: the store failed, no limit was asked); absent when
+    /// admitted.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<ErrorCode>,
     /// In `delay` mode, how long to wait before proceeding (the slot reserved).
@@ -172,6 +175,9 @@ impl<'a> VerdictAnswer<'a> {
         let (code, reason) = match (v.allowed, open) {
             (true, _) => (EnvoyCode::Ok, None),
             (false, Some(_)) => (EnvoyCode::OverLimit, Some(ErrorCode::CircuitOpen)),
+            (false, None) if v.refused_by_failure_policy() => {
+                (EnvoyCode::OverLimit, Some(ErrorCode::StoreUnavailable))
+            }
             (false, None) => (EnvoyCode::OverLimit, Some(ErrorCode::OverLimit)),
         };
         let indexed = || v.statuses.iter().enumerate();

@@ -10,8 +10,9 @@ import java.util.Optional;
  *
  * @param allowed whether the request is admitted
  * @param code Envoy's code of the request
- * @param reason why it was refused ({@link ErrorCode#OVER_LIMIT} or {@link
- *     ErrorCode#CIRCUIT_OPEN}), or null when admitted
+ * @param reason why it was refused ({@link ErrorCode#OVER_LIMIT}, {@link
+ *     ErrorCode#CIRCUIT_OPEN}, or {@link ErrorCode#STORE_UNAVAILABLE} for rules' {@code closed}
+ *     failure policies), or null when admitted
  * @param retryAfterMs when refused, milliseconds until the same request could pass, or null
  * @param waitMs in {@code delay} mode, milliseconds to wait before proceeding (the slot reserved)
  * @param statuses one status per descriptor, in order
@@ -52,7 +53,8 @@ public record Verdict(
    *
    * @return this verdict, admitted
    * @throws CircuitOpenException when a circuit breaker refused it
-   * @throws OverLimitException when a limit refused it
+   * @throws OverLimitException when a limit refused it, or a rule's {@code closed} failure
+   *     policy (its {@code code()} then {@link ErrorCode#STORE_UNAVAILABLE})
    */
   public Verdict orThrow() {
     if (allowed) {
@@ -63,7 +65,21 @@ public record Verdict(
       String name = breaker == null ? "a circuit breaker" : "breaker " + breaker.key();
       throw new CircuitOpenException(reason, name + " is open", retry, this);
     }
+    if (reason == ErrorCode.STORE_UNAVAILABLE) {
+      throw new OverLimitException(reason, refusedByPolicy(), retry, this);
+    }
     throw new OverLimitException(ErrorCode.OVER_LIMIT, refusedBy(), retry, this);
+  }
+
+  private String refusedByPolicy() {
+    for (DescriptorStatus s : statuses) {
+      if (s.overLimit() && !s.shadow()) {
+        return "refused by the closed failure policy of rule "
+            + s.rule()
+            + ": the store could not answer";
+      }
+    }
+    return "refused by a closed failure policy: the store could not answer";
   }
 
   private String refusedBy() {

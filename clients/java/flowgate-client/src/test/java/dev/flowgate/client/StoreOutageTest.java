@@ -9,7 +9,10 @@ import dev.flowgate.client.testing.FlowgateServer;
 import dev.flowgate.client.testing.RedisServer;
 import org.junit.jupiter.api.Test;
 
-/** A server on Redis whose Redis is gone: charges and commits are a typed 503. */
+/**
+ * A server on Redis whose Redis is gone: charges and commits are a typed 503; a check refused by
+ * the rule's closed failure policy says so.
+ */
 class StoreOutageTest {
   static final String RULES =
       """
@@ -41,8 +44,13 @@ class StoreOutageTest {
       assertEquals(ErrorCode.STORE_UNAVAILABLE, charge.code());
       assertTrue(charge.retryAfter().orElseThrow().getSeconds() >= 1);
       assertThrows(StoreUnavailableException.class, () -> client.commit(open, 50));
-      // Decisions go to the rule's failure policy: closed refuses.
-      assertFalse(client.check(req).allowed());
+      // Decisions go to the rule's failure policy: closed refuses, and says so.
+      Verdict refused = client.check(req);
+      assertFalse(refused.allowed());
+      assertEquals(ErrorCode.STORE_UNAVAILABLE, refused.reason());
+      OverLimitException thrown = assertThrows(OverLimitException.class, refused::orThrow);
+      assertEquals(ErrorCode.STORE_UNAVAILABLE, thrown.code());
+      assertTrue(thrown.getMessage().contains("closed failure policy of rule tokens"), thrown.getMessage());
     }
   }
 }
