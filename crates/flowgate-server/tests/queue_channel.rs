@@ -51,6 +51,12 @@ domain = "payments"
 name = "slow"
 match = ["channel=SLOW"]
 rate = "1/s"
+
+[[queue]]
+domain = "payments"
+name = "gone"
+match = ["channel=GONE"]
+rate = "12/m"
 "#;
 
 fn config() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -248,9 +254,9 @@ async fn lease_answers_keep_their_spacing_while_a_big_batch_is_stored_on_disk() 
     .await;
 }
 
-/// A lease waiting for its slot (job 2, one second ahead on a 1/s queue) whose client gives up
-/// while it waits: the job goes back at once, first in line, with no attempt counted, and the next
-/// worker gets it at its slot.
+/// A lease waiting for its slot (job 2, five seconds ahead on a 12/m queue: room for a busy
+/// machine) whose client gives up while it waits: the job goes back at once, first in line, with
+/// no attempt counted, and the next worker gets it at its slot.
 async fn a_client_gone_gives_its_job_back(addr: SocketAddr) {
     let jobs: Vec<Value> = ["a", "b", "c"]
         .iter()
@@ -259,11 +265,11 @@ async fn a_client_gone_gives_its_job_back(addr: SocketAddr) {
     let r = post_json(
         addr,
         "/v1/queues/submit",
-        json!({"domain": "payments", "descriptor": "channel=SLOW", "jobs": jobs}),
+        json!({"domain": "payments", "descriptor": "channel=GONE", "jobs": jobs}),
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let lease = json!({"domain": "payments", "descriptor": "channel=SLOW", "wait_ms": 5000});
+    let lease = json!({"domain": "payments", "descriptor": "channel=GONE", "wait_ms": 10000});
     let first = post_json(addr, "/v1/queues/lease", lease.clone())
         .await
         .json();
@@ -280,20 +286,20 @@ async fn a_client_gone_gives_its_job_back(addr: SocketAddr) {
     // job is back (no slot held).
     let reserved = |n: u64| async move {
         common::wait_until(Duration::from_secs(10), || async {
-            slow_instance(addr).await["reserved"] == n
+            gone_instance(addr).await["reserved"] == n
         })
         .await
     };
     assert!(
         reserved(1).await,
         "job 2's slot was never reserved for the waiting lease: {}",
-        slow_instance(addr).await
+        gone_instance(addr).await
     );
     drop(gone);
     assert!(
         reserved(0).await,
         "the lease whose client went away never gave job 2 back: {}",
-        slow_instance(addr).await
+        gone_instance(addr).await
     );
     let next = post_json(addr, "/v1/queues/lease", lease).await.json();
     assert_eq!(
@@ -301,16 +307,16 @@ async fn a_client_gone_gives_its_job_back(addr: SocketAddr) {
         (Some(2), Some(1)),
         "{next}"
     );
-    let i = slow_instance(addr).await;
+    let i = gone_instance(addr).await;
     assert_eq!(i["released_total"], 2, "{i}");
 }
 
-/// The `slow` queue's instance as `GET /v1/queues` shows it (`null` before it is listed).
-async fn slow_instance(addr: SocketAddr) -> Value {
+/// The `gone` queue's instance as `GET /v1/queues` shows it (`null` before it is listed).
+async fn gone_instance(addr: SocketAddr) -> Value {
     let q = http(addr, "GET", "/v1/queues", &[], "").await.json();
     q["instances"]
         .as_array()
-        .and_then(|all| all.iter().find(|i| i["queue"] == "slow"))
+        .and_then(|all| all.iter().find(|i| i["queue"] == "gone"))
         .cloned()
         .unwrap_or(Value::Null)
 }
@@ -483,7 +489,10 @@ async fn a_key_resubmitted_with_another_payload_is_a_conflict() {
     assert_eq!(other.status, 409, "{}", other.body);
     assert_eq!(other.json()["error"], "key_conflict");
     assert!(
-        other.json()["detail"].as_str().unwrap().contains("job 1"),
+        other.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to job id 1"),
         "{}",
         other.body
     );

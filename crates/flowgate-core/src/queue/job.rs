@@ -378,7 +378,7 @@ pub enum QueueError {
     BadToken(String),
     /// The token's job is not held with it: acked already, purged, or delivered again since.
     #[error(
-        "job {id} is not held with this token: it was acked or purged, or its lease expired and it was delivered again"
+        "job {id} is not held with this token: it was acked, nacked or purged, or its lease expired and it was delivered again"
     )]
     NotHeld {
         /// The job.
@@ -386,7 +386,7 @@ pub enum QueueError {
     },
     /// An idempotency key resubmitted with another payload: nothing was stored.
     #[error(
-        "job {index}: the key `{key}` is job {id}'s, submitted with another payload: nothing was stored"
+        "the key `{key}` (of the submit's job {index}, counted from 0) belongs to job id {id}, submitted with another payload: nothing was stored"
     )]
     KeyConflict {
         /// The job's index in the batch.
