@@ -220,8 +220,18 @@ fn to_status(s: &Status) -> DescriptorStatus {
             unit: unit as i32,
         }),
         limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
-        duration_until_reset: Some(pb_duration(d.reset_after)),
+        duration_until_reset: Some(pb_duration(until_reset(d, s.over_limit()))),
         quota: None,
+    }
+}
+
+/// A status's `duration_until_reset`: over its limit, until it admits again (the retry time,
+/// when known: a bucket admits long before it is full, a key in debt once the debt is paid);
+/// otherwise until its count resets.
+pub(crate) fn until_reset(d: &flowgate::decision::Decision, over: bool) -> std::time::Duration {
+    match d.retry_after {
+        Some(retry) if over => retry,
+        _ => d.reset_after,
     }
 }
 

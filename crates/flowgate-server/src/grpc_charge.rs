@@ -21,6 +21,7 @@
 //! `flowgate_charges_failed_total`). The overall code is `OVER_LIMIT` when the checked part is
 //! refused or a charged key is over its limit.
 
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
@@ -140,7 +141,7 @@ fn charged_status(c: &Applied) -> DescriptorStatus {
             unit: unit as i32,
         }),
         limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
-        duration_until_reset: Some(pb_duration(d.retry_after.unwrap_or(d.reset_after))),
+        duration_until_reset: Some(pb_duration(crate::grpc::until_reset(d, over))),
         quota: None,
     }
 }
@@ -177,6 +178,7 @@ pub(crate) async fn answer(
             ))
         })?;
     let (check, check_idx) = sub(request, &parts, Part::Check);
+    let mut check_binding = None;
     let mut response = if check.descriptors.is_empty() {
         RateLimitResponse {
             overall_code: Code::Ok as i32,
@@ -184,6 +186,10 @@ pub(crate) async fn answer(
         }
     } else {
         let verdict = state.decide(Api::Grpc, &check).await;
+        check_binding = verdict.binding().filter(|s| s.is_limited()).map(|s| Head {
+            over: s.over_limit(),
+            decision: s.decision,
+        });
         to_response(&verdict, state.response_headers)
     };
     let mut statuses: Vec<DescriptorStatus> = parts
@@ -203,6 +209,65 @@ pub(crate) async fn answer(
         }
         statuses[c.descriptor] = s;
     }
+    if state.response_headers {
+        binding_headers(
+            &mut response,
+            check_binding.as_ref(),
+            applied.iter().flatten(),
+        );
+    }
     response.statuses = statuses;
     Ok(response)
+}
+
+/// What the rate-limit headers are made of: a decision, over its limit or not.
+#[derive(Clone)]
+struct Head {
+    over: bool,
+    decision: flowgate::decision::Decision,
+}
+
+/// With `--response-headers`: `RateLimit-*` of the binding decision among all of the request's,
+/// charged ones included (one over its limit, else the one with the fewest units left, as for
+/// a check, from `check`, the checked part's binding one, and `charged`), and `retry-after` when
+/// it is over; in place of the checked part's.
+fn binding_headers<'a>(
+    response: &mut RateLimitResponse,
+    check: Option<&Head>,
+    charged: impl Iterator<Item = &'a Applied>,
+) {
+    let heads: Vec<Head> = check
+        .cloned()
+        .into_iter()
+        .chain(charged.map(|c| Head {
+            over: !c.charged.decision.allowed && !c.rule.shadow,
+            decision: c.charged.decision,
+        }))
+        .collect();
+    let binding = heads
+        .iter()
+        .find(|h| h.over)
+        .or_else(|| heads.iter().min_by_key(|h| h.decision.remaining));
+    let Some(b) = binding else {
+        return;
+    };
+    let secs = |d: std::time::Duration| d.as_micros().div_ceil(1_000_000).to_string();
+    let d = &b.decision;
+    let mut headers = vec![
+        ("ratelimit-limit", d.limit.to_string()),
+        ("ratelimit-remaining", d.remaining.to_string()),
+        ("ratelimit-reset", secs(d.reset_after)),
+    ];
+    if let Some(retry) = d.retry_after.filter(|_| b.over) {
+        headers.push(("retry-after", secs(retry)));
+    }
+    let theirs = |k: &str| k.starts_with("ratelimit-") || k == "retry-after";
+    response.response_headers_to_add.retain(|h| !theirs(&h.key));
+    response
+        .response_headers_to_add
+        .extend(headers.into_iter().map(|(key, value)| HeaderValue {
+            key: key.to_owned(),
+            value,
+            ..Default::default()
+        }));
 }

@@ -369,3 +369,49 @@ async fn refunds_and_report_costs_over_grpc() {
         "the refused batch changed nothing"
     );
 }
+
+/// A charge past a token bucket's limit (`fast`: 20/s; 30 charged, 10 of them owed): its
+/// answer and the next cost-0 check's agree on when the key admits again (once the debt is
+/// paid, 0.5 s, long before the bucket is full again, 1.5 s), and with `--response-headers`
+/// the charge's answer carries the rate-limit headers, as a check's does.
+#[tokio::test]
+async fn a_charge_and_the_next_check_agree_on_when_the_key_admits_again() {
+    use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+    let (_dir, path) = config(RULES);
+    let server = OnStore::memory().serve(&path, &["--response-headers"]);
+    let mut c = envoy(server.grpc).await;
+    let request = |hits| RateLimitRequest {
+        domain: "ai-gateway".to_owned(),
+        descriptors: vec![charges::tokens_of("tenant", "t9", hits)],
+        hits_addend: 0,
+    };
+    let charge = c.should_rate_limit(request(30)).await.unwrap().into_inner();
+    let check = c.should_rate_limit(request(0)).await.unwrap().into_inner();
+    let until = |r: &RateLimitResponse| {
+        let d = r.statuses[0].duration_until_reset.unwrap_or_default();
+        Duration::new(d.seconds.unsigned_abs(), d.nanos.unsigned_abs())
+    };
+    let half = Duration::from_millis(500);
+    for (what, r) in [("charge", &charge), ("check", &check)] {
+        assert_eq!(r.statuses[0].code, Code::OverLimit as i32, "{what}: {r:?}");
+        assert!(
+            until(r) > Duration::ZERO && until(r) <= half,
+            "{what}: admitted again once the debt is paid, within 0.5 s: {r:?}"
+        );
+    }
+    let headers: Vec<(&str, &str)> = charge
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.as_str(), h.value.as_str()))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            ("ratelimit-limit", "20"),
+            ("ratelimit-remaining", "0"),
+            ("ratelimit-reset", "2"),
+            ("retry-after", "1"),
+        ],
+        "{charge:?}"
+    );
+}
