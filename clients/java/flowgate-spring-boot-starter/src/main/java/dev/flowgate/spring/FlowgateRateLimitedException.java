@@ -1,8 +1,12 @@
 package dev.flowgate.spring;
 
+import dev.flowgate.client.ErrorCode;
+
 /**
- * A {@link RateLimited} call over a limit: answered 429 with {@code Retry-After} in Spring MVC
- * and WebFlux. {@link #retryAfter()} is the earliest the same call could pass.
+ * A {@link RateLimited} call over a limit, or refused by a rule's {@code closed} failure policy
+ * while Flowgate's store failed: answered 429 with {@code Retry-After} in Spring MVC and WebFlux,
+ * {@link #code()} {@code over_limit} or {@code store_unavailable}. {@link #retryAfter()} is the
+ * earliest the same call could pass.
  */
 public class FlowgateRateLimitedException extends FlowgateRefusedException {
   private static final long serialVersionUID = 1L;
@@ -17,8 +21,14 @@ public class FlowgateRateLimitedException extends FlowgateRefusedException {
     return 429;
   }
 
+  /**
+   * {@code store_unavailable} for a refusal by a {@code closed} failure policy, else {@code
+   * over_limit}.
+   */
   @Override
   public String code() {
-    return "over_limit";
+    return refusal().cause().code() == ErrorCode.STORE_UNAVAILABLE
+        ? ErrorCode.STORE_UNAVAILABLE.wire()
+        : ErrorCode.OVER_LIMIT.wire();
   }
 }
