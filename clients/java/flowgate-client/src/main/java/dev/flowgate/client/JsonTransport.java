@@ -290,9 +290,35 @@ final class JsonTransport {
       what = "the exchange failed with ";
     }
     return new ConnectionException(
-        what + base + " (" + route.method + " " + route.path + "): " + cause,
+        what + base + " (" + route.method + " " + route.path + "): " + cause + hint(cause),
         timedOut,
         cause);
+  }
+
+  /**
+   * What a failed exchange may mean, as a hint after the message: over https, a server
+   * certificate the client does not trust, or a server that requires client certificates (it
+   * closes a client without one); over http, a TLS port (it closes a client speaking clear
+   * text). Empty for other failures.
+   */
+  private String hint(Throwable cause) {
+    String message = String.valueOf(cause.getMessage());
+    if (cause instanceof javax.net.ssl.SSLHandshakeException
+        && (message.contains("PKIX") || message.contains("certification path"))) {
+      return " (the server's certificate is not trusted: give this client its CA, Tls.trusting)";
+    }
+    boolean closed =
+        cause instanceof javax.net.ssl.SSLException
+            || cause instanceof java.net.SocketException
+            || cause instanceof java.io.EOFException;
+    if (!closed) {
+      return "";
+    }
+    if (base.startsWith("https:")) {
+      return " (if the server requires client certificates, --tls-client-ca, give this client"
+          + " one: Tls.mutual)";
+    }
+    return " (if the server serves TLS, --tls-cert, use an https:// address)";
   }
 
   /**

@@ -39,6 +39,16 @@ class TlsTest {
               ConnectionException.class,
               () -> FlowgateClient.builder(server.baseUrl()).build().check(REQ));
       assertEquals(0, untrusted.status());
+      assertTrue(untrusted.getMessage().contains("Tls.trusting"), untrusted.getMessage());
+      // Clear text to the TLS port: the server closes it, and the message says why it may.
+      ConnectionException clear =
+          assertThrows(
+              ConnectionException.class,
+              () ->
+                  FlowgateClient.builder(server.baseUrl().replace("https://", "http://"))
+                      .build()
+                      .check(REQ));
+      assertTrue(clear.getMessage().contains("use an https:// address"), clear.getMessage());
     }
   }
 
@@ -62,7 +72,9 @@ class TlsTest {
       // Without a client certificate the handshake is refused.
       FlowgateClient anonymous =
           FlowgateClient.builder(server.baseUrl()).sslContext(Tls.trusting(pki.caPem())).build();
-      assertThrows(ConnectionException.class, () -> anonymous.check(REQ));
+      ConnectionException refused =
+          assertThrows(ConnectionException.class, () -> anonymous.check(REQ));
+      assertTrue(refused.getMessage().contains("Tls.mutual"), refused.getMessage());
     }
   }
 }
