@@ -14,7 +14,8 @@
 //!   its first `startsAt`, when its condition stops holding, and not announced again.
 //! - **A follower resolves what it alone announced.** An alert this node announced firing while
 //!   alone, which the cluster's stored states do not show firing in two reads in a row (the
-//!   evaluator writes them each second), is resolved by this node.
+//!   evaluator writes them each second), is resolved by this node. One the cluster's stored
+//!   states show firing is the evaluator's to resolve; this node logs when it has.
 
 use std::collections::BTreeMap;
 
@@ -37,6 +38,9 @@ struct Fired {
 pub(super) struct Alone {
     on: bool,
     fired: BTreeMap<String, Fired>,
+    /// Alerts it announced firing alone that the cluster's evaluator took over (shown firing
+    /// in the stored states): it resolves them, and this node logs when it has.
+    handed: BTreeMap<String, ()>,
 }
 
 impl Alone {
@@ -80,6 +84,22 @@ impl Alone {
     /// it starts from, and resolve with them.
     pub(super) fn hand_over(&mut self) {
         self.fired.clear();
+        self.handed.clear();
+    }
+
+    /// As a follower that read `stored`: the alerts it announced alone, taken over by the
+    /// cluster's evaluator, that the stored states no longer show firing (the evaluator
+    /// resolved them).
+    pub(super) fn resolved_by_cluster(&mut self, stored: &BTreeMap<String, Stored>) -> Vec<String> {
+        let mut out = Vec::new();
+        self.handed.retain(|name, ()| {
+            let firing = stored.get(name).is_some_and(|s| s.phase.is_firing());
+            if !firing {
+                out.push(name.clone());
+            }
+            firing
+        });
+        out
     }
 
     /// As a follower that read `stored` at `now_ms`: the resolutions of the alerts it announced
@@ -90,9 +110,11 @@ impl Alone {
         now_ms: i64,
     ) -> Vec<Announcement> {
         let mut out = Vec::new();
+        let handed = &mut self.handed;
         self.fired.retain(|name, f| {
             if stored.get(name).is_some_and(|s| s.phase.is_firing()) {
                 // The cluster's evaluator has it: it resolves it.
+                handed.insert(name.clone(), ());
                 return false;
             }
             f.misses += 1;
@@ -231,6 +253,17 @@ mod tests {
         assert!(
             alone.follow(&BTreeMap::new(), 22).is_empty(),
             "nothing left"
+        );
+        // `kept`, taken over by the cluster's evaluator: this node only notes its resolution.
+        assert!(
+            alone.resolved_by_cluster(&stored).is_empty(),
+            "still firing"
+        );
+        let resolved = states(&[("kept", Stored::default())]);
+        assert_eq!(alone.resolved_by_cluster(&resolved), ["kept"]);
+        assert!(
+            alone.resolved_by_cluster(&resolved).is_empty(),
+            "noted once"
         );
     }
 }

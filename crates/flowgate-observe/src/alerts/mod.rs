@@ -398,6 +398,9 @@ impl Alerts {
             let stored = stored.unwrap_or_default();
             let out = self.alone.lock().follow(&stored, now_ms);
             self.announce(&out);
+            for name in self.alone.lock().resolved_by_cluster(&stored) {
+                tracing::info!(target: "flowgate::alerts", alert = %name, "alert resolved (announced by the cluster's evaluator)");
+            }
             // Only what this node resolved itself (its own announcements made alone).
             self.send_alertmanagers(&BTreeMap::new(), &BTreeMap::new(), now_ms);
             self.keep(stored);
