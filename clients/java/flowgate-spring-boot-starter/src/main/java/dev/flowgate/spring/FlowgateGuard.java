@@ -3,6 +3,7 @@ package dev.flowgate.spring;
 import dev.flowgate.client.AcquireOptions;
 import dev.flowgate.client.CircuitOpenException;
 import dev.flowgate.client.ConnectionException;
+import dev.flowgate.client.ErrorCode;
 import dev.flowgate.client.FlowgateClient;
 import dev.flowgate.client.FlowgateException;
 import dev.flowgate.client.OverLimitException;
@@ -185,7 +186,9 @@ public final class FlowgateGuard {
                 throw new CompletionException(rejections.circuitOpen(refusal));
               }
               if (e instanceof OverLimitException) {
-                metrics.call(domain, "over_limit");
+                // A rule's closed failure policy refused it: Flowgate's store failed, closed.
+                boolean closedPolicy = e.code() == ErrorCode.STORE_UNAVAILABLE;
+                metrics.call(domain, closedPolicy ? "failed_closed" : "over_limit");
                 throw new CompletionException(rejections.overLimit(refusal));
               }
               if (!unavailable(e)) {

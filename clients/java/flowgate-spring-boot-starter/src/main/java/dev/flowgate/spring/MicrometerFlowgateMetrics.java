@@ -10,7 +10,9 @@ import java.time.Duration;
  *
  * <ul>
  *   <li>{@code flowgate.client.calls} (counter; {@code domain}, {@code outcome}: {@code allowed},
- *       {@code over_limit}, {@code circuit_open}, {@code failed_open}, {@code failed_closed});
+ *       {@code over_limit}, {@code circuit_open}, {@code failed_open}, {@code failed_closed}:
+ *       refused because Flowgate, or its store for a rule whose failure policy is {@code closed},
+ *       could not decide);
  *   <li>{@code flowgate.client.rejections} (counter; {@code domain}, {@code reason}: {@code
  *       over_limit}, {@code circuit_open}, {@code unavailable}): the calls refused;
  *   <li>{@code flowgate.client.waits} (timer; {@code domain}): the waits for {@code delay} slots;
