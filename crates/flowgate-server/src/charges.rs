@@ -53,14 +53,20 @@ pub(crate) fn cost_units(n: &serde_json::Number) -> Result<u64, String> {
 }
 
 /// Units sent as a JSON number (a cost, an estimate), checked: a whole number from 0 to
-/// [`MAX_COST`], with an error that says which rule the number broke.
+/// [`MAX_COST`], with an error that says which rule the number broke. A whole number written
+/// as a float (`100.0`, `1e3`, as clients that count in doubles send it) is that number.
 pub(crate) fn whole_units(n: &serde_json::Number) -> Result<u64, String> {
-    if let Some(u) = n.as_u64() {
+    let whole = n.as_u64().or_else(|| {
+        let f = n.as_f64()?;
+        // (above 2^53 a float is whole whatever was meant: past the maximum anyway)
+        (f >= 0.0 && f.fract() == 0.0).then(|| if f < 1e19 { f as u64 } else { u64::MAX })
+    });
+    if let Some(u) = whole {
         return if u <= MAX_COST {
             Ok(u)
         } else {
             Err(format!(
-                "{u} units is more than a limit can count (at most {MAX_COST}): is it in the rule's units?"
+                "{n} units is more than a limit can count (at most {MAX_COST}): is it in the rule's units?"
             ))
         };
     }

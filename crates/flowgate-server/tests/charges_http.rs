@@ -287,6 +287,10 @@ async fn bad_charges_change_nothing(store: OnStore) {
             "field `cost`: 4294967296 units is more than a limit can count",
         ),
         (
+            one(json!(1e30), &["api_key=k"]),
+            "field `cost`: 1e+30 units is more than a limit can count",
+        ),
+        (
             one(json!(10), &["nothing=here"]),
             "field `descriptors`: cannot take the cost: the descriptors match no rule of domain `llm`",
         ),
@@ -323,6 +327,17 @@ async fn bad_charges_change_nothing(store: OnStore) {
         (0, 1000),
         "nothing changed"
     );
+    // A whole number written as a float, as clients counting in doubles send it: that number.
+    for cost in [json!(100.0), json!(1e2)] {
+        let r = post_json(http, "/v1/report", one(cost.clone(), &["api_key=k"])).await;
+        assert_eq!(r.status, 200, "{cost}: {}", r.body);
+        assert_eq!(
+            r.json()["charges"][0]["rules"][0]["applied"],
+            100,
+            "{}",
+            r.body
+        );
+    }
 }
 
 #[tokio::test]
