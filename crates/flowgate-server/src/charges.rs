@@ -58,8 +58,8 @@ pub(crate) fn cost_units(n: &serde_json::Number) -> Result<u64, String> {
 pub(crate) fn whole_units(n: &serde_json::Number) -> Result<u64, String> {
     let whole = n.as_u64().or_else(|| {
         let f = n.as_f64()?;
-        // (above 2^53 a float is whole whatever was meant: past the maximum anyway)
-        (f >= 0.0 && f.fract() == 0.0).then(|| if f < 1e19 { f as u64 } else { u64::MAX })
+        // (the cast saturates: a huge float is past the maximum, as it should read)
+        (f >= 0.0 && f.fract() == 0.0).then_some(f as u64)
     });
     if let Some(u) = whole {
         return if u <= MAX_COST {
