@@ -194,6 +194,13 @@ async fn bad_reservations_and_commits_are_refused_naming_the_field_and_change_no
     refused(&nothing, 400, &["descriptors", "no rule"]);
     let conc = reservations::reserve(a, "llm", &["slot=1"], 1, None).await;
     refused(&conc, 400, &["inflight", "concurrency"]);
+    // One key twice would hold twice the clamp.
+    let twice = reservations::reserve(a, "llm", &["api_key=k", "api_key=k"], 300, None).await;
+    refused(
+        &twice,
+        400,
+        &["descriptors[1]", "descriptors[0]", "once per key"],
+    );
     refused(
         &commit(a, json!({"id": id, "cost": -1})).await,
         400,

@@ -137,6 +137,14 @@ async fn clamp_and_rules_that_take_no_reservations<S: Store>(l: &Arc<Limiter<S>>
         }) => assert_eq!((rule.as_str(), estimate, max), ("llm/tokens", 501, 500)),
         other => panic!("{:?}", other.err()),
     }
+    // One key named twice takes the estimate twice: the clamp counts both.
+    let twice = req(&[("key", "clamp"), ("key", "clamp")]);
+    match l.reserve(&twice, 300).await {
+        Err(ReserveError::OverClamp { estimate, max, .. }) => {
+            assert_eq!((estimate, max), (600, 500))
+        }
+        other => panic!("{:?}", other.err()),
+    }
     l.set_reserve_share(0.8).unwrap();
     l.reserve(&r, 800).await.unwrap().cancel().await.unwrap();
     assert!(l.set_reserve_share(1.5).is_err());

@@ -235,10 +235,17 @@ impl Reserve {
     ) -> Result<(), ReserveError> {
         let matched = rules.resolve(req);
         let mut any = false;
-        for m in &matched {
+        for (j, m) in matched.iter().enumerate() {
             let Some(limit) = m.rule.limit_at(now) else {
                 continue;
             };
+            // Each descriptor takes the estimate: twice on one key would hold twice the clamp.
+            if let Some(first) = matched[..j].iter().find(|o| o.key == m.key) {
+                return Err(ReserveError::Bad(format!(
+                    "field `descriptors[{}]`: the same key of rule `{}` as descriptors[{}]: a reservation takes its estimate once per key",
+                    m.descriptor, m.rule.name, first.descriptor
+                )));
+            }
             if let Err(e) = chargeable(limit) {
                 return Err(ReserveError::Bad(format!(
                     "field `descriptors[{}]`: rule `{}`: {e}",

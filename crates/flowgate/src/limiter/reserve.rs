@@ -135,10 +135,10 @@ impl<S: Store> Limiter<S> {
         let share = self.reserve_share();
         {
             let rules = self.rules.load();
-            let limits = rules
-                .resolve(request)
-                .into_iter()
-                .filter_map(|m| Some((&**m.rule, m.rule.limit_at(now)?)));
+            let matched = rules.resolve(request);
+            let limits = matched
+                .iter()
+                .filter_map(|m| Some((&**m.rule, m.rule.limit_at(now)?, m.key.as_str())));
             reservable(limits, estimate, share)?;
         }
         let mut costed = request.clone().with_cost(estimate);
@@ -154,7 +154,7 @@ impl<S: Store> Limiter<S> {
         let decided = verdict
             .statuses
             .iter()
-            .filter_map(|s| Some((&**s.rule.as_ref()?, s.limit.as_ref()?)));
+            .filter_map(|s| Some((&**s.rule.as_ref()?, s.limit.as_ref()?, s.key.as_str())));
         if let Err(e) = reservable(decided, estimate, share) {
             self.undo(&verdict, estimate, now).await;
             return Err(e);
@@ -179,24 +179,36 @@ impl<S: Store> Limiter<S> {
     }
 }
 
-/// Whether a reservation of `estimate` may be taken under `limits` (each with its rule): each
-/// takes charges, and the estimate is within each one's clamp.
+/// Whether a reservation of `estimate` may be taken under `limits` (each with its rule and the
+/// key it takes on): each takes charges, and what each key takes is within its clamp (the
+/// estimate, times the descriptors that take it on that key).
 fn reservable<'a>(
-    limits: impl Iterator<Item = (&'a Rule, &'a Limit)>,
+    limits: impl Iterator<Item = (&'a Rule, &'a Limit, &'a str)>,
     estimate: u64,
     share: f64,
 ) -> Result<(), ReserveError> {
-    for (rule, limit) in limits {
+    let mut taken: Vec<(&str, u64)> = Vec::new();
+    for (rule, limit, key) in limits {
         let name = || format!("{}/{}", rule.domain, rule.name);
         chargeable(limit).map_err(|reason| ReserveError::NotChargeable {
             rule: name(),
             reason,
         })?;
+        let on_key = match taken.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, units)) => {
+                *units = units.saturating_add(estimate);
+                *units
+            }
+            None => {
+                taken.push((key, estimate));
+                estimate
+            }
+        };
         let max = clamp(limit.limit(), share);
-        if estimate > max {
+        if on_key > max {
             return Err(ReserveError::OverClamp {
                 rule: name(),
-                estimate,
+                estimate: on_key,
                 max,
             });
         }
