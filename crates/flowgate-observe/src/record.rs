@@ -177,7 +177,8 @@ impl Recorder {
     }
 
     /// Counts a decision of a rule for the dashboard: its outcome, its key, a trial's or a
-    /// failure policy's part.
+    /// failure policy's part. A `closed` policy's refusal is the failure policy's only, not a
+    /// rejection of the rule's: its rejection alerts do not fire for a store outage.
     #[inline]
     fn count_figures(&self, cell: &RuleCell, s: &Status, d: &Descriptor, outcome: usize) {
         if s.error.is_some() {
@@ -188,7 +189,7 @@ impl Recorder {
         }
         let counted = match outcome {
             0 => Outcome::Admitted,
-            1 | FAILURE_POLICY => Outcome::Rejected,
+            1 => Outcome::Rejected,
             2 => Outcome::ShadowRejected,
             _ => return,
         };

@@ -69,6 +69,20 @@ async fn ask(s: &TestServer, port: u16) {
     assert_eq!(r.json()["reason"], "store_unavailable", "{}", r.body);
     let refused = r#"outcome="failure_policy""#;
     assert!(metric(s.http(), "flowgate_decisions_total", &[refused]).await >= 1.0);
+    // In the figures too: the failure policy's, not the rule's rejections (its alerts).
+    let totals = || async {
+        let stats = http(s.http(), "GET", "/v1/stats?scope=node", &[], "")
+            .await
+            .json();
+        stats["rules"][0]["totals"].clone()
+    };
+    let counted = common::wait_until(std::time::Duration::from_secs(10), || async {
+        totals().await["failure_policy"].as_u64() >= Some(1)
+    })
+    .await;
+    let t = totals().await;
+    assert!(counted, "{t}");
+    assert_eq!(t["rejected"], 0, "{t}");
     let mut grpc = s.grpc().await;
     let answer = should(&mut grpc, "api", vec![descriptor(&[("user", "7")])], 1).await;
     no_store_message("gRPC ShouldRateLimit", &format!("{answer:?}"), port);
