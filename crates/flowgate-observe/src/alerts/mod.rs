@@ -286,12 +286,15 @@ impl Alerts {
     }
 
     /// Sends every Alertmanager the alerts firing for it in `states` (with their `readings`),
-    /// and those resolved within [`alertmanager::RESOLVED_RESEND`] of `now_ms`.
+    /// and those resolved within [`alertmanager::RESOLVED_RESEND`] of `now_ms`, but for the
+    /// alerts firing in `firing_elsewhere` (a follower's: the cluster's evaluator sends them
+    /// firing, and Alertmanager would take this node's older resolution over it).
     fn send_alertmanagers(
         &self,
         states: &BTreeMap<String, Stored>,
         readings: &BTreeMap<String, Reading>,
         now_ms: i64,
+        firing_elsewhere: &BTreeMap<String, Stored>,
     ) {
         let global = self.global_alertmanagers.lock().clone();
         let external_url = self.external_url.lock().clone();
@@ -305,7 +308,16 @@ impl Alerts {
         let set = self.alerts();
         // Alertmanager keeps one alert per label set, the last one posted: an alert firing
         // again, or resolved twice within the re-send time, is sent once, as it is now.
-        let mut sent: BTreeSet<BTreeMap<String, String>> = BTreeSet::new();
+        let mut sent: BTreeSet<BTreeMap<String, String>> = set
+            .alerts()
+            .iter()
+            .filter(|a| {
+                firing_elsewhere
+                    .get(&a.name)
+                    .is_some_and(|s| s.phase.is_firing())
+            })
+            .map(webhook::labels)
+            .collect();
         for a in set.alerts() {
             let Some(Phase::Firing { fired_ms, .. }) = states.get(&a.name).map(|s| s.phase) else {
                 continue;
@@ -361,7 +373,7 @@ impl Alerts {
     ) -> Evaluation {
         let e = self.evaluate(prev, view, now_ms);
         self.announce(&e.announce);
-        self.send_alertmanagers(&e.states, &e.readings, now_ms);
+        self.send_alertmanagers(&e.states, &e.readings, now_ms, &BTreeMap::new());
         e
     }
 
@@ -401,8 +413,9 @@ impl Alerts {
             for name in self.alone.lock().resolved_by_cluster(&stored) {
                 tracing::info!(target: "flowgate::alerts", alert = %name, "alert resolved (announced by the cluster's evaluator)");
             }
-            // Only what this node resolved itself (its own announcements made alone).
-            self.send_alertmanagers(&BTreeMap::new(), &BTreeMap::new(), now_ms);
+            // Only what this node resolved itself (its own announcements made alone), and not
+            // an alert the cluster's evaluator now sends firing.
+            self.send_alertmanagers(&BTreeMap::new(), &BTreeMap::new(), now_ms, &stored);
             self.keep(stored);
             return;
         }
@@ -419,7 +432,7 @@ impl Alerts {
             Ok(true) => {
                 self.alone.lock().hand_over();
                 self.announce(&e.announce);
-                self.send_alertmanagers(&e.states, &e.readings, now_ms);
+                self.send_alertmanagers(&e.states, &e.readings, now_ms, &BTreeMap::new());
                 self.keep(e.states);
             }
             Ok(false) => {

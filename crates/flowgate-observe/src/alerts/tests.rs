@@ -500,3 +500,66 @@ async fn an_alert_flapping_is_posted_once_per_label_set_as_it_is_now() {
     assert_eq!(alerts.len(), 1, "two resolutions in one post: {twice:#}");
     assert_eq!(alerts[0]["endsAt"], webhook::rfc3339(T0 + 7000));
 }
+
+/// A follower that fired and resolved an alert alone during an outage re-sends its resolution
+/// for a minute; once the cluster's evaluator fires that alert again, the follower stops, so
+/// that Alertmanager (the last post per label set wins) keeps it firing.
+#[tokio::test]
+async fn a_followers_old_resolution_does_not_contradict_the_evaluators_firing() {
+    let mut redis = flowgate_testkit::redis::RedisServer::start();
+    let (got_a, url_a) = alertmanager_api().await;
+    let (got_b, url_b) = alertmanager_api().await;
+    let with = |url: &str| {
+        let mut spec = alert(vec![]);
+        spec.alertmanagers = vec![url.to_owned()];
+        spec
+    };
+    let (a, _) = alerts(vec![with(&url_a)], Delivery::default());
+    let (b, _) = alerts(vec![with(&url_b)], Delivery::default());
+    let (ca, cb) = (evaluator(&redis, "node-a"), evaluator(&redis, "node-b"));
+    let (hot, quiet) = (view(1.0, 3.0), view(4.0, 0.0));
+    a.tick(&quiet, T0, Some(&ca)).await;
+    b.tick(&quiet, T0, Some(&cb)).await;
+    redis.stop();
+    // b alone fires, then resolves at T0 + 4 s.
+    for (t, v) in [(1, &hot), (2, &hot), (3, &hot), (4, &quiet)] {
+        a.tick(&quiet, T0 + t * 1000, Some(&ca)).await;
+        b.tick(v, T0 + t * 1000, Some(&cb)).await;
+    }
+    let old_end = webhook::rfc3339(T0 + 4000);
+    redis.restart();
+    tick_until_back(&a, &quiet, T0 + 5000, &ca).await;
+    tick_until_back(&b, &quiet, T0 + 5000, &cb).await;
+    // a evaluates for the cluster: pending at 6 s, firing at 8 s; b follows.
+    for (t, v) in [(6, &hot), (7, &hot)] {
+        a.tick(v, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&quiet, T0 + t * 1000, Some(&cb)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = got_b.lock().len();
+    assert!(
+        got_b
+            .lock()
+            .iter()
+            .any(|p| p.to_string().contains(&old_end)),
+        "b re-sends its resolution while the alert is not firing: {:?}",
+        got_b.lock()
+    );
+    for t in 8..=9 {
+        a.tick(&hot, T0 + t * 1000, Some(&ca)).await;
+        b.tick(&quiet, T0 + t * 1000, Some(&cb)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.views()[0].state, "firing");
+    assert!(
+        got_a
+            .lock()
+            .last()
+            .is_some_and(|p| p[0]["startsAt"] == webhook::rfc3339(T0 + 8000))
+    );
+    let after: Vec<Value> = got_b.lock()[before..].to_vec();
+    assert!(
+        after.iter().all(|p| !p.to_string().contains(&old_end)),
+        "b's old resolution posted while the evaluator fires the alert: {after:#?}"
+    );
+}
