@@ -444,3 +444,28 @@ async fn a_message_over_the_bound_ends_its_stream_alone() {
     again.send(check(3, "api", &[("user", "a")]));
     assert!(verdict(&again.next().await).allowed);
 }
+
+/// A rule whose failure policy is `closed`, on a Redis that is stopped: the stream's verdict
+/// says the failure policy refused it (`REASON_STORE_UNAVAILABLE`), as `POST /v1/check` does,
+/// not that a limit did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_policys_refusal_is_store_unavailable() {
+    let mut redis = RedisServer::start();
+    let closed = RULES.replace(
+        "algorithm = \"fixed_window\"",
+        "algorithm = \"fixed_window\"\nfailure = \"closed\"",
+    );
+    let url = redis.url();
+    let s = TestServer::start_with(&[("flowgate.toml", closed.as_str())], |mut c| {
+        c.redis_url = Some(url);
+        c
+    })
+    .await;
+    redis.stop();
+    let mut stream = Stream::open(s.server.grpc_addr(), None).await.unwrap();
+    stream.send(check(1, "api", &[("user", "a")]));
+    let answer = stream.next().await;
+    let v = verdict(&answer);
+    assert!(!v.allowed, "{v:?}");
+    assert_eq!(v.reason, Reason::StoreUnavailable as i32, "{v:?}");
+}

@@ -99,6 +99,7 @@ pub(super) fn verdict(v: &Verdict) -> CheckVerdict {
     let reason = match (v.allowed, open) {
         (true, _) => Reason::Unspecified,
         (false, Some(_)) => Reason::CircuitOpen,
+        (false, None) if v.refused_by_failure_policy() => Reason::StoreUnavailable,
         (false, None) => Reason::OverLimit,
     };
     let indexed = || v.statuses.iter().enumerate();

@@ -719,6 +719,9 @@ pub enum Reason {
     OverLimit = 1,
     /// A circuit breaker refused it (`circuit_open`).
     CircuitOpen = 2,
+    /// Rules' `closed` failure policies refused it: the store failed, no limit was asked
+    /// (`store_unavailable`).
+    StoreUnavailable = 3,
 }
 impl Reason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -730,6 +733,7 @@ impl Reason {
             Self::Unspecified => "REASON_UNSPECIFIED",
             Self::OverLimit => "REASON_OVER_LIMIT",
             Self::CircuitOpen => "REASON_CIRCUIT_OPEN",
+            Self::StoreUnavailable => "REASON_STORE_UNAVAILABLE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -738,6 +742,7 @@ impl Reason {
             "REASON_UNSPECIFIED" => Some(Self::Unspecified),
             "REASON_OVER_LIMIT" => Some(Self::OverLimit),
             "REASON_CIRCUIT_OPEN" => Some(Self::CircuitOpen),
+            "REASON_STORE_UNAVAILABLE" => Some(Self::StoreUnavailable),
             _ => None,
         }
     }

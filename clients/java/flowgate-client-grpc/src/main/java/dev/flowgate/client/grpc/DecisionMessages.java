@@ -112,6 +112,8 @@ final class DecisionMessages {
         return ErrorCode.OVER_LIMIT;
       case REASON_CIRCUIT_OPEN:
         return ErrorCode.CIRCUIT_OPEN;
+      case REASON_STORE_UNAVAILABLE:
+        return ErrorCode.STORE_UNAVAILABLE;
       default:
         return null;
     }

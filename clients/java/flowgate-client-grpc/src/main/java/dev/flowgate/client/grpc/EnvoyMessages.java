@@ -69,12 +69,12 @@ final class EnvoyMessages {
    */
   static Verdict verdict(RateLimitResponse response) {
     boolean allowed = response.getOverallCode() != RateLimitResponse.Code.OVER_LIMIT;
-    boolean circuitOpen = false;
+    ErrorCode said = null;
     Double headerRetryMs = null;
     for (HeaderValue h : response.getResponseHeadersToAddList()) {
       String key = h.getKey().toLowerCase(java.util.Locale.ROOT);
       if (key.equals("x-flowgate-reason")) {
-        circuitOpen = ErrorCode.of(h.getValue()) == ErrorCode.CIRCUIT_OPEN;
+        said = ErrorCode.of(h.getValue());
       } else if (key.equals("retry-after")) {
         try {
           headerRetryMs = Long.parseLong(h.getValue().trim()) * 1000.0;
@@ -83,6 +83,7 @@ final class EnvoyMessages {
         }
       }
     }
+    boolean circuitOpen = said == ErrorCode.CIRCUIT_OPEN;
     List<DescriptorStatus> statuses = new ArrayList<>();
     Double latestReset = 0.0;
     boolean anyOver = false;
@@ -104,7 +105,11 @@ final class EnvoyMessages {
         retry = headerRetryMs;
       }
     }
-    ErrorCode reason = allowed ? null : circuitOpen ? ErrorCode.CIRCUIT_OPEN : ErrorCode.OVER_LIMIT;
+    // The server says why when a breaker or a closed failure policy refused it; else a limit.
+    ErrorCode reason =
+        allowed
+            ? null
+            : circuitOpen || said == ErrorCode.STORE_UNAVAILABLE ? said : ErrorCode.OVER_LIMIT;
     return new Verdict(
         allowed,
         allowed ? Code.OK : Code.OVER_LIMIT,
