@@ -62,6 +62,19 @@ fn bad_config_exits_non_zero_naming_file_line_and_field() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    // A reservation's longest TTL of zero would expire every reservation at once.
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(examples().join("flowgate.toml"))
+        .args(["--reserve-max-ttl", "0s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--reserve-max-ttl") && err.contains("must be longer than zero"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -213,7 +213,7 @@ pub(crate) struct ServeArgs {
     pub(crate) reserve_max_share: f64,
     /// The longest a reservation holds its units uncommitted, and the TTL of one that names
     /// none.
-    #[arg(long, env = "FLOWGATE_RESERVE_MAX_TTL", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "FLOWGATE_RESERVE_MAX_TTL", default_value = "60s", value_parser = parse_deadline)]
     pub(crate) reserve_max_ttl: std::time::Duration,
     /// `/metrics` also exports envoyproxy/ratelimit's per-rule series under its names
     /// (`ratelimit_service_rate_limit_total_hits`, `_over_limit`, `_near_limit`,
@@ -327,7 +327,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
     match flowgate::rule::parse_duration(text) {
         Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err("the deadline must be longer than zero".into()),
+        Ok(_) => Err("must be longer than zero".into()),
         Err(e) => Err(e.to_string()),
     }
 }
