@@ -45,7 +45,7 @@ impl Health {
     fn failed(&self, e: &StoreError) {
         *self.last_error.lock() = Some(Instant::now());
         if !self.failing.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target: "flowgate::queue", error = %e, "queues: the store fails; leases answer 503 when their wait ends, other queue calls 503 at once, until it answers again");
+            tracing::warn!(target: "flowgate::queue", error = %e, "queues: the store fails; queue calls answer 503 once it fails them (at once when it refuses, after its timeout when it hangs; a lease when its wait ends), until it answers again");
         }
     }
 
