@@ -199,3 +199,23 @@ async fn a_hung_store_holds_a_lease_no_longer_than_its_wait_once_it_is_known_to_
         "{job}"
     );
 }
+
+/// A lease whose wait ends while another lease's call waits on a store that hangs (no failure
+/// known yet: the store answered before it froze) is told the store fails, not "nothing
+/// released": the store never answered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_behind_an_unanswered_call_is_not_told_nothing_was_released() {
+    let redis = RedisServer::start();
+    let (_dir, cfg) = common::config(CONFIG);
+    let p = spawn_server(&cfg, &["--redis-url", &redis.url()]);
+    assert_eq!(lease(p.http, "SILENT", 0).await.0, 204, "the store answers");
+    redis.pause();
+    let addr = p.http;
+    let first = tokio::spawn(async move { lease(addr, "SILENT", 3000).await });
+    // (at least this long: its call has then gone unanswered past the threshold)
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (behind, retry, _) = lease(p.http, "SILENT", 200).await;
+    redis.resume();
+    let _ = first.await;
+    assert_eq!((behind, retry.as_deref()), (503, Some("1")));
+}

@@ -18,6 +18,10 @@ use super::{Delivery, MAX_HORIZON, POLL, Queue, micros, tolerance};
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// The longest pause between two tries of a lease whose store fails.
 const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long another lease's store call may go unanswered before a lease whose wait ends
+/// meanwhile says the store fails rather than "nothing released": far above a live store's
+/// round trip, so that a busy one is not called down.
+const SILENT: Duration = Duration::from_millis(250);
 
 /// A delivery's nonce: 52 random bits (exact in the Redis scripts' doubles), never 0 (0 means
 /// never delivered). Without the operating system's randomness the lease fails: a fixed nonce
@@ -37,6 +41,33 @@ pub(super) struct Local {
     pub(super) wake: Notify,
     /// What the last lease's call to the store met.
     failure: LastFailure,
+    /// Since when a lease's call to the store is unanswered (`None`: none is in flight).
+    asking: parking_lot::Mutex<Option<Instant>>,
+}
+
+impl Local {
+    /// Runs `call`, a lease's call to the store, noting it in flight meanwhile.
+    async fn asking<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        *self.asking.lock() = Some(Instant::now());
+        let r = call.await;
+        *self.asking.lock() = None;
+        r
+    }
+
+    /// What a lease whose wait ended while another asked the store answers: the failure known,
+    /// or one if that call has gone unanswered for [`SILENT`] (a store that hangs: "nothing
+    /// released" would be a guess), else nothing released.
+    fn told(&self) -> Result<Option<Delivery>, QueueError> {
+        if let Some(e) = self.failure.get() {
+            return Err(QueueError::Store(e));
+        }
+        match *self.asking.lock() {
+            Some(since) if since.elapsed() >= SILENT => {
+                Err(QueueError::Store(flowgate_core::StoreError::Timeout))
+            }
+            _ => Ok(None),
+        }
+    }
 }
 
 impl<S: QueueStore> Queue<S> {
@@ -47,7 +78,8 @@ impl<S: QueueStore> Queue<S> {
     /// # Errors
     /// [`QueueError::UnknownQueue`], or the store's error if it still fails when `wait` ends:
     /// the error this lease met, or, when another lease of the instance is asking the store as
-    /// `wait` ends, the error that one met last.
+    /// `wait` ends, the error that one met last (a timeout when its call has gone unanswered
+    /// for 250 ms).
     pub async fn lease(
         &self,
         domain: &str,
@@ -68,10 +100,7 @@ impl<S: QueueStore> Queue<S> {
             };
             let Ok(turn) = turn else {
                 // The wait ended while another lease asked: its answer is this one's.
-                return match local.failure.get() {
-                    Some(e) => Err(QueueError::Store(e)),
-                    None => Ok(None),
-                };
+                return local.told();
             };
             let left = deadline.saturating_duration_since(Instant::now());
             let horizon = micros(left.min(MAX_HORIZON));
@@ -150,7 +179,9 @@ impl<S: QueueStore> Queue<S> {
             Err(e) => return (Some(turn), Err(e)),
         };
         let Some(known) = local.failure.get() else {
-            let r = self.store.lease(spec, instance, horizon, nonce).await;
+            let r = local
+                .asking(self.store.lease(spec, instance, horizon, nonce))
+                .await;
             self.health.record(&r);
             local.failure.record(&r);
             return (Some(turn), r);
@@ -165,7 +196,9 @@ impl<S: QueueStore> Queue<S> {
         );
         let failure = Arc::clone(&local);
         tokio::spawn(async move {
-            let r = store.lease(&spec, &instance, horizon, nonce).await;
+            let r = local
+                .asking(store.lease(&spec, &instance, horizon, nonce))
+                .await;
             health.record(&r);
             local.failure.record(&r);
             if let Err((_turn, Ok(LeaseOutcome::Leased(job)))) = tx.send((turn, r)) {
