@@ -39,7 +39,7 @@ pub(super) struct ReserveBody {
     descriptors: Vec<DescriptorField>,
     /// The units to reserve (an LLM call's `max_tokens`): at least 1, at most the server's
     /// share (`--reserve-max-share`) of each matched rule's limit.
-    #[schema(value_type = u64, minimum = 0, maximum = 4_294_967_295_u64)]
+    #[schema(value_type = u64, minimum = 1, maximum = 4_294_967_295_u64)]
     estimate: serde_json::Number,
     /// How long the reservation holds its units uncommitted (`"30s"`, `"500ms"`); at most, and
     /// by default, `--reserve-max-ttl`.
