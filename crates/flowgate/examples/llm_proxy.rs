@@ -1,9 +1,9 @@
 //! An LLM proxy limited in tokens per minute per API key, in front of a fake streaming model.
 //!
-//! Each `POST /v1/chat/completions` reserves its `max_tokens` plus its prompt's tokens
-//! ([`flowgate::Limiter::reserve`]) under the key of its `Authorization: Bearer` header, streams
-//! the model's answer through, and commits the `usage.total_tokens` of the stream's last chunk;
-//! a stream cut short commits the estimate. Answers carry `RateLimit-*` and OpenAI's
+//! Each `POST /v1/chat/completions` reserves its `max_tokens` (256 when it names none) plus its
+//! prompt's tokens ([`flowgate::Limiter::reserve`]) under the key of its `Authorization: Bearer`
+//! header, streams the model's answer through, and commits the `usage.total_tokens` of the
+//! stream's last chunk; a stream cut short commits the estimate. Answers carry `RateLimit-*` and OpenAI's
 //! `x-ratelimit-*-tokens` headers; over the budget, 429 with `Retry-After`. The fake model
 //! echoes the last message's words, one a chunk, at most `max_tokens` (one token a word).
 //!

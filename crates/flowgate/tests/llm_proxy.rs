@@ -213,3 +213,16 @@ async fn a_stream_cut_short_commits_the_estimate() {
     drop(conn);
     until_remaining(&proxy.limiter, key, LIMIT - 500).await;
 }
+
+/// A request that names no `max_tokens`, as most OpenAI clients send it, reserves the default
+/// (256) plus its prompt, within one request's share of the budget: it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_max_tokens_is_served() {
+    let proxy = start().await;
+    let mut plain = body(0, 0, 5);
+    plain.as_object_mut().unwrap().remove("max_tokens");
+    let a = post(proxy.addr, "sk-plain", plain).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let reserved = (LIMIT - app::DEFAULT_MAX_TOKENS - 5).to_string();
+    assert_eq!(a.header("ratelimit-remaining"), Some(reserved.as_str()));
+}

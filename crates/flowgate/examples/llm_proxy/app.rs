@@ -21,8 +21,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tower::ServiceExt;
 
-/// The completion tokens a request may ask for when its body names no `max_tokens`.
-pub(crate) const DEFAULT_MAX_TOKENS: u64 = 1_024;
+/// The completion tokens a request may ask for when its body names no `max_tokens` (as most
+/// OpenAI clients send it): within one request's share of the default budget, so that a
+/// request without it is served.
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 256;
 
 /// The rules: `tokens_per_minute` per API key, a token bucket (refilled continuously, as
 /// OpenAI's limits are).
@@ -318,7 +320,7 @@ fn refused(e: ReserveError) -> Response<Body> {
             "invalid_request_error",
             "max_tokens_too_large",
             format!(
-                "this request may take {estimate} tokens (max_tokens plus the prompt); one request may take at most {max}"
+                "this request may take {estimate} tokens (max_tokens, {DEFAULT_MAX_TOKENS} when the request has none, plus the prompt); one request may take at most {max}"
             ),
         ),
         other => error(
