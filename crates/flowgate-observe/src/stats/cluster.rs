@@ -279,8 +279,8 @@ pub(super) struct ClusterState {
     /// Requests refused per breaker instance over the recent window, summed over the live
     /// nodes.
     refused: HashMap<String, u64>,
-    /// Each node's newest second taken into the history.
-    taken: HashMap<String, i64>,
+    /// Each node's newest second taken into the history, and the second it was last listed at.
+    taken: HashMap<String, (i64, i64)>,
 }
 
 impl ClusterState {
@@ -378,7 +378,7 @@ impl ClusterState {
         }
         let mut revised: Option<i64> = None;
         for s in &snapshots {
-            let taken = self.taken.get(&s.node).copied();
+            let taken = self.taken.get(&s.node).map(|&(t, _)| t);
             // A node whose clock is ahead: its later seconds are taken at a later read.
             let upto = s.at.min(at);
             for r in &s.rules {
@@ -404,10 +404,18 @@ impl ClusterState {
                 }
             }
             self.taken
-                .insert(s.node.clone(), taken.map_or(upto, |t| t.max(upto)));
+                .insert(s.node.clone(), (taken.map_or(upto, |t| t.max(upto)), at));
         }
-        // A node forgotten (not seen for FORGET_MS) is taken afresh if it comes back.
-        self.taken.retain(|n, _| nodes.iter().any(|v| &v.id == n));
+        // A node forgotten (not seen for FORGET_MS) is taken afresh if it comes back; one only
+        // missing from a read (Redis restarted empty, its first publish not there yet) is not:
+        // its seconds already taken, which it carries again, would be counted twice.
+        for (node, (_, seen)) in &mut self.taken {
+            if nodes.iter().any(|v| &v.id == node) {
+                *seen = at;
+            }
+        }
+        self.taken
+            .retain(|_, &mut (_, seen)| at - seen < FORGET_MS / 1000);
         self.revised_from = revised;
         self.nodes = nodes;
         self.snapshots = snapshots;
@@ -636,6 +644,30 @@ mod tests {
         );
         assert_eq!(c.revised_from, None);
         assert_eq!(series(&c, 18, 117), [100; 18]);
+    }
+
+    /// Redis restarted empty twice, close together: the first read after each lists only the
+    /// node that published first (a), and b, still carrying the seconds the first outage made
+    /// it miss, publishes them again after the second. They are not counted twice.
+    #[test]
+    fn a_node_missing_from_one_read_is_not_taken_again() {
+        let mut c = ClusterState::default();
+        let (both, only_a) = (nodes(&["a", "b"]), nodes(&["a"]));
+        let two = |at: i64, from_a: i64, from_b: i64| {
+            vec![snapshot("a", at, from_a, 50), snapshot("b", at, from_b, 50)]
+        };
+        for at in 100..105 {
+            c.update(at, both.clone(), two(at, at - 4, at - 4));
+        }
+        // Down from 105 to 109; back empty at 110: b's first publish comes after this read.
+        c.update(110, only_a.clone(), vec![snapshot("a", 110, 105, 50)]);
+        for at in 111..115 {
+            c.update(at, both.clone(), two(at, 105, 105));
+        }
+        // Down again from 115 to 119, back empty at 120; b still carries from 105.
+        c.update(120, only_a, vec![snapshot("a", 120, 105, 50)]);
+        c.update(121, both, two(121, 105, 105));
+        assert_eq!(series(&c, 22, 121), [100; 22]);
     }
 
     /// A node first seen contributes the seconds it publishes, at their places; a reader ahead of
