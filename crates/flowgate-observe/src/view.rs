@@ -323,7 +323,7 @@ pub struct AlertView {
     pub watches: String,
     /// `inactive`, `pending` (its condition holds, not yet for its duration) or `firing`.
     pub state: String,
-    /// Since when it is pending or firing (Unix milliseconds).
+    /// Since when it is pending, or firing (when it fired: its `startsAt`), in Unix milliseconds.
     pub since_ms: Option<i64>,
     /// The value last evaluated (a ratio, an age in seconds, a depth).
     pub value: Option<f64>,

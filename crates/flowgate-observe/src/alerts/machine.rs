@@ -39,11 +39,13 @@ impl Phase {
         }
     }
 
-    /// Since when it is pending or firing.
+    /// Since when it is pending, or firing (when it fired: Alertmanager's `startsAt`, not when
+    /// its condition started to hold).
     pub fn since_ms(&self) -> Option<i64> {
         match self {
             Phase::Inactive => None,
-            Phase::Pending { since_ms } | Phase::Firing { since_ms, .. } => Some(*since_ms),
+            Phase::Pending { since_ms } => Some(*since_ms),
+            Phase::Firing { fired_ms, .. } => Some(*fired_ms),
         }
     }
 
@@ -189,6 +191,6 @@ mod tests {
             fired_ms: 2,
         };
         assert_eq!(p.step(true, 100, 0), (p, None));
-        assert_eq!(p.since_ms(), Some(1));
+        assert_eq!(p.since_ms(), Some(2), "since it fired, as its startsAt");
     }
 }
