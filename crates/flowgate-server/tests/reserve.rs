@@ -19,10 +19,11 @@ use serde_json::json;
 const RULES: &str = r#"
 domain = "llm"
 
+# (an hour's window: a test that crossed a minute's end would see its counts start again)
 [[rule]]
 name = "tokens"
 match = "api_key"
-limit = "1000/m"
+limit = "1000/h"
 algorithm = "fixed_window"
 
 [[rule]]
