@@ -54,7 +54,9 @@ public class FlowgateProblemAdvice {
     e.retryAfter()
         .ifPresent(
             d -> {
-              problem.setProperty("retry_after_ms", d.toMillis());
+              // Rounded up, as the header's seconds are: the two never disagree.
+              long ms = d.toMillis() + (d.toNanosPart() % 1_000_000 > 0 ? 1 : 0);
+              problem.setProperty("retry_after_ms", ms);
               answer.header(HttpHeaders.RETRY_AFTER, Long.toString(e.retryAfterSeconds().get()));
             });
     return answer.body(problem);
