@@ -7,32 +7,25 @@ import dev.flowgate.client.testing.FlowgateServer;
 import dev.flowgate.client.testing.RedisServer;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.net.http.HttpResponse;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.springframework.beans.factory.annotation.Autowired;
-import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Import;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
-import org.springframework.web.bind.annotation.GetMapping;
-import org.springframework.web.bind.annotation.RequestParam;
-import org.springframework.web.bind.annotation.RestController;
 
 /**
  * A {@code @RateLimited} call on a rule whose failure policy is {@code closed}, against a real
  * server on a real Redis that is then stopped: the refusal is answered 429 with the code {@code
- * store_unavailable}, not {@code over_limit}, and counted as failed closed.
+ * store_unavailable}, not {@code over_limit}, and counted as failed closed. (The application is
+ * {@link MvcRateLimitTest}'s.)
  */
 @SpringBootTest(
-    classes = ClosedPolicyTest.App.class,
+    classes = MvcRateLimitTest.App.class,
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = "spring.main.web-application-type=servlet")
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -51,35 +44,6 @@ class ClosedPolicyTest {
   // A deadline a busy machine meets while Redis runs (once stopped, it refuses at once).
   static final FlowgateServer SERVER =
       FlowgateServer.start(RULES, "--redis-url", REDIS.url(), "--redis-deadline", "2s");
-
-  @SpringBootConfiguration
-  @EnableAutoConfiguration
-  @Import(Controller.class)
-  static class App {
-    @Bean
-    Payments payments() {
-      return new Payments();
-    }
-
-    @Bean
-    MeterRegistry meterRegistry() {
-      return new SimpleMeterRegistry();
-    }
-  }
-
-  @RestController
-  static class Controller {
-    private final Payments payments;
-
-    Controller(Payments payments) {
-      this.payments = payments;
-    }
-
-    @GetMapping("/pay")
-    Payments.Receipt pay(@RequestParam String channel) {
-      return payments.pay(new Payments.Payment(channel, 10));
-    }
-  }
 
   @DynamicPropertySource
   static void flowgate(DynamicPropertyRegistry registry) {
