@@ -15,28 +15,36 @@ use super::*;
 use crate::view::RuleStats;
 use flowgate_config::alert::{AlertKind, AlertSet};
 
-/// A webhook receiver on loopback: the messages it got, and its address.
+/// A webhook receiver and an Alertmanager's API on loopback: the messages each got, and their
+/// addresses.
 struct Receiver {
     got: Arc<Mutex<Vec<Value>>>,
     url: String,
     hang_url: String,
+    /// The bodies posted to `base`'s `/api/v2/alerts`.
+    posted: Arc<Mutex<Vec<Value>>>,
+    base: String,
+}
+
+/// A route that keeps each JSON body posted to it in `into`.
+fn recording(into: &Arc<Mutex<Vec<Value>>>) -> axum::routing::MethodRouter {
+    let into = Arc::clone(into);
+    post(move |body: String| {
+        let into = Arc::clone(&into);
+        async move {
+            into.lock()
+                .push(serde_json::from_str(&body).unwrap_or(Value::Null));
+            "ok"
+        }
+    })
 }
 
 async fn receiver() -> Receiver {
     let got = Arc::new(Mutex::new(Vec::new()));
-    let g = Arc::clone(&got);
+    let posted = Arc::new(Mutex::new(Vec::new()));
     let app = Router::new()
-        .route(
-            "/hook",
-            post(move |body: String| {
-                let g = Arc::clone(&g);
-                async move {
-                    g.lock()
-                        .push(serde_json::from_str(&body).unwrap_or(Value::Null));
-                    "ok"
-                }
-            }),
-        )
+        .route("/hook", recording(&got))
+        .route("/api/v2/alerts", recording(&posted))
         .route(
             "/hang",
             post(|| async {
@@ -51,6 +59,8 @@ async fn receiver() -> Receiver {
         got,
         url: format!("http://{addr}/hook"),
         hang_url: format!("http://{addr}/hang"),
+        posted,
+        base: format!("http://{addr}"),
     }
 }
 
@@ -416,23 +426,8 @@ fn statuses_of(got: &[Value]) -> Vec<&str> {
 
 /// An Alertmanager's API on loopback: the bodies posted to it, and its address.
 async fn alertmanager_api() -> (Arc<Mutex<Vec<Value>>>, String) {
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = Arc::clone(&got);
-    let app = Router::new().route(
-        "/api/v2/alerts",
-        post(move |body: String| {
-            let g = Arc::clone(&g);
-            async move {
-                g.lock()
-                    .push(serde_json::from_str(&body).unwrap_or(Value::Null));
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (got, format!("http://{addr}"))
+    let r = receiver().await;
+    (r.posted, r.base)
 }
 
 /// Ticks `a` on `v` at `t` seconds after [`T0`], then waits until the Alertmanager got a body
