@@ -308,6 +308,8 @@ impl Alerts {
         let set = self.alerts();
         // Alertmanager keeps one alert per label set, the last one posted: an alert firing
         // again, or resolved twice within the re-send time, is sent once, as it is now.
+        // Nor is a resolution re-sent while its alert is pending again here (its condition
+        // holds: another node evaluating alone may already send it firing).
         let mut sent: BTreeSet<BTreeMap<String, String>> = set
             .alerts()
             .iter()
@@ -315,6 +317,9 @@ impl Alerts {
                 firing_elsewhere
                     .get(&a.name)
                     .is_some_and(|s| s.phase.is_firing())
+                    || states
+                        .get(&a.name)
+                        .is_some_and(|s| matches!(s.phase, Phase::Pending { .. }))
             })
             .map(webhook::labels)
             .collect();

@@ -474,9 +474,19 @@ async fn an_alert_flapping_is_posted_once_per_label_set_as_it_is_now() {
         webhook::rfc3339(T0 + 3000),
         "{resolved:#}"
     );
+    // Pending again (another node alone may fire it first): its resolution is not re-sent.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = got.lock().len();
     for t in 4..6 {
         a.tick(&hot, T0 + t * 1000, None).await;
     }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let old_end = webhook::rfc3339(T0 + 3000);
+    let pending: Vec<Value> = got.lock()[before..].to_vec();
+    assert!(
+        pending.iter().all(|p| !p.to_string().contains(&old_end)),
+        "its resolution re-sent while pending: {pending:#?}"
+    );
     let again = tick_and_post(&a, &hot, 6, &got).await;
     let alerts = again.as_array().cloned().unwrap_or_default();
     assert_eq!(
