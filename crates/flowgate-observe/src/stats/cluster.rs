@@ -246,12 +246,15 @@ impl Publishing {
         };
     }
 
-    /// The publish of second `at` failed: its seconds, and those since the last success, are
-    /// carried by the next ones.
+    /// The publish of second `at` failed: its seconds, those since the last success, and the
+    /// recent window before it are carried by the next ones (a reader whose own exchanges
+    /// failed first may have missed the last publishes before the outage; it takes none twice).
     fn failed(&mut self, at: i64) {
         let first = match self.backlog {
             Some((first, _)) => first,
-            None => self.published.map_or(at, |p| p + 1),
+            None => self
+                .published
+                .map_or(at, |p| p + 1 - i64::from(RECENT_SECONDS)),
         };
         self.backlog = Some((first, 0));
     }

@@ -142,14 +142,18 @@ fn publishing_carries_what_failed_publishes_missed() {
     p.succeeded(100);
     p.failed(101);
     p.failed(102);
-    assert_eq!(p.from(103), 99, "the recent window covers 101");
+    assert_eq!(p.from(103), 96, "the recent window before the failure");
     for at in 103..120 {
         p.failed(at);
     }
     p.succeeded(120);
-    assert_eq!(p.from(121), 101, "every second since the last success");
+    assert_eq!(
+        p.from(121),
+        96,
+        "every second since the last success, and its window"
+    );
     for at in 121..(120 + i64::from(CARRY)) {
-        assert_eq!(p.from(at), 101);
+        assert_eq!(p.from(at), 96);
         p.succeeded(at);
     }
     assert_eq!(
@@ -161,4 +165,29 @@ fn publishing_carries_what_failed_publishes_missed() {
     let mut p = Publishing::default();
     p.failed(1);
     assert_eq!(p.from(10_000), 10_000 - HISTORY_SECONDS as i64 + 1);
+}
+
+/// A reader that missed a node's last publish before an outage (it read the one before, then
+/// its own exchanges failed) finds that second in the node's first publishes after it.
+#[test]
+fn the_last_second_before_an_outage_is_carried() {
+    let mut c = ClusterState::default();
+    let mut p = Publishing::default();
+    let a = nodes(&["a"]);
+    for at in 100..105 {
+        let from = p.from(at);
+        p.succeeded(at);
+        c.update(at, a.clone(), vec![snapshot("a", at, from, 50)]);
+    }
+    // a published 105, but the reader's read at 105 found a's 104.
+    let from = p.from(104);
+    p.succeeded(105);
+    c.update(105, a.clone(), vec![snapshot("a", 104, from, 50)]);
+    for at in 106..112 {
+        p.failed(at);
+    }
+    let from = p.from(112);
+    p.succeeded(112);
+    c.update(112, a, vec![snapshot("a", 112, from, 50)]);
+    assert_eq!(series(&c, 13, 112), [50; 13]);
 }
