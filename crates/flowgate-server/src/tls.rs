@@ -314,8 +314,10 @@ impl Reloader {
 
     /// Checks the files every [`TlsFiles::reload`] and on `SIGHUP`, until `shutdown`.
     pub(crate) fn spawn(mut self, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
+        // Listening now, not in the task: a SIGHUP that came before the task first ran would
+        // find no handler, and end the process (its default action).
+        let mut hangup = Hangup::listen();
         tokio::spawn(async move {
-            let mut hangup = Hangup::listen();
             let mut tick = tokio::time::interval(self.files.reload.max(Duration::from_millis(10)));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;

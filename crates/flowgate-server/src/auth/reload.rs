@@ -87,8 +87,10 @@ impl Reloader {
         auth: Arc<Auth>,
         mut shutdown: watch::Receiver<bool>,
     ) -> JoinHandle<()> {
+        // Listening now, not in the task: a SIGHUP that came before the task first ran would
+        // find no handler, and end the process (its default action).
+        let mut hangup = Hangup::listen();
         tokio::spawn(async move {
-            let mut hangup = Hangup::listen();
             let mut every = tokio::time::interval(super::RELOAD_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;
