@@ -564,7 +564,8 @@ async fn a_node_starts_while_the_redis_cluster_is_down_and_follows_it_once_up() 
         "{}",
         http(a.http, "GET", "/v1/store", &[], "").await.body
     );
-    let r = put(&a, ALICE, &rules("9/s")).await;
+    // (an hour's window: two checks a second's end apart would each find a fresh one)
+    let r = put(&a, ALICE, &rules("9/h")).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(enforced(&a).await, "9");
     // Decisions are Redis's now: the counter moves.
